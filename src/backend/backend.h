@@ -1,0 +1,159 @@
+/* The compute backend: one vtable, two implementations (C/OpenMP/CBLAS in
+ * src/backend/cpu, CUDA in cuda/). The model and the sharding engine call only
+ * these operations, so they never know where a tensor lives.
+ *
+ * Conventions shared by every operation
+ *  - Tensors are dense, row-major, fp32, in the backend's memory (host memory for
+ *    the CPU backend, device memory for CUDA). Pointers passed to an op are
+ *    backend pointers unless the parameter name ends in _host.
+ *  - Activations are [tokens, features] with tokens = B*T (batch-major).
+ *    Attention inputs keep the projection layout: q is [tokens, n_heads*head_dim],
+ *    head h of token t at q[t*n_heads*head_dim + h*head_dim]; k and v likewise with
+ *    n_kv_heads. Grouped-query attention maps query head h to kv head
+ *    h / (n_heads / n_kv_heads) by indexing, never by copying K/V.
+ *  - "accumulate" outputs are added to (+=), "overwrite" outputs are assigned.
+ *    Gradients of parameters always accumulate, so gradient accumulation over
+ *    micro-batches and residual branches need no extra buffers.
+ *  - Ops are asynchronous with respect to the host on CUDA; `sync` waits.
+ */
+#ifndef FT_BACKEND_BACKEND_H
+#define FT_BACKEND_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/error.h"
+
+typedef struct ft_backend ft_backend;
+
+/* Attention geometry: B sequences of T tokens, n_heads query heads and n_kv_heads
+ * key/value heads of head_dim each. */
+typedef struct ft_attn_shape {
+    int batch;
+    int seq_len;
+    int n_heads;
+    int n_kv_heads;
+    int head_dim;
+} ft_attn_shape;
+
+typedef struct ft_adamw_params {
+    float lr;
+    float beta1;
+    float beta2;
+    float eps;
+    float weight_decay; /* decoupled: p -= lr * wd * p, applied before the Adam update */
+    long step;          /* 1-based optimizer step, for bias correction */
+} ft_adamw_params;
+
+typedef struct ft_sgd_params {
+    float lr;
+    float momentum;     /* 0 disables the momentum buffer */
+    float weight_decay; /* decoupled, like AdamW */
+} ft_sgd_params;
+
+typedef struct ft_backend_ops {
+    /* ---- memory ---- */
+    void *(*alloc)(ft_backend *be, size_t bytes); /* zero-filled; NULL on failure */
+    void (*free)(ft_backend *be, void *p);
+    void (*upload)(ft_backend *be, void *dst, const void *src_host, size_t bytes);
+    void (*download)(ft_backend *be, void *dst_host, const void *src, size_t bytes);
+    void (*copy)(ft_backend *be, void *dst, const void *src, size_t bytes);
+    void (*zero)(ft_backend *be, void *p, size_t bytes);
+    void (*sync)(ft_backend *be);
+
+    /* ---- dense algebra ----
+     * c[m,n] = alpha * op(a) * op(b) + beta * c, op(a) is [m,k], op(b) is [k,n].
+     * trans_a: a is stored [k,m]; trans_b: b is stored [n,k].
+     * A linear layer y = x W^T with W [out,in] is matmul(y, x, W, N, out, in, false, true, 1, 0). */
+    void (*matmul)(ft_backend *be, float *c, const float *a, const float *b, int m, int n, int k,
+                   bool trans_a, bool trans_b, float alpha, float beta);
+    void (*add)(ft_backend *be, float *y, const float *x, size_t n);      /* y += x */
+    void (*scale)(ft_backend *be, float *x, float s, size_t n);           /* x *= s */
+    double (*sum_squares)(ft_backend *be, const float *x, size_t n);     /* sum x^2 in fp64 */
+
+    /* ---- transformer ops ---- */
+    /* y = x * rstd * w with rstd = 1/sqrt(mean(x^2) + eps) per row; rstd saved [rows]. */
+    void (*rmsnorm_fwd)(ft_backend *be, float *y, float *rstd, const float *x, const float *w,
+                        int rows, int dim, float eps);
+    /* dx += d/dx, dw += d/dw (both accumulate). */
+    void (*rmsnorm_bwd)(ft_backend *be, float *dx, float *dw, const float *dy, const float *x,
+                        const float *w, const float *rstd, int rows, int dim);
+
+    /* Rotary embedding in place on x [tokens, n_heads*head_dim], HF half-split layout:
+     * dimension i pairs with i + head_dim/2 and rotates by angle pos[t] * inv_freq[i].
+     * cos_table/sin_table are [max_pos, head_dim/2] (precomputed once, fp32 angles).
+     * inverse = true rotates by -angle: the backward pass of the forward rotation. */
+    void (*rope)(ft_backend *be, float *x, const float *cos_table, const float *sin_table,
+                 const int32_t *pos, int tokens, int n_heads, int head_dim, bool inverse);
+
+    /* Causal attention with document masking (flash attention: tiled, online softmax).
+     * Query token i of a row attends key token j of the same row iff j <= i and
+     * segment[j] == segment[i]; segment == NULL means one document per row.
+     * out [tokens, n_heads*head_dim] overwrite; lse [batch, n_heads, seq_len] overwrite
+     * (natural-log sum of exp of the scaled scores, kept for the backward).
+     * Scale is 1/sqrt(head_dim). */
+    void (*attention_fwd)(ft_backend *be, float *out, float *lse, const float *q, const float *k,
+                          const float *v, const int32_t *segment, ft_attn_shape s);
+    /* Recomputes the probabilities from q, k, lse. dq, dk, dv overwrite. */
+    void (*attention_bwd)(ft_backend *be, float *dq, float *dk, float *dv, const float *dout,
+                          const float *out, const float *lse, const float *q, const float *k,
+                          const float *v, const int32_t *segment, ft_attn_shape s);
+
+    /* out = silu(gate) * up over n elements (overwrite). */
+    void (*swiglu_fwd)(ft_backend *be, float *out, const float *gate, const float *up, size_t n);
+    /* dgate, dup overwrite. */
+    void (*swiglu_bwd)(ft_backend *be, float *dgate, float *dup, const float *dout,
+                       const float *gate, const float *up, size_t n);
+
+    /* out[t,:] = table[ids[t],:] (overwrite). */
+    void (*embedding_fwd)(ft_backend *be, float *out, const float *table, const int32_t *ids,
+                          int tokens, int dim);
+    /* dtable[ids[t],:] += dout[t,:], deterministic (same order every run). */
+    void (*embedding_bwd)(ft_backend *be, float *dtable, const float *dout, const int32_t *ids,
+                          int tokens, int dim);
+
+    /* Cross-entropy on a chunk of rows, fused with its gradient.
+     * In: logits [rows, vocab]. Out: logits is replaced by
+     * dlogits = weight[r] * grad_scale * (softmax - onehot(target)), and
+     * row_loss[r] = weight[r] * (logsumexp - logit[target]) (overwrite).
+     * Rows with weight 0 produce zero gradient and zero loss; their target is not read. */
+    void (*cross_entropy)(ft_backend *be, float *logits, float *row_loss, const int32_t *targets,
+                          const float *weight, int rows, int vocab, float grad_scale);
+
+    /* ---- optimizers over flat fp32 buffers ---- */
+    void (*adamw_step)(ft_backend *be, float *param, const float *grad, float *m, float *v,
+                       size_t n, const ft_adamw_params *p);
+    void (*sgd_step)(ft_backend *be, float *param, const float *grad, float *momentum_buf,
+                     size_t n, const ft_sgd_params *p);
+
+    /* ---- casts (bf16 stored as raw uint16 bits, round to nearest even) ---- */
+    void (*f32_to_bf16)(ft_backend *be, uint16_t *dst, const float *src, size_t n);
+    void (*bf16_to_f32)(ft_backend *be, float *dst, const uint16_t *src, size_t n);
+
+    void (*destroy)(ft_backend *be);
+} ft_backend_ops;
+
+struct ft_backend {
+    const ft_backend_ops *ops;
+    const char *name;   /* "cpu" or "cuda" */
+    int device;         /* device ordinal for CUDA, -1 for CPU */
+    size_t bytes_in_use;
+    size_t peak_bytes;  /* high-water mark of alloc()'d bytes */
+    void *impl;         /* implementation state, owned by the backend */
+};
+
+/* Creates the CPU backend (threads from OpenMP). */
+int ft_backend_cpu_create(ft_backend **out, ft_error *err);
+
+/* Creates the CUDA backend on the given device; fails with a clear message in a
+ * build without CUDA or on a machine without a GPU. */
+int ft_backend_cuda_create(ft_backend **out, int device, ft_error *err);
+
+static inline void ft_backend_destroy(ft_backend *be)
+{
+    if (be)
+        be->ops->destroy(be);
+}
+
+#endif

@@ -1,0 +1,28 @@
+/* Error reporting for ftmpi.
+ *
+ * Every fallible function takes an `ft_error *` and returns 0 on success or -1 on
+ * failure after filling the error with one human-readable line: which file, where,
+ * what is wrong and, when known, what to do. Errors travel up to main(), which prints
+ * them and picks the exit code; nothing below main() calls exit().
+ */
+#ifndef FT_UTIL_ERROR_H
+#define FT_UTIL_ERROR_H
+
+#include <stddef.h>
+
+#define FT_ERROR_MAX 1024
+
+typedef struct ft_error {
+    char msg[FT_ERROR_MAX];
+} ft_error;
+
+/* Formats the message (printf-style) into err (if non-NULL) and returns -1 so that
+ * callers can write `return ft_fail(err, "...", ...);`. */
+int ft_fail(ft_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Prepends "prefix: " to an existing message, for adding context on the way up. */
+int ft_fail_context(ft_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+void ft_error_clear(ft_error *err);
+
+#endif
