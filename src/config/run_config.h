@@ -1,0 +1,79 @@
+/* The run configuration: everything `ftmpi input.cfg [key=value ...]` reads.
+ *
+ * The config file is libconfig. Keys are looked up through one schema table
+ * (src/config/config_schema.c) that gives each key its type, range and default, so
+ * every key is validated the same way whether it comes from the file or from a
+ * command-line override, and an unknown key is an error with file:line.
+ */
+#ifndef FT_CONFIG_RUN_CONFIG_H
+#define FT_CONFIG_RUN_CONFIG_H
+
+#include <stdbool.h>
+
+#include "model/llama_config.h"
+#include "util/error.h"
+
+typedef enum ft_optimizer_type { FT_OPT_ADAMW = 0, FT_OPT_SGD = 1 } ft_optimizer_type;
+typedef enum ft_schedule_type {
+    FT_SCHED_COSINE = 0,
+    FT_SCHED_LINEAR = 1,
+    FT_SCHED_CONSTANT = 2,
+} ft_schedule_type;
+typedef enum ft_dtype { FT_DTYPE_F32 = 0, FT_DTYPE_BF16 = 1 } ft_dtype;
+
+typedef struct ft_optimizer_config {
+    ft_optimizer_type type;
+    double lr;            /* peak learning rate */
+    double min_lr;        /* floor of the decay */
+    double beta1, beta2, eps;
+    double weight_decay;  /* decoupled; applied to 2-D weights only (not norms) */
+    double momentum;      /* SGD */
+    ft_schedule_type schedule;
+    long warmup_steps;    /* linear warmup from 0 to lr over these steps */
+} ft_optimizer_config;
+
+typedef struct ft_run_config {
+    /* where it came from, for messages and for checkpoint metadata */
+    char *path;           /* the config file as given */
+    char *text;           /* file contents followed by the overrides, one per line */
+
+    /* model = { ... } : either weights = "file.h5" or the shape keys */
+    char *model_weights;  /* NULL: random init from seed with the shape below */
+    ft_model_config model;
+    ft_dtype param_dtype; /* storage of the working parameters: "fp32" | "bf16" */
+    double init_std;      /* normal(0, init_std) for weights; norms start at 1 */
+
+    /* data = { ... } */
+    char *train_data;     /* dataset file (doc/formats.md) */
+    char *eval_data;      /* NULL: none */
+
+    /* top level */
+    char *device;         /* "cpu" | "cuda" */
+    long max_steps;       /* optimizer steps */
+    long seed;
+    int micro_batch_size;  /* sequences per rank per forward/backward */
+    int global_batch_size; /* sequences per optimizer step, over all ranks */
+    int zero_stage;        /* 0..3 */
+    bool activation_checkpointing;
+    double grad_clip;      /* global-norm clip; 0 disables */
+    long log_every;
+    long eval_every;       /* 0 disables periodic eval */
+    long eval_batches;     /* 0: the whole eval set */
+
+    ft_optimizer_config optimizer; /* optimizer = { ... } (schedule keys live here too) */
+} ft_run_config;
+
+/* Reads `path`, applies the `key=value` overrides in order, validates everything.
+ * On error returns -1 with one line "file:line: key: problem" (or
+ * "command line: key=value: problem"). cfg is owned by the caller: free with
+ * ft_run_config_free (also after a failure). */
+int ft_run_config_load(ft_run_config *cfg, const char *path, int n_overrides,
+                       char *const *overrides, ft_error *err);
+
+void ft_run_config_free(ft_run_config *cfg);
+
+/* Writes a description of every key (type, default, meaning) in the layout of
+ * doc/config.md, for `ftmpi --help-config` and to keep the doc true. */
+void ft_run_config_print_reference(void *file /* FILE* */);
+
+#endif

@@ -1,0 +1,55 @@
+/* Parallel HDF5 helpers shared by the weights, checkpoint and dataset formats.
+ *
+ * Files are opened with the MPI-IO driver on a communicator; every metadata
+ * operation (open, create, attribute write) must then be made by all its ranks with
+ * the same arguments. HDF5's own error stack printing is turned off: failures come
+ * back as one ft_error line naming the file and the object.
+ */
+#ifndef FT_IO_H5FILE_H
+#define FT_IO_H5FILE_H
+
+#include <hdf5.h>
+#include <mpi.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util/error.h"
+
+#define FT_FORMAT_VERSION 1
+
+typedef struct ft_h5file {
+    hid_t id;
+    char path[1024];
+    hid_t dxpl; /* collective transfer property list */
+} ft_h5file;
+
+/* Opens an existing file read-only on comm (use MPI_COMM_SELF for one process). */
+int ft_h5_open(ft_h5file *f, const char *path, MPI_Comm comm, ft_error *err);
+/* Creates (truncates) a file for writing on comm. */
+int ft_h5_create(ft_h5file *f, const char *path, MPI_Comm comm, ft_error *err);
+int ft_h5_close(ft_h5file *f, ft_error *err);
+
+/* Checks the root attributes ftmpi_format == kind and format_version <= ours. */
+int ft_h5_check_kind(const ft_h5file *f, const char *kind, ft_error *err);
+/* Writes the root attributes ftmpi_format and format_version. */
+int ft_h5_write_kind(const ft_h5file *f, const char *kind, ft_error *err);
+
+/* Attributes on an object (loc) of file f; names the file and attribute on error. */
+int ft_h5_attr_read_i64(const ft_h5file *f, hid_t loc, const char *name, int64_t *v, ft_error *err);
+int ft_h5_attr_read_f64(const ft_h5file *f, hid_t loc, const char *name, double *v, ft_error *err);
+/* Reads a string attribute into buf (truncated to len-1). */
+int ft_h5_attr_read_str(const ft_h5file *f, hid_t loc, const char *name, char *buf, size_t len,
+                        ft_error *err);
+bool ft_h5_attr_exists(hid_t loc, const char *name);
+int ft_h5_attr_write_i64(const ft_h5file *f, hid_t loc, const char *name, int64_t v, ft_error *err);
+int ft_h5_attr_write_f64(const ft_h5file *f, hid_t loc, const char *name, double v, ft_error *err);
+int ft_h5_attr_write_str(const ft_h5file *f, hid_t loc, const char *name, const char *v,
+                         ft_error *err);
+
+/* Selects the row-major flat element range [begin, end) of a dataset with the
+ * given dims (rank 1 or 2) in space: the union of at most three hyperslabs, which
+ * HDF5 transfers in row-major order, i.e. flat order. Empty ranges select none. */
+int ft_h5_select_flat_range(hid_t space, int rank, const hsize_t *dims, uint64_t begin,
+                            uint64_t end);
+
+#endif

@@ -1,0 +1,35 @@
+/* The weights file (doc/formats.md): model config attributes and named full-shape
+ * tensors. Reads and writes address a unit's flat element range, so that each rank
+ * touches only the hyperslabs its shard covers; all ranks of the file's
+ * communicator must call the range functions together (collective I/O), with
+ * possibly empty ranges. */
+#ifndef FT_IO_WEIGHTS_H
+#define FT_IO_WEIGHTS_H
+
+#include <stddef.h>
+
+#include "io/h5file.h"
+#include "model/layout.h"
+
+typedef enum ft_file_dtype { FT_FILE_F32 = 0, FT_FILE_BF16 = 1 } ft_file_dtype;
+
+int ft_weights_read_config(const ft_h5file *f, ft_model_config *c, ft_error *err);
+int ft_weights_write_config(const ft_h5file *f, const ft_model_config *c, ft_error *err);
+
+/* Creates group `group` (e.g. "/model") with one dataset per tensor of the layout. */
+int ft_weights_create_tensors(const ft_h5file *f, const char *group, const ft_model_layout *l,
+                              ft_file_dtype dtype, ft_error *err);
+
+/* Checks that group holds every tensor of the layout with the right shape; names the
+ * first missing or mis-shaped tensor. */
+int ft_weights_check_tensors(const ft_h5file *f, const char *group, const ft_model_layout *l,
+                             ft_error *err);
+
+/* dst[0 .. end-begin) = unit's flat elements [begin, end), converted to fp32. */
+int ft_weights_read_range(const ft_h5file *f, const char *group, const ft_unit_layout *u,
+                          size_t begin, size_t end, float *dst, ft_error *err);
+/* Writes src (fp32) to the unit's flat elements [begin, end), in the datasets' dtype. */
+int ft_weights_write_range(const ft_h5file *f, const char *group, const ft_unit_layout *u,
+                           size_t begin, size_t end, const float *src, ft_error *err);
+
+#endif

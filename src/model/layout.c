@@ -1,0 +1,126 @@
+#include "model/layout.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void set_tensor(ft_unit_layout *u, int i, const char *name, int ndim, long long d0,
+                       long long d1)
+{
+    ft_tensor_info *t = &u->tensors[i];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = ndim;
+    t->shape[0] = d0;
+    t->shape[1] = ndim == 2 ? d1 : 1;
+    t->numel = (size_t)d0 * (size_t)(ndim == 2 ? d1 : 1);
+}
+
+/* Assigns offsets in order and the decay range (the 2-D tensors, which come first). */
+static void finish_unit(ft_unit_layout *u)
+{
+    size_t off = 0;
+    u->decay_numel = 0;
+    for (int i = 0; i < u->n_tensors; i++) {
+        u->tensors[i].offset = off;
+        off += u->tensors[i].numel;
+        if (u->tensors[i].ndim == 2)
+            u->decay_numel = off;
+    }
+    u->numel = off;
+}
+
+static int alloc_unit(ft_unit_layout *u, ft_unit_kind kind, int layer, int n, ft_error *err)
+{
+    u->kind = kind;
+    u->layer = layer;
+    u->n_tensors = n;
+    u->tensors = calloc((size_t)n, sizeof *u->tensors);
+    if (!u->tensors)
+        return ft_fail(err, "out of host memory building the parameter layout");
+    return 0;
+}
+
+int ft_model_layout_build(ft_model_layout *layout, const ft_model_config *c, ft_error *err)
+{
+    memset(layout, 0, sizeof *layout);
+    if (ft_model_config_validate(c, err))
+        return -1;
+    layout->config = *c;
+    const long long H = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+    const long long q_out = (long long)c->num_attention_heads * c->head_dim;
+    const long long kv_out = (long long)c->num_key_value_heads * c->head_dim;
+    const int L = c->num_hidden_layers;
+
+    layout->n_units = L + 2;
+    layout->units = calloc((size_t)layout->n_units, sizeof *layout->units);
+    if (!layout->units)
+        return ft_fail(err, "out of host memory building the parameter layout");
+
+    ft_unit_layout *emb = &layout->units[0];
+    if (alloc_unit(emb, FT_UNIT_EMBED, -1, 1, err))
+        goto fail;
+    set_tensor(emb, 0, "model.embed_tokens.weight", 2, V, H);
+    finish_unit(emb);
+
+    for (int l = 0; l < L; l++) {
+        ft_unit_layout *u = &layout->units[ft_layout_block_unit(l)];
+        if (alloc_unit(u, FT_UNIT_BLOCK, l, FT_BLK_N_TENSORS, err))
+            goto fail;
+        char n[FT_TENSOR_NAME_MAX];
+#define BLOCK_TENSOR(idx, suffix, nd, d0, d1)                                   \
+    do {                                                                        \
+        snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix);                 \
+        set_tensor(u, idx, n, nd, d0, d1);                                      \
+    } while (0)
+        BLOCK_TENSOR(FT_BLK_Q, "self_attn.q_proj.weight", 2, q_out, H);
+        BLOCK_TENSOR(FT_BLK_K, "self_attn.k_proj.weight", 2, kv_out, H);
+        BLOCK_TENSOR(FT_BLK_V, "self_attn.v_proj.weight", 2, kv_out, H);
+        BLOCK_TENSOR(FT_BLK_O, "self_attn.o_proj.weight", 2, H, q_out);
+        BLOCK_TENSOR(FT_BLK_GATE, "mlp.gate_proj.weight", 2, I, H);
+        BLOCK_TENSOR(FT_BLK_UP, "mlp.up_proj.weight", 2, I, H);
+        BLOCK_TENSOR(FT_BLK_DOWN, "mlp.down_proj.weight", 2, H, I);
+        BLOCK_TENSOR(FT_BLK_ATTN_NORM, "input_layernorm.weight", 1, H, 1);
+        BLOCK_TENSOR(FT_BLK_MLP_NORM, "post_attention_layernorm.weight", 1, H, 1);
+#undef BLOCK_TENSOR
+        finish_unit(u);
+    }
+
+    ft_unit_layout *head = &layout->units[ft_layout_head_unit(layout)];
+    const int tied = c->tie_word_embeddings;
+    if (alloc_unit(head, FT_UNIT_HEAD, -1, tied ? 1 : 2, err))
+        goto fail;
+    if (!tied)
+        set_tensor(head, FT_HEAD_LM, "lm_head.weight", 2, V, H);
+    set_tensor(head, tied ? 0 : 1, "model.norm.weight", 1, H, 1);
+    finish_unit(head);
+
+    for (int i = 0; i < layout->n_units; i++)
+        layout->total_numel += layout->units[i].numel;
+    return 0;
+fail:
+    ft_model_layout_free(layout);
+    return -1;
+}
+
+void ft_model_layout_free(ft_model_layout *layout)
+{
+    if (!layout->units)
+        return;
+    for (int i = 0; i < layout->n_units; i++)
+        free(layout->units[i].tensors);
+    free(layout->units);
+    layout->units = NULL;
+    layout->n_units = 0;
+}
+
+int ft_model_layout_find(const ft_model_layout *layout, const char *name, int *unit, int *tensor)
+{
+    for (int u = 0; u < layout->n_units; u++)
+        for (int t = 0; t < layout->units[u].n_tensors; t++)
+            if (strcmp(layout->units[u].tensors[t].name, name) == 0) {
+                *unit = u;
+                *tensor = t;
+                return 0;
+            }
+    return -1;
+}

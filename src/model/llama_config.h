@@ -1,0 +1,46 @@
+/* Shape of a Llama-architecture model: the fields of HF config.json that ftmpi uses. */
+#ifndef FT_MODEL_LLAMA_CONFIG_H
+#define FT_MODEL_LLAMA_CONFIG_H
+
+#include <stdbool.h>
+
+#include "util/error.h"
+
+typedef enum ft_rope_scaling_type {
+    FT_ROPE_SCALING_NONE = 0,
+    FT_ROPE_SCALING_LLAMA3 = 1, /* Llama 3.1 frequency-dependent scaling */
+} ft_rope_scaling_type;
+
+typedef struct ft_rope_scaling {
+    ft_rope_scaling_type type;
+    double factor;
+    double low_freq_factor;
+    double high_freq_factor;
+    int original_max_position_embeddings;
+} ft_rope_scaling;
+
+typedef struct ft_model_config {
+    int vocab_size;
+    int hidden_size;             /* model width (dim) */
+    int intermediate_size;       /* SwiGLU hidden width */
+    int num_hidden_layers;
+    int num_attention_heads;
+    int num_key_value_heads;     /* < num_attention_heads: grouped-query attention */
+    int head_dim;                /* usually hidden_size / num_attention_heads */
+    int max_position_embeddings;
+    double rms_norm_eps;
+    double rope_theta;
+    ft_rope_scaling rope_scaling;
+    bool tie_word_embeddings;
+    int bos_token_id;            /* -1 when unknown */
+    int eos_token_id;
+} ft_model_config;
+
+/* Checks that the shape is one the model can run: positive sizes, heads dividing
+ * evenly, even head_dim for RoPE, sane rope scaling. The message names the field. */
+int ft_model_config_validate(const ft_model_config *c, ft_error *err);
+
+/* Parameter count (embedding, blocks, final norm, untied head). */
+long long ft_model_config_param_count(const ft_model_config *c);
+
+#endif

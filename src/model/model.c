@@ -1,0 +1,363 @@
+/* The model driver: buffers, batch staging, and the order of units in forward and
+ * backward (see model.h for the protocol with the parameter source). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model_internal.h"
+#include "model/rope_tables.h"
+
+/* ---------------------------------------------------------------- buffers */
+
+static float *alloc_f32(ft_model *m, size_t n, int *failed)
+{
+    if (*failed)
+        return NULL;
+    float *p = m->be->ops->alloc(m->be, n * sizeof(float));
+    if (!p)
+        *failed = 1;
+    else
+        m->act_bytes += n * sizeof(float);
+    return p;
+}
+
+static int32_t *alloc_i32(ft_model *m, size_t n, int *failed)
+{
+    return (int32_t *)alloc_f32(m, n, failed); /* same size; only the bytes matter */
+}
+
+static void alloc_block_acts(ft_model *m, ft_block_acts *a, size_t N, int *failed)
+{
+    const ft_model_config *c = &m->layout.config;
+    const size_t H = c->hidden_size, I = c->intermediate_size;
+    const size_t Q = (size_t)c->num_attention_heads * c->head_dim;
+    const size_t KV = (size_t)c->num_key_value_heads * c->head_dim;
+    a->xn1 = alloc_f32(m, N * H, failed);
+    a->rstd1 = alloc_f32(m, N, failed);
+    a->q = alloc_f32(m, N * Q, failed);
+    a->k = alloc_f32(m, N * KV, failed);
+    a->v = alloc_f32(m, N * KV, failed);
+    a->att = alloc_f32(m, N * Q, failed);
+    a->lse = alloc_f32(m, N * (size_t)c->num_attention_heads, failed);
+    a->h = alloc_f32(m, N * H, failed);
+    a->xn2 = alloc_f32(m, N * H, failed);
+    a->rstd2 = alloc_f32(m, N, failed);
+    a->gate = alloc_f32(m, N * I, failed);
+    a->up = alloc_f32(m, N * I, failed);
+    a->act = alloc_f32(m, N * I, failed);
+}
+
+static void free_block_acts(ft_backend *be, ft_block_acts *a)
+{
+    float **p = (float **)a;
+    for (size_t i = 0; i < sizeof *a / sizeof(float *); i++)
+        be->ops->free(be, p[i]);
+}
+
+int ft_model_create(ft_model **out, const ft_model_layout *layout, ft_backend *be,
+                    const ft_model_options *opt, ft_error *err)
+{
+    *out = NULL;
+    const ft_model_config *c = &layout->config;
+    if (opt->max_batch <= 0 || opt->seq_len <= 0)
+        return ft_fail(err, "model: micro-batch and seq_len must be positive");
+    if (opt->seq_len > c->max_position_embeddings)
+        return ft_fail(err, "model: seq_len %d exceeds max_position_embeddings %d", opt->seq_len,
+                       c->max_position_embeddings);
+    ft_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return ft_fail(err, "out of host memory");
+    m->layout = *layout;
+    m->be = be;
+    m->opt = *opt;
+    if (m->opt.head_chunk_rows <= 0) /* keep the logits chunk near 32 MiB */
+        m->opt.head_chunk_rows = (int)((32u << 20) / sizeof(float) / (size_t)c->vocab_size);
+    if (m->opt.head_chunk_rows < 1)
+        m->opt.head_chunk_rows = 1;
+    m->attn = (ft_attn_shape){ .batch = opt->max_batch, .seq_len = opt->seq_len,
+                               .n_heads = c->num_attention_heads,
+                               .n_kv_heads = c->num_key_value_heads, .head_dim = c->head_dim };
+
+    const size_t N = (size_t)opt->max_batch * opt->seq_len;
+    const size_t H = c->hidden_size, I = c->intermediate_size;
+    const size_t Q = (size_t)c->num_attention_heads * c->head_dim;
+    const size_t KV = (size_t)c->num_key_value_heads * c->head_dim;
+    const int L = c->num_hidden_layers;
+    int failed = 0;
+
+    const size_t half = (size_t)c->head_dim / 2;
+    m->rope_cos = alloc_f32(m, (size_t)opt->seq_len * half, &failed);
+    m->rope_sin = alloc_f32(m, (size_t)opt->seq_len * half, &failed);
+    m->in.ids = alloc_i32(m, N, &failed);
+    m->in.targets = alloc_i32(m, N, &failed);
+    m->in.segment = alloc_i32(m, N, &failed);
+    m->in.pos = alloc_i32(m, N, &failed);
+    m->in.weights = alloc_f32(m, N, &failed);
+
+    m->block_in = calloc((size_t)L + 1, sizeof *m->block_in);
+    m->n_act_sets = opt->activation_checkpointing ? 1 : (L > 0 ? L : 1);
+    m->acts = calloc((size_t)m->n_act_sets, sizeof *m->acts);
+    m->host_i32 = malloc(4 * N * sizeof(int32_t));
+    m->host_f32 = malloc(2 * N * sizeof(float));
+    if (!m->block_in || !m->acts || !m->host_i32 || !m->host_f32)
+        failed = 1;
+    for (int l = 0; l <= L && !failed; l++)
+        m->block_in[l] = alloc_f32(m, N * H, &failed);
+    for (int i = 0; i < m->n_act_sets && !failed; i++)
+        alloc_block_acts(m, &m->acts[i], N, &failed);
+
+    ft_block_scratch *s = &m->scratch;
+    s->dh = alloc_f32(m, N * H, &failed);
+    s->dxn = alloc_f32(m, N * H, &failed);
+    s->datt = alloc_f32(m, N * Q, &failed);
+    s->dq = alloc_f32(m, N * Q, &failed);
+    s->dk = alloc_f32(m, N * KV, &failed);
+    s->dv = alloc_f32(m, N * KV, &failed);
+    s->dgate = alloc_f32(m, N * I, &failed);
+    s->dup = alloc_f32(m, N * I, &failed);
+    s->dact = alloc_f32(m, N * I, &failed);
+    m->dres[0] = alloc_f32(m, N * H, &failed);
+    m->dres[1] = alloc_f32(m, N * H, &failed);
+    m->xf = alloc_f32(m, N * H, &failed);
+    m->rstd_f = alloc_f32(m, N, &failed);
+    m->dxf = alloc_f32(m, N * H, &failed);
+    m->logits = alloc_f32(m, (size_t)m->opt.head_chunk_rows * c->vocab_size, &failed);
+    m->row_loss = alloc_f32(m, N, &failed);
+    if (failed) {
+        size_t want = m->act_bytes;
+        ft_model_free(m);
+        return ft_fail(err, "model: cannot allocate activations on the %s backend (%zu MiB "
+                       "allocated before failing); reduce micro_batch_size or seq_len, or enable "
+                       "activation_checkpointing", be->name, want >> 20);
+    }
+
+    float *cos_h = malloc((size_t)opt->seq_len * half * sizeof(float));
+    float *sin_h = malloc((size_t)opt->seq_len * half * sizeof(float));
+    if (!cos_h || !sin_h) {
+        free(cos_h);
+        free(sin_h);
+        ft_model_free(m);
+        return ft_fail(err, "out of host memory");
+    }
+    ft_rope_tables(c, opt->seq_len, cos_h, sin_h);
+    be->ops->upload(be, m->rope_cos, cos_h, (size_t)opt->seq_len * half * sizeof(float));
+    be->ops->upload(be, m->rope_sin, sin_h, (size_t)opt->seq_len * half * sizeof(float));
+    be->ops->sync(be);
+    free(cos_h);
+    free(sin_h);
+    *out = m;
+    return 0;
+}
+
+void ft_model_free(ft_model *m)
+{
+    if (!m)
+        return;
+    ft_backend *be = m->be;
+    const int L = m->layout.config.num_hidden_layers;
+    if (m->block_in)
+        for (int l = 0; l <= L; l++)
+            be->ops->free(be, m->block_in[l]);
+    if (m->acts)
+        for (int i = 0; i < m->n_act_sets; i++)
+            free_block_acts(be, &m->acts[i]);
+    float **s = (float **)&m->scratch;
+    for (size_t i = 0; i < sizeof m->scratch / sizeof(float *); i++)
+        be->ops->free(be, s[i]);
+    float *bufs[] = { m->rope_cos, m->rope_sin, (float *)m->in.ids, (float *)m->in.targets,
+                      (float *)m->in.segment, (float *)m->in.pos, m->in.weights, m->dres[0],
+                      m->dres[1], m->xf, m->rstd_f, m->dxf, m->logits, m->row_loss };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        be->ops->free(be, bufs[i]);
+    free(m->block_in);
+    free(m->acts);
+    free(m->host_i32);
+    free(m->host_f32);
+    free(m);
+}
+
+size_t ft_model_activation_bytes(const ft_model *m) { return m->act_bytes; }
+
+/* ---------------------------------------------------------------- batch staging */
+
+/* Splits dataset rows into inputs and shifted targets, derives RoPE positions that
+ * restart at every document, validates ids, uploads. */
+static int stage_batch(ft_model *m, const ft_host_batch *b, long *n_targets, ft_error *err)
+{
+    const int T = b->seq_len, B = b->batch, V = m->layout.config.vocab_size;
+    if (T != m->opt.seq_len)
+        return ft_fail(err, "model: batch seq_len %d differs from the model's %d", T,
+                       m->opt.seq_len);
+    if (B < 1 || B > m->opt.max_batch)
+        return ft_fail(err, "model: batch of %d rows, model sized for 1..%d", B, m->opt.max_batch);
+    const size_t N = (size_t)B * T;
+    int32_t *ids = m->host_i32, *tgt = ids + N, *seg = tgt + N, *pos = seg + N;
+    float *w = m->host_f32;
+    long count = 0;
+    for (int r = 0; r < B; r++) {
+        const size_t row = (size_t)r * (T + 1);
+        int32_t start = 0;
+        for (int t = 0; t < T; t++) {
+            const size_t i = (size_t)r * T + t;
+            uint32_t id = b->tokens[row + t], next = b->tokens[row + t + 1];
+            if (id >= (uint32_t)V || next >= (uint32_t)V)
+                return ft_fail(err, "batch row %d position %d: token id %u is outside the "
+                               "vocabulary (vocab_size %d); the dataset does not match the model",
+                               r, id >= (uint32_t)V ? t : t + 1, id >= (uint32_t)V ? id : next, V);
+            ids[i] = (int32_t)id;
+            tgt[i] = (int32_t)next;
+            w[i] = b->loss_mask[row + t + 1] ? 1.0f : 0.0f;
+            count += b->loss_mask[row + t + 1] != 0;
+            seg[i] = b->segment ? b->segment[row + t] : 0;
+            if (t > 0 && seg[i] != seg[i - 1])
+                start = t;
+            pos[i] = t - start;
+        }
+    }
+    ft_backend *be = m->be;
+    be->ops->upload(be, m->in.ids, ids, N * sizeof(int32_t));
+    be->ops->upload(be, m->in.targets, tgt, N * sizeof(int32_t));
+    be->ops->upload(be, m->in.segment, seg, N * sizeof(int32_t));
+    be->ops->upload(be, m->in.pos, pos, N * sizeof(int32_t));
+    be->ops->upload(be, m->in.weights, w, N * sizeof(float));
+    m->in.batch = B;
+    m->in.seq_len = T;
+    m->in.tokens = (int)N;
+    m->in.has_segments = b->segment != NULL;
+    m->attn.batch = B;
+    *n_targets = count;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- passes */
+
+static ft_block_acts *acts_for(ft_model *m, int layer)
+{
+    return m->opt.activation_checkpointing ? &m->acts[0] : &m->acts[layer];
+}
+
+/* Embedding and blocks; leaves the head input in block_in[L]. */
+static void forward_blocks(ft_model *m, const ft_param_source *src)
+{
+    const ft_model_layout *lay = &m->layout;
+    const int L = lay->config.num_hidden_layers, H = lay->config.hidden_size;
+    const float *emb = src->acquire(src->ctx, 0);
+    m->be->ops->embedding_fwd(m->be, m->block_in[0], emb, m->in.ids, m->in.tokens, H);
+    src->release(src->ctx, 0);
+    for (int l = 0; l < L; l++) {
+        const int u = ft_layout_block_unit(l);
+        ft_block_params p;
+        ft_block_params_bind(&lay->units[u], src->acquire(src->ctx, u), &p);
+        ft_block_forward(m, &p, m->block_in[l], m->block_in[l + 1], acts_for(m, l));
+        src->release(src->ctx, u);
+    }
+}
+
+/* The head's tensors: output projection (lm_head, or the embedding when tied) and norm. */
+static double run_head(ft_model *m, const ft_param_source *src, float grad_scale, int train,
+                       float *dx)
+{
+    const ft_model_layout *lay = &m->layout;
+    const int hu = ft_layout_head_unit(lay);
+    const ft_unit_layout *head = &lay->units[hu];
+    const int tied = lay->config.tie_word_embeddings;
+    const float *hp = src->acquire(src->ctx, hu);
+    const float *w_out = tied ? src->acquire(src->ctx, 0) : hp + head->tensors[FT_HEAD_LM].offset;
+    const float *w_norm = hp + head->tensors[head->n_tensors - 1].offset;
+    float *g_out = NULL, *g_norm = NULL;
+    if (train) {
+        float *hg = src->grads(src->ctx, hu);
+        g_out = tied ? src->grads(src->ctx, 0) : hg + head->tensors[FT_HEAD_LM].offset;
+        g_norm = hg + head->tensors[head->n_tensors - 1].offset;
+    }
+    double loss = ft_head_forward_backward(m, w_out, w_norm, g_out, g_norm,
+                                           m->block_in[lay->config.num_hidden_layers], dx,
+                                           grad_scale, train);
+    if (train)
+        src->grad_done(src->ctx, hu);
+    if (tied)
+        src->release(src->ctx, 0);
+    src->release(src->ctx, hu);
+    return loss;
+}
+
+int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_batch *b,
+                         float grad_scale, double *loss_sum, long *n_targets, ft_error *err)
+{
+    if (stage_batch(m, b, n_targets, err))
+        return -1;
+    const ft_model_layout *lay = &m->layout;
+    const int L = lay->config.num_hidden_layers, H = lay->config.hidden_size;
+    ft_backend *be = m->be;
+
+    forward_blocks(m, src);
+    float *dy = m->dres[0], *dx = m->dres[1];
+    *loss_sum = run_head(m, src, grad_scale, 1, dy);
+
+    for (int l = L - 1; l >= 0; l--) {
+        const int u = ft_layout_block_unit(l);
+        ft_block_params p;
+        ft_block_grads g;
+        ft_block_params_bind(&lay->units[u], src->acquire(src->ctx, u), &p);
+        ft_block_grads_bind(&lay->units[u], src->grads(src->ctx, u), &g);
+        ft_block_acts *a = acts_for(m, l);
+        if (m->opt.activation_checkpointing) /* recompute from the saved input; the output
+                                                 goes to dx, which is free until backward */
+            ft_block_forward(m, &p, m->block_in[l], dx, a);
+        ft_block_backward(m, &p, &g, m->block_in[l], a, dy, dx);
+        src->grad_done(src->ctx, u);
+        src->release(src->ctx, u);
+        float *t = dy;
+        dy = dx;
+        dx = t;
+    }
+
+    src->acquire(src->ctx, 0);
+    be->ops->embedding_bwd(be, src->grads(src->ctx, 0), dy, m->in.ids, m->in.tokens, H);
+    src->grad_done(src->ctx, 0);
+    src->release(src->ctx, 0);
+    be->ops->sync(be);
+    return 0;
+}
+
+int ft_model_eval_micro(ft_model *m, const ft_param_source *src, const ft_host_batch *b,
+                        double *loss_sum, long *n_targets, ft_error *err)
+{
+    if (stage_batch(m, b, n_targets, err))
+        return -1;
+    forward_blocks(m, src);
+    *loss_sum = run_head(m, src, 0.0f, 0, NULL);
+    return 0;
+}
+
+int ft_model_logits(ft_model *m, const ft_param_source *src, const ft_host_batch *b,
+                    float *logits_host, ft_error *err)
+{
+    long n_targets;
+    if (stage_batch(m, b, &n_targets, err))
+        return -1;
+    forward_blocks(m, src);
+    const ft_model_layout *lay = &m->layout;
+    const ft_model_config *c = &lay->config;
+    const int hu = ft_layout_head_unit(lay);
+    const ft_unit_layout *head = &lay->units[hu];
+    const int N = m->in.tokens, H = c->hidden_size, V = c->vocab_size;
+    const int chunk = m->opt.head_chunk_rows;
+    ft_backend *be = m->be;
+    const float *hp = src->acquire(src->ctx, hu);
+    const float *w_out = c->tie_word_embeddings ? src->acquire(src->ctx, 0)
+                                                : hp + head->tensors[FT_HEAD_LM].offset;
+    const float *w_norm = hp + head->tensors[head->n_tensors - 1].offset;
+    be->ops->rmsnorm_fwd(be, m->xf, m->rstd_f, m->block_in[c->num_hidden_layers], w_norm, N, H,
+                         (float)c->rms_norm_eps);
+    for (int r0 = 0; r0 < N; r0 += chunk) {
+        const int rows = N - r0 < chunk ? N - r0 : chunk;
+        be->ops->matmul(be, m->logits, m->xf + (size_t)r0 * H, w_out, rows, V, H, false, true,
+                        1.0f, 0.0f);
+        be->ops->download(be, logits_host + (size_t)r0 * V, m->logits,
+                          (size_t)rows * V * sizeof(float));
+    }
+    if (c->tie_word_embeddings)
+        src->release(src->ctx, 0);
+    src->release(src->ctx, hu);
+    return 0;
+}

@@ -1,0 +1,73 @@
+/* The Llama model on a backend: forward and backward of one micro-batch.
+ *
+ * The model owns activations and scratch, never parameters. Parameters and their
+ * gradients are reached unit by unit through an ft_param_source, which is how the
+ * sharding engine gathers a unit just before it is used, frees it after, and learns
+ * when a unit's gradient is complete. The model calls, in order:
+ *   forward:  acquire(0) ... acquire(L) [blocks], head; backward in reverse;
+ * and for every acquire a matching release. grads(u) is only called between
+ * acquire(u) and release(u); grad_done(u) follows the last write to unit u's grads.
+ */
+#ifndef FT_MODEL_MODEL_H
+#define FT_MODEL_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "model/layout.h"
+#include "util/error.h"
+
+typedef struct ft_param_source {
+    void *ctx;
+    /* Returns the unit's parameters (fp32, flat, unit layout) on the backend. */
+    const float *(*acquire)(void *ctx, int unit);
+    /* Returns the unit's gradient accumulator (fp32, flat) on the backend. */
+    float *(*grads)(void *ctx, int unit);
+    void (*release)(void *ctx, int unit);
+    /* Called once per micro-batch when unit's gradient contribution is complete. */
+    void (*grad_done)(void *ctx, int unit);
+} ft_param_source;
+
+/* One micro-batch on the host, in dataset-row form (doc/formats.md). */
+typedef struct ft_host_batch {
+    int batch;              /* rows */
+    int seq_len;            /* T; rows hold T+1 tokens */
+    const uint32_t *tokens; /* [batch, T+1] */
+    const uint8_t *loss_mask; /* [batch, T+1] */
+    const int32_t *segment;   /* [batch, T+1] or NULL: one document per row */
+} ft_host_batch;
+
+typedef struct ft_model ft_model;
+
+typedef struct ft_model_options {
+    int max_batch;                 /* micro-batch rows the buffers are sized for */
+    int seq_len;
+    bool activation_checkpointing; /* keep only block inputs; recompute in backward */
+    int head_chunk_rows;           /* rows of logits alive at once in the head (0: auto) */
+} ft_model_options;
+
+int ft_model_create(ft_model **out, const ft_model_layout *layout, ft_backend *be,
+                    const ft_model_options *opt, ft_error *err);
+void ft_model_free(ft_model *m);
+
+/* Bytes of activation and scratch memory the model allocated on the backend. */
+size_t ft_model_activation_bytes(const ft_model *m);
+
+/* Forward and backward of one micro-batch. Gradients accumulate (+=) into the
+ * source's grads, scaled so that the per-token gradient is grad_scale times the
+ * gradient of that token's loss (pass 1 / number of target tokens in the global
+ * batch). Returns the sum of the batch's target-token losses in *loss_sum and the
+ * number of target tokens in *n_targets. */
+int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_batch *b,
+                         float grad_scale, double *loss_sum, long *n_targets, ft_error *err);
+
+/* Forward only: loss sum and target count, no gradients touched. */
+int ft_model_eval_micro(ft_model *m, const ft_param_source *src, const ft_host_batch *b,
+                        double *loss_sum, long *n_targets, ft_error *err);
+
+/* Forward only: logits for every position, [batch*T, vocab] into host memory. */
+int ft_model_logits(ft_model *m, const ft_param_source *src, const ft_host_batch *b,
+                    float *logits_host, ft_error *err);
+
+#endif

@@ -1,0 +1,68 @@
+/* The parameter engine: owns parameters, gradients and optimizer state unit by unit
+ * (src/model/layout.h), hands units to the model through an ft_param_source, reduces
+ * gradients across ranks and runs the optimizer.
+ *
+ * zero_stage 0 is plain data parallelism: every rank holds every unit; gradients are
+ * summed with one all-reduce per unit at the end of the accumulation window. (The
+ * sharded stages 1-3 plug into the same interface.)
+ *
+ * Precision: compute is fp32. With param_dtype = bf16 the optimizer updates an fp32
+ * master copy and the working parameters are its bf16 rounding (the values the model
+ * sees are exactly bf16 values).
+ */
+#ifndef FT_SHARD_ENGINE_H
+#define FT_SHARD_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "comm/comm.h"
+#include "config/run_config.h"
+#include "io/h5file.h"
+#include "model/layout.h"
+#include "model/model.h"
+
+typedef struct ft_engine ft_engine;
+
+typedef struct ft_engine_options {
+    int zero_stage;
+    ft_dtype param_dtype;
+    ft_optimizer_type optimizer;
+} ft_engine_options;
+
+/* Bytes of model state this rank holds, by kind. */
+typedef struct ft_engine_memory {
+    size_t params, grads, optimizer, scratch;
+} ft_engine_memory;
+
+int ft_engine_create(ft_engine **out, const ft_model_layout *layout, ft_backend *be,
+                     ft_comm *comm, const ft_engine_options *opt, ft_error *err);
+void ft_engine_free(ft_engine *e);
+
+/* Parameters from the seed (ft_model_init_range) or from a weights-file group. */
+int ft_engine_init_random(ft_engine *e, uint64_t seed, double std, ft_error *err);
+int ft_engine_load(ft_engine *e, const ft_h5file *f, const char *group, ft_error *err);
+/* Writes the working parameters into existing datasets of group (collective). */
+int ft_engine_save(ft_engine *e, const ft_h5file *f, const char *group, ft_error *err);
+
+ft_param_source ft_engine_param_source(ft_engine *e);
+
+void ft_engine_zero_grads(ft_engine *e);
+/* Sums gradients over ranks (end of the accumulation window). */
+int ft_engine_reduce_grads(ft_engine *e, ft_error *err);
+/* Global L2 norm of the (reduced) gradient. */
+int ft_engine_grad_norm(ft_engine *e, double *norm, ft_error *err);
+/* One optimizer step at learning rate lr with the gradient multiplied by grad_mult
+ * (the clipping coefficient). */
+int ft_engine_step(ft_engine *e, const ft_optimizer_config *o, double lr, double grad_mult,
+                   ft_error *err);
+
+long ft_engine_step_count(const ft_engine *e);
+ft_engine_memory ft_engine_memory_usage(const ft_engine *e);
+
+/* Copies unit u's working parameters / gradients (fp32) to host memory. */
+void ft_engine_download_params(ft_engine *e, int unit, float *host);
+void ft_engine_download_grads(ft_engine *e, int unit, float *host);
+
+#endif

@@ -1,0 +1,314 @@
+#include "train/trainer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "io/weights.h"
+#include "optim/schedule.h"
+
+static double now_seconds(void) { return MPI_Wtime(); }
+
+/* ---------------------------------------------------------------- set-up */
+
+static int resolve_model_shape(ft_trainer *t, ft_error *err)
+{
+    const ft_run_config *cfg = t->cfg;
+    ft_model_config mc = cfg->model;
+    if (cfg->model_weights) {
+        ft_h5file f;
+        if (ft_h5_open(&f, cfg->model_weights, MPI_COMM_WORLD, err))
+            return ft_fail_context(err, "model.weights");
+        int rc = ft_h5_check_kind(&f, "weights", err) || ft_weights_read_config(&f, &mc, err);
+        ft_h5_close(&f, NULL);
+        if (rc)
+            return -1;
+    }
+    return ft_model_layout_build(&t->layout, &mc, err);
+}
+
+static int load_parameters(ft_trainer *t, ft_error *err)
+{
+    const ft_run_config *cfg = t->cfg;
+    if (!cfg->model_weights)
+        return ft_engine_init_random(t->engine, (uint64_t)cfg->seed, cfg->init_std, err);
+    ft_h5file f;
+    if (ft_h5_open(&f, cfg->model_weights, MPI_COMM_WORLD, err))
+        return -1;
+    int rc = ft_weights_check_tensors(&f, "/model", &t->layout, err) ||
+             ft_engine_load(t->engine, &f, "/model", err);
+    ft_h5_close(&f, NULL);
+    return rc ? -1 : 0;
+}
+
+static int check_batch_geometry(ft_trainer *t, ft_error *err)
+{
+    const ft_run_config *cfg = t->cfg;
+    const int P = t->comm->size, mb = cfg->micro_batch_size, G = cfg->global_batch_size;
+    if (G % (mb * P) != 0)
+        return ft_fail(err, "%s: global_batch_size %d must be a multiple of micro_batch_size %d "
+                       "x %d ranks = %d", cfg->path, G, mb, P, mb * P);
+    t->accum = G / (mb * P);
+    t->rows_per_rank = mb * t->accum;
+    return 0;
+}
+
+static void print_startup(ft_trainer *t)
+{
+    if (!t->out)
+        return;
+    const ft_model_config *c = &t->layout.config;
+    const ft_run_config *cfg = t->cfg;
+    ft_engine_memory mem = ft_engine_memory_usage(t->engine);
+    const double MiB = 1024.0 * 1024.0;
+    fprintf(t->out,
+            "ftmpi: model %lld params (%d layers, hidden %d, ffn %d, heads %d/%d kv, head_dim %d, "
+            "vocab %d%s)\n",
+            ft_model_config_param_count(c), c->num_hidden_layers, c->hidden_size,
+            c->intermediate_size, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
+            c->vocab_size, c->tie_word_embeddings ? ", tied" : "");
+    fprintf(t->out,
+            "ftmpi: %d rank%s, backend %s, zero_stage %d, global batch %d = %d ranks x micro %d x "
+            "accum %d, seq_len %d, %ld tokens/step\n",
+            t->comm->size, t->comm->size > 1 ? "s" : "", t->be->name, cfg->zero_stage,
+            cfg->global_batch_size, t->comm->size, cfg->micro_batch_size, t->accum, t->seq_len,
+            (long)cfg->global_batch_size * t->seq_len);
+    fprintf(t->out,
+            "ftmpi: memory per rank: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, "
+            "activations %.1f MiB (checkpointing %s)\n",
+            mem.params / MiB, mem.grads / MiB, (mem.optimizer + mem.scratch) / MiB,
+            ft_model_activation_bytes(t->model) / MiB, cfg->activation_checkpointing ? "on" : "off");
+    fflush(t->out);
+}
+
+int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FILE *out,
+                     ft_error *err)
+{
+    memset(t, 0, sizeof *t);
+    t->cfg = cfg;
+    t->comm = comm;
+    t->out = comm->rank == 0 ? out : NULL;
+
+    if (strcmp(cfg->device, "cpu") == 0) {
+        if (ft_backend_cpu_create(&t->be, err))
+            return -1;
+    } else if (ft_backend_cuda_create(&t->be, comm->local_rank, err)) {
+        return -1;
+    }
+    if (resolve_model_shape(t, err) || check_batch_geometry(t, err))
+        return -1;
+    if (ft_dataset_open(&t->train, cfg->train_data, MPI_COMM_WORLD, err))
+        return ft_fail_context(err, "data.train");
+    t->train_open = 1;
+    const ft_dataset_info *di = &t->train.info;
+    if (di->vocab_size > t->layout.config.vocab_size)
+        return ft_fail(err, "%s: dataset vocab_size %d exceeds the model's %d (wrong tokenizer "
+                       "for this model?)", cfg->train_data, di->vocab_size,
+                       t->layout.config.vocab_size);
+    t->seq_len = di->seq_len;
+
+    ft_engine_options eo = { .zero_stage = cfg->zero_stage, .param_dtype = cfg->param_dtype,
+                             .optimizer = cfg->optimizer.type };
+    ft_model_options mo = { .max_batch = cfg->micro_batch_size, .seq_len = t->seq_len,
+                            .activation_checkpointing = cfg->activation_checkpointing };
+    if (ft_engine_create(&t->engine, &t->layout, t->be, comm, &eo, err) ||
+        load_parameters(t, err) || ft_model_create(&t->model, &t->layout, t->be, &mo, err))
+        return -1;
+    if (ft_data_order_init(&t->order, di->rows, (uint64_t)cfg->seed, true, err))
+        return -1;
+    const size_t W = (size_t)t->seq_len + 1, n = (size_t)t->rows_per_rank * W;
+    t->tokens = malloc(n * sizeof *t->tokens);
+    t->loss_mask = malloc(n * sizeof *t->loss_mask);
+    t->segment = malloc(n * sizeof *t->segment);
+    if (!t->tokens || !t->loss_mask || !t->segment)
+        return ft_fail(err, "out of host memory for the batch buffers");
+    print_startup(t);
+    return 0;
+}
+
+void ft_trainer_free(ft_trainer *t)
+{
+    ft_model_free(t->model);
+    ft_engine_free(t->engine);
+    if (t->train_open)
+        ft_dataset_close(&t->train);
+    ft_data_order_free(&t->order);
+    ft_model_layout_free(&t->layout);
+    free(t->tokens);
+    free(t->loss_mask);
+    free(t->segment);
+    ft_backend_destroy(t->be);
+    memset(t, 0, sizeof *t);
+}
+
+/* ---------------------------------------------------------------- one step */
+
+static long count_targets(const uint8_t *mask, int rows, int W)
+{
+    long n = 0;
+    for (int r = 0; r < rows; r++)
+        for (int j = 1; j < W; j++)
+            n += mask[(size_t)r * W + j] != 0;
+    return n;
+}
+
+int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
+{
+    const ft_run_config *cfg = t->cfg;
+    const double t0 = now_seconds();
+    const int P = t->comm->size, R = t->rows_per_rank, W = t->seq_len + 1;
+    const int64_t G = cfg->global_batch_size;
+
+    int64_t rows[R];
+    for (int j = 0; j < R; j++)
+        rows[j] = ft_data_order_row(&t->order, step * G + (int64_t)t->comm->rank * (G / P) + j);
+    if (ft_dataset_read_rows(&t->train, rows, R, t->tokens, t->loss_mask, t->segment, err))
+        return -1;
+
+    /* Every token's gradient is scaled by 1 / (targets in the global batch), so the
+     * summed gradient is that of the global mean loss, whatever P and accum are. */
+    int64_t n_global = count_targets(t->loss_mask, R, W);
+    if (t->comm->ops->all_reduce_i64_sum(t->comm, &n_global, 1, err))
+        return -1;
+    const float grad_scale = n_global > 0 ? 1.0f / (float)n_global : 0.0f;
+
+    ft_param_source src = ft_engine_param_source(t->engine);
+    ft_engine_zero_grads(t->engine);
+    double loss_sum = 0.0;
+    const int mb = cfg->micro_batch_size;
+    for (int a = 0; a < t->accum; a++) {
+        const size_t off = (size_t)a * mb * W;
+        ft_host_batch b = { .batch = mb, .seq_len = t->seq_len, .tokens = t->tokens + off,
+                            .loss_mask = t->loss_mask + off, .segment = t->segment + off };
+        double ls;
+        long nt;
+        if (ft_model_train_micro(t->model, &src, &b, grad_scale, &ls, &nt, err))
+            return ft_fail_context(err, "%s", cfg->train_data);
+        loss_sum += ls;
+    }
+    if (ft_engine_reduce_grads(t->engine, err) ||
+        t->comm->ops->all_reduce_f64_sum(t->comm, &loss_sum, 1, err))
+        return -1;
+
+    double norm;
+    if (ft_engine_grad_norm(t->engine, &norm, err))
+        return -1;
+    /* Clip as torch.nn.utils.clip_grad_norm_: scale by clip / (norm + 1e-6) when above. */
+    double mult = 1.0;
+    if (cfg->grad_clip > 0.0 && norm > cfg->grad_clip)
+        mult = cfg->grad_clip / (norm + 1e-6);
+    const double lr = ft_schedule_lr(&cfg->optimizer, step, cfg->max_steps);
+    if (ft_engine_step(t->engine, &cfg->optimizer, lr, mult, err))
+        return -1;
+
+    st->loss = n_global > 0 ? loss_sum / (double)n_global : 0.0;
+    st->grad_norm = norm;
+    st->lr = lr;
+    st->n_targets = (long)n_global;
+    st->seconds = now_seconds() - t0;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- evaluation */
+
+int ft_trainer_evaluate(ft_trainer *t, const char *path, long max_rows, double *mean_loss,
+                        long *n_targets, ft_error *err)
+{
+    ft_dataset ds;
+    if (ft_dataset_open(&ds, path, MPI_COMM_WORLD, err))
+        return -1;
+    int rc = 0;
+    if (ds.info.seq_len != t->seq_len)
+        rc = ft_fail(err, "%s: seq_len %d differs from the training data's %d", path,
+                     ds.info.seq_len, t->seq_len);
+    const int P = t->comm->size, mb = t->cfg->micro_batch_size, W = t->seq_len + 1;
+    int64_t total = ds.info.rows;
+    if (max_rows > 0 && max_rows < total)
+        total = max_rows;
+    double sums[2] = { 0.0, 0.0 }; /* loss sum, target count */
+    ft_param_source src = ft_engine_param_source(t->engine);
+    /* Rounds of P*mb rows; rank r takes rows [base + r*mb, base + (r+1)*mb). Every rank
+     * joins every round's collective read, with fewer (or no) rows at the end. */
+    for (int64_t base = 0; base < total && !rc; base += (int64_t)P * mb) {
+        int64_t first = base + (int64_t)t->comm->rank * mb;
+        int n = 0;
+        int64_t rows[mb];
+        for (int j = 0; j < mb && first + j < total; j++)
+            rows[n++] = first + j;
+        rc = ft_dataset_read_rows(&ds, rows, n, t->tokens, t->loss_mask, t->segment, err);
+        if (rc || n == 0)
+            continue;
+        ft_host_batch b = { .batch = n, .seq_len = t->seq_len, .tokens = t->tokens,
+                            .loss_mask = t->loss_mask, .segment = t->segment };
+        double ls;
+        long nt;
+        rc = ft_model_eval_micro(t->model, &src, &b, &ls, &nt, err);
+        sums[0] += ls;
+        sums[1] += (double)count_targets(t->loss_mask, n, W);
+    }
+    ft_dataset_close(&ds);
+    if (rc)
+        return -1;
+    if (t->comm->ops->all_reduce_f64_sum(t->comm, sums, 2, err))
+        return -1;
+    *n_targets = (long)sums[1];
+    *mean_loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the loop */
+
+static double peak_mib(ft_trainer *t)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double v[1] = { (double)t->be->peak_bytes / (1024.0 * 1024.0) };
+    /* On the CPU backend the process high-water mark is the honest figure. */
+    if (strcmp(t->be->name, "cpu") == 0)
+        v[0] = (double)ru.ru_maxrss / 1024.0;
+    t->comm->ops->all_reduce_f64_max(t->comm, v, 1, NULL);
+    return v[0];
+}
+
+int ft_trainer_run(ft_trainer *t, ft_error *err)
+{
+    const ft_run_config *cfg = t->cfg;
+    const double start = now_seconds();
+    const long tokens_per_step = (long)cfg->global_batch_size * t->seq_len;
+    for (long step = 0; step < cfg->max_steps; step++) {
+        ft_step_stats st;
+        if (ft_trainer_step(t, step, &st, err))
+            return ft_fail_context(err, "step %ld", step + 1);
+        if (!isfinite(st.loss) || !isfinite(st.grad_norm))
+            return ft_fail(err, "step %ld: loss %g, grad norm %g is not finite; lower "
+                           "optimizer.lr or enable grad_clip", step + 1, st.loss, st.grad_norm);
+        const int last = step + 1 == cfg->max_steps;
+        if (cfg->log_every > 0 && ((step + 1) % cfg->log_every == 0 || last || step == 0)) {
+            double mem = peak_mib(t);
+            if (t->out) {
+                fprintf(t->out,
+                        "step %6ld/%ld | loss %.4f | lr %.3e | grad_norm %.4f | tok/s %.0f | "
+                        "step %.3fs | elapsed %.1fs | peak_mem %.0f MiB\n",
+                        step + 1, cfg->max_steps, st.loss, st.lr, st.grad_norm,
+                        tokens_per_step / st.seconds, st.seconds, now_seconds() - start, mem);
+                fflush(t->out);
+            }
+        }
+        const int do_eval = cfg->eval_data && cfg->eval_every > 0 &&
+                            ((step + 1) % cfg->eval_every == 0 || last);
+        if (do_eval) {
+            double loss;
+            long n;
+            if (ft_trainer_evaluate(t, cfg->eval_data, cfg->eval_batches * cfg->micro_batch_size,
+                                    &loss, &n, err))
+                return ft_fail_context(err, "eval at step %ld", step + 1);
+            if (t->out) {
+                fprintf(t->out, "eval   %6ld | loss %.4f | ppl %.3f | %ld tokens\n", step + 1,
+                        loss, exp(loss), n);
+                fflush(t->out);
+            }
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,56 @@
+/* The training run: set-up from a run config, the step loop, evaluation. */
+#ifndef FT_TRAIN_TRAINER_H
+#define FT_TRAIN_TRAINER_H
+
+#include <stdio.h>
+
+#include "backend/backend.h"
+#include "comm/comm.h"
+#include "config/run_config.h"
+#include "io/dataset.h"
+#include "model/model.h"
+#include "shard/engine.h"
+#include "train/data_order.h"
+
+typedef struct ft_trainer {
+    const ft_run_config *cfg;
+    ft_comm *comm;
+    ft_backend *be;
+    ft_model_layout layout;
+    ft_model *model;
+    ft_engine *engine;
+    ft_dataset train;
+    int train_open;
+    ft_data_order order;
+
+    int accum;           /* micro-batches per rank per optimizer step */
+    int rows_per_rank;   /* micro_batch_size * accum */
+    uint32_t *tokens;    /* [rows_per_rank, seq_len+1] this step's rows */
+    uint8_t *loss_mask;
+    int32_t *segment;
+    int seq_len;
+    FILE *out;           /* log stream (rank 0), NULL elsewhere */
+} ft_trainer;
+
+/* The result of one optimizer step (identical on all ranks). */
+typedef struct ft_step_stats {
+    double loss;       /* mean over the global batch's target tokens */
+    double grad_norm;  /* before clipping */
+    double lr;
+    long n_targets;
+    double seconds;
+} ft_step_stats;
+
+int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FILE *out,
+                     ft_error *err);
+void ft_trainer_free(ft_trainer *t);
+
+/* Runs optimizer step number `step` (0-based). */
+int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err);
+/* The whole loop: max_steps steps with logging and periodic eval. */
+int ft_trainer_run(ft_trainer *t, ft_error *err);
+/* Mean target-token loss over the first max_rows rows (0: all) of a dataset file. */
+int ft_trainer_evaluate(ft_trainer *t, const char *path, long max_rows, double *mean_loss,
+                        long *n_targets, ft_error *err);
+
+#endif

@@ -1,0 +1,40 @@
+/* Counter-based random numbers.
+ *
+ * Every random value is a pure function of (seed, stream, index): no generator
+ * state advances, so any rank can produce element i of a tensor, or position k of a
+ * permutation, without producing the ones before it. That is what keeps random
+ * initialisation and data order identical for any number of ranks.
+ */
+#ifndef FT_UTIL_RNG_H
+#define FT_UTIL_RNG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* SplitMix64 finaliser: a bijective 64-bit mix with good avalanche. */
+static inline uint64_t ft_mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static inline uint64_t ft_rng_u64(uint64_t seed, uint64_t stream, uint64_t index)
+{
+    return ft_mix64(ft_mix64(seed ^ ft_mix64(stream)) + index);
+}
+
+/* Uniform in (0, 1): 53 random bits, never 0 (safe for log). */
+static inline double ft_rng_uniform(uint64_t seed, uint64_t stream, uint64_t index)
+{
+    return ((double)(ft_rng_u64(seed, stream, index) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+/* Standard normal by Box-Muller from two uniforms of the same counter. */
+double ft_rng_normal(uint64_t seed, uint64_t stream, uint64_t index);
+
+/* perm[0..n) = a permutation of 0..n-1 (Fisher-Yates driven by the counter RNG). */
+void ft_rng_permutation(uint64_t seed, uint64_t stream, uint32_t *perm, size_t n);
+
+#endif

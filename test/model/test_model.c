@@ -1,0 +1,290 @@
+/* Self-consistency of the model on the CPU backend:
+ *  - the analytic gradient of every tensor against central finite differences of
+ *    the loss along a random direction in that tensor;
+ *  - activation checkpointing on/off gives bitwise identical gradients;
+ *  - a row packed with two documents (document masking) equals the two documents
+ *    run separately: same loss sum and gradients;
+ *  - bf16 parameter storage makes the working parameters exactly bf16 values. */
+#include <math.h>
+#include <mpi.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../common/test_env.h"
+#include "util/bf16.h"
+#include "util/rng.h"
+
+typedef struct rig {
+    ft_backend *be;
+    ft_comm *comm;
+    ft_model_layout layout;
+    ft_engine *engine;
+} rig;
+
+static void rig_up(rig *r, ft_model_config c, ft_dtype dtype)
+{
+    ft_error err;
+    TEST_CHECK_OK(ft_backend_cpu_create(&r->be, &err), &err);
+    TEST_CHECK_OK(ft_comm_mpi_create(&r->comm, &err), &err);
+    TEST_CHECK_OK(ft_model_layout_build(&r->layout, &c, &err), &err);
+    ft_engine_options eo = { .zero_stage = 0, .param_dtype = dtype, .optimizer = FT_OPT_ADAMW };
+    TEST_CHECK_OK(ft_engine_create(&r->engine, &r->layout, r->be, r->comm, &eo, &err), &err);
+    /* larger than usual init so that every path carries signal */
+    TEST_CHECK_OK(ft_engine_init_random(r->engine, 7, 0.2, &err), &err);
+}
+
+static void rig_down(rig *r)
+{
+    ft_engine_free(r->engine);
+    ft_model_layout_free(&r->layout);
+    ft_comm_destroy(r->comm);
+    ft_backend_destroy(r->be);
+}
+
+static ft_model *make_model(rig *r, int batch, int T, int ckpt)
+{
+    ft_error err;
+    ft_model *m;
+    ft_model_options mo = { .max_batch = batch, .seq_len = T, .activation_checkpointing = ckpt,
+                            .head_chunk_rows = 5 };
+    TEST_CHECK_OK(ft_model_create(&m, &r->layout, r->be, &mo, &err), &err);
+    return m;
+}
+
+typedef struct rows {
+    int B, T;
+    uint32_t tokens[64 * 3];
+    uint8_t mask[64 * 3];
+    int32_t segment[64 * 3];
+} rows;
+
+static void random_rows(rows *x, int B, int T, int V, uint64_t seed, int two_docs)
+{
+    x->B = B;
+    x->T = T;
+    for (int i = 0; i < B * (T + 1); i++) {
+        int col = i % (T + 1);
+        x->tokens[i] = (uint32_t)(ft_rng_u64(seed, 3, (uint64_t)i) % (uint64_t)V);
+        x->mask[i] = col > 0 && ft_rng_uniform(seed, 4, (uint64_t)i) < 0.85;
+        x->segment[i] = two_docs && col >= (T + 1) / 2 ? 1 : 0;
+        if (two_docs && col == (T + 1) / 2)
+            x->mask[i] = 0; /* first token of a document is not a target */
+    }
+}
+
+static ft_host_batch as_batch(rows *x, int with_segments)
+{
+    return (ft_host_batch){ .batch = x->B, .seq_len = x->T, .tokens = x->tokens,
+                            .loss_mask = x->mask, .segment = with_segments ? x->segment : NULL };
+}
+
+static double loss_of(rig *r, ft_model *m, rows *x)
+{
+    ft_error err;
+    ft_param_source src = ft_engine_param_source(r->engine);
+    ft_host_batch b = as_batch(x, 1);
+    double ls;
+    long nt;
+    TEST_CHECK_OK(ft_model_eval_micro(m, &src, &b, &ls, &nt, &err), &err);
+    return ls;
+}
+
+static void grads_of(rig *r, ft_model *m, rows *x, int with_segments)
+{
+    ft_error err;
+    ft_param_source src = ft_engine_param_source(r->engine);
+    ft_host_batch b = as_batch(x, with_segments);
+    double ls;
+    long nt;
+    TEST_CHECK_OK(ft_model_train_micro(m, &src, &b, 1.0f, &ls, &nt, &err), &err);
+}
+
+static float **snapshot_grads(rig *r)
+{
+    float **g = calloc((size_t)r->layout.n_units, sizeof *g);
+    for (int u = 0; u < r->layout.n_units; u++) {
+        g[u] = malloc(r->layout.units[u].numel * sizeof(float));
+        ft_engine_download_grads(r->engine, u, g[u]);
+    }
+    return g;
+}
+
+static void free_snapshot(rig *r, float **g)
+{
+    for (int u = 0; u < r->layout.n_units; u++)
+        free(g[u]);
+    free(g);
+}
+
+/* d/dt L(theta + t d) at 0 by central differences, d random in one tensor only. */
+static void check_tensor_fd(rig *r, ft_model *m, rows *x, float **grads, int u, int t)
+{
+    const ft_tensor_info *ti = &r->layout.units[u].tensors[t];
+    ft_param_source src = ft_engine_param_source(r->engine);
+    float *p = (float *)src.acquire(src.ctx, u) + ti->offset; /* CPU backend: host memory */
+    const float *g = grads[u] + ti->offset;
+    double *d = malloc(ti->numel * sizeof *d);
+    double analytic = 0.0;
+    for (size_t i = 0; i < ti->numel; i++) {
+        d[i] = ft_rng_normal(11, (uint64_t)(u * 100 + t), i);
+        analytic += d[i] * g[i];
+    }
+    float *saved = malloc(ti->numel * sizeof *saved);
+    memcpy(saved, p, ti->numel * sizeof *saved);
+    const double eps = 1e-2 / sqrt((double)ti->numel);
+    double l[2];
+    for (int s = 0; s < 2; s++) {
+        for (size_t i = 0; i < ti->numel; i++)
+            p[i] = (float)(saved[i] + (s ? -eps : eps) * d[i]);
+        l[s] = loss_of(r, m, x);
+    }
+    memcpy(p, saved, ti->numel * sizeof *saved);
+    const double fd = (l[0] - l[1]) / (2 * eps);
+    /* fp32 loss round-off (~1e-6 of ~100) over 2 eps bounds the FD error. */
+    const double tol = 2e-2 * fabs(analytic) + 2e-6 * fabs(l[0]) / eps;
+    if (fabs(fd - analytic) > tol)
+        printf("  %s: fd %.6e analytic %.6e\n", ti->name, fd, analytic);
+    assert_true(fabs(fd - analytic) <= tol);
+    free(saved);
+    free(d);
+}
+
+static void test_gradient_fd(void **state)
+{
+    (void)state;
+    ft_model_config configs[2] = { test_tiny_config(), test_tiny_config() };
+    configs[1].tie_word_embeddings = true;
+    configs[1].rope_scaling = (ft_rope_scaling){ FT_ROPE_SCALING_LLAMA3, 4.0, 1.0, 4.0, 16 };
+    for (int k = 0; k < 2; k++) {
+        rig r;
+        rig_up(&r, configs[k], FT_DTYPE_F32);
+        rows x;
+        random_rows(&x, 2, 11, configs[k].vocab_size, 5, 1);
+        ft_model *m = make_model(&r, 2, 11, 0);
+        ft_engine_zero_grads(r.engine);
+        grads_of(&r, m, &x, 1);
+        float **g = snapshot_grads(&r);
+        int checked = 0;
+        for (int u = 0; u < r.layout.n_units; u++)
+            for (int t = 0; t < r.layout.units[u].n_tensors; t++, checked++)
+                check_tensor_fd(&r, m, &x, g, u, t);
+        printf("config %d: %d tensors match finite differences\n", k, checked);
+        free_snapshot(&r, g);
+        ft_model_free(m);
+        rig_down(&r);
+    }
+}
+
+static void test_checkpointing_identical(void **state)
+{
+    (void)state;
+    rig r;
+    rig_up(&r, test_tiny_config(), FT_DTYPE_F32);
+    rows x;
+    random_rows(&x, 3, 16, 37, 9, 1);
+    float **g[2];
+    for (int ckpt = 0; ckpt < 2; ckpt++) {
+        ft_model *m = make_model(&r, 3, 16, ckpt);
+        ft_engine_zero_grads(r.engine);
+        grads_of(&r, m, &x, 1);
+        g[ckpt] = snapshot_grads(&r);
+        ft_model_free(m);
+    }
+    for (int u = 0; u < r.layout.n_units; u++)
+        assert_memory_equal(g[0][u], g[1][u], r.layout.units[u].numel * sizeof(float));
+    free_snapshot(&r, g[0]);
+    free_snapshot(&r, g[1]);
+    rig_down(&r);
+}
+
+static void test_document_masking_equals_separate(void **state)
+{
+    (void)state;
+    rig r;
+    rig_up(&r, test_tiny_config(), FT_DTYPE_F32);
+    const int T = 19, a = (T + 1) / 2; /* docs at columns [0, a) and [a, T+1) */
+    rows packed;
+    random_rows(&packed, 1, T, 37, 13, 1);
+    ft_model *m = make_model(&r, 1, T, 1);
+    ft_engine_zero_grads(r.engine);
+    double packed_loss = loss_of(&r, m, &packed);
+    grads_of(&r, m, &packed, 1);
+    float **gp = snapshot_grads(&r);
+    ft_model_free(m);
+
+    /* doc A: columns [0, a) as a row of seq_len a-1; doc B: [a, T+1), seq_len T-a */
+    rows docs[2];
+    const int starts[2] = { 0, a }, lens[2] = { a, T + 1 - a };
+    double separate_loss = 0.0;
+    ft_engine_zero_grads(r.engine);
+    for (int k = 0; k < 2; k++) {
+        rows *d = &docs[k];
+        d->B = 1;
+        d->T = lens[k] - 1;
+        for (int i = 0; i < lens[k]; i++) {
+            d->tokens[i] = packed.tokens[starts[k] + i];
+            d->mask[i] = i == 0 ? 0 : packed.mask[starts[k] + i];
+            d->segment[i] = 0;
+        }
+        ft_model *md = make_model(&r, 1, d->T, 0);
+        separate_loss += loss_of(&r, md, d);
+        grads_of(&r, md, d, 0);
+        ft_model_free(md);
+    }
+    float **gs = snapshot_grads(&r);
+    printf("packed loss sum %.7f, separate %.7f\n", packed_loss, separate_loss);
+    assert_true(fabs(packed_loss - separate_loss) < 1e-5 * fabs(separate_loss));
+    for (int u = 0; u < r.layout.n_units; u++)
+        for (size_t i = 0; i < r.layout.units[u].numel; i++)
+            assert_true(fabs(gp[u][i] - gs[u][i]) <= 1e-5 + 1e-4 * fabs(gs[u][i]));
+    free_snapshot(&r, gp);
+    free_snapshot(&r, gs);
+    rig_down(&r);
+}
+
+static void test_bf16_params_are_bf16(void **state)
+{
+    (void)state;
+    rig r;
+    rig_up(&r, test_tiny_config(), FT_DTYPE_BF16);
+    ft_error err;
+    ft_model *m = make_model(&r, 2, 8, 1);
+    rows x;
+    random_rows(&x, 2, 8, 37, 3, 0);
+    ft_engine_zero_grads(r.engine);
+    grads_of(&r, m, &x, 0);
+    ft_optimizer_config oc = { .type = FT_OPT_ADAMW, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95,
+                               .eps = 1e-8, .weight_decay = 0.1 };
+    TEST_CHECK_OK(ft_engine_step(r.engine, &oc, oc.lr, 1.0, &err), &err);
+    size_t changed = 0;
+    for (int u = 0; u < r.layout.n_units; u++) {
+        size_t n = r.layout.units[u].numel;
+        float *p = malloc(n * sizeof *p);
+        ft_engine_download_params(r.engine, u, p);
+        for (size_t i = 0; i < n; i++)
+            assert_true(ft_bf16_to_f32(ft_f32_to_bf16(p[i])) == p[i]);
+        changed += n;
+        free(p);
+    }
+    assert_true(changed > 0);
+    ft_model_free(m);
+    rig_down(&r);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gradient_fd),
+        cmocka_unit_test(test_checkpointing_identical),
+        cmocka_unit_test(test_document_masking_equals_separate),
+        cmocka_unit_test(test_bf16_params_are_bf16),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    MPI_Finalize();
+    return rc;
+}
