@@ -1,0 +1,136 @@
+/* After the file and the overrides are merged: model.weights vs the shape keys,
+ * required keys, defaults, derived values, model validation and the checks that
+ * involve more than one key. Each message carries the file:line (or the override)
+ * of the key at fault. */
+#include <stdio.h>
+#include <string.h>
+
+#include "config/config_internal.h"
+
+/* Every path used here is in the schema (the tests exercise each use). */
+static const ft_config_key *key(const char *path)
+{
+    return ft_config_find_key(path);
+}
+
+static bool is_set(const ft_config_state *st, const ft_config_key *k)
+{
+    return st->origin[ft_config_key_index(k)].set;
+}
+
+static int check_weights_vs_shape(ft_config_state *st, ft_error *err)
+{
+    if (!st->cfg->model_weights)
+        return 0;
+    for (size_t i = 0; i < ft_config_n_keys; i++) {
+        const ft_config_key *k = &ft_config_keys[i];
+        if ((k->flags & FT_KEY_SHAPE) && is_set(st, k))
+            return ft_config_fail_at(st, k, err,
+                                     "not allowed together with model.weights (the shape comes "
+                                     "from the weights file)");
+    }
+    return 0;
+}
+
+static int apply_defaults(ft_config_state *st, ft_error *err)
+{
+    bool weights = st->cfg->model_weights != NULL;
+    for (size_t i = 0; i < ft_config_n_keys; i++) {
+        const ft_config_key *k = &ft_config_keys[i];
+        if (is_set(st, k))
+            continue;
+        if ((k->flags & FT_KEY_REQUIRED) || ((k->flags & FT_KEY_SHAPE_REQUIRED) && !weights))
+            return ft_fail(err, "%s: %s: required key is missing%s", st->path, k->path,
+                           (k->flags & FT_KEY_SHAPE_REQUIRED) ? " (or give model.weights)" : "");
+        /* with weights the trainer fills cfg->model from the file: leave it zeroed */
+        if ((k->flags & FT_KEY_SHAPE) && weights)
+            continue;
+        if (k->flags & FT_KEY_DERIVED)
+            continue;
+        if (ft_config_store_default(st->cfg, k) < 0)
+            return ft_fail(err, "%s: out of memory", st->path);
+    }
+    return 0;
+}
+
+/* num_key_value_heads defaults to num_attention_heads (no GQA) and head_dim to
+ * hidden_size / num_attention_heads, which must then divide evenly. */
+static int derive_shape(ft_config_state *st, ft_error *err)
+{
+    ft_model_config *m = &st->cfg->model;
+    if (!is_set(st, key("model.num_key_value_heads")))
+        m->num_key_value_heads = m->num_attention_heads;
+    if (!is_set(st, key("model.head_dim"))) {
+        if (m->hidden_size % m->num_attention_heads != 0)
+            return ft_config_fail_at(st, key("model.num_attention_heads"), err,
+                                     "%d does not divide hidden_size (%d); set model.head_dim "
+                                     "explicitly",
+                                     m->num_attention_heads, m->hidden_size);
+        m->head_dim = m->hidden_size / m->num_attention_heads;
+    }
+    return 0;
+}
+
+/* A rope_scaling parameter without a scaling type would be silently ignored. */
+static int check_rope_scaling_used(ft_config_state *st, ft_error *err)
+{
+    if (st->cfg->model.rope_scaling.type != FT_ROPE_SCALING_NONE)
+        return 0;
+    static const char prefix[] = "model.rope_scaling.";
+    const ft_config_key *type = key("model.rope_scaling.type");
+    for (size_t i = 0; i < ft_config_n_keys; i++) {
+        const ft_config_key *k = &ft_config_keys[i];
+        if (k != type && strncmp(k->path, prefix, sizeof prefix - 1) == 0 && is_set(st, k))
+            return ft_config_fail_at(st, k, err,
+                                     "has no effect unless model.rope_scaling.type = \"llama3\"");
+    }
+    return 0;
+}
+
+/* ft_model_config_validate names the field first ("head_dim: 33 must be even"):
+ * turn that into the key's location. */
+static int validate_model(ft_config_state *st, ft_error *err)
+{
+    ft_error merr;
+    ft_error_clear(&merr);
+    if (ft_model_config_validate(&st->cfg->model, &merr) == 0)
+        return 0;
+    const char *colon = strstr(merr.msg, ": ");
+    if (colon) {
+        char path[256];
+        snprintf(path, sizeof path, "model.%.*s", (int)(colon - merr.msg), merr.msg);
+        const ft_config_key *k = ft_config_find_key(path);
+        if (k)
+            return ft_config_fail_at(st, k, err, "%s", colon + 2);
+    }
+    return ft_fail(err, "%s: model: %s", st->path, merr.msg);
+}
+
+static int check_cross_keys(ft_config_state *st, ft_error *err)
+{
+    const ft_run_config *c = st->cfg;
+    if (c->optimizer.min_lr > c->optimizer.lr)
+        return ft_config_fail_at(st, key("optimizer.min_lr"), err,
+                                 "%g is greater than optimizer.lr (%g)", c->optimizer.min_lr,
+                                 c->optimizer.lr);
+    if (c->optimizer.warmup_steps > c->max_steps)
+        return ft_config_fail_at(st, key("optimizer.warmup_steps"), err,
+                                 "%ld is greater than max_steps (%ld)", c->optimizer.warmup_steps,
+                                 c->max_steps);
+    if (c->eval_every > 0 && !c->eval_data)
+        return ft_config_fail_at(st, key("eval_every"), err,
+                                 "periodic evaluation needs data.eval (or set eval_every = 0)");
+    return 0;
+}
+
+int ft_config_finish(ft_config_state *st, ft_error *err)
+{
+    if (check_weights_vs_shape(st, err) < 0 || apply_defaults(st, err) < 0)
+        return -1;
+    if (!st->cfg->model_weights) {
+        if (derive_shape(st, err) < 0 || check_rope_scaling_used(st, err) < 0 ||
+            validate_model(st, err) < 0)
+            return -1;
+    }
+    return check_cross_keys(st, err);
+}

@@ -1,0 +1,262 @@
+/* ft_run_config_load: file -> tree walk -> overrides -> checks; and ft_run_config_free. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config_internal.h"
+
+int ft_config_fail_at(const ft_config_state *st, const ft_config_key *k, ft_error *err,
+                      const char *fmt, ...)
+{
+    char msg[FT_ERROR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const ft_config_origin *o = &st->origin[ft_config_key_index(k)];
+    if (o->set && o->override)
+        return ft_fail(err, "command line: %s: %s", o->override, msg);
+    if (o->set && o->file)
+        return ft_fail(err, "%s:%d: %s: %s", o->file, o->line, k->path, msg);
+    return ft_fail(err, "%s: %s: %s", st->path, k->path, msg);
+}
+
+/* Reads the whole file; the text goes into cfg->text (checkpoint metadata) and is
+ * searched for integer literals. */
+static char *read_text(const char *path, ft_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        ft_fail(err, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        len += fread(buf + len, 1, cap - 1 - len, f);
+        if (len < cap - 1)
+            break;
+        char *bigger = realloc(buf, cap * 2);
+        if (!bigger) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = bigger;
+        cap *= 2;
+    }
+    int read_error = ferror(f);
+    fclose(f);
+    if (!buf) {
+        ft_fail(err, "%s: out of memory reading the file", path);
+        return NULL;
+    }
+    if (read_error) {
+        free(buf);
+        ft_fail(err, "%s: read error", path);
+        return NULL;
+    }
+    buf[len] = '\0';
+    return buf;
+}
+
+static bool is_name_char(char ch)
+{
+    return ch == '_' || ch == '-' || ch == '*' || (ch >= 'a' && ch <= 'z') ||
+           (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+}
+
+/* The value text of setting `name` whose name sits on `line` of text: the first
+ * whole-word `name` on that line, outside strings and comments, followed by `=`
+ * or `:`. NULL if not found (then the integer literal check is skipped; the value
+ * itself is still checked). */
+static const char *find_literal(const char *text, int line, const char *name)
+{
+    const char *p = text;
+    for (int l = 1; l < line && p; l++) {
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    if (!p)
+        return NULL;
+    size_t n = strlen(name);
+    bool in_string = false;
+    for (; *p && *p != '\n'; p++) {
+        if (in_string) {
+            if (*p == '\\' && p[1])
+                p++;
+            else if (*p == '"')
+                in_string = false;
+        } else if (*p == '"') {
+            in_string = true;
+        } else if (*p == '#' || (p[0] == '/' && p[1] == '/')) {
+            return NULL; /* comment to the end of the line */
+        } else if (p[0] == '/' && p[1] == '*') {
+            const char *close = strstr(p + 2, "*/");
+            if (!close)
+                return NULL;
+            p = close + 1;
+        } else if (strncmp(p, name, n) == 0 && (p == text || !is_name_char(p[-1])) &&
+                   !is_name_char(p[n])) {
+            const char *r = p + n;
+            while (*r == ' ' || *r == '\t' || *r == '\r' || *r == '\n')
+                r++;
+            if (*r == '=' || *r == ':')
+                return r + 1;
+        }
+    }
+    return NULL;
+}
+
+static int walk_group(ft_config_state *st, const config_setting_t *group, const char *prefix,
+                      ft_error *err)
+{
+    int n = config_setting_length(group);
+    for (int i = 0; i < n; i++) {
+        const config_setting_t *s = config_setting_get_elem(group, (unsigned)i);
+        const char *name = config_setting_name(s);
+        const char *file = config_setting_source_file(s) ? config_setting_source_file(s) : st->path;
+        int line = config_setting_source_line(s);
+        char path[512];
+        if (snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", name ? name : "?") >=
+            (int)sizeof path)
+            return ft_fail(err, "%s:%d: key name too long", file, line);
+
+        const ft_config_key *k = ft_config_find_key(path);
+        if (k) {
+            ft_config_value v;
+            char why[FT_ERROR_MAX / 2];
+            /* literal check only where we hold the text: settings of the main file */
+            const char *literal = strcmp(file, st->path) == 0 ? find_literal(st->text, line, name) : NULL;
+            if (ft_config_convert(k, s, literal, &v, why, sizeof why) < 0)
+                return ft_fail(err, "%s:%d: %s: %s", file, line, path, why);
+            if (ft_config_store(st->cfg, k, &v) < 0)
+                return ft_fail(err, "%s:%d: %s: out of memory", file, line, path);
+            st->origin[ft_config_key_index(k)] =
+                (ft_config_origin){.set = true, .file = file, .line = line, .override = NULL};
+        } else if (ft_config_is_group(path)) {
+            if (!config_setting_is_group(s))
+                return ft_fail(err, "%s:%d: %s: expected a group { ... }, got %s", file, line, path,
+                               ft_config_setting_kind(config_setting_type(s)));
+            if (walk_group(st, s, path, err) < 0)
+                return -1;
+        } else {
+            char hint[512];
+            if (ft_config_suggest(path, hint, sizeof hint))
+                return ft_fail(err, "%s:%d: unknown key '%s' (did you mean '%s'?)", file, line, path,
+                               hint);
+            return ft_fail(err, "%s:%d: unknown key '%s'", file, line, path);
+        }
+    }
+    return 0;
+}
+
+/* dirname of path into out ("." when there is no slash), for @include. */
+static void dir_of(const char *path, char *out, size_t n)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(out, n, ".");
+    else if (slash == path)
+        snprintf(out, n, "/");
+    else
+        snprintf(out, n, "%.*s", (int)(slash - path), path);
+}
+
+/* cfg->text = file text + "# override: k=v" lines. */
+static int build_text(ft_run_config *cfg, const char *file_text, int n_overrides,
+                      char *const *overrides)
+{
+    static const char tag[] = "# override: ";
+    size_t len = strlen(file_text);
+    size_t total = len + 2;
+    for (int i = 0; i < n_overrides; i++)
+        total += sizeof tag + strlen(overrides[i]);
+    char *t = malloc(total);
+    if (!t)
+        return -1;
+    memcpy(t, file_text, len);
+    if (len > 0 && t[len - 1] != '\n')
+        t[len++] = '\n';
+    for (int i = 0; i < n_overrides; i++) {
+        size_t n = strlen(overrides[i]);
+        memcpy(t + len, tag, sizeof tag - 1);
+        len += sizeof tag - 1;
+        memcpy(t + len, overrides[i], n);
+        len += n;
+        t[len++] = '\n';
+    }
+    t[len] = '\0';
+    cfg->text = t;
+    return 0;
+}
+
+int ft_run_config_load(ft_run_config *cfg, const char *path, int n_overrides,
+                       char *const *overrides, ft_error *err)
+{
+    memset(cfg, 0, sizeof *cfg);
+    if (!(cfg->path = strdup(path)))
+        return ft_fail(err, "%s: out of memory", path);
+
+    char *text = read_text(path, err);
+    if (!text)
+        return -1;
+
+    int rc = -1;
+    config_t lc;
+    config_init(&lc);
+    /* @include "x.cfg" is relative to the including file, not to the working directory */
+    char dir[4096];
+    dir_of(path, dir, sizeof dir);
+    config_set_include_dir(&lc, dir);
+    ft_config_origin *origin = calloc(ft_config_n_keys, sizeof *origin);
+    ft_config_state st = {.cfg = cfg, .path = path, .text = text, .origin = origin};
+    if (!origin) {
+        ft_fail(err, "%s: out of memory", path);
+        goto out;
+    }
+
+    /* Parse the file itself (rather than `text`) so libconfig knows file names for
+     * @include and for its own messages. */
+    if (!config_read_file(&lc, path)) {
+        if (config_error_type(&lc) == CONFIG_ERR_FILE_IO)
+            ft_fail(err, "%s: cannot open: %s", path, strerror(errno ? errno : EIO));
+        else
+            ft_fail(err, "%s:%d: %s", config_error_file(&lc) ? config_error_file(&lc) : path,
+                    config_error_line(&lc), config_error_text(&lc));
+        goto out;
+    }
+    if (walk_group(&st, config_root_setting(&lc), "", err) < 0)
+        goto out;
+    for (int i = 0; i < n_overrides; i++)
+        if (ft_config_apply_override(&st, overrides[i], err) < 0)
+            goto out;
+    if (ft_config_finish(&st, err) < 0)
+        goto out;
+    if (build_text(cfg, text, n_overrides, overrides) < 0) {
+        ft_fail(err, "%s: out of memory", path);
+        goto out;
+    }
+    rc = 0;
+out:
+    /* origin[].file points into lc: nothing may use it after this */
+    config_destroy(&lc);
+    free(origin);
+    free(text);
+    return rc;
+}
+
+void ft_run_config_free(ft_run_config *cfg)
+{
+    if (!cfg)
+        return;
+    for (size_t i = 0; i < ft_config_n_keys; i++)
+        if (ft_config_keys[i].type == FT_KEY_STRING)
+            free(*(char **)((char *)cfg + ft_config_keys[i].offset));
+    free(cfg->path);
+    free(cfg->text);
+    memset(cfg, 0, sizeof *cfg);
+}

@@ -1,0 +1,298 @@
+/* The schema: every key of the config file, once.
+ *
+ * Adding a key is one line in ft_config_keys[] (plus the field in run_config.h):
+ * the file reader, the command-line overrides, the unknown-key check, the
+ * suggestions, ft_run_config_free and the reference (doc/config.md) all walk
+ * this table.
+ */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config_internal.h"
+
+/* Enum fields are stored through an int; gcc gives these enums int size. */
+_Static_assert(sizeof(ft_optimizer_type) == sizeof(int), "enum size");
+_Static_assert(sizeof(ft_schedule_type) == sizeof(int), "enum size");
+_Static_assert(sizeof(ft_dtype) == sizeof(int), "enum size");
+_Static_assert(sizeof(ft_rope_scaling_type) == sizeof(int), "enum size");
+
+/* The order of names must follow the enum values: the stored value is the index. */
+static const char *const device_names[] = {"cpu", "cuda", NULL};
+static const char *const dtype_names[] = {"fp32", "bf16", NULL};
+static const char *const rope_scaling_names[] = {"none", "llama3", NULL};
+static const char *const optimizer_names[] = {"adamw", "sgd", NULL};
+static const char *const schedule_names[] = {"cosine", "linear", "constant", NULL};
+
+#define OFF(field) offsetof(ft_run_config, field)
+#define INF HUGE_VAL
+
+/* One macro per type keeps each table row on one line. */
+#define INT(p, field, fl, lo, hi, def, d) \
+    {.path = p, .type = FT_KEY_INT, .flags = fl, .offset = OFF(field), .imin = lo, .imax = hi, .idef = def, .doc = d}
+#define INT64(p, field, fl, lo, hi, def, d) \
+    {.path = p, .type = FT_KEY_INT64, .flags = fl, .offset = OFF(field), .imin = lo, .imax = hi, .idef = def, .doc = d}
+#define FLOAT(p, field, fl, lo, hi, def, d) \
+    {.path = p, .type = FT_KEY_FLOAT, .flags = fl, .offset = OFF(field), .fmin = lo, .fmax = hi, .fdef = def, .doc = d}
+#define BOOL(p, field, fl, def, d) \
+    {.path = p, .type = FT_KEY_BOOL, .flags = fl, .offset = OFF(field), .idef = def, .doc = d}
+#define STRING(p, field, fl, def, ch, d) \
+    {.path = p, .type = FT_KEY_STRING, .flags = fl, .offset = OFF(field), .sdef = def, .choices = ch, .doc = d}
+#define ENUM(p, field, fl, def, ch, d) \
+    {.path = p, .type = FT_KEY_ENUM, .flags = fl, .offset = OFF(field), .idef = def, .choices = ch, .doc = d}
+/* An int whose default is computed from other keys in config_check.c. */
+#define INT_DERIVED(p, field, fl, lo, hi, how, d) \
+    {.path = p, .type = FT_KEY_INT, .flags = (fl) | FT_KEY_DERIVED, .offset = OFF(field), .imin = lo, .imax = hi, .default_doc = how, .doc = d}
+
+enum {
+    REQ = FT_KEY_REQUIRED,
+    SHAPE = FT_KEY_SHAPE,
+    SHAPE_REQ = FT_KEY_SHAPE | FT_KEY_SHAPE_REQUIRED,
+    GT = FT_KEY_MIN_OPEN, /* (min, ... */
+    LT = FT_KEY_MAX_OPEN, /* ..., max) */
+};
+
+/* clang-format off */
+const ft_config_key ft_config_keys[] = {
+    /* top level */
+    STRING("device", device, 0, "cpu", device_names, "where the model runs"),
+    INT64("max_steps", max_steps, REQ, 1, LONG_MAX, 0, "number of optimizer steps"),
+    INT64("seed", seed, 0, 0, LONG_MAX, 1234, "seed of the weight init and data order"),
+    INT("micro_batch_size", micro_batch_size, REQ, 1, INT_MAX, 0, "sequences per rank per forward/backward"),
+    INT("global_batch_size", global_batch_size, REQ, 1, INT_MAX, 0, "sequences per optimizer step over all ranks; a multiple of micro_batch_size x ranks"),
+    INT("zero_stage", zero_stage, 0, 0, 3, 0, "ZeRO sharding: 0 none, 1 optimizer state, 2 + gradients, 3 + parameters"),
+    BOOL("activation_checkpointing", activation_checkpointing, 0, 0, "recompute block activations in backward to save memory"),
+    FLOAT("grad_clip", grad_clip, 0, 0.0, INF, 1.0, "clip the global gradient norm to this; 0 disables"),
+    INT64("log_every", log_every, 0, 1, LONG_MAX, 1, "print loss and throughput every this many steps"),
+    INT64("eval_every", eval_every, 0, 0, LONG_MAX, 0, "evaluate on data.eval every this many steps; 0 disables"),
+    INT64("eval_batches", eval_batches, 0, 0, LONG_MAX, 0, "global batches per evaluation; 0 means the whole eval set"),
+
+    /* model = { ... } */
+    STRING("model.weights", model_weights, 0, NULL, NULL, "HDF5 weights to start from; the shape then comes from the file and the shape keys must be absent"),
+    INT("model.vocab_size", model.vocab_size, SHAPE_REQ, 1, INT_MAX, 0, "vocabulary size (rows of the embedding)"),
+    INT("model.hidden_size", model.hidden_size, SHAPE_REQ, 1, INT_MAX, 0, "model width"),
+    INT("model.intermediate_size", model.intermediate_size, SHAPE_REQ, 1, INT_MAX, 0, "SwiGLU hidden width"),
+    INT("model.num_hidden_layers", model.num_hidden_layers, SHAPE_REQ, 1, INT_MAX, 0, "number of transformer blocks"),
+    INT("model.num_attention_heads", model.num_attention_heads, SHAPE_REQ, 1, INT_MAX, 0, "query heads"),
+    INT_DERIVED("model.num_key_value_heads", model.num_key_value_heads, SHAPE, 1, INT_MAX, "num_attention_heads", "key/value heads (grouped-query attention); must divide num_attention_heads"),
+    INT_DERIVED("model.head_dim", model.head_dim, SHAPE, 1, INT_MAX, "hidden_size / num_attention_heads", "width of one head; must be even (RoPE)"),
+    INT("model.max_position_embeddings", model.max_position_embeddings, SHAPE, 1, INT_MAX, 2048, "longest sequence the model is meant for"),
+    FLOAT("model.rms_norm_eps", model.rms_norm_eps, SHAPE | GT, 0.0, INF, 1e-5, "epsilon of RMSNorm"),
+    FLOAT("model.rope_theta", model.rope_theta, SHAPE | GT, 0.0, INF, 10000.0, "RoPE base frequency"),
+    BOOL("model.tie_word_embeddings", model.tie_word_embeddings, SHAPE, 0, "share the embedding matrix with the output head"),
+    ENUM("model.rope_scaling.type", model.rope_scaling.type, SHAPE, 0, rope_scaling_names, "RoPE frequency scaling; \"llama3\" is Llama 3.1's"),
+    FLOAT("model.rope_scaling.factor", model.rope_scaling.factor, SHAPE, 1.0, INF, 8.0, "llama3 scaling: context extension factor"),
+    FLOAT("model.rope_scaling.low_freq_factor", model.rope_scaling.low_freq_factor, SHAPE | GT, 0.0, INF, 1.0, "llama3 scaling: wavelengths above original/low are scaled fully"),
+    FLOAT("model.rope_scaling.high_freq_factor", model.rope_scaling.high_freq_factor, SHAPE | GT, 0.0, INF, 4.0, "llama3 scaling: wavelengths below original/high are kept; must exceed low_freq_factor"),
+    INT("model.rope_scaling.original_max_position_embeddings", model.rope_scaling.original_max_position_embeddings, SHAPE, 1, INT_MAX, 8192, "llama3 scaling: context length of the unscaled model"),
+    INT("model.bos_token_id", model.bos_token_id, SHAPE, -1, INT_MAX, -1, "beginning-of-sequence token; -1 unknown"),
+    INT("model.eos_token_id", model.eos_token_id, SHAPE, -1, INT_MAX, -1, "end-of-sequence token; -1 unknown"),
+    ENUM("model.param_dtype", param_dtype, 0, 0, dtype_names, "storage type of the working parameters"),
+    FLOAT("model.init_std", init_std, GT, 0.0, INF, 0.02, "standard deviation of the random init (without model.weights)"),
+
+    /* data = { ... } */
+    STRING("data.train", train_data, REQ, NULL, NULL, "training dataset (doc/formats.md)"),
+    STRING("data.eval", eval_data, 0, NULL, NULL, "evaluation dataset; none: no evaluation"),
+
+    /* optimizer = { ... } */
+    ENUM("optimizer.type", optimizer.type, 0, 0, optimizer_names, "optimizer"),
+    FLOAT("optimizer.lr", optimizer.lr, REQ | GT, 0.0, INF, 0.0, "peak learning rate"),
+    FLOAT("optimizer.min_lr", optimizer.min_lr, 0, 0.0, INF, 0.0, "learning rate at the end of the decay; <= lr"),
+    FLOAT("optimizer.beta1", optimizer.beta1, LT, 0.0, 1.0, 0.9, "AdamW first-moment decay"),
+    FLOAT("optimizer.beta2", optimizer.beta2, LT, 0.0, 1.0, 0.95, "AdamW second-moment decay"),
+    FLOAT("optimizer.eps", optimizer.eps, GT, 0.0, INF, 1e-8, "AdamW denominator epsilon"),
+    FLOAT("optimizer.weight_decay", optimizer.weight_decay, 0, 0.0, INF, 0.0, "decoupled weight decay on 2-D weights (not norms)"),
+    FLOAT("optimizer.momentum", optimizer.momentum, LT, 0.0, 1.0, 0.9, "SGD momentum"),
+    ENUM("optimizer.schedule", optimizer.schedule, 0, 0, schedule_names, "decay from lr to min_lr after warmup"),
+    INT64("optimizer.warmup_steps", optimizer.warmup_steps, 0, 0, LONG_MAX, 0, "linear warmup from 0 to lr; <= max_steps"),
+};
+/* clang-format on */
+
+const size_t ft_config_n_keys = sizeof ft_config_keys / sizeof ft_config_keys[0];
+
+const ft_config_key *ft_config_find_key(const char *path)
+{
+    for (size_t i = 0; i < ft_config_n_keys; i++)
+        if (strcmp(ft_config_keys[i].path, path) == 0)
+            return &ft_config_keys[i];
+    return NULL;
+}
+
+size_t ft_config_key_index(const ft_config_key *k)
+{
+    return (size_t)(k - ft_config_keys);
+}
+
+bool ft_config_is_group(const char *path)
+{
+    size_t n = strlen(path);
+    for (size_t i = 0; i < ft_config_n_keys; i++) {
+        const char *p = ft_config_keys[i].path;
+        if (strncmp(p, path, n) == 0 && p[n] == '.')
+            return true;
+    }
+    return false;
+}
+
+/* ------------------------------------------------------------------ suggestions */
+
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    if (na > 200 || nb > 200)
+        return (size_t)-1; /* nobody mistypes that much; keeps the row on the stack */
+    size_t row[201];
+    for (size_t j = 0; j <= nb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= na; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= nb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[nb];
+}
+
+static const char *last_component(const char *path)
+{
+    const char *dot = strrchr(path, '.');
+    return dot ? dot + 1 : path;
+}
+
+/* Candidates are the keys and the groups (every proper prefix of a key that ends
+ * before a '.'). A key with the same last component in another group counts as
+ * distance 1, so a misplaced `lr = ...` at top level suggests 'optimizer.lr'. */
+bool ft_config_suggest(const char *path, char *out, size_t out_size)
+{
+    size_t best_d = (size_t)-1;
+    if (out_size == 0)
+        return false;
+    out[0] = '\0';
+    for (size_t i = 0; i < ft_config_n_keys; i++) {
+        const char *p = ft_config_keys[i].path;
+        size_t d = edit_distance(path, p);
+        if (d > 1 && strcmp(last_component(p), last_component(path)) == 0)
+            d = 1;
+        /* on a tie the shorter path wins: 'type' suggests 'optimizer.type' */
+        if (d < best_d || (d == best_d && strlen(p) < strlen(out))) {
+            best_d = d;
+            snprintf(out, out_size, "%s", p);
+        }
+        for (const char *dot = strchr(p, '.'); dot; dot = strchr(dot + 1, '.')) {
+            char group[256];
+            int len = (int)(dot - p);
+            snprintf(group, sizeof group, "%.*s", len, p);
+            d = edit_distance(path, group);
+            if (d < best_d) {
+                best_d = d;
+                snprintf(out, out_size, "%s", group);
+            }
+        }
+    }
+    size_t n = strlen(path);
+    size_t limit = n / 3 > 2 ? n / 3 : 2;
+    return best_d <= limit;
+}
+
+/* ------------------------------------------------------------------ reference */
+
+static const char *type_name(const ft_config_key *k)
+{
+    switch (k->type) {
+    case FT_KEY_INT: return "integer";
+    case FT_KEY_INT64: return "integer (64-bit)";
+    case FT_KEY_FLOAT: return "float";
+    case FT_KEY_BOOL: return "boolean";
+    case FT_KEY_STRING: return "string";
+    case FT_KEY_ENUM: return "string (one of)";
+    }
+    return "?";
+}
+
+static void print_default(FILE *f, const ft_config_key *k)
+{
+    if (k->flags & FT_KEY_REQUIRED) {
+        fputs("**required**", f);
+    } else if (k->flags & FT_KEY_SHAPE_REQUIRED) {
+        fputs("**required** without `model.weights`", f);
+    } else if (k->flags & FT_KEY_DERIVED) {
+        fprintf(f, "`%s`", k->default_doc);
+    } else {
+        switch (k->type) {
+        case FT_KEY_INT:
+        case FT_KEY_INT64: fprintf(f, "`%lld`", k->idef); break;
+        case FT_KEY_FLOAT:
+            /* "1.0", not "1": the reader takes either, but the doc shows a float */
+            if (fabs(k->fdef) < 1e15 && k->fdef == (double)(long long)k->fdef)
+                fprintf(f, "`%.1f`", k->fdef);
+            else
+                fprintf(f, "`%g`", k->fdef);
+            break;
+        case FT_KEY_BOOL: fputs(k->idef ? "`true`" : "`false`", f); break;
+        case FT_KEY_STRING:
+            if (k->sdef)
+                fprintf(f, "`\"%s\"`", k->sdef);
+            else
+                fputs("none", f);
+            break;
+        case FT_KEY_ENUM: fprintf(f, "`\"%s\"`", k->choices[k->idef]); break;
+        }
+    }
+}
+
+static void print_range(FILE *f, const ft_config_key *k)
+{
+    switch (k->type) {
+    case FT_KEY_INT:
+    case FT_KEY_INT64: {
+        long long type_max = k->type == FT_KEY_INT ? INT_MAX : LONG_MAX;
+        if (k->imax == type_max)
+            fprintf(f, ">= %lld", k->imin);
+        else
+            fprintf(f, "%lld..%lld", k->imin, k->imax);
+        break;
+    }
+    case FT_KEY_FLOAT:
+        if (isinf(k->fmax))
+            fprintf(f, "%s %g", (k->flags & FT_KEY_MIN_OPEN) ? ">" : ">=", k->fmin);
+        else
+            fprintf(f, "%c%g, %g%c", (k->flags & FT_KEY_MIN_OPEN) ? '(' : '[', k->fmin, k->fmax,
+                    (k->flags & FT_KEY_MAX_OPEN) ? ')' : ']');
+        break;
+    case FT_KEY_BOOL: fputs("`true`, `false`", f); break;
+    case FT_KEY_STRING:
+    case FT_KEY_ENUM:
+        if (!k->choices) {
+            fputs("non-empty", f);
+            break;
+        }
+        for (size_t i = 0; k->choices[i]; i++)
+            fprintf(f, "%s`\"%s\"`", i ? ", " : "", k->choices[i]);
+        break;
+    }
+}
+
+void ft_run_config_print_reference(void *file)
+{
+    FILE *f = file;
+    fputs("| Key | Type | Default | Range | Meaning |\n", f);
+    fputs("|-----|------|---------|-------|---------|\n", f);
+    for (size_t i = 0; i < ft_config_n_keys; i++) {
+        const ft_config_key *k = &ft_config_keys[i];
+        fprintf(f, "| `%s` | %s | ", k->path, type_name(k));
+        print_default(f, k);
+        fputs(" | ", f);
+        print_range(f, k);
+        fprintf(f, " | %s |\n", k->doc);
+    }
+}

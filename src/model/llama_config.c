@@ -1,0 +1,89 @@
+/* Checks and sizes of a Llama model shape (model/llama_config.h).
+ *
+ * Messages from ft_model_config_validate start with the field name as written in
+ * ft_model_config ("num_key_value_heads: ...", "rope_scaling.factor: ..."): the
+ * config reader maps that name to the key and its file:line, and other callers
+ * prepend where the shape came from (e.g. the weights file).
+ */
+#include "model/llama_config.h"
+
+#include <limits.h>
+#include <math.h>
+
+int ft_model_config_validate(const ft_model_config *c, ft_error *err)
+{
+#define FT_POSITIVE(field)                                                                  \
+    do {                                                                                    \
+        if (c->field <= 0)                                                                  \
+            return ft_fail(err, #field ": %d must be > 0", c->field);                       \
+    } while (0)
+    FT_POSITIVE(vocab_size);
+    FT_POSITIVE(hidden_size);
+    FT_POSITIVE(intermediate_size);
+    FT_POSITIVE(num_hidden_layers);
+    FT_POSITIVE(num_attention_heads);
+    FT_POSITIVE(num_key_value_heads);
+    FT_POSITIVE(head_dim);
+    FT_POSITIVE(max_position_embeddings);
+#undef FT_POSITIVE
+
+    if (c->num_attention_heads % c->num_key_value_heads != 0)
+        return ft_fail(err, "num_key_value_heads: %d does not divide num_attention_heads (%d)",
+                       c->num_key_value_heads, c->num_attention_heads);
+    if (c->head_dim % 2 != 0)
+        return ft_fail(err, "head_dim: %d must be even (RoPE rotates pairs of dimensions)",
+                       c->head_dim);
+    /* the kernels index q/k/v rows with int */
+    if ((long long)c->num_attention_heads * c->head_dim > INT_MAX)
+        return ft_fail(err, "head_dim: num_attention_heads x head_dim = %lld is too large",
+                       (long long)c->num_attention_heads * c->head_dim);
+    /* written as !(x > 0) so that NaN fails too */
+    if (!(c->rms_norm_eps > 0) || !isfinite(c->rms_norm_eps))
+        return ft_fail(err, "rms_norm_eps: %g must be a finite number > 0", c->rms_norm_eps);
+    if (!(c->rope_theta > 0) || !isfinite(c->rope_theta))
+        return ft_fail(err, "rope_theta: %g must be a finite number > 0", c->rope_theta);
+    if (c->bos_token_id < -1 || c->bos_token_id >= c->vocab_size)
+        return ft_fail(err, "bos_token_id: %d is not a token id (vocab_size %d; -1 for none)",
+                       c->bos_token_id, c->vocab_size);
+    if (c->eos_token_id < -1 || c->eos_token_id >= c->vocab_size)
+        return ft_fail(err, "eos_token_id: %d is not a token id (vocab_size %d; -1 for none)",
+                       c->eos_token_id, c->vocab_size);
+
+    const ft_rope_scaling *r = &c->rope_scaling;
+    switch (r->type) {
+    case FT_ROPE_SCALING_NONE:
+        break;
+    case FT_ROPE_SCALING_LLAMA3:
+        if (!(r->factor >= 1) || !isfinite(r->factor))
+            return ft_fail(err, "rope_scaling.factor: %g must be a finite number >= 1", r->factor);
+        if (!(r->low_freq_factor > 0) || !isfinite(r->low_freq_factor))
+            return ft_fail(err, "rope_scaling.low_freq_factor: %g must be a finite number > 0",
+                           r->low_freq_factor);
+        /* the smoothing divides by high - low */
+        if (!(r->high_freq_factor > r->low_freq_factor) || !isfinite(r->high_freq_factor))
+            return ft_fail(err, "rope_scaling.high_freq_factor: %g must be greater than low_freq_factor (%g)",
+                           r->high_freq_factor, r->low_freq_factor);
+        if (r->original_max_position_embeddings <= 0)
+            return ft_fail(err, "rope_scaling.original_max_position_embeddings: %d must be > 0",
+                           r->original_max_position_embeddings);
+        break;
+    default:
+        return ft_fail(err, "rope_scaling.type: unknown scaling type %d", (int)r->type);
+    }
+    return 0;
+}
+
+long long ft_model_config_param_count(const ft_model_config *c)
+{
+    long long V = c->vocab_size, H = c->hidden_size, I = c->intermediate_size;
+    long long L = c->num_hidden_layers, nh = c->num_attention_heads;
+    long long nkv = c->num_key_value_heads, hd = c->head_dim;
+    long long per_layer = H * nh * hd       /* q_proj */
+                          + 2 * H * nkv * hd /* k_proj, v_proj */
+                          + nh * hd * H      /* o_proj */
+                          + 3 * H * I        /* gate, up, down */
+                          + 2 * H;           /* input and post-attention RMSNorm */
+    return V * H                             /* embedding */
+           + L * per_layer + H               /* final norm */
+           + (c->tie_word_embeddings ? 0 : V * H); /* lm_head */
+}
