@@ -1,0 +1,43 @@
+#!/bin/sh
+# CPU training-step time of ftmpi vs PyTorch (HF LlamaForCausalLM, fp32, SDPA) for the
+# same shapes, batch and threads, measured in one run; plus the fraction of the
+# OpenBLAS sgemm peak that ftmpi's step reaches.
+#   bench/cpu_step.sh [THREADS]      (needs build/ftmpi; torch + transformers from pip)
+# Model FLOPs per step: 6 * N_params_nonembed * tokens + 6 * L * T * T * H (causal
+# attention: QK^T and PV, fwd + bwd, halved by causality) -- embedding lookups excluded.
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+threads=${1:-2}
+L=6 H=512 NH=8 NKV=4 FFN=1376 V=8192 T=256 BATCH=4 STEPS=6
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+cd "$work"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+cc -O2 -o sgemm_peak "$top/bench/sgemm_peak.c" $(pkg-config --cflags --libs openblas)
+peak=$(OPENBLAS_NUM_THREADS=$threads ./sgemm_peak 2048 | sed 's/sgemm_gflops=\([0-9.]*\).*/\1/')
+
+"$top/build/ftmpi-gendata" --rows 64 --seq-len $T train.h5 >/dev/null
+cat > bench.cfg <<CFG
+max_steps = $STEPS; seed = 1; micro_batch_size = $BATCH; global_batch_size = $BATCH;
+activation_checkpointing = false; grad_clip = 1.0; log_every = 1;
+model = { vocab_size = $V; hidden_size = $H; intermediate_size = $FFN; num_hidden_layers = $L;
+          num_attention_heads = $NH; num_key_value_heads = $NKV; max_position_embeddings = $T; };
+data = { train = "train.h5"; };
+optimizer = { type = "adamw"; lr = 1e-4; weight_decay = 0.1; };
+CFG
+OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=1 "$top/build/ftmpi" bench.cfg > ftmpi.log
+# median step time over steps 3..STEPS (the first steps warm caches and pages)
+ft_ms=$(sed -n 's/^step .*| step \([0-9.]*\)s .*/\1/p' ftmpi.log | tail -n +3 | sort -n |
+        awk '{ a[NR] = $1 } END { print 1000 * a[int((NR + 1) / 2)] }')
+torch_out=$(python3 "$top/bench/cpu_step_torch.py" --layers $L --dim $H --heads $NH --kv-heads $NKV \
+            --ffn $FFN --vocab $V --seq $T --batch $BATCH --threads $threads --steps 5 --warmup 2)
+torch_ms=$(echo "$torch_out" | sed -n 's/.*torch_step_ms=\([0-9.]*\).*/\1/p')
+params=$(sed -n 's/^ftmpi: model \([0-9]*\) params.*/\1/p' ftmpi.log)
+awk -v ft="$ft_ms" -v to="$torch_ms" -v peak="$peak" -v p="$params" -v L=$L -v H=$H -v V=$V \
+    -v T=$T -v B=$BATCH -v thr=$threads 'BEGIN {
+    tokens = B * T; nonembed = p - V * H;           # lm_head stays: it is a GEMM
+    flops = 6 * nonembed * tokens + 6 * L * T * T * H * B;
+    gf = flops / (ft / 1000) / 1e9;
+    printf "config: %d layers, hidden %d, vocab %d, seq %d, batch %d, %d threads, %d params\n", L, H, V, T, B, thr, p;
+    printf "ftmpi step %.1f ms | torch step %.1f ms | ftmpi/torch time ratio %.2f\n", ft, to, ft / to;
+    printf "ftmpi %.1f GFLOP/s | sgemm peak %.1f GFLOP/s | fraction of peak %.2f\n", gf, peak, gf / peak }'

@@ -1,0 +1,43 @@
+#!/bin/sh
+# Bad input gets one clear line naming the file and the problem, and a non-zero exit:
+# 2 for the command line and config, 1 for runtime problems (files, data).
+. "$(dirname "$0")/lib.sh"
+"$GENDATA" --rows 16 --seq-len 32 train.h5 >/dev/null || fail "gendata"
+write_small_cfg ok.cfg
+
+expect() { # expect CODE PATTERN ARGS...: exit code and a message matching PATTERN
+    code=$1; pat=$2; shift 2
+    "$FTMPI" "$@" > out.log 2>&1; rc=$?
+    [ "$rc" -eq "$code" ] || { cat out.log; fail "ftmpi $*: exit $rc, expected $code"; }
+    grep -q -- "$pat" out.log || { cat out.log; fail "ftmpi $*: no message matching '$pat'"; }
+    if [ "$code" -ne 0 ]; then
+        [ "$(grep -c . out.log)" -eq 1 ] || { cat out.log; fail "ftmpi $*: not exactly one message line"; }
+    fi
+}
+
+expect 0 "Usage: ftmpi" --help
+expect 0 "^ftmpi [0-9]" --version
+expect 0 "optimizer.lr" --help-config
+expect 2 "unknown option '--bogus'" --bogus ok.cfg
+expect 2 "no config file given"
+expect 2 "missing.cfg: cannot open" missing.cfg
+printf 'max_steps = 5\nfoo = 1;\n' > syntax.cfg
+expect 2 "syntax.cfg:2: " syntax.cfg
+sed 's/grad_clip = 1.0;/grad_clip = 1.0; gradclip = 2.0;/' ok.cfg > unknown.cfg
+expect 2 "unknown.cfg:7: unknown key 'gradclip'" unknown.cfg
+expect 2 "command line: optimizer.lr=abc" ok.cfg optimizer.lr=abc
+expect 2 "zero_stage" ok.cfg zero_stage=9
+expect 2 "num_attention_heads" ok.cfg model.num_attention_heads=5
+expect 1 "nothere.h5" ok.cfg data.train=nothere.h5
+printf 'not hdf5' > junk.h5
+expect 1 "junk.h5" ok.cfg data.train=junk.h5
+expect 1 "exceeds max_position_embeddings" ok.cfg model.max_position_embeddings=16
+expect 1 "vocab_size 259 exceeds the model's 100" ok.cfg model.vocab_size=100
+cat > w.cfg <<CFG
+max_steps = 1; micro_batch_size = 2; global_batch_size = 2;
+model = { weights = "train.h5"; };
+data = { train = "train.h5"; };
+optimizer = { lr = 1e-3; };
+CFG
+expect 1 "train.h5: is an ftmpi 'dataset' file, expected a 'weights' file" w.cfg
+echo "all bad inputs rejected clearly"
