@@ -94,11 +94,12 @@ int ft_model_create(ft_model **out, const ft_model_layout *layout, ft_backend *b
     m->in.weights = alloc_f32(m, N, &failed);
 
     m->block_in = calloc((size_t)L + 1, sizeof *m->block_in);
+    m->plan = calloc(2 * (size_t)L + 4, sizeof *m->plan);
     m->n_act_sets = opt->activation_checkpointing ? 1 : (L > 0 ? L : 1);
     m->acts = calloc((size_t)m->n_act_sets, sizeof *m->acts);
     m->host_i32 = malloc(4 * N * sizeof(int32_t));
     m->host_f32 = malloc(2 * N * sizeof(float));
-    if (!m->block_in || !m->acts || !m->host_i32 || !m->host_f32)
+    if (!m->block_in || !m->plan || !m->acts || !m->host_i32 || !m->host_f32)
         failed = 1;
     for (int l = 0; l <= L && !failed; l++)
         m->block_in[l] = alloc_f32(m, N * H, &failed);
@@ -169,6 +170,7 @@ void ft_model_free(ft_model *m)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         be->ops->free(be, bufs[i]);
     free(m->block_in);
+    free(m->plan);
     free(m->acts);
     free(m->host_i32);
     free(m->host_f32);
@@ -235,6 +237,31 @@ static ft_block_acts *acts_for(ft_model *m, int layer)
     return m->opt.activation_checkpointing ? &m->acts[0] : &m->acts[layer];
 }
 
+/* Tells the source the order of this pass's acquires: embedding, blocks, head (and
+ * the embedding again when tied), then for training the blocks in reverse and the
+ * embedding. */
+static void announce_plan(ft_model *m, const ft_param_source *src, int train)
+{
+    if (!src->plan)
+        return;
+    const ft_model_layout *lay = &m->layout;
+    const int L = lay->config.num_hidden_layers, tied = lay->config.tie_word_embeddings;
+    int n = 0;
+    int *order = m->plan;
+    order[n++] = 0;
+    for (int l = 0; l < L; l++)
+        order[n++] = ft_layout_block_unit(l);
+    order[n++] = ft_layout_head_unit(lay);
+    if (tied)
+        order[n++] = 0;
+    if (train) {
+        for (int l = L - 1; l >= 0; l--)
+            order[n++] = ft_layout_block_unit(l);
+        order[n++] = 0;
+    }
+    src->plan(src->ctx, order, n);
+}
+
 /* Embedding and blocks; leaves the head input in block_in[L]. */
 static void forward_blocks(ft_model *m, const ft_param_source *src)
 {
@@ -289,6 +316,7 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
     const int L = lay->config.num_hidden_layers, H = lay->config.hidden_size;
     ft_backend *be = m->be;
 
+    announce_plan(m, src, 1);
     forward_blocks(m, src);
     float *dy = m->dres[0], *dx = m->dres[1];
     *loss_sum = run_head(m, src, grad_scale, 1, dy);
@@ -324,6 +352,7 @@ int ft_model_eval_micro(ft_model *m, const ft_param_source *src, const ft_host_b
 {
     if (stage_batch(m, b, n_targets, err))
         return -1;
+    announce_plan(m, src, 0);
     forward_blocks(m, src);
     *loss_sum = run_head(m, src, 0.0f, 0, NULL);
     return 0;
@@ -335,6 +364,7 @@ int ft_model_logits(ft_model *m, const ft_param_source *src, const ft_host_batch
     long n_targets;
     if (stage_batch(m, b, &n_targets, err))
         return -1;
+    announce_plan(m, src, 0);
     forward_blocks(m, src);
     const ft_model_layout *lay = &m->layout;
     const ft_model_config *c = &lay->config;

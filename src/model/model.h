@@ -5,7 +5,8 @@
  * sharding engine gathers a unit just before it is used, frees it after, and learns
  * when a unit's gradient is complete. The model calls, in order:
  *   forward:  acquire(0) ... acquire(L) [blocks], head; backward in reverse;
- * and for every acquire a matching release. grads(u) is only called between
+ * and for every acquire a matching release. Each pass starts with plan(), which lists
+ * the units in the order they will be acquired. grads(u) is only called between
  * acquire(u) and release(u); grad_done(u) follows the last write to unit u's grads.
  */
 #ifndef FT_MODEL_MODEL_H
@@ -20,6 +21,9 @@
 
 typedef struct ft_param_source {
     void *ctx;
+    /* Announces the order of acquire() calls of the pass that starts (may be NULL):
+     * lets a sharding engine prefetch the next unit while the current one computes. */
+    void (*plan)(void *ctx, const int *units, int n);
     /* Returns the unit's parameters (fp32, flat, unit layout) on the backend. */
     const float *(*acquire)(void *ctx, int unit);
     /* Returns the unit's gradient accumulator (fp32, flat) on the backend. */

@@ -38,6 +38,7 @@ struct ft_model {
     int32_t *host_i32;           /* [max_tokens] staging for ids/targets/segment/pos */
     float *host_f32;             /* [max_tokens] staging for weights and row losses */
 
+    int *plan;                   /* [2L+4] unit order of the current pass */
     float **block_in;            /* [L] saved input of every block (plus the head input) */
     ft_block_acts *acts;         /* [L] without checkpointing, [1] with */
     int n_act_sets;

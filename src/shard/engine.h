@@ -3,12 +3,15 @@
  * gradients across ranks and runs the optimizer.
  *
  * zero_stage 0 is plain data parallelism: every rank holds every unit; gradients are
- * summed with one all-reduce per unit at the end of the accumulation window. (The
- * sharded stages 1-3 plug into the same interface.)
+ * summed with one all-reduce per unit at the end of the accumulation window.
+ * Stages 1-3 are ZeRO: each rank owns one contiguous slice of every unit's
+ * optimizer state (1), also of its gradients (2), also of its parameters (3, gathered
+ * unit by unit around their use and freed after). See engine_internal.h for what
+ * each stage keeps.
  *
  * Precision: compute is fp32. With param_dtype = bf16 the optimizer updates an fp32
  * master copy and the working parameters are its bf16 rounding (the values the model
- * sees are exactly bf16 values).
+ * sees are exactly bf16 values); stage 3 stores and gathers the bf16 bits.
  */
 #ifndef FT_SHARD_ENGINE_H
 #define FT_SHARD_ENGINE_H
@@ -33,7 +36,11 @@ typedef struct ft_engine_options {
 
 /* Bytes of model state this rank holds, by kind. */
 typedef struct ft_engine_memory {
-    size_t params, grads, optimizer, scratch;
+    size_t params;    /* working parameters held between steps */
+    size_t grads;     /* persistent gradient accumulators */
+    size_t optimizer; /* master copy and optimizer moments */
+    size_t gathered;  /* stage 2-3 pools: gathered units and transient unit gradients */
+    size_t scratch;   /* staging for all-gathers */
 } ft_engine_memory;
 
 int ft_engine_create(ft_engine **out, const ft_model_layout *layout, ft_backend *be,
@@ -43,7 +50,8 @@ void ft_engine_free(ft_engine *e);
 /* Parameters from the seed (ft_model_init_range) or from a weights-file group. */
 int ft_engine_init_random(ft_engine *e, uint64_t seed, double std, ft_error *err);
 int ft_engine_load(ft_engine *e, const ft_h5file *f, const char *group, ft_error *err);
-/* Writes the working parameters into existing datasets of group (collective). */
+/* Writes the fp32 master values into existing datasets of group: each rank writes
+ * its own slice (collective). */
 int ft_engine_save(ft_engine *e, const ft_h5file *f, const char *group, ft_error *err);
 
 ft_param_source ft_engine_param_source(ft_engine *e);
@@ -58,11 +66,18 @@ int ft_engine_grad_norm(ft_engine *e, double *norm, ft_error *err);
 int ft_engine_step(ft_engine *e, const ft_optimizer_config *o, double lr, double grad_mult,
                    ft_error *err);
 
+/* Reports a failure that happened inside a parameter-source callback (a collective
+ * that failed while the model ran), or 0. Check after each micro-batch. */
+int ft_engine_status(ft_engine *e, ft_error *err);
+
 long ft_engine_step_count(const ft_engine *e);
 ft_engine_memory ft_engine_memory_usage(const ft_engine *e);
 
-/* Copies unit u's working parameters / gradients (fp32) to host memory. */
-void ft_engine_download_params(ft_engine *e, int unit, float *host);
+/* Copies unit u's working parameters (fp32, all n elements) to host memory.
+ * Collective: every rank calls it for the same unit. */
+int ft_engine_download_params(ft_engine *e, int unit, float *host, ft_error *err);
+/* Copies unit u's reduced gradient to host memory (stages 0-1 only: the others
+ * keep only a shard). */
 void ft_engine_download_grads(ft_engine *e, int unit, float *host);
 
 #endif

@@ -76,9 +76,10 @@ static void print_startup(ft_trainer *t)
             (long)cfg->global_batch_size * t->seq_len);
     fprintf(t->out,
             "ftmpi: memory per rank: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, "
-            "activations %.1f MiB (checkpointing %s)\n",
-            mem.params / MiB, mem.grads / MiB, (mem.optimizer + mem.scratch) / MiB,
-            ft_model_activation_bytes(t->model) / MiB, cfg->activation_checkpointing ? "on" : "off");
+            "gathered units %.1f MiB, staging %.1f MiB, activations %.1f MiB (checkpointing %s)\n",
+            mem.params / MiB, mem.grads / MiB, mem.optimizer / MiB, mem.gathered / MiB,
+            mem.scratch / MiB, ft_model_activation_bytes(t->model) / MiB,
+            cfg->activation_checkpointing ? "on" : "off");
     fflush(t->out);
 }
 
@@ -185,6 +186,8 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
         long nt;
         if (ft_model_train_micro(t->model, &src, &b, grad_scale, &ls, &nt, err))
             return ft_fail_context(err, "%s", cfg->train_data);
+        if (ft_engine_status(t->engine, err))
+            return -1;
         loss_sum += ls;
     }
     if (ft_engine_reduce_grads(t->engine, err) ||

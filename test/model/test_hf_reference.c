@@ -213,30 +213,47 @@ static void check_adamw(const char *file)
         printf("%s: adamw step %d loss %.7f want %.7f\n", file, step, loss_sum / nt, want);
         assert_true(fabs(loss_sum / nt - want) / want < 1e-5);
     }
-    /* Weights with near-zero gradients make Adam's direction round-off sensitive
-     * (m/sqrt(v) of tiny numbers); an absolute 1e-4 = 1% of lr is the honest bound. */
-    double worst = 0;
+    /* Adam's step is lr * m / (sqrt(v) + eps): where |g| is within a few orders of
+     * eps (1e-8) the direction depends on the last bits of g, which legitimately differ
+     * between implementations. So: elements whose first-step gradient is >= 1e-6 must
+     * agree to 1e-4 absolute (1 % of lr; later steps can still meet small gradients); the
+     * others only within 3 steps of 10 % of lr
+     * each, which still catches a wrong decay, bias correction or schedule. */
+    double worst = 0, worst_loose = 0;
+    size_t n_tight = 0, n_loose = 0;
     for (int u = 0; u < g.layout.n_units; u++) {
         const ft_unit_layout *ul = &g.layout.units[u];
         float *p = malloc(ul->numel * sizeof *p);
-        ft_engine_download_params(r.engine, u, p);
+        TEST_CHECK_OK(ft_engine_download_params(r.engine, u, p, &err), &err);
         for (int t = 0; t < ul->n_tensors; t++) {
             const ft_tensor_info *ti = &ul->tensors[t];
             char name[256];
+            float *w = malloc(ti->numel * sizeof *w), *g1 = malloc(ti->numel * sizeof *g1);
             snprintf(name, sizeof name, "/expected/adamw/after/%s", ti->name);
-            float *w = malloc(ti->numel * sizeof *w);
             read_dataset(&g, name, H5T_NATIVE_FLOAT, w);
+            snprintf(name, sizeof name, "/expected/grad/%s", ti->name);
+            read_dataset(&g, name, H5T_NATIVE_FLOAT, g1);
             for (size_t i = 0; i < ti->numel; i++) {
                 double d = fabs((double)p[ti->offset + i] - w[i]);
-                if (d > worst)
-                    worst = d;
+                if (fabs(g1[i]) >= 1e-6) {
+                    n_tight++;
+                    if (d > worst)
+                        worst = d;
+                } else {
+                    n_loose++;
+                    if (d > worst_loose)
+                        worst_loose = d;
+                }
             }
             free(w);
+            free(g1);
         }
         free(p);
     }
-    printf("%s: weights after 3 AdamW steps, max abs diff %.3e\n", file, worst);
+    printf("%s: after 3 AdamW steps: max abs diff %.3e over %zu weights with |g| >= 1e-6, "
+           "%.3e over %zu others\n", file, worst, n_tight, worst_loose, n_loose);
     assert_true(worst < 1e-4);
+    assert_true(worst_loose < 3 * 0.1 * oc.lr);
     rig_down(&r);
     golden_close(&g);
 }

@@ -264,7 +264,7 @@ static void test_bf16_params_are_bf16(void **state)
     for (int u = 0; u < r.layout.n_units; u++) {
         size_t n = r.layout.units[u].numel;
         float *p = malloc(n * sizeof *p);
-        ft_engine_download_params(r.engine, u, p);
+        TEST_CHECK_OK(ft_engine_download_params(r.engine, u, p, &err), &err);
         for (size_t i = 0; i < n; i++)
             assert_true(ft_bf16_to_f32(ft_f32_to_bf16(p[i])) == p[i]);
         changed += n;

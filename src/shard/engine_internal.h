@@ -1,0 +1,104 @@
+/* Internals of the parameter engine (see engine.h).
+ *
+ * Geometry. Unit u has n elements, padded to n_pad = ceil(n / P) * P so it splits
+ * evenly; rank r owns the slice [r*S, (r+1)*S) with S = n_pad / P. The padding tail
+ * is always zero and never leaves the engine.
+ *
+ * What each stage keeps per rank (fp32 unless noted):
+ *   stage 0: full params [n_pad], full grads [n_pad], optimizer state over [0, n)
+ *   stage 1: full params, full grads, optimizer state and master over the own slice
+ *   stage 2: full params, grad shard [S], optimizer state over the own slice
+ *   stage 3: param shard [S] (bf16 bits when param_dtype = bf16, else the master),
+ *            grad shard [S], optimizer state over the own slice; full units exist only
+ *            while gathered, in a pool of gather buffers
+ * Stages 2 and 3 accumulate gradients in transient full-unit buffers that are
+ * reduce-scattered into the shard when the model reports the unit done (grad_done).
+ */
+#ifndef FT_SHARD_ENGINE_INTERNAL_H
+#define FT_SHARD_ENGINE_INTERNAL_H
+
+#include "shard/engine.h"
+
+#define FT_GATHER_POOL 3 /* current unit, prefetched unit, the embedding for a tied head */
+#define FT_GRAD_POOL 3   /* units whose gradient is open or being reduce-scattered */
+
+typedef struct engine_unit {
+    size_t numel, padded, shard; /* n, n_pad, S */
+    size_t opt_begin, opt_end;   /* range of the unit this rank's optimizer updates */
+    float *full;       /* stages 0-2: resident working params [n_pad] */
+    float *master;     /* fp32 master over [opt_begin, opt_end) (stage 0: only for bf16) */
+    uint16_t *shard_bf16; /* stage 3 + bf16: working param shard [S] */
+    float *m, *v;      /* optimizer state over the opt range */
+    float *grad_full;  /* stages 0-1: [n_pad] */
+    float *grad_shard; /* stages 2-3: [S] */
+} engine_unit;
+
+typedef enum { SLOT_EMPTY, SLOT_PENDING, SLOT_READY } slot_state;
+
+/* A gathered unit (stage 3). */
+typedef struct gather_slot {
+    int unit;           /* -1 when empty */
+    int refs;           /* acquires not yet released */
+    slot_state state;
+    float *params;      /* [max n_pad] fp32 */
+    uint16_t *bits;     /* [max n_pad] bf16 staging of the gather (bf16 mode) */
+    ft_comm_request *req;
+    unsigned long last_use;
+} gather_slot;
+
+/* A unit's transient full gradient (stages 2-3). */
+typedef struct grad_slot {
+    int unit;           /* -1 when empty */
+    int open;           /* between first grads() and grad_done() */
+    float *full;        /* [max n_pad] */
+    float *shard_tmp;   /* [max S]: the reduce-scatter result, added to grad_shard */
+    ft_comm_request *req;
+} grad_slot;
+
+struct ft_engine {
+    ft_model_layout layout;
+    ft_backend *be;
+    ft_comm *comm;
+    ft_engine_options opt;
+    int rank, size;
+    engine_unit *units;
+    size_t max_padded, max_shard;
+    long step;
+    ft_engine_memory mem;
+
+    /* publishing working params: fp32 or bf16 shard staging for all-gathers */
+    float *stage_f32;      /* [max S] */
+    uint16_t *stage_bits;  /* [max S] */
+    uint16_t *gather_bits; /* [max n_pad] (bf16 publish into full) */
+
+    gather_slot gather[FT_GATHER_POOL];
+    grad_slot grads[FT_GRAD_POOL];
+    int *plan;             /* current pass order, [plan_cap] */
+    int plan_len, plan_pos, plan_cap;
+    unsigned long clock;
+    int failed;            /* a collective failed inside a source callback */
+    ft_error error;
+};
+
+void *ft_engine_alloc(ft_engine *e, size_t bytes, size_t *counter);
+static inline size_t ft_min_size(size_t a, size_t b) { return a < b ? a : b; }
+
+/* This rank's slice of unit u in unit coordinates, clipped to the real elements. */
+static inline void ft_engine_own_range(const ft_engine *e, const engine_unit *u, size_t *b,
+                                       size_t *end)
+{
+    *b = ft_min_size((size_t)e->rank * u->shard, u->numel);
+    *end = ft_min_size(*b + u->shard, u->numel);
+}
+
+/* Recomputes working params from the master over the opt range and distributes them
+ * (stage 0: in place; 1-2: all-gather into full; 3: the bf16 shard). */
+int ft_engine_publish_params(ft_engine *e, int unit, ft_error *err);
+
+/* Forgets gathered units (their parameters changed). */
+void ft_engine_invalidate_gathered(ft_engine *e);
+
+/* Completes outstanding reduce-scatters (stages 2-3). */
+int ft_engine_flush_grads(ft_engine *e, ft_error *err);
+
+#endif

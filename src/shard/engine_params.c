@@ -1,0 +1,193 @@
+/* Parameters in and out of the engine: random init, load, save, and publishing the
+ * optimizer's result as working parameters. Every path moves only this rank's slice
+ * through host memory and files; full units are assembled with all-gathers. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/weights.h"
+#include "model/init.h"
+#include "shard/engine_internal.h"
+
+static int wait_ok(ft_engine *e, ft_comm_request *req, int started, const char *what,
+                   ft_error *err)
+{
+    if (started)
+        return ft_fail(err, "%s: could not start the collective", what);
+    return ft_comm_wait(e->comm, req, err);
+}
+
+/* full[n_pad] = concatenation of every rank's shard[S] (fp32). */
+static int gather_f32(ft_engine *e, float *full, const float *shard, size_t S, ft_error *err)
+{
+    ft_comm_request *req = NULL;
+    int rc = e->comm->ops->all_gather(e->comm, full, shard, S * sizeof(float), &req);
+    return wait_ok(e, req, rc, "parameter all-gather", err);
+}
+
+/* full[n_pad] = bf16 gather of every rank's bits[S], expanded to fp32. */
+static int gather_bf16(ft_engine *e, float *full, const uint16_t *bits, size_t S, ft_error *err)
+{
+    ft_comm_request *req = NULL;
+    int rc = e->comm->ops->all_gather(e->comm, e->gather_bits, bits, S * sizeof(uint16_t), &req);
+    if (wait_ok(e, req, rc, "parameter all-gather", err))
+        return -1;
+    e->be->ops->bf16_to_f32(e->be, full, e->gather_bits, S * (size_t)e->size);
+    return 0;
+}
+
+int ft_engine_publish_params(ft_engine *e, int unit, ft_error *err)
+{
+    engine_unit *eu = &e->units[unit];
+    ft_backend *be = e->be;
+    const int bf16 = e->opt.param_dtype == FT_DTYPE_BF16;
+    switch (e->opt.zero_stage) {
+    case 0: /* fp32: the optimizer updated full in place */
+        if (bf16) {
+            be->ops->f32_to_bf16(be, e->gather_bits, eu->master, eu->numel);
+            be->ops->bf16_to_f32(be, eu->full, e->gather_bits, eu->numel);
+        }
+        return 0;
+    case 1:
+    case 2:
+        if (!bf16)
+            return gather_f32(e, eu->full, eu->master, eu->shard, err);
+        be->ops->f32_to_bf16(be, e->stage_bits, eu->master, eu->shard);
+        be->ops->sync(be);
+        return gather_bf16(e, eu->full, e->stage_bits, eu->shard, err);
+    default: /* stage 3: gathers read the master (fp32) or these bits */
+        if (bf16)
+            be->ops->f32_to_bf16(be, eu->shard_bf16, eu->master, eu->shard);
+        return 0;
+    }
+}
+
+/* Takes this rank's slice of unit u's initial values (host, [S], zero-padded) and
+ * makes them the engine's state on every stage. */
+static int adopt_own_slice(ft_engine *e, int u, const float *host, ft_error *err)
+{
+    engine_unit *eu = &e->units[u];
+    ft_backend *be = e->be;
+    if (e->opt.zero_stage == 0) {
+        be->ops->upload(be, e->stage_f32, host, eu->shard * sizeof(float));
+        be->ops->sync(be);
+        if (gather_f32(e, eu->full, e->stage_f32, eu->shard, err))
+            return -1;
+        if (eu->master)
+            be->ops->copy(be, eu->master, eu->full, eu->numel * sizeof(float));
+    } else {
+        be->ops->upload(be, eu->master, host, eu->shard * sizeof(float));
+    }
+    return ft_engine_publish_params(e, u, err);
+}
+
+typedef int (*slice_source)(ft_engine *e, int u, size_t begin, size_t end, float *dst,
+                            void *ctx, ft_error *err);
+
+static int fill_from(ft_engine *e, slice_source src, void *ctx, ft_error *err)
+{
+    float *host = malloc(e->max_shard * sizeof(float));
+    if (!host)
+        return ft_fail(err, "out of host memory");
+    int rc = 0;
+    for (int u = 0; u < e->layout.n_units && !rc; u++) {
+        engine_unit *eu = &e->units[u];
+        size_t b, end;
+        ft_engine_own_range(e, eu, &b, &end);
+        memset(host, 0, eu->shard * sizeof(float));
+        rc = src(e, u, b, end, host, ctx, err) || adopt_own_slice(e, u, host, err);
+    }
+    e->be->ops->sync(e->be);
+    free(host);
+    return rc ? -1 : 0;
+}
+
+typedef struct random_ctx {
+    uint64_t seed;
+    double std;
+} random_ctx;
+
+static int random_slice(ft_engine *e, int u, size_t b, size_t end, float *dst, void *ctx,
+                        ft_error *err)
+{
+    const random_ctx *r = ctx;
+    (void)err;
+    ft_model_init_range(&e->layout.units[u], b, end, r->seed, r->std, dst);
+    return 0;
+}
+
+int ft_engine_init_random(ft_engine *e, uint64_t seed, double std, ft_error *err)
+{
+    random_ctx r = { seed, std };
+    return fill_from(e, random_slice, &r, err);
+}
+
+typedef struct file_ctx {
+    const ft_h5file *f;
+    const char *group;
+} file_ctx;
+
+static int file_slice(ft_engine *e, int u, size_t b, size_t end, float *dst, void *ctx,
+                      ft_error *err)
+{
+    const file_ctx *fc = ctx;
+    return ft_weights_read_range(fc->f, fc->group, &e->layout.units[u], b, end, dst, err);
+}
+
+int ft_engine_load(ft_engine *e, const ft_h5file *f, const char *group, ft_error *err)
+{
+    file_ctx fc = { f, group };
+    return fill_from(e, file_slice, &fc, err);
+}
+
+/* The fp32 master values of this rank's slice [b, end) of unit u, into host. */
+static void own_master_values(ft_engine *e, int u, size_t b, size_t end, float *host)
+{
+    engine_unit *eu = &e->units[u];
+    const float *src = e->opt.zero_stage == 0 ? (eu->master ? eu->master : eu->full) + b
+                                              : eu->master;
+    e->be->ops->download(e->be, host, src, (end - b) * sizeof(float));
+}
+
+int ft_engine_save(ft_engine *e, const ft_h5file *f, const char *group, ft_error *err)
+{
+    float *host = malloc(e->max_shard * sizeof(float));
+    if (!host)
+        return ft_fail(err, "out of host memory");
+    int rc = 0;
+    for (int u = 0; u < e->layout.n_units && !rc; u++) {
+        size_t b, end;
+        ft_engine_own_range(e, &e->units[u], &b, &end);
+        own_master_values(e, u, b, end, host);
+        rc = ft_weights_write_range(f, group, &e->layout.units[u], b, end, host, err);
+    }
+    free(host);
+    return rc;
+}
+
+int ft_engine_download_params(ft_engine *e, int unit, float *host, ft_error *err)
+{
+    engine_unit *eu = &e->units[unit];
+    ft_backend *be = e->be;
+    if (eu->full) {
+        be->ops->download(be, host, eu->full, eu->numel * sizeof(float));
+        return 0;
+    }
+    /* stage 3: assemble the unit in a gather-sized temporary */
+    float *tmp = be->ops->alloc(be, eu->padded * sizeof(float));
+    if (!tmp)
+        return ft_fail(err, "out of memory gathering unit %d", unit);
+    int rc = e->opt.param_dtype == FT_DTYPE_BF16
+                 ? gather_bf16(e, tmp, eu->shard_bf16, eu->shard, err)
+                 : gather_f32(e, tmp, eu->master, eu->shard, err);
+    if (!rc)
+        be->ops->download(be, host, tmp, eu->numel * sizeof(float));
+    be->ops->free(be, tmp);
+    return rc;
+}
+
+void ft_engine_download_grads(ft_engine *e, int unit, float *host)
+{
+    engine_unit *eu = &e->units[unit];
+    if (eu->grad_full)
+        e->be->ops->download(e->be, host, eu->grad_full, eu->numel * sizeof(float));
+}

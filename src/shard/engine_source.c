@@ -1,0 +1,249 @@
+/* The engine as the model's parameter source.
+ *
+ * Stages 0-2 hand out resident full units. Stage 3 gathers a unit into a pool slot on
+ * acquire and starts gathering the next unit of the announced plan at once, so the
+ * all-gather of unit i+1 runs while unit i computes; a released slot keeps its unit
+ * until the slot is needed again (a unit used twice in a row, like the embedding of a
+ * tied head, is not gathered twice).
+ *
+ * Stages 2-3 give the model a zeroed transient full-unit gradient on first grads(u)
+ * and reduce-scatter it into the rank's gradient shard on grad_done(u), nonblocking;
+ * the sum into the shard happens when the slot is next needed or at flush.
+ *
+ * Collectives are started in the same order on every rank because every rank runs the
+ * same sequence of model calls and this code's choices depend only on that sequence.
+ */
+#include <string.h>
+
+#include "shard/engine_internal.h"
+
+static void record_failure(ft_engine *e, const char *what, int unit)
+{
+    if (!e->failed) {
+        e->failed = 1;
+        if (!e->error.msg[0])
+            ft_fail(&e->error, "%s of unit %d failed", what, unit);
+    }
+}
+
+/* ---------------------------------------------------------------- stage 3 gathers */
+
+static gather_slot *find_gathered(ft_engine *e, int unit)
+{
+    for (int i = 0; i < FT_GATHER_POOL; i++)
+        if (e->gather[i].unit == unit)
+            return &e->gather[i];
+    return NULL;
+}
+
+static void finish_gather(ft_engine *e, gather_slot *s)
+{
+    if (s->state != SLOT_PENDING)
+        return;
+    if (ft_comm_wait(e->comm, s->req, &e->error))
+        record_failure(e, "parameter all-gather", s->unit);
+    s->req = NULL;
+    if (s->bits)
+        e->be->ops->bf16_to_f32(e->be, s->params, s->bits, e->units[s->unit].padded);
+    s->state = SLOT_READY;
+}
+
+/* A slot no one holds: empty first, else the least recently used. A pending
+ * prefetch is completed before its slot is taken over. */
+static gather_slot *free_slot(ft_engine *e)
+{
+    gather_slot *best = NULL;
+    for (int i = 0; i < FT_GATHER_POOL; i++) {
+        gather_slot *s = &e->gather[i];
+        if (s->refs > 0)
+            continue;
+        if (s->unit < 0)
+            return s;
+        if (!best || s->last_use < best->last_use)
+            best = s;
+    }
+    if (best)
+        finish_gather(e, best);
+    return best;
+}
+
+static gather_slot *start_gather(ft_engine *e, int unit)
+{
+    gather_slot *s = free_slot(e);
+    if (!s) {
+        record_failure(e, "gather pool exhausted for", unit);
+        return NULL;
+    }
+    const engine_unit *eu = &e->units[unit];
+    int rc = s->bits ? e->comm->ops->all_gather(e->comm, s->bits, eu->shard_bf16,
+                                                eu->shard * sizeof(uint16_t), &s->req)
+                     : e->comm->ops->all_gather(e->comm, s->params, eu->master,
+                                                eu->shard * sizeof(float), &s->req);
+    if (rc)
+        record_failure(e, "parameter all-gather", unit);
+    s->unit = unit;
+    s->state = SLOT_PENDING;
+    s->last_use = ++e->clock;
+    return s;
+}
+
+/* Starts gathering the plan's next unit not already held. */
+static void prefetch_next(ft_engine *e)
+{
+    if (e->plan_pos >= e->plan_len)
+        return;
+    int next = e->plan[e->plan_pos];
+    if (find_gathered(e, next))
+        return;
+    for (int i = 0; i < FT_GATHER_POOL; i++) /* only into a slot no one holds */
+        if (e->gather[i].refs == 0) {
+            start_gather(e, next);
+            return;
+        }
+}
+
+static const float *acquire_gathered(ft_engine *e, int unit)
+{
+    gather_slot *s = find_gathered(e, unit);
+    if (!s)
+        s = start_gather(e, unit);
+    if (!s)
+        return NULL;
+    s->refs++;
+    finish_gather(e, s);
+    s->last_use = ++e->clock;
+    /* advance the plan past this unit and prefetch what follows */
+    for (int i = e->plan_pos; i < e->plan_len; i++)
+        if (e->plan[i] == unit) {
+            e->plan_pos = i + 1;
+            break;
+        }
+    prefetch_next(e);
+    return s->params;
+}
+
+void ft_engine_invalidate_gathered(ft_engine *e)
+{
+    for (int i = 0; i < FT_GATHER_POOL; i++) {
+        finish_gather(e, &e->gather[i]);
+        e->gather[i].unit = -1;
+        e->gather[i].state = SLOT_EMPTY;
+    }
+}
+
+/* ---------------------------------------------------------------- stage 2-3 grads */
+
+static void finish_reduce(ft_engine *e, grad_slot *g)
+{
+    if (!g->req)
+        return;
+    if (ft_comm_wait(e->comm, g->req, &e->error))
+        record_failure(e, "gradient reduce-scatter", g->unit);
+    g->req = NULL;
+    engine_unit *eu = &e->units[g->unit];
+    e->be->ops->add(e->be, eu->grad_shard, g->shard_tmp, eu->shard);
+    g->unit = -1;
+}
+
+static grad_slot *open_grad_slot(ft_engine *e, int unit)
+{
+    grad_slot *pick = NULL;
+    for (int i = 0; i < FT_GRAD_POOL; i++) {
+        grad_slot *g = &e->grads[i];
+        if (g->unit == unit && g->open)
+            return g;
+        if (!g->open && (!pick || (pick->unit >= 0 && g->unit < 0)))
+            pick = g;
+    }
+    if (!pick) {
+        record_failure(e, "gradient pool exhausted for", unit);
+        return NULL;
+    }
+    finish_reduce(e, pick);
+    e->be->ops->zero(e->be, pick->full, e->units[unit].padded * sizeof(float));
+    pick->unit = unit;
+    pick->open = 1;
+    return pick;
+}
+
+int ft_engine_flush_grads(ft_engine *e, ft_error *err)
+{
+    for (int i = 0; i < FT_GRAD_POOL; i++)
+        if (!e->grads[i].open)
+            finish_reduce(e, &e->grads[i]);
+    if (e->failed)
+        return err ? ft_fail(err, "%s", e->error.msg) : -1;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the source */
+
+static void src_plan(void *ctx, const int *units, int n)
+{
+    ft_engine *e = ctx;
+    if (n > e->plan_cap)
+        n = e->plan_cap;
+    memcpy(e->plan, units, (size_t)n * sizeof *units);
+    e->plan_len = n;
+    e->plan_pos = 0;
+    if (e->opt.zero_stage == 3)
+        prefetch_next(e);
+}
+
+static const float *src_acquire(void *ctx, int unit)
+{
+    ft_engine *e = ctx;
+    if (e->opt.zero_stage <= 2)
+        return e->units[unit].full;
+    return acquire_gathered(e, unit);
+}
+
+static void src_release(void *ctx, int unit)
+{
+    ft_engine *e = ctx;
+    if (e->opt.zero_stage <= 2)
+        return;
+    gather_slot *s = find_gathered(e, unit);
+    if (s && s->refs > 0)
+        s->refs--;
+}
+
+static float *src_grads(void *ctx, int unit)
+{
+    ft_engine *e = ctx;
+    if (e->opt.zero_stage <= 1)
+        return e->units[unit].grad_full;
+    grad_slot *g = open_grad_slot(e, unit);
+    return g ? g->full : NULL;
+}
+
+static void src_grad_done(void *ctx, int unit)
+{
+    ft_engine *e = ctx;
+    if (e->opt.zero_stage <= 1)
+        return;
+    for (int i = 0; i < FT_GRAD_POOL; i++) {
+        grad_slot *g = &e->grads[i];
+        if (g->unit == unit && g->open) {
+            e->be->ops->sync(e->be); /* the gradient must be complete before it is sent */
+            const engine_unit *eu = &e->units[unit];
+            if (e->comm->ops->reduce_scatter_f32(e->comm, g->shard_tmp, g->full, eu->shard,
+                                                 &g->req))
+                record_failure(e, "gradient reduce-scatter", unit);
+            g->open = 0;
+            return;
+        }
+    }
+}
+
+ft_param_source ft_engine_param_source(ft_engine *e)
+{
+    return (ft_param_source){ .ctx = e, .plan = src_plan, .acquire = src_acquire,
+                              .grads = src_grads, .release = src_release,
+                              .grad_done = src_grad_done };
+}
+
+int ft_engine_status(ft_engine *e, ft_error *err)
+{
+    return e->failed ? ft_fail(err, "%s", e->error.msg) : 0;
+}

@@ -1,0 +1,110 @@
+/* Gradient reduction, global norm and the (sharded) optimizer step. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "shard/engine_internal.h"
+
+void ft_engine_zero_grads(ft_engine *e)
+{
+    ft_engine_flush_grads(e, NULL);
+    for (int u = 0; u < e->layout.n_units; u++) {
+        engine_unit *eu = &e->units[u];
+        if (eu->grad_full)
+            e->be->ops->zero(e->be, eu->grad_full, eu->padded * sizeof(float));
+        else
+            e->be->ops->zero(e->be, eu->grad_shard, eu->shard * sizeof(float));
+    }
+}
+
+int ft_engine_reduce_grads(ft_engine *e, ft_error *err)
+{
+    if (e->opt.zero_stage >= 2)
+        return ft_engine_flush_grads(e, err);
+    if (e->size == 1)
+        return 0;
+    e->be->ops->sync(e->be);
+    /* Issue every unit's all-reduce, then wait: the transport may pipeline them. */
+    const int n = e->layout.n_units;
+    ft_comm_request **reqs = calloc((size_t)n, sizeof *reqs);
+    if (!reqs)
+        return ft_fail(err, "out of host memory");
+    int rc = 0;
+    for (int u = 0; u < n && !rc; u++)
+        if (e->comm->ops->all_reduce_f32(e->comm, e->units[u].grad_full, e->units[u].numel,
+                                         &reqs[u]))
+            rc = ft_fail(err, "gradient all-reduce of unit %d could not start", u);
+    for (int u = 0; u < n; u++)
+        if (reqs[u] && ft_comm_wait(e->comm, reqs[u], rc ? NULL : err))
+            rc = -1;
+    free(reqs);
+    return rc;
+}
+
+/* The reduced gradient over this rank's optimizer range. */
+static float *opt_grads(ft_engine *e, engine_unit *eu)
+{
+    if (eu->grad_full)
+        return eu->grad_full + eu->opt_begin;
+    return eu->grad_shard;
+}
+
+int ft_engine_grad_norm(ft_engine *e, double *norm, ft_error *err)
+{
+    double sq = 0.0;
+    for (int u = 0; u < e->layout.n_units; u++) {
+        engine_unit *eu = &e->units[u];
+        sq += e->be->ops->sum_squares(e->be, opt_grads(e, eu), eu->opt_end - eu->opt_begin);
+    }
+    /* Stage 0 holds the whole reduced gradient on every rank; the others a slice each. */
+    if (e->opt.zero_stage >= 1 && e->comm->ops->all_reduce_f64_sum(e->comm, &sq, 1, err))
+        return -1;
+    *norm = sqrt(sq);
+    return 0;
+}
+
+/* Optimizer update of unit elements [lo, hi) (unit coordinates, within the opt range). */
+static void update_range(ft_engine *e, const ft_optimizer_config *o, engine_unit *eu, size_t lo,
+                         size_t hi, double lr, double wd)
+{
+    if (hi <= lo)
+        return;
+    ft_backend *be = e->be;
+    const size_t off = lo - eu->opt_begin;
+    float *p = (eu->master ? eu->master : eu->full + eu->opt_begin) + off;
+    float *g = opt_grads(e, eu) + off;
+    if (o->type == FT_OPT_ADAMW) {
+        ft_adamw_params ap = { .lr = (float)lr, .beta1 = (float)o->beta1,
+                               .beta2 = (float)o->beta2, .eps = (float)o->eps,
+                               .weight_decay = (float)wd, .step = e->step };
+        be->ops->adamw_step(be, p, g, eu->m + off, eu->v + off, hi - lo, &ap);
+    } else {
+        ft_sgd_params sp = { .lr = (float)lr, .momentum = (float)o->momentum,
+                             .weight_decay = (float)wd };
+        be->ops->sgd_step(be, p, g, eu->m + off, hi - lo, &sp);
+    }
+}
+
+int ft_engine_step(ft_engine *e, const ft_optimizer_config *o, double lr, double grad_mult,
+                   ft_error *err)
+{
+    e->step++;
+    for (int u = 0; u < e->layout.n_units; u++) {
+        engine_unit *eu = &e->units[u];
+        const size_t n = eu->opt_end - eu->opt_begin;
+        if (grad_mult != 1.0)
+            e->be->ops->scale(e->be, opt_grads(e, eu), (float)grad_mult, n);
+        /* Weight decay on the 2-D weights, which lead every unit; none on norms. */
+        const size_t decay_end = e->layout.units[u].decay_numel;
+        const size_t split = decay_end < eu->opt_begin ? eu->opt_begin
+                             : decay_end > eu->opt_end ? eu->opt_end : decay_end;
+        update_range(e, o, eu, eu->opt_begin, split, lr, o->weight_decay);
+        update_range(e, o, eu, split, eu->opt_end, lr, 0.0);
+        e->be->ops->sync(e->be);
+        if (ft_engine_publish_params(e, u, err))
+            return -1;
+    }
+    if (e->opt.zero_stage == 3)
+        ft_engine_invalidate_gathered(e);
+    e->be->ops->sync(e->be);
+    return 0;
+}
