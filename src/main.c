@@ -127,7 +127,7 @@ static int run(const cli *c, ft_comm *comm, int *code)
         const char *path = cfg.eval_data ? cfg.eval_data : cfg.train_data;
         double loss;
         long n;
-        rc = ft_trainer_evaluate(&t, path, cfg.eval_batches * cfg.micro_batch_size, &loss, &n,
+        rc = ft_trainer_evaluate(&t, path, cfg.eval_batches * cfg.global_batch_size, &loss, &n,
                                  &err);
         if (!rc && comm->rank == 0)
             printf("eval %s | loss %.6f | ppl %.4f | %ld target tokens\n", path, loss, exp(loss),

@@ -68,6 +68,7 @@ const ft_config_key ft_config_keys[] = {
     INT64("log_every", log_every, 0, 1, LONG_MAX, 1, "print loss and throughput every this many steps"),
     INT64("eval_every", eval_every, 0, 0, LONG_MAX, 0, "evaluate on data.eval every this many steps; 0 disables"),
     INT64("eval_batches", eval_batches, 0, 0, LONG_MAX, 0, "global batches per evaluation; 0 means the whole eval set"),
+    STRING("final_weights", final_weights, 0, NULL, NULL, "write the trained weights (fp32 master values) to this HDF5 weights file at the end; each rank writes its own slice"),
 
     /* model = { ... } */
     STRING("model.weights", model_weights, 0, NULL, NULL, "HDF5 weights to start from; the shape then comes from the file and the shape keys must be absent"),

@@ -59,6 +59,7 @@ typedef struct ft_run_config {
     long log_every;
     long eval_every;       /* 0 disables periodic eval */
     long eval_batches;     /* 0: the whole eval set */
+    char *final_weights;   /* NULL: none */
 
     ft_optimizer_config optimizer; /* optimizer = { ... } (schedule keys live here too) */
 } ft_run_config;

@@ -157,3 +157,13 @@ void ft_engine_free(ft_engine *e)
 
 long ft_engine_step_count(const ft_engine *e) { return e->step; }
 ft_engine_memory ft_engine_memory_usage(const ft_engine *e) { return e->mem; }
+
+size_t ft_engine_padded_unit(const ft_engine *e, int unit) { return e->units[unit].padded; }
+
+size_t ft_engine_padded_total(const ft_engine *e)
+{
+    size_t n = 0;
+    for (int u = 0; u < e->layout.n_units; u++)
+        n += e->units[u].padded;
+    return n;
+}

@@ -71,6 +71,9 @@ int ft_engine_step(ft_engine *e, const ft_optimizer_config *o, double lr, double
 int ft_engine_status(ft_engine *e, ft_error *err);
 
 long ft_engine_step_count(const ft_engine *e);
+/* Elements of all units / of unit u after padding to a multiple of the world size. */
+size_t ft_engine_padded_total(const ft_engine *e);
+size_t ft_engine_padded_unit(const ft_engine *e, int unit);
 ft_engine_memory ft_engine_memory_usage(const ft_engine *e);
 
 /* Copies unit u's working parameters (fp32, all n elements) to host memory.

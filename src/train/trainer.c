@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -80,6 +81,15 @@ static void print_startup(ft_trainer *t)
             mem.params / MiB, mem.grads / MiB, mem.optimizer / MiB, mem.gathered / MiB,
             mem.scratch / MiB, ft_model_activation_bytes(t->model) / MiB,
             cfg->activation_checkpointing ? "on" : "off");
+    fprintf(t->out, "ftmpi: sharding: %d units, %zu elements padded to %zu (%zu in the embedding)\n",
+            t->layout.n_units, t->layout.total_numel, ft_engine_padded_total(t->engine),
+            ft_engine_padded_unit(t->engine, 0));
+    /* the same in bytes, for scripts and tests */
+    fprintf(t->out,
+            "ftmpi: bytes per rank: params=%zu grads=%zu optimizer=%zu gathered=%zu staging=%zu "
+            "activations=%zu\n",
+            mem.params, mem.grads, mem.optimizer, mem.gathered, mem.scratch,
+            ft_model_activation_bytes(t->model));
     fflush(t->out);
 }
 
@@ -158,6 +168,7 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
 {
     const ft_run_config *cfg = t->cfg;
     const double t0 = now_seconds();
+    const uint64_t sent0 = t->comm->stats.bytes_sent;
     const int P = t->comm->size, R = t->rows_per_rank, W = t->seq_len + 1;
     const int64_t G = cfg->global_batch_size;
 
@@ -210,6 +221,7 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
     st->lr = lr;
     st->n_targets = (long)n_global;
     st->seconds = now_seconds() - t0;
+    st->bytes_sent = t->comm->stats.bytes_sent - sent0;
     return 0;
 }
 
@@ -260,6 +272,30 @@ int ft_trainer_evaluate(ft_trainer *t, const char *path, long max_rows, double *
     return 0;
 }
 
+/* ---------------------------------------------------------------- output */
+
+/* Writes the weights file `path`: every rank writes the slice of every tensor that its
+ * shard covers, collectively, into a temporary name that is renamed when complete. */
+static int save_weights(ft_trainer *t, const char *path, ft_error *err)
+{
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    ft_h5file f;
+    if (ft_h5_create(&f, tmp, MPI_COMM_WORLD, err))
+        return -1;
+    int rc = ft_h5_write_kind(&f, "weights", err) ||
+             ft_weights_write_config(&f, &t->layout.config, err) ||
+             ft_weights_create_tensors(&f, "/model", &t->layout, FT_FILE_F32, err) ||
+             ft_engine_save(t->engine, &f, "/model", err);
+    if (ft_h5_close(&f, rc ? NULL : err))
+        rc = 1;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (!rc && t->comm->rank == 0 && rename(tmp, path) != 0)
+        rc = ft_fail(err, "%s: cannot rename from %s", path, tmp);
+    MPI_Barrier(MPI_COMM_WORLD);
+    return rc ? -1 : 0;
+}
+
 /* ---------------------------------------------------------------- the loop */
 
 static double peak_mib(ft_trainer *t)
@@ -292,9 +328,10 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
             if (t->out) {
                 fprintf(t->out,
                         "step %6ld/%ld | loss %.4f | lr %.3e | grad_norm %.4f | tok/s %.0f | "
-                        "step %.3fs | elapsed %.1fs | peak_mem %.0f MiB\n",
+                        "step %.3fs | elapsed %.1fs | peak_mem %.0f MiB | comm %llu B\n",
                         step + 1, cfg->max_steps, st.loss, st.lr, st.grad_norm,
-                        tokens_per_step / st.seconds, st.seconds, now_seconds() - start, mem);
+                        tokens_per_step / st.seconds, st.seconds, now_seconds() - start, mem,
+                        (unsigned long long)st.bytes_sent);
                 fflush(t->out);
             }
         }
@@ -303,7 +340,7 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
         if (do_eval) {
             double loss;
             long n;
-            if (ft_trainer_evaluate(t, cfg->eval_data, cfg->eval_batches * cfg->micro_batch_size,
+            if (ft_trainer_evaluate(t, cfg->eval_data, cfg->eval_batches * cfg->global_batch_size,
                                     &loss, &n, err))
                 return ft_fail_context(err, "eval at step %ld", step + 1);
             if (t->out) {
@@ -312,6 +349,12 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
                 fflush(t->out);
             }
         }
+    }
+    if (cfg->final_weights) {
+        if (save_weights(t, cfg->final_weights, err))
+            return ft_fail_context(err, "final_weights");
+        if (t->out)
+            fprintf(t->out, "ftmpi: wrote %s\n", cfg->final_weights);
     }
     return 0;
 }

@@ -1,0 +1,56 @@
+#!/bin/sh
+# Memory and traffic of the sharding engine against theory.
+#  - Stage 3 model-state bytes (params + grads + optimizer) per rank scale as 1/N:
+#    N=4 is within 5 % of a quarter of N=1.
+#  - Bytes sent per rank per step (ring accounting, comm.h) with P=2 ranks, fp32,
+#    X = padded elements of all units, E = padded elements of the embedding, a = accum:
+#      stage 0: 2 (P-1)/P * 4 * n_real      (all-reduce of the unpadded gradients)
+#      stage 1: stage 0 + (P-1)/P * 4 X     (+ all-gather of the updated parameters)
+#      stage 2: a (P-1)/P * 4 X + (P-1)/P * 4 X  (reduce-scatter per micro-batch)
+#      stage 3, a = 1, 2 layers: (P-1)/P * 4 (X + E) + (P-1)/P * 4 X
+#        (every unit gathered in forward; in backward the 3-slot pool still holds the
+#         head and both blocks, so only the embedding is gathered again)
+#    and with param_dtype = bf16 the gathers carry 2 bytes per element.
+. "$(dirname "$0")/../train/lib.sh"
+have_mpirun || skip "mpirun not found"
+"$GENDATA" --rows 64 --seq-len 32 --digits 2 train.h5 >/dev/null || fail "gendata"
+write_small_cfg small.cfg
+
+model_state() { # LOG -> params+grads+optimizer bytes of rank 0
+    sed -n 's/^ftmpi: bytes per rank: params=\([0-9]*\) grads=\([0-9]*\) optimizer=\([0-9]*\) .*/\1 \2 \3/p' "$1" |
+        awk '{ print $1 + $2 + $3 }'
+}
+run_ranks 1 small.cfg zero_stage=3 max_steps=2 > m1.log 2>&1 || { cat m1.log; fail "N=1"; }
+run_ranks 4 small.cfg zero_stage=3 max_steps=2 > m4.log 2>&1 || { cat m4.log; fail "N=4"; }
+s1=$(model_state m1.log); s4=$(model_state m4.log)
+awk -v a="$s1" -v b="$s4" 'BEGIN { r = b / (a / 4); printf "stage 3 model state: N=1 %d B, N=4 %d B (%.3f of 1/4)\n", a, b, r; exit !(r > 0.95 && r < 1.05) }' ||
+    fail "stage 3 model state does not scale as 1/N"
+
+geometry() { sed -n 's/^ftmpi: sharding: [0-9]* units, \([0-9]*\) elements padded to \([0-9]*\) (\([0-9]*\) in the embedding)/\1 \2 \3/p' "$1"; }
+comm_of_step() { sed -n 's/^step .*| comm \([0-9]*\) B$/\1/p' "$1" | tail -n 1; }
+check() { # STAGE DTYPE ACCUM
+    stage=$1 dtype=$2 accum=$3
+    gb=$((2 * 2 * accum))
+    run_ranks 2 small.cfg zero_stage=$stage model.param_dtype=$dtype global_batch_size=$gb \
+        micro_batch_size=2 max_steps=2 > c.log 2>&1 || { cat c.log; fail "stage $stage run"; }
+    set -- $(geometry c.log)
+    n=$1 X=$2 E=$3
+    got=$(comm_of_step c.log)
+    bp=4; [ "$dtype" = bf16 ] && bp=2
+    want=$(awk -v s=$stage -v n=$n -v X=$X -v E=$E -v a=$accum -v bp=$bp 'BEGIN { h = 0.5;
+        if (s == 0) w = 2 * h * 4 * n;
+        if (s == 1) w = 2 * h * 4 * n + h * bp * X;
+        if (s == 2) w = a * h * 4 * X + h * bp * X;
+        if (s == 3) w = h * bp * (X + E) + h * 4 * X;
+        printf "%.0f", w }')
+    awk -v g="$got" -v w="$want" 'BEGIN { d = g - w; if (d < 0) d = -d; exit !(d <= 4) }' ||
+        fail "stage $stage ($dtype, accum $accum): sent $got bytes per step, theory $want"
+    echo "stage $stage ($dtype, accum $accum): $got bytes per step = theory"
+}
+check 0 fp32 2
+check 1 fp32 2
+check 1 bf16 1
+check 2 fp32 3
+check 2 bf16 2
+check 3 fp32 1
+check 3 bf16 1
