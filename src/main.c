@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "config/run_config.h"
+#include "train/plan.h"
 #include "train/trainer.h"
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
@@ -22,6 +23,11 @@ static const char usage_text[] =
     "Options:\n"
     "  --eval-only    run no update: print the mean loss and perplexity over the rows of\n"
     "                 data.eval (or data.train when no eval set is configured)\n"
+    "  --plan         allocate nothing: print the memory per rank of this config for every\n"
+    "                 ZeRO stage, with and without offload_optimizer and activation\n"
+    "                 checkpointing, and whether it fits the device. Plan options (before\n"
+    "                 or after CONFIG): -np N ranks (default 1), --device-memory GIB\n"
+    "                 (default 80), --seq-len T (default: data.train's)\n"
     "  --help-config  list every configuration key with its type, default and meaning\n"
     "  -h, --help     show this help and exit\n"
     "  -V, --version  print the version and build features and exit\n"
@@ -56,18 +62,58 @@ static void print_version(void)
 
 typedef struct cli {
     int eval_only;
+    int plan;
+    ft_plan_options plan_opt;
     const char *config;
     int n_overrides;
     char **overrides;
 } cli;
 
 /* Returns -1 to exit with `code` (after help/version), 0 to run. */
+/* Plan options take a value; returns 1 if argv[*i] was one (consuming the value),
+ * 0 if not a plan option, -1 on a bad value. */
+static int parse_plan_option(int argc, char **argv, int *i, cli *c, int rank)
+{
+    const char *a = argv[*i];
+    const char *names[] = { "-np", "--device-memory", "--seq-len" };
+    int which = -1;
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(a, names[k]))
+            which = k;
+    if (which < 0)
+        return 0;
+    char *end = NULL;
+    double v = *i + 1 < argc ? strtod(argv[*i + 1], &end) : 0.0;
+    if (*i + 1 >= argc || !end || *end || v <= 0 || (which != 1 && v != (int)v)) {
+        if (rank == 0)
+            fprintf(stderr, "ftmpi: %s needs a positive %s value (try ftmpi --help)\n", a,
+                    which == 1 ? "numeric" : "integer");
+        return -1;
+    }
+    if (which == 0)
+        c->plan_opt.world_size = (int)v;
+    else if (which == 1)
+        c->plan_opt.device_gib = v;
+    else
+        c->plan_opt.seq_len = (int)v;
+    (*i)++;
+    return 1;
+}
+
 static int parse_cli(int argc, char **argv, cli *c, int rank, int *code)
 {
     memset(c, 0, sizeof *c);
+    c->plan_opt = (ft_plan_options){ .world_size = 1, .device_gib = 80.0 };
     int i = 1;
     for (; i < argc && argv[i][0] == '-' && argv[i][1] != '\0'; i++) {
         const char *a = argv[i];
+        int po = parse_plan_option(argc, argv, &i, c, rank);
+        if (po < 0) {
+            *code = EXIT_USAGE;
+            return -1;
+        }
+        if (po > 0)
+            continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             if (rank == 0)
                 fputs(usage_text, stdout);
@@ -85,6 +131,8 @@ static int parse_cli(int argc, char **argv, cli *c, int rank, int *code)
             return -1;
         } else if (!strcmp(a, "--eval-only")) {
             c->eval_only = 1;
+        } else if (!strcmp(a, "--plan")) {
+            c->plan = 1;
         } else if (!strcmp(a, "--")) {
             i++;
             break;
@@ -103,8 +151,17 @@ static int parse_cli(int argc, char **argv, cli *c, int rank, int *code)
         return -1;
     }
     c->config = argv[i++];
-    c->n_overrides = argc - i;
-    c->overrides = argv + i;
+    /* after CONFIG: KEY=VALUE overrides, and (with --plan) plan options */
+    c->overrides = calloc((size_t)(argc - i + 1), sizeof *c->overrides);
+    for (; i < argc; i++) {
+        int po = c->plan ? parse_plan_option(argc, argv, &i, c, rank) : 0;
+        if (po < 0) {
+            *code = EXIT_USAGE;
+            return -1;
+        }
+        if (po == 0)
+            c->overrides[c->n_overrides++] = argv[i];
+    }
     return 0;
 }
 
@@ -120,6 +177,14 @@ static int run(const cli *c, ft_comm *comm, int *code)
         ft_run_config_free(&cfg);
         *code = EXIT_USAGE;
         return -1;
+    }
+    if (c->plan) {
+        int rc = comm->rank == 0 ? ft_plan_print(stdout, &cfg, &c->plan_opt, &err) : 0;
+        if (rc)
+            fprintf(stderr, "ftmpi: %s\n", err.msg);
+        ft_run_config_free(&cfg);
+        *code = rc ? EXIT_RUNTIME : EXIT_OK;
+        return rc;
     }
     ft_trainer t;
     int rc = ft_trainer_setup(&t, &cfg, comm, stdout, &err);
@@ -154,6 +219,7 @@ int main(int argc, char **argv)
     cli c;
     int code = EXIT_OK;
     if (parse_cli(argc, argv, &c, rank, &code)) {
+        free(c.overrides);
         MPI_Finalize();
         return code;
     }
@@ -164,6 +230,7 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
     }
     int rc = run(&c, comm, &code);
+    free(c.overrides);
     /* A runtime failure may have hit only some ranks while others wait in a
      * collective: abort the job rather than hang. Config errors hit all alike. */
     if (rc && code == EXIT_RUNTIME && size > 1)

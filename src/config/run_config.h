@@ -55,6 +55,7 @@ typedef struct ft_run_config {
     int global_batch_size; /* sequences per optimizer step, over all ranks */
     int zero_stage;        /* 0..3 */
     bool activation_checkpointing;
+    bool offload_optimizer;
     double grad_clip;      /* global-norm clip; 0 disables */
     long log_every;
     long eval_every;       /* 0 disables periodic eval */

@@ -8,10 +8,17 @@
 
 /* ---------------------------------------------------------------- buffers */
 
+/* Every activation buffer comes through here; a dry run (the memory planner) counts
+ * the same buffers without allocating them. */
 static float *alloc_f32(ft_model *m, size_t n, int *failed)
 {
+    static float dry_run_token;
     if (*failed)
         return NULL;
+    if (m->dry_run) {
+        m->act_bytes += n * sizeof(float);
+        return &dry_run_token;
+    }
     float *p = m->be->ops->alloc(m->be, n * sizeof(float));
     if (!p)
         *failed = 1;
@@ -53,36 +60,26 @@ static void free_block_acts(ft_backend *be, ft_block_acts *a)
         be->ops->free(be, p[i]);
 }
 
-int ft_model_create(ft_model **out, const ft_model_layout *layout, ft_backend *be,
-                    const ft_model_options *opt, ft_error *err)
+static void resolve_chunk_rows(ft_model *m)
 {
-    *out = NULL;
-    const ft_model_config *c = &layout->config;
-    if (opt->max_batch <= 0 || opt->seq_len <= 0)
-        return ft_fail(err, "model: micro-batch and seq_len must be positive");
-    if (opt->seq_len > c->max_position_embeddings)
-        return ft_fail(err, "model: seq_len %d exceeds max_position_embeddings %d", opt->seq_len,
-                       c->max_position_embeddings);
-    ft_model *m = calloc(1, sizeof *m);
-    if (!m)
-        return ft_fail(err, "out of host memory");
-    m->layout = *layout;
-    m->be = be;
-    m->opt = *opt;
     if (m->opt.head_chunk_rows <= 0) /* keep the logits chunk near 32 MiB */
-        m->opt.head_chunk_rows = (int)((32u << 20) / sizeof(float) / (size_t)c->vocab_size);
+        m->opt.head_chunk_rows =
+            (int)((32u << 20) / sizeof(float) / (size_t)m->layout.config.vocab_size);
     if (m->opt.head_chunk_rows < 1)
         m->opt.head_chunk_rows = 1;
-    m->attn = (ft_attn_shape){ .batch = opt->max_batch, .seq_len = opt->seq_len,
-                               .n_heads = c->num_attention_heads,
-                               .n_kv_heads = c->num_key_value_heads, .head_dim = c->head_dim };
+}
 
+/* Allocates (or, in a dry run, counts) every buffer; returns nonzero on failure. */
+static int allocate_buffers(ft_model *m)
+{
+    const ft_model_config *c = &m->layout.config;
+    const ft_model_options *opt = &m->opt;
+    int failed = 0;
     const size_t N = (size_t)opt->max_batch * opt->seq_len;
     const size_t H = c->hidden_size, I = c->intermediate_size;
     const size_t Q = (size_t)c->num_attention_heads * c->head_dim;
     const size_t KV = (size_t)c->num_key_value_heads * c->head_dim;
     const int L = c->num_hidden_layers;
-    int failed = 0;
 
     const size_t half = (size_t)c->head_dim / 2;
     m->rope_cos = alloc_f32(m, (size_t)opt->seq_len * half, &failed);
@@ -123,6 +120,32 @@ int ft_model_create(ft_model **out, const ft_model_layout *layout, ft_backend *b
     m->dxf = alloc_f32(m, N * H, &failed);
     m->logits = alloc_f32(m, (size_t)m->opt.head_chunk_rows * c->vocab_size, &failed);
     m->row_loss = alloc_f32(m, N, &failed);
+    return failed;
+}
+
+int ft_model_create(ft_model **out, const ft_model_layout *layout, ft_backend *be,
+                    const ft_model_options *opt, ft_error *err)
+{
+    *out = NULL;
+    const ft_model_config *c = &layout->config;
+    if (opt->max_batch <= 0 || opt->seq_len <= 0)
+        return ft_fail(err, "model: micro-batch and seq_len must be positive");
+    if (opt->seq_len > c->max_position_embeddings)
+        return ft_fail(err, "model: seq_len %d exceeds max_position_embeddings %d", opt->seq_len,
+                       c->max_position_embeddings);
+    ft_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return ft_fail(err, "out of host memory");
+    m->layout = *layout;
+    m->be = be;
+    m->opt = *opt;
+    resolve_chunk_rows(m);
+    m->attn = (ft_attn_shape){ .batch = opt->max_batch, .seq_len = opt->seq_len,
+                               .n_heads = c->num_attention_heads,
+                               .n_kv_heads = c->num_key_value_heads, .head_dim = c->head_dim };
+
+    const size_t half = (size_t)c->head_dim / 2;
+    int failed = allocate_buffers(m);
     if (failed) {
         size_t want = m->act_bytes;
         ft_model_free(m);
@@ -178,6 +201,24 @@ void ft_model_free(ft_model *m)
 }
 
 size_t ft_model_activation_bytes(const ft_model *m) { return m->act_bytes; }
+
+size_t ft_model_estimate_activation_bytes(const ft_model_layout *layout,
+                                          const ft_model_options *opt)
+{
+    ft_model m;
+    memset(&m, 0, sizeof m);
+    m.layout = *layout;
+    m.opt = *opt;
+    m.dry_run = 1;
+    resolve_chunk_rows(&m);
+    allocate_buffers(&m);
+    free(m.block_in);
+    free(m.plan);
+    free(m.acts);
+    free(m.host_i32);
+    free(m.host_f32);
+    return m.act_bytes;
+}
 
 /* ---------------------------------------------------------------- batch staging */
 

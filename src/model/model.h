@@ -57,6 +57,9 @@ void ft_model_free(ft_model *m);
 
 /* Bytes of activation and scratch memory the model allocated on the backend. */
 size_t ft_model_activation_bytes(const ft_model *m);
+/* What ft_model_create would allocate, without allocating (the memory planner). */
+size_t ft_model_estimate_activation_bytes(const ft_model_layout *layout,
+                                          const ft_model_options *opt);
 
 /* Forward and backward of one micro-batch. Gradients accumulate (+=) into the
  * source's grads, scaled so that the per-token gradient is grad_scale times the

@@ -49,6 +49,7 @@ struct ft_model {
     float *row_loss;             /* [max_tokens] */
 
     size_t act_bytes;
+    int dry_run;                 /* count buffers, allocate none (planner) */
 };
 
 /* Block weights and gradients: pointers into a unit's flat buffers. */

@@ -4,11 +4,34 @@
 
 #include "shard/engine_internal.h"
 
+/* The one place engine memory is allocated and counted. In a dry run (the planner)
+ * nothing is allocated: the same code path only counts, so estimates and real
+ * allocations cannot drift apart. */
 void *ft_engine_alloc(ft_engine *e, size_t bytes, size_t *counter)
 {
+    static char dry_run_token;
+    if (e->dry_run) {
+        if (counter)
+            *counter += bytes;
+        return &dry_run_token;
+    }
     void *p = e->be->ops->alloc(e->be, bytes);
     if (p && counter)
         *counter += bytes;
+    if (!p)
+        e->failed = 1;
+    return p;
+}
+
+void *ft_engine_alloc_opt(ft_engine *e, size_t bytes, size_t *device_counter)
+{
+    if (!e->opt.offload_optimizer)
+        return ft_engine_alloc(e, bytes, device_counter);
+    static char dry_run_token;
+    e->mem.host += bytes;
+    if (e->dry_run)
+        return &dry_run_token;
+    void *p = e->opt_be->ops->alloc(e->opt_be, bytes);
     if (!p)
         e->failed = 1;
     return p;
@@ -38,20 +61,23 @@ static void plan_geometry(ft_engine *e)
 static void allocate_unit(ft_engine *e, engine_unit *eu)
 {
     const int stage = e->opt.zero_stage, bf16 = e->opt.param_dtype == FT_DTYPE_BF16;
+    const int offload = e->opt.offload_optimizer;
     /* optimizer buffers span the shard length (stage >= 1) so gathers can read the
      * master directly, padding included */
-    const size_t opt_len = stage == 0 ? eu->numel : eu->shard;
+    const size_t opt_len = ft_engine_opt_len(e, eu);
     ft_engine_memory *m = &e->mem;
     if (stage <= 2)
         eu->full = ft_engine_alloc(e, eu->padded * sizeof(float), &m->params);
-    if (stage >= 1 || bf16)
-        eu->master = ft_engine_alloc(e, opt_len * sizeof(float),
-                                     stage == 3 && !bf16 ? &m->params : &m->optimizer);
+    if (stage >= 1 || bf16 || offload)
+        eu->master = ft_engine_alloc_opt(e, opt_len * sizeof(float),
+                                         stage == 3 && !bf16 ? &m->params : &m->optimizer);
     if (stage == 3 && bf16)
         eu->shard_bf16 = ft_engine_alloc(e, eu->shard * sizeof(uint16_t), &m->params);
-    eu->m = ft_engine_alloc(e, opt_len * sizeof(float), &m->optimizer);
+    if (stage == 3 && !bf16 && offload)
+        eu->dev_shard = ft_engine_alloc(e, eu->shard * sizeof(float), &m->params);
+    eu->m = ft_engine_alloc_opt(e, opt_len * sizeof(float), &m->optimizer);
     if (e->opt.optimizer == FT_OPT_ADAMW)
-        eu->v = ft_engine_alloc(e, opt_len * sizeof(float), &m->optimizer);
+        eu->v = ft_engine_alloc_opt(e, opt_len * sizeof(float), &m->optimizer);
     if (stage <= 1)
         eu->grad_full = ft_engine_alloc(e, eu->padded * sizeof(float), &m->grads);
     else
@@ -63,6 +89,14 @@ static void allocate_pools(ft_engine *e)
     const int stage = e->opt.zero_stage, bf16 = e->opt.param_dtype == FT_DTYPE_BF16;
     ft_engine_memory *m = &e->mem;
     e->stage_f32 = ft_engine_alloc(e, e->max_shard * sizeof(float), &m->scratch);
+    if (e->opt.offload_optimizer) {
+        size_t max_opt = 0;
+        for (int u = 0; u < e->layout.n_units; u++)
+            if (ft_engine_opt_len(e, &e->units[u]) > max_opt)
+                max_opt = ft_engine_opt_len(e, &e->units[u]);
+        e->host_grad = ft_engine_alloc_opt(e, max_opt * sizeof(float), NULL);
+        e->dev_master = ft_engine_alloc(e, max_opt * sizeof(float), &m->scratch);
+    }
     if (stage >= 1 && bf16)
         e->stage_bits = ft_engine_alloc(e, e->max_shard * sizeof(uint16_t), &m->scratch);
     if (bf16)
@@ -100,6 +134,11 @@ int ft_engine_create(ft_engine **out, const ft_model_layout *layout, ft_backend 
     e->opt = *opt;
     e->rank = comm->rank;
     e->size = comm->size;
+    e->opt_be = be;
+    if (opt->offload_optimizer && ft_backend_cpu_create(&e->opt_be, err)) {
+        free(e);
+        return ft_fail_context(err, "offload_optimizer");
+    }
     e->units = calloc((size_t)layout->n_units, sizeof *e->units);
     e->plan_cap = 2 * layout->n_units + 4;
     e->plan = calloc((size_t)e->plan_cap, sizeof *e->plan);
@@ -139,20 +178,50 @@ void ft_engine_free(ft_engine *e)
         be->ops->free(be, e->grads[i].full);
         be->ops->free(be, e->grads[i].shard_tmp);
     }
+    ft_backend *obe = e->opt_be ? e->opt_be : be;
     if (e->units)
         for (int u = 0; u < e->layout.n_units; u++) {
             engine_unit *eu = &e->units[u];
-            void *bufs[] = { eu->full, eu->master, eu->shard_bf16, eu->m, eu->v, eu->grad_full,
+            void *bufs[] = { eu->full, eu->shard_bf16, eu->dev_shard, eu->grad_full,
                              eu->grad_shard };
             for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
                 be->ops->free(be, bufs[i]);
+            obe->ops->free(obe, eu->master);
+            obe->ops->free(obe, eu->m);
+            obe->ops->free(obe, eu->v);
         }
+    obe->ops->free(obe, e->host_grad);
+    be->ops->free(be, e->dev_master);
     be->ops->free(be, e->stage_f32);
     be->ops->free(be, e->stage_bits);
     be->ops->free(be, e->gather_bits);
     free(e->units);
     free(e->plan);
+    if (e->opt_be && e->opt_be != be)
+        ft_backend_destroy(e->opt_be);
     free(e);
+}
+
+int ft_engine_estimate(const ft_model_layout *layout, int world_size,
+                       const ft_engine_options *opt, ft_engine_memory *mem, ft_error *err)
+{
+    ft_engine e;
+    memset(&e, 0, sizeof e);
+    e.dry_run = 1;
+    e.layout = *layout;
+    e.opt = *opt;
+    e.rank = 0; /* rank 0 holds the largest slices */
+    e.size = world_size;
+    e.units = calloc((size_t)layout->n_units, sizeof *e.units);
+    if (!e.units)
+        return ft_fail(err, "out of host memory");
+    plan_geometry(&e);
+    for (int u = 0; u < layout->n_units; u++)
+        allocate_unit(&e, &e.units[u]);
+    allocate_pools(&e);
+    free(e.units);
+    *mem = e.mem;
+    return 0;
 }
 
 long ft_engine_step_count(const ft_engine *e) { return e->step; }

@@ -32,6 +32,9 @@ typedef struct ft_engine_options {
     int zero_stage;
     ft_dtype param_dtype;
     ft_optimizer_type optimizer;
+    /* fp32 master and optimizer moments in host memory, updated by the CPU; the
+     * device keeps working parameters and gradients only */
+    bool offload_optimizer;
 } ft_engine_options;
 
 /* Bytes of model state this rank holds, by kind. */
@@ -41,11 +44,17 @@ typedef struct ft_engine_memory {
     size_t optimizer; /* master copy and optimizer moments */
     size_t gathered;  /* stage 2-3 pools: gathered units and transient unit gradients */
     size_t scratch;   /* staging for all-gathers */
+    size_t host;      /* offload: master, moments and gradient staging in host memory */
 } ft_engine_memory;
 
 int ft_engine_create(ft_engine **out, const ft_model_layout *layout, ft_backend *be,
                      ft_comm *comm, const ft_engine_options *opt, ft_error *err);
 void ft_engine_free(ft_engine *e);
+
+/* What ft_engine_create would allocate on rank 0 of world_size ranks, without
+ * allocating (the memory planner). */
+int ft_engine_estimate(const ft_model_layout *layout, int world_size,
+                       const ft_engine_options *opt, ft_engine_memory *mem, ft_error *err);
 
 /* Parameters from the seed (ft_model_init_range) or from a weights-file group. */
 int ft_engine_init_random(ft_engine *e, uint64_t seed, double std, ft_error *err);

@@ -26,8 +26,10 @@ typedef struct engine_unit {
     size_t numel, padded, shard; /* n, n_pad, S */
     size_t opt_begin, opt_end;   /* range of the unit this rank's optimizer updates */
     float *full;       /* stages 0-2: resident working params [n_pad] */
-    float *master;     /* fp32 master over [opt_begin, opt_end) (stage 0: only for bf16) */
+    float *master;     /* fp32 master over [opt_begin, opt_end) (stage 0: only for bf16 or
+                          offload); in host memory with offload */
     uint16_t *shard_bf16; /* stage 3 + bf16: working param shard [S] */
+    float *dev_shard;  /* stage 3 + fp32 + offload: working param shard [S] on the device */
     float *m, *v;      /* optimizer state over the opt range */
     float *grad_full;  /* stages 0-1: [n_pad] */
     float *grad_shard; /* stages 2-3: [S] */
@@ -58,6 +60,7 @@ typedef struct grad_slot {
 struct ft_engine {
     ft_model_layout layout;
     ft_backend *be;
+    ft_backend *opt_be;    /* where the optimizer runs: be, or a host CPU backend (offload) */
     ft_comm *comm;
     ft_engine_options opt;
     int rank, size;
@@ -66,6 +69,8 @@ struct ft_engine {
     long step;
     ft_engine_memory mem;
 
+    float *host_grad;      /* offload: [max opt range] gradient copied to the host */
+    float *dev_master;     /* offload: [max opt range] master copied back to the device */
     /* publishing working params: fp32 or bf16 shard staging for all-gathers */
     float *stage_f32;      /* [max S] */
     uint16_t *stage_bits;  /* [max S] */
@@ -77,10 +82,24 @@ struct ft_engine {
     int plan_len, plan_pos, plan_cap;
     unsigned long clock;
     int failed;            /* a collective failed inside a source callback */
+    int dry_run;           /* ft_engine_estimate: count, do not allocate */
     ft_error error;
 };
 
 void *ft_engine_alloc(ft_engine *e, size_t bytes, size_t *counter);
+/* Optimizer-side memory: the host with offload, else the device. */
+void *ft_engine_alloc_opt(ft_engine *e, size_t bytes, size_t *device_counter);
+
+/* Elements in unit u's optimizer range. */
+static inline size_t ft_engine_opt_len(const ft_engine *e, const engine_unit *u)
+{
+    return e->opt.zero_stage == 0 ? u->numel : u->shard;
+}
+
+/* The fp32 master values of unit u's optimizer range on the device (copied there from
+ * the host with offload; NULL in stage 0 fp32 without offload, where full is the
+ * master). */
+const float *ft_engine_device_master(ft_engine *e, int unit);
 static inline size_t ft_min_size(size_t a, size_t b) { return a < b ? a : b; }
 
 /* This rank's slice of unit u in unit coordinates, clipped to the real elements. */

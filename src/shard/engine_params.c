@@ -35,28 +35,43 @@ static int gather_bf16(ft_engine *e, float *full, const uint16_t *bits, size_t S
     return 0;
 }
 
+const float *ft_engine_device_master(ft_engine *e, int unit)
+{
+    engine_unit *eu = &e->units[unit];
+    if (!e->opt.offload_optimizer)
+        return eu->master;
+    e->be->ops->upload(e->be, e->dev_master, eu->master,
+                       ft_engine_opt_len(e, eu) * sizeof(float));
+    return e->dev_master;
+}
+
 int ft_engine_publish_params(ft_engine *e, int unit, ft_error *err)
 {
     engine_unit *eu = &e->units[unit];
     ft_backend *be = e->be;
     const int bf16 = e->opt.param_dtype == FT_DTYPE_BF16;
+    const float *master = ft_engine_device_master(e, unit);
     switch (e->opt.zero_stage) {
-    case 0: /* fp32: the optimizer updated full in place */
+    case 0: /* fp32 without offload: the optimizer updated full in place */
         if (bf16) {
-            be->ops->f32_to_bf16(be, e->gather_bits, eu->master, eu->numel);
+            be->ops->f32_to_bf16(be, e->gather_bits, master, eu->numel);
             be->ops->bf16_to_f32(be, eu->full, e->gather_bits, eu->numel);
+        } else if (master) {
+            be->ops->copy(be, eu->full, master, eu->numel * sizeof(float));
         }
         return 0;
     case 1:
     case 2:
         if (!bf16)
-            return gather_f32(e, eu->full, eu->master, eu->shard, err);
-        be->ops->f32_to_bf16(be, e->stage_bits, eu->master, eu->shard);
+            return gather_f32(e, eu->full, master, eu->shard, err);
+        be->ops->f32_to_bf16(be, e->stage_bits, master, eu->shard);
         be->ops->sync(be);
         return gather_bf16(e, eu->full, e->stage_bits, eu->shard, err);
-    default: /* stage 3: gathers read the master (fp32) or these bits */
+    default: /* stage 3: gathers read the device shard (fp32) or these bits */
         if (bf16)
-            be->ops->f32_to_bf16(be, eu->shard_bf16, eu->master, eu->shard);
+            be->ops->f32_to_bf16(be, eu->shard_bf16, master, eu->shard);
+        else if (eu->dev_shard)
+            be->ops->copy(be, eu->dev_shard, master, eu->shard * sizeof(float));
         return 0;
     }
 }
@@ -72,10 +87,12 @@ static int adopt_own_slice(ft_engine *e, int u, const float *host, ft_error *err
         be->ops->sync(be);
         if (gather_f32(e, eu->full, e->stage_f32, eu->shard, err))
             return -1;
-        if (eu->master)
+        if (eu->master && e->opt.offload_optimizer)
+            be->ops->download(be, eu->master, eu->full, eu->numel * sizeof(float));
+        else if (eu->master)
             be->ops->copy(be, eu->master, eu->full, eu->numel * sizeof(float));
     } else {
-        be->ops->upload(be, eu->master, host, eu->shard * sizeof(float));
+        e->opt_be->ops->upload(e->opt_be, eu->master, host, eu->shard * sizeof(float));
     }
     return ft_engine_publish_params(e, u, err);
 }
@@ -143,9 +160,11 @@ int ft_engine_load(ft_engine *e, const ft_h5file *f, const char *group, ft_error
 static void own_master_values(ft_engine *e, int u, size_t b, size_t end, float *host)
 {
     engine_unit *eu = &e->units[u];
-    const float *src = e->opt.zero_stage == 0 ? (eu->master ? eu->master : eu->full) + b
-                                              : eu->master;
-    e->be->ops->download(e->be, host, src, (end - b) * sizeof(float));
+    const size_t off = e->opt.zero_stage == 0 ? b : 0;
+    if (eu->master)
+        e->opt_be->ops->download(e->opt_be, host, eu->master + off, (end - b) * sizeof(float));
+    else
+        e->be->ops->download(e->be, host, eu->full + off, (end - b) * sizeof(float));
 }
 
 int ft_engine_save(ft_engine *e, const ft_h5file *f, const char *group, ft_error *err)
@@ -178,7 +197,7 @@ int ft_engine_download_params(ft_engine *e, int unit, float *host, ft_error *err
         return ft_fail(err, "out of memory gathering unit %d", unit);
     int rc = e->opt.param_dtype == FT_DTYPE_BF16
                  ? gather_bf16(e, tmp, eu->shard_bf16, eu->shard, err)
-                 : gather_f32(e, tmp, eu->master, eu->shard, err);
+                 : gather_f32(e, tmp, eu->dev_shard ? eu->dev_shard : eu->master, eu->shard, err);
     if (!rc)
         be->ops->download(be, host, tmp, eu->numel * sizeof(float));
     be->ops->free(be, tmp);

@@ -77,7 +77,8 @@ static gather_slot *start_gather(ft_engine *e, int unit)
     const engine_unit *eu = &e->units[unit];
     int rc = s->bits ? e->comm->ops->all_gather(e->comm, s->bits, eu->shard_bf16,
                                                 eu->shard * sizeof(uint16_t), &s->req)
-                     : e->comm->ops->all_gather(e->comm, s->params, eu->master,
+                     : e->comm->ops->all_gather(e->comm, s->params,
+                                                eu->dev_shard ? eu->dev_shard : eu->master,
                                                 eu->shard * sizeof(float), &s->req);
     if (rc)
         record_failure(e, "parameter all-gather", unit);

@@ -68,10 +68,14 @@ static void update_range(ft_engine *e, const ft_optimizer_config *o, engine_unit
 {
     if (hi <= lo)
         return;
-    ft_backend *be = e->be;
+    ft_backend *be = e->opt_be;
     const size_t off = lo - eu->opt_begin;
     float *p = (eu->master ? eu->master : eu->full + eu->opt_begin) + off;
     float *g = opt_grads(e, eu) + off;
+    if (e->opt.offload_optimizer) { /* the update runs on the host */
+        e->be->ops->download(e->be, e->host_grad, g, (hi - lo) * sizeof(float));
+        g = e->host_grad;
+    }
     if (o->type == FT_OPT_ADAMW) {
         ft_adamw_params ap = { .lr = (float)lr, .beta1 = (float)o->beta1,
                                .beta2 = (float)o->beta2, .eps = (float)o->eps,

@@ -87,9 +87,12 @@ static void print_startup(ft_trainer *t)
     /* the same in bytes, for scripts and tests */
     fprintf(t->out,
             "ftmpi: bytes per rank: params=%zu grads=%zu optimizer=%zu gathered=%zu staging=%zu "
-            "activations=%zu\n",
+            "activations=%zu host=%zu\n",
             mem.params, mem.grads, mem.optimizer, mem.gathered, mem.scratch,
-            ft_model_activation_bytes(t->model));
+            ft_model_activation_bytes(t->model), mem.host);
+    if (cfg->offload_optimizer)
+        fprintf(t->out, "ftmpi: optimizer offloaded: %.1f MiB of master weights and moments in "
+                        "host memory\n", mem.host / MiB);
     fflush(t->out);
 }
 
@@ -120,7 +123,8 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     t->seq_len = di->seq_len;
 
     ft_engine_options eo = { .zero_stage = cfg->zero_stage, .param_dtype = cfg->param_dtype,
-                             .optimizer = cfg->optimizer.type };
+                             .optimizer = cfg->optimizer.type,
+                             .offload_optimizer = cfg->offload_optimizer };
     ft_model_options mo = { .max_batch = cfg->micro_batch_size, .seq_len = t->seq_len,
                             .activation_checkpointing = cfg->activation_checkpointing };
     if (ft_engine_create(&t->engine, &t->layout, t->be, comm, &eo, err) ||
@@ -350,6 +354,12 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
             }
         }
     }
+    double peak[1] = { (double)t->be->peak_bytes };
+    if (t->comm->ops->all_reduce_f64_max(t->comm, peak, 1, err))
+        return -1;
+    if (t->out)
+        fprintf(t->out, "ftmpi: peak backend memory per rank: %.0f bytes (max over ranks)\n",
+                peak[0]);
     if (cfg->final_weights) {
         if (save_weights(t, cfg->final_weights, err))
             return ft_fail_context(err, "final_weights");

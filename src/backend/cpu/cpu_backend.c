@@ -1,0 +1,219 @@
+/* CPU backend: creation, the vtable, and memory.
+ *
+ * Memory is host memory. Every block carries a 64-byte header in front of the
+ * pointer handed out, holding the requested size, so free() can subtract it from
+ * bytes_in_use without a lookup table. The header is a full cache line so the
+ * returned pointer keeps the 64-byte alignment (one AVX-512 vector, one line).
+ * The accounting (bytes_in_use, peak_bytes) is not thread-safe: allocate from one
+ * thread, as the rest of the program does. */
+#include "backend/cpu/cpu_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define FT_CPU_ALIGN 64
+
+typedef struct cpu_block_header {
+    size_t bytes;
+    uint64_t magic;
+    unsigned char pad[FT_CPU_ALIGN - sizeof(size_t) - sizeof(uint64_t)];
+} cpu_block_header;
+
+_Static_assert(sizeof(cpu_block_header) == FT_CPU_ALIGN, "header must be one alignment unit");
+
+#define CPU_BLOCK_MAGIC 0x66746d7069637075ull /* "ftmpicpu" */
+
+/* memset/memcpy of large buffers split over threads: one thread cannot saturate
+ * the memory bandwidth of a many-core socket, and the first touch of a page by the
+ * thread that will use it places it on that thread's NUMA node. */
+#define CPU_PAR_BYTES ((size_t)1 << 22)
+#define CPU_CHUNK_BYTES ((size_t)1 << 20)
+
+static void cpu_fill_zero(void *p, size_t bytes)
+{
+    if (bytes < CPU_PAR_BYTES) {
+        memset(p, 0, bytes);
+        return;
+    }
+    long chunks = (long)((bytes + CPU_CHUNK_BYTES - 1) / CPU_CHUNK_BYTES);
+#pragma omp parallel for schedule(static)
+    for (long c = 0; c < chunks; c++) {
+        size_t off = (size_t)c * CPU_CHUNK_BYTES;
+        size_t len = bytes - off < CPU_CHUNK_BYTES ? bytes - off : CPU_CHUNK_BYTES;
+        memset((char *)p + off, 0, len);
+    }
+}
+
+static void cpu_copy_bytes(void *dst, const void *src, size_t bytes)
+{
+    if (bytes < CPU_PAR_BYTES) {
+        memmove(dst, src, bytes);
+        return;
+    }
+    const char *s = src;
+    char *d = dst;
+    /* Overlapping ranges would race between chunks; memmove handles them serially. */
+    if ((d < s && d + bytes > s) || (s < d && s + bytes > d)) {
+        memmove(dst, src, bytes);
+        return;
+    }
+    long chunks = (long)((bytes + CPU_CHUNK_BYTES - 1) / CPU_CHUNK_BYTES);
+#pragma omp parallel for schedule(static)
+    for (long c = 0; c < chunks; c++) {
+        size_t off = (size_t)c * CPU_CHUNK_BYTES;
+        size_t len = bytes - off < CPU_CHUNK_BYTES ? bytes - off : CPU_CHUNK_BYTES;
+        memcpy(d + off, s + off, len);
+    }
+}
+
+static void *cpu_alloc(ft_backend *be, size_t bytes)
+{
+    if (bytes > SIZE_MAX - 2 * FT_CPU_ALIGN)
+        return NULL;
+    size_t rounded = (bytes + FT_CPU_ALIGN - 1) / FT_CPU_ALIGN * FT_CPU_ALIGN;
+    void *raw = NULL;
+    if (posix_memalign(&raw, FT_CPU_ALIGN, sizeof(cpu_block_header) + rounded) != 0)
+        return NULL;
+    cpu_block_header *h = raw;
+    memset(h, 0, sizeof *h);
+    h->bytes = bytes;
+    h->magic = CPU_BLOCK_MAGIC;
+    void *p = (char *)raw + sizeof *h;
+    cpu_fill_zero(p, rounded);
+    be->bytes_in_use += bytes;
+    if (be->bytes_in_use > be->peak_bytes)
+        be->peak_bytes = be->bytes_in_use;
+    return p;
+}
+
+static void cpu_free(ft_backend *be, void *p)
+{
+    if (!p)
+        return;
+    cpu_block_header *h = (cpu_block_header *)((char *)p - sizeof(cpu_block_header));
+    /* A wrong pointer (not from alloc, or freed twice) would corrupt the accounting
+     * silently; stop loudly instead. */
+    if (h->magic != CPU_BLOCK_MAGIC)
+        abort();
+    h->magic = 0;
+    be->bytes_in_use -= h->bytes;
+    free(h);
+}
+
+static void cpu_upload(ft_backend *be, void *dst, const void *src_host, size_t bytes)
+{
+    cpu_copy_bytes(dst, src_host, bytes);
+}
+
+static void cpu_download(ft_backend *be, void *dst_host, const void *src, size_t bytes)
+{
+    cpu_copy_bytes(dst_host, src, bytes);
+}
+
+static void cpu_copy(ft_backend *be, void *dst, const void *src, size_t bytes)
+{
+    cpu_copy_bytes(dst, src, bytes);
+}
+
+static void cpu_zero(ft_backend *be, void *p, size_t bytes)
+{
+    cpu_fill_zero(p, bytes);
+}
+
+static void cpu_sync(ft_backend *be)
+{
+    /* Every CPU op has finished when it returns. */
+}
+
+static void cpu_destroy(ft_backend *be)
+{
+    if (!be)
+        return;
+    free(be->impl);
+    free(be);
+}
+
+static const ft_backend_ops cpu_ops = {
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_upload,
+    .download = cpu_download,
+    .copy = cpu_copy,
+    .zero = cpu_zero,
+    .sync = cpu_sync,
+    .matmul = ft_cpu_matmul,
+    .add = ft_cpu_add,
+    .scale = ft_cpu_scale,
+    .sum_squares = ft_cpu_sum_squares,
+    .rmsnorm_fwd = ft_cpu_rmsnorm_fwd,
+    .rmsnorm_bwd = ft_cpu_rmsnorm_bwd,
+    .rope = ft_cpu_rope,
+    .attention_fwd = ft_cpu_attention_fwd,
+    .attention_bwd = ft_cpu_attention_bwd,
+    .swiglu_fwd = ft_cpu_swiglu_fwd,
+    .swiglu_bwd = ft_cpu_swiglu_bwd,
+    .embedding_fwd = ft_cpu_embedding_fwd,
+    .embedding_bwd = ft_cpu_embedding_bwd,
+    .cross_entropy = ft_cpu_cross_entropy,
+    .adamw_step = ft_cpu_adamw_step,
+    .sgd_step = ft_cpu_sgd_step,
+    .f32_to_bf16 = ft_cpu_f32_to_bf16,
+    .bf16_to_f32 = ft_cpu_bf16_to_f32,
+    .destroy = cpu_destroy,
+};
+
+static ft_cpu_isa cpu_detect_isa(void)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+        return FT_CPU_ISA_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return FT_CPU_ISA_AVX2;
+#endif
+    return FT_CPU_ISA_GENERIC;
+}
+
+static int cpu_choose_isa(ft_cpu_isa *out, ft_error *err)
+{
+    ft_cpu_isa best = cpu_detect_isa();
+    const char *want = getenv("FT_CPU_ISA");
+    *out = best;
+    if (!want || !*want)
+        return 0;
+    ft_cpu_isa asked;
+    if (strcmp(want, "generic") == 0)
+        asked = FT_CPU_ISA_GENERIC;
+    else if (strcmp(want, "avx2") == 0)
+        asked = FT_CPU_ISA_AVX2;
+    else if (strcmp(want, "avx512") == 0)
+        asked = FT_CPU_ISA_AVX512;
+    else
+        return ft_fail(err, "FT_CPU_ISA=%s: unknown instruction set (use generic, avx2 or avx512)",
+                       want);
+    *out = asked < best ? asked : best;
+    return 0;
+}
+
+int ft_backend_cpu_create(ft_backend **out, ft_error *err)
+{
+    *out = NULL;
+    ft_backend *be = calloc(1, sizeof *be);
+    ft_cpu_state *st = calloc(1, sizeof *st);
+    if (!be || !st) {
+        free(be);
+        free(st);
+        return ft_fail(err, "CPU backend: out of host memory");
+    }
+    if (cpu_choose_isa(&st->isa, err) != 0) {
+        free(be);
+        free(st);
+        return ft_fail_context(err, "CPU backend");
+    }
+    be->ops = &cpu_ops;
+    be->name = "cpu";
+    be->device = -1;
+    be->impl = st;
+    *out = be;
+    return 0;
+}

@@ -1,0 +1,81 @@
+/* Private declarations of the CPU backend: one function per vtable entry, defined
+ * in the file of its kernel family (cpu_<family>.c), plus the state the backend
+ * keeps. Nothing outside src/backend/cpu includes this header. */
+#ifndef FT_BACKEND_CPU_INTERNAL_H
+#define FT_BACKEND_CPU_INTERNAL_H
+
+#include "backend/backend.h"
+
+/* Instruction sets the hand-vectorised kernels (attention tiles) are built for.
+ * Chosen once in ft_backend_cpu_create from the CPU, or forced with the
+ * environment variable FT_CPU_ISA=generic|avx2|avx512 (tests use it to exercise
+ * every variant; asking for one the CPU lacks falls back to the best it has). */
+typedef enum ft_cpu_isa {
+    FT_CPU_ISA_GENERIC = 0, /* portable C, vectorised by the compiler for the baseline */
+    FT_CPU_ISA_AVX2 = 1,    /* x86-64 AVX2 + FMA */
+    FT_CPU_ISA_AVX512 = 2,  /* x86-64 AVX-512F */
+} ft_cpu_isa;
+
+typedef struct ft_cpu_state {
+    ft_cpu_isa isa;
+} ft_cpu_state;
+
+static inline ft_cpu_isa ft_cpu_isa_of(const ft_backend *be)
+{
+    return ((const ft_cpu_state *)be->impl)->isa;
+}
+
+/* Loops shorter than this run on one thread: below it, waking a team of threads
+ * costs more than the work (elementwise ops move ~8-16 bytes per element). */
+#define FT_CPU_PAR_MIN 32768
+
+/* cpu_matmul.c */
+void ft_cpu_matmul(ft_backend *be, float *c, const float *a, const float *b, int m, int n, int k,
+                   bool trans_a, bool trans_b, float alpha, float beta);
+void ft_cpu_add(ft_backend *be, float *y, const float *x, size_t n);
+void ft_cpu_scale(ft_backend *be, float *x, float s, size_t n);
+double ft_cpu_sum_squares(ft_backend *be, const float *x, size_t n);
+
+/* cpu_rmsnorm.c */
+void ft_cpu_rmsnorm_fwd(ft_backend *be, float *y, float *rstd, const float *x, const float *w,
+                        int rows, int dim, float eps);
+void ft_cpu_rmsnorm_bwd(ft_backend *be, float *dx, float *dw, const float *dy, const float *x,
+                        const float *w, const float *rstd, int rows, int dim);
+
+/* cpu_rope.c */
+void ft_cpu_rope(ft_backend *be, float *x, const float *cos_table, const float *sin_table,
+                 const int32_t *pos, int tokens, int n_heads, int head_dim, bool inverse);
+
+/* cpu_attention.c */
+void ft_cpu_attention_fwd(ft_backend *be, float *out, float *lse, const float *q, const float *k,
+                          const float *v, const int32_t *segment, ft_attn_shape s);
+void ft_cpu_attention_bwd(ft_backend *be, float *dq, float *dk, float *dv, const float *dout,
+                          const float *out, const float *lse, const float *q, const float *k,
+                          const float *v, const int32_t *segment, ft_attn_shape s);
+
+/* cpu_swiglu.c */
+void ft_cpu_swiglu_fwd(ft_backend *be, float *out, const float *gate, const float *up, size_t n);
+void ft_cpu_swiglu_bwd(ft_backend *be, float *dgate, float *dup, const float *dout,
+                       const float *gate, const float *up, size_t n);
+
+/* cpu_embedding.c */
+void ft_cpu_embedding_fwd(ft_backend *be, float *out, const float *table, const int32_t *ids,
+                          int tokens, int dim);
+void ft_cpu_embedding_bwd(ft_backend *be, float *dtable, const float *dout, const int32_t *ids,
+                          int tokens, int dim);
+
+/* cpu_cross_entropy.c */
+void ft_cpu_cross_entropy(ft_backend *be, float *logits, float *row_loss, const int32_t *targets,
+                          const float *weight, int rows, int vocab, float grad_scale);
+
+/* cpu_optim.c */
+void ft_cpu_adamw_step(ft_backend *be, float *param, const float *grad, float *m, float *v,
+                       size_t n, const ft_adamw_params *p);
+void ft_cpu_sgd_step(ft_backend *be, float *param, const float *grad, float *momentum_buf,
+                     size_t n, const ft_sgd_params *p);
+
+/* cpu_cast.c */
+void ft_cpu_f32_to_bf16(ft_backend *be, uint16_t *dst, const float *src, size_t n);
+void ft_cpu_bf16_to_f32(ft_backend *be, float *dst, const uint16_t *src, size_t n);
+
+#endif

@@ -1,0 +1,70 @@
+/* Optimiser steps over flat fp32 buffers.
+ *
+ * AdamW follows torch.optim.AdamW (single-tensor path, foreach=False,
+ * capturable=False) operation by operation, so that results agree with PyTorch
+ * to rounding: the scalar coefficients are formed in double (as Python does) and
+ * rounded to fp32 where PyTorch hands them to a float kernel:
+ *   p   = p * (1 - lr*wd)                    decoupled weight decay, first
+ *   m   = m + (1-b1) * (g - m)               exp_avg.lerp_(g, 1-b1)
+ *   v   = v * b2 + ((1-b2) * g) * g          exp_avg_sq.mul_(b2).addcmul_(g, g, 1-b2)
+ *   bc1 = 1 - b1^t,  bc2 = 1 - b2^t          (double)
+ *   den = sqrt(v) / sqrt(bc2) + eps
+ *   p   = p + ((-lr/bc1) * m) / den          param.addcdiv_(m, den, value=-lr/bc1)
+ * (PyTorch's vectorised lerp uses a fused multiply-add; this plain form can
+ * differ from it by one ulp in m.)
+ *
+ * SGD with momentum follows torch.optim.SGD (dampening 0, no Nesterov):
+ *   buf = momentum * buf + g       (the first step sees buf = 0, so buf = g,
+ *                                    like PyTorch's clone on the first step)
+ *   p   = p - lr * buf              (p - lr * g when momentum == 0; buf unused)
+ * but its weight decay is DECOUPLED like AdamW's: p = p * (1 - lr*wd) before the
+ * update, not PyTorch SGD's coupled g += wd * p. */
+#include "backend/cpu/cpu_internal.h"
+
+#include <math.h>
+
+void ft_cpu_adamw_step(ft_backend *be, float *param, const float *grad, float *m, float *v,
+                       size_t n, const ft_adamw_params *p)
+{
+    double lr = p->lr, b1 = p->beta1, b2 = p->beta2, t = (double)p->step;
+    const float decay = (float)(1.0 - lr * (double)p->weight_decay);
+    const float w1 = (float)(1.0 - b1);
+    const float beta2 = p->beta2;
+    const float w2 = (float)(1.0 - b2);
+    double bc1 = 1.0 - pow(b1, t);
+    double bc2 = 1.0 - pow(b2, t);
+    const float neg_step = (float)(-(lr / bc1));
+    const float bc2_sqrt = (float)sqrt(bc2);
+    const float eps = p->eps;
+#pragma omp parallel for simd schedule(static) if (n >= FT_CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float g = grad[i];
+        float pi = param[i] * decay;
+        float mi = m[i] + w1 * (g - m[i]);
+        float vi = v[i] * beta2 + (w2 * g) * g;
+        float den = sqrtf(vi) / bc2_sqrt + eps;
+        param[i] = pi + (neg_step * mi) / den;
+        m[i] = mi;
+        v[i] = vi;
+    }
+}
+
+void ft_cpu_sgd_step(ft_backend *be, float *param, const float *grad, float *momentum_buf,
+                     size_t n, const ft_sgd_params *p)
+{
+    const float decay = (float)(1.0 - (double)p->lr * (double)p->weight_decay);
+    const float lr = p->lr;
+    const float mu = p->momentum;
+    if (mu == 0.0f || !momentum_buf) {
+#pragma omp parallel for simd schedule(static) if (n >= FT_CPU_PAR_MIN)
+        for (size_t i = 0; i < n; i++)
+            param[i] = param[i] * decay - lr * grad[i];
+        return;
+    }
+#pragma omp parallel for simd schedule(static) if (n >= FT_CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float b = mu * momentum_buf[i] + grad[i];
+        momentum_buf[i] = b;
+        param[i] = param[i] * decay - lr * b;
+    }
+}

@@ -1,0 +1,88 @@
+#include "train/plan.h"
+
+#include <mpi.h>
+#include <string.h>
+
+#include "io/dataset.h"
+#include "io/weights.h"
+#include "model/model.h"
+#include "shard/engine.h"
+
+static int plan_shape(const ft_run_config *cfg, ft_model_config *mc, ft_error *err)
+{
+    *mc = cfg->model;
+    if (!cfg->model_weights)
+        return 0;
+    ft_h5file f;
+    if (ft_h5_open(&f, cfg->model_weights, MPI_COMM_SELF, err))
+        return -1;
+    int rc = ft_h5_check_kind(&f, "weights", err) || ft_weights_read_config(&f, mc, err);
+    ft_h5_close(&f, NULL);
+    return rc ? -1 : 0;
+}
+
+static int plan_seq_len(const ft_run_config *cfg, int given, int *seq_len, ft_error *err)
+{
+    if (given > 0) {
+        *seq_len = given;
+        return 0;
+    }
+    ft_dataset ds;
+    if (ft_dataset_open(&ds, cfg->train_data, MPI_COMM_SELF, err))
+        return ft_fail(err, "--plan: cannot read seq_len from data.train (%s); give --seq-len T",
+                       cfg->train_data);
+    *seq_len = ds.info.seq_len;
+    ft_dataset_close(&ds);
+    return 0;
+}
+
+int ft_plan_print(FILE *out, const ft_run_config *cfg, const ft_plan_options *po, ft_error *err)
+{
+    ft_model_config mc;
+    ft_model_layout layout;
+    int T = 0;
+    if (plan_shape(cfg, &mc, err) || plan_seq_len(cfg, po->seq_len, &T, err) ||
+        ft_model_layout_build(&layout, &mc, err))
+        return -1;
+    const int P = po->world_size;
+    const double GiB = 1024.0 * 1024.0 * 1024.0;
+    fprintf(out,
+            "ftmpi plan: %s on %d rank%s: %.3f B parameters, micro-batch %d x seq_len %d, "
+            "param_dtype %s, %s\n",
+            cfg->path, P, P > 1 ? "s" : "", ft_model_config_param_count(&mc) / 1e9,
+            cfg->micro_batch_size, T, cfg->param_dtype == FT_DTYPE_BF16 ? "bf16" : "fp32",
+            cfg->optimizer.type == FT_OPT_ADAMW ? "AdamW" : "SGD");
+    fprintf(out, "GiB per rank (rank 0; activations in fp32 as this build computes them); "
+                 "* = this config; fits = device total <= %.1f GiB\n", po->device_gib);
+    fprintf(out, "  stage offload ckpt |   params    grads optimizer gathered activations |"
+                 "   device     host | fits\n");
+    int rc = 0;
+    for (int stage = 0; stage <= 3 && !rc; stage++)
+        for (int offload = 0; offload <= 1 && !rc; offload++)
+            for (int ckpt = 0; ckpt <= 1 && !rc; ckpt++) {
+                ft_engine_options eo = { .zero_stage = stage, .param_dtype = cfg->param_dtype,
+                                         .optimizer = cfg->optimizer.type,
+                                         .offload_optimizer = offload };
+                ft_engine_memory m;
+                if ((rc = ft_engine_estimate(&layout, P, &eo, &m, err)))
+                    break;
+                ft_model_options mo = { .max_batch = cfg->micro_batch_size, .seq_len = T,
+                                        .activation_checkpointing = ckpt };
+                size_t act = ft_model_estimate_activation_bytes(&layout, &mo);
+                double device = (double)(m.params + m.grads + m.optimizer + m.gathered +
+                                         m.scratch + act);
+                double host = (double)m.host;
+                int mine = stage == cfg->zero_stage && ckpt == cfg->activation_checkpointing &&
+                           offload == cfg->offload_optimizer;
+                fprintf(out,
+                        "%c %5d %7s %4s | %8.2f %8.2f %9.2f %8.2f %11.2f | %8.2f %8.2f | %s\n",
+                        mine ? '*' : ' ', stage, offload ? "yes" : "no", ckpt ? "on" : "off",
+                        m.params / GiB, m.grads / GiB, m.optimizer / GiB,
+                        (m.gathered + m.scratch) / GiB, act / GiB, device / GiB, host / GiB,
+                        device <= po->device_gib * GiB ? "yes" : "no");
+                if (mine)
+                    fprintf(out, "  (this config: device total %.0f bytes)\n", device);
+            }
+    ft_model_layout_free(&layout);
+    return rc;
+}

@@ -1,0 +1,20 @@
+/* The memory planner: per-rank memory of a config on N ranks for every ZeRO stage,
+ * with and without optimizer offload and activation checkpointing, without
+ * allocating anything (`ftmpi --plan`). The figures come from the same code paths
+ * that allocate in a real run (dry runs of the engine and the model). */
+#ifndef FT_TRAIN_PLAN_H
+#define FT_TRAIN_PLAN_H
+
+#include <stdio.h>
+
+#include "config/run_config.h"
+
+typedef struct ft_plan_options {
+    int world_size;      /* -np */
+    int seq_len;         /* 0: from the training dataset */
+    double device_gib;   /* memory per device to check against */
+} ft_plan_options;
+
+int ft_plan_print(FILE *out, const ft_run_config *cfg, const ft_plan_options *po, ft_error *err);
+
+#endif
