@@ -7,6 +7,7 @@
 # attention: QK^T and PV, fwd + bwd, halved by causality) -- embedding lookups excluded.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
+build=${FTMPI_BUILD:-$top/build}
 threads=${1:-2}
 L=6 H=512 NH=8 NKV=4 FFN=1376 V=8192 T=256 BATCH=4 STEPS=6
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
@@ -16,7 +17,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cc -O2 -o sgemm_peak "$top/bench/sgemm_peak.c" $(pkg-config --cflags --libs openblas)
 peak=$(OPENBLAS_NUM_THREADS=$threads ./sgemm_peak 2048 | sed 's/sgemm_gflops=\([0-9.]*\).*/\1/')
 
-"$top/build/ftmpi-gendata" --rows 64 --seq-len $T train.h5 >/dev/null
+"$build/ftmpi-gendata" --rows 64 --seq-len $T train.h5 >/dev/null
 cat > bench.cfg <<CFG
 max_steps = $STEPS; seed = 1; micro_batch_size = $BATCH; global_batch_size = $BATCH;
 activation_checkpointing = false; grad_clip = 1.0; log_every = 1;
@@ -25,7 +26,7 @@ model = { vocab_size = $V; hidden_size = $H; intermediate_size = $FFN; num_hidde
 data = { train = "train.h5"; };
 optimizer = { type = "adamw"; lr = 1e-4; weight_decay = 0.1; };
 CFG
-OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=1 "$top/build/ftmpi" bench.cfg > ftmpi.log
+OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=1 "$build/ftmpi" bench.cfg > ftmpi.log
 # median step time over steps 3..STEPS (the first steps warm caches and pages)
 ft_ms=$(sed -n 's/^step .*| step \([0-9.]*\)s .*/\1/p' ftmpi.log | tail -n +3 | sort -n |
         awk '{ a[NR] = $1 } END { print 1000 * a[int((NR + 1) / 2)] }')

@@ -173,6 +173,7 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
     const ft_run_config *cfg = t->cfg;
     const double t0 = now_seconds();
     const uint64_t sent0 = t->comm->stats.bytes_sent;
+    const double wait0 = t->comm->stats.seconds_in_wait;
     const int P = t->comm->size, R = t->rows_per_rank, W = t->seq_len + 1;
     const int64_t G = cfg->global_batch_size;
 
@@ -226,6 +227,7 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
     st->n_targets = (long)n_global;
     st->seconds = now_seconds() - t0;
     st->bytes_sent = t->comm->stats.bytes_sent - sent0;
+    st->comm_wait = t->comm->stats.seconds_in_wait - wait0;
     return 0;
 }
 
@@ -332,10 +334,11 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
             if (t->out) {
                 fprintf(t->out,
                         "step %6ld/%ld | loss %.4f | lr %.3e | grad_norm %.4f | tok/s %.0f | "
-                        "step %.3fs | elapsed %.1fs | peak_mem %.0f MiB | comm %llu B\n",
+                        "step %.3fs | elapsed %.1fs | peak_mem %.0f MiB | comm_wait %.3fs | "
+                        "comm %llu B\n",
                         step + 1, cfg->max_steps, st.loss, st.lr, st.grad_norm,
                         tokens_per_step / st.seconds, st.seconds, now_seconds() - start, mem,
-                        (unsigned long long)st.bytes_sent);
+                        st.comm_wait, (unsigned long long)st.bytes_sent);
                 fflush(t->out);
             }
         }

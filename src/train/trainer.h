@@ -40,6 +40,7 @@ typedef struct ft_step_stats {
     long n_targets;
     double seconds;
     uint64_t bytes_sent; /* by this rank in tensor collectives during the step */
+    double comm_wait;    /* seconds this rank blocked waiting for collectives */
 } ft_step_stats;
 
 int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FILE *out,
