@@ -57,6 +57,12 @@ struct ft_comm {
 /* MPI communicator over a duplicate of MPI_COMM_WORLD. Requires MPI_Init done. */
 int ft_comm_mpi_create(ft_comm **out, ft_error *err);
 
+struct ft_backend;
+/* NCCL communicator for the CUDA backend `be` (device bound by node-local rank); the
+ * collectives are ordered with be's compute stream by events. Fails with a clear
+ * message in a build without CUDA. */
+int ft_comm_nccl_create(ft_comm **out, struct ft_backend *be, ft_error *err);
+
 static inline int ft_comm_wait(ft_comm *c, ft_comm_request *req, ft_error *err)
 {
     return req ? c->ops->wait(c, req, err) : 0;

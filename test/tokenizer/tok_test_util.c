@@ -1,0 +1,94 @@
+#include "tok_test_util.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+char *tt_path(const char *rel)
+{
+    const char *dir = getenv("FT_SRCDIR");
+    if (!dir || !*dir)
+        dir = FT_TEST_SRCDIR;
+    size_t n = strlen(dir) + strlen(rel) + 2;
+    char *p = malloc(n);
+    assert_non_null(p);
+    snprintf(p, n, "%s/%s", dir, rel);
+    return p;
+}
+
+ft_tokenizer *tt_load(const char *dir)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "test/data/tokenizers/%s/tokenizer.json", dir);
+    char *path = tt_path(rel);
+    ft_error err = {{0}};
+    ft_tokenizer *t = NULL;
+    if (ft_tokenizer_load(path, &t, &err) < 0)
+        fail_msg("%s", err.msg);
+    free(path);
+    return t;
+}
+
+char *tt_read(const char *rel, size_t *len)
+{
+    char *path = tt_path(rel);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot open %s (is FT_SRCDIR the source dir?)", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    free(path);
+    *len = (size_t)n;
+    return buf;
+}
+
+json_t **tt_jsonl(const char *rel, size_t *n)
+{
+    size_t len;
+    char *buf = tt_read(rel, &len);
+    size_t cap = 1024, count = 0;
+    json_t **rows = malloc(cap * sizeof *rows);
+    assert_non_null(rows);
+    for (char *line = buf; line < buf + len;) {
+        char *nl = memchr(line, '\n', (size_t)(buf + len - line));
+        size_t ll = nl ? (size_t)(nl - line) : (size_t)(buf + len - line);
+        if (ll > 0) {
+            json_error_t je;
+            json_t *row = json_loadb(line, ll, JSON_ALLOW_NUL, &je);
+            if (!row)
+                fail_msg("%s:%zu: %s", rel, count + 1, je.text);
+            if (count == cap) {
+                cap *= 2;
+                rows = realloc(rows, cap * sizeof *rows);
+                assert_non_null(rows);
+            }
+            rows[count++] = row;
+        }
+        line += ll + 1;
+    }
+    free(buf);
+    *n = count;
+    return rows;
+}
+
+int32_t *tt_ids(json_t *arr, size_t *n)
+{
+    assert_true(json_is_array(arr));
+    *n = json_array_size(arr);
+    int32_t *ids = malloc((*n + 1) * sizeof *ids);
+    assert_non_null(ids);
+    for (size_t i = 0; i < *n; i++)
+        ids[i] = (int32_t)json_integer_value(json_array_get(arr, i));
+    return ids;
+}

@@ -1,0 +1,24 @@
+/* Helpers shared by the tokenizer tests: locating test data through FT_SRCDIR (set by the
+ * automake harness; the configure-time source dir is the fallback when run by hand), loading
+ * the bundled tokenizers, reading JSONL files. */
+#ifndef FT_TEST_TOK_TEST_UTIL_H
+#define FT_TEST_TOK_TEST_UTIL_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "tokenizer/tokenizer.h"
+
+/* "$FT_SRCDIR/rel", malloc'd. */
+char *tt_path(const char *rel);
+/* Loads test/data/tokenizers/<dir>/tokenizer.json; fails the test on error. */
+ft_tokenizer *tt_load(const char *dir);
+/* Reads a whole file (NUL-terminated, malloc'd); fails the test when it cannot. */
+char *tt_read(const char *rel, size_t *len);
+/* Parses each non-empty line of a JSONL file; returns an array of n objects (json_decref
+ * each, free the array). */
+json_t **tt_jsonl(const char *rel, size_t *n);
+/* Reads an array of integers into a malloc'd int32 array. */
+int32_t *tt_ids(json_t *arr, size_t *n);
+
+#endif
