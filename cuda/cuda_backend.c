@@ -1,0 +1,565 @@
+/* CUDA backend: creation, the vtable, memory, and the thin wrappers that hand
+ * each op to its kernel launcher (cuda_<family>.cu).
+ *
+ * Execution model. Everything is enqueued on one non-blocking stream owned by
+ * the backend, so ops execute in call order and no op synchronises the device:
+ * the host returns as soon as the work is queued. Exceptions, documented:
+ *  - upload and download return when the copy has completed, so the host buffer
+ *    can be reused (or read) at once;
+ *  - sum_squares returns a host double, so it waits for its own result;
+ *  - sync waits for everything.
+ * A failed launch or an asynchronous device error is fatal (the vtable has no
+ * error path): the message names the op and the CUDA error, then abort().
+ *
+ * Memory. alloc uses the stream-ordered allocator (cudaMallocAsync on the
+ * backend's stream, from the device's default pool with its release threshold
+ * raised so that freed blocks stay cached: a training step re-allocates the
+ * same sizes without going back to the driver), zero-filled with
+ * cudaMemsetAsync. Devices without memory pools fall back to cudaMalloc.
+ * bytes_in_use/peak_bytes count the bytes requested through alloc (a host-side
+ * table maps each pointer to its size); the backend's own scratch and the
+ * cuBLASLt workspace are not counted. Like the CPU backend, the accounting is
+ * not thread-safe: allocate from one thread.
+ *
+ * Scratch. Ops that need temporary device memory (reductions, attention's
+ * segment ranges and D, the embedding sort) share one buffer that grows
+ * stream-ordered (free old, allocate new, both on the stream) and is never
+ * shrunk; since every op runs on the one stream, one buffer is enough. */
+#include "cuda_state.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ALLOC_ROUND 256 /* allocations are rounded up to keep operands 256-byte aligned */
+
+void ft_cuda_check(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess)
+        return;
+    fprintf(stderr, "ftmpi: CUDA backend: %s: %s (%s)\n", what, cudaGetErrorString(e),
+            cudaGetErrorName(e));
+    abort();
+}
+
+cudaStream_t ft_cuda_stream(const ft_backend *be)
+{
+    return ft_cuda_state_of(be)->stream;
+}
+
+/* ---------------------------------------------------------------- allocation table */
+
+static size_t table_hash(uintptr_t key, size_t cap)
+{
+    uint64_t h = (uint64_t)key;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return (size_t)h & (cap - 1);
+}
+
+static int table_init(ft_cuda_alloc_table *t, size_t cap)
+{
+    t->keys = calloc(cap, sizeof *t->keys);
+    t->bytes = calloc(cap, sizeof *t->bytes);
+    if (!t->keys || !t->bytes) {
+        free(t->keys);
+        free(t->bytes);
+        t->keys = NULL;
+        t->bytes = NULL;
+        return -1;
+    }
+    t->cap = cap;
+    t->used = 0;
+    t->live = 0;
+    return 0;
+}
+
+static void table_free(ft_cuda_alloc_table *t)
+{
+    free(t->keys);
+    free(t->bytes);
+    memset(t, 0, sizeof *t);
+}
+
+static void table_put_nogrow(ft_cuda_alloc_table *t, uintptr_t key, size_t bytes)
+{
+    size_t i = table_hash(key, t->cap);
+    while (t->keys[i] > 1)
+        i = (i + 1) & (t->cap - 1);
+    if (t->keys[i] == 0)
+        t->used++;
+    t->keys[i] = key;
+    t->bytes[i] = bytes;
+    t->live++;
+}
+
+static int table_put(ft_cuda_alloc_table *t, uintptr_t key, size_t bytes)
+{
+    if (2 * (t->used + 1) > t->cap) {
+        ft_cuda_alloc_table bigger;
+        size_t cap = t->cap;
+        while (4 * (t->live + 1) > cap) /* keep the new load below 1/4 */
+            cap *= 2;
+        if (table_init(&bigger, cap) != 0)
+            return -1;
+        for (size_t i = 0; i < t->cap; i++)
+            if (t->keys[i] > 1)
+                table_put_nogrow(&bigger, t->keys[i], t->bytes[i]);
+        table_free(t);
+        *t = bigger;
+    }
+    table_put_nogrow(t, key, bytes);
+    return 0;
+}
+
+/* Removes key; returns its size in *bytes, or -1 if it is not in the table. */
+static int table_take(ft_cuda_alloc_table *t, uintptr_t key, size_t *bytes)
+{
+    size_t i = table_hash(key, t->cap);
+    while (t->keys[i] != 0) {
+        if (t->keys[i] == key) {
+            *bytes = t->bytes[i];
+            t->keys[i] = 1;
+            t->live--;
+            return 0;
+        }
+        i = (i + 1) & (t->cap - 1);
+    }
+    return -1;
+}
+
+/* ---------------------------------------------------------------- memory */
+
+static void *dev_malloc(ft_cuda_state *st, size_t bytes)
+{
+    void *p = NULL;
+    cudaError_t e = st->use_pool ? cudaMallocAsync(&p, bytes, st->stream) : cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError(); /* out of memory is not sticky: clear it */
+        return NULL;
+    }
+    return p;
+}
+
+static void dev_free(ft_cuda_state *st, void *p)
+{
+    if (!p)
+        return;
+    ft_cuda_check(st->use_pool ? cudaFreeAsync(p, st->stream) : cudaFree(p), "free");
+}
+
+static void *cuda_alloc(ft_backend *be, size_t bytes)
+{
+    ft_cuda_state *st = ft_cuda_state_of(be);
+    if (bytes > SIZE_MAX - ALLOC_ROUND)
+        return NULL;
+    size_t rounded = (bytes + ALLOC_ROUND - 1) / ALLOC_ROUND * ALLOC_ROUND;
+    if (rounded == 0)
+        rounded = ALLOC_ROUND; /* a distinct, freeable pointer even for 0 bytes */
+    void *p = dev_malloc(st, rounded);
+    if (!p)
+        return NULL;
+    if (cudaMemsetAsync(p, 0, rounded, st->stream) != cudaSuccess ||
+        table_put(&st->table, (uintptr_t)p, bytes) != 0) {
+        (void)cudaGetLastError();
+        dev_free(st, p);
+        return NULL;
+    }
+    be->bytes_in_use += bytes;
+    if (be->bytes_in_use > be->peak_bytes)
+        be->peak_bytes = be->bytes_in_use;
+    return p;
+}
+
+static void cuda_free(ft_backend *be, void *p)
+{
+    ft_cuda_state *st = ft_cuda_state_of(be);
+    if (!p)
+        return;
+    size_t bytes = 0;
+    if (table_take(&st->table, (uintptr_t)p, &bytes) != 0) {
+        /* Not from alloc, or freed twice: the accounting would silently drift. */
+        fprintf(stderr, "ftmpi: CUDA backend: free(%p): not a live allocation of this backend\n",
+                p);
+        abort();
+    }
+    be->bytes_in_use -= bytes;
+    dev_free(st, p);
+}
+
+static void cuda_upload(ft_backend *be, void *dst, const void *src_host, size_t bytes)
+{
+    ft_cuda_state *st = ft_cuda_state_of(be);
+    if (bytes == 0)
+        return;
+    ft_cuda_check(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, st->stream),
+                  "upload");
+    ft_cuda_check(cudaStreamSynchronize(st->stream), "upload (synchronize)");
+}
+
+static void cuda_download(ft_backend *be, void *dst_host, const void *src, size_t bytes)
+{
+    ft_cuda_state *st = ft_cuda_state_of(be);
+    if (bytes == 0)
+        return;
+    ft_cuda_check(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, st->stream),
+                  "download");
+    ft_cuda_check(cudaStreamSynchronize(st->stream), "download (synchronize)");
+}
+
+static void cuda_copy(ft_backend *be, void *dst, const void *src, size_t bytes)
+{
+    ft_cuda_state *st = ft_cuda_state_of(be);
+    if (bytes == 0 || dst == src)
+        return;
+    ft_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st->stream), "copy");
+}
+
+static void cuda_zero(ft_backend *be, void *p, size_t bytes)
+{
+    ft_cuda_state *st = ft_cuda_state_of(be);
+    if (bytes == 0)
+        return;
+    ft_cuda_check(cudaMemsetAsync(p, 0, bytes, st->stream), "zero");
+}
+
+static void cuda_sync(ft_backend *be)
+{
+    ft_cuda_check(cudaStreamSynchronize(ft_cuda_state_of(be)->stream), "sync");
+}
+
+void *ft_cuda_scratch(ft_backend *be, size_t bytes)
+{
+    ft_cuda_state *st = ft_cuda_state_of(be);
+    if (bytes == 0)
+        bytes = 1;
+    if (bytes <= st->scratch_bytes)
+        return st->scratch;
+    size_t want = bytes + bytes / 4; /* some headroom for the next, slightly larger call */
+    dev_free(st, st->scratch);
+    st->scratch = NULL;
+    st->scratch_bytes = 0;
+    void *p = dev_malloc(st, want);
+    if (!p) {
+        fprintf(stderr, "ftmpi: CUDA backend: out of device memory for %zu bytes of scratch\n",
+                want);
+        abort();
+    }
+    st->scratch = p;
+    st->scratch_bytes = want;
+    return p;
+}
+
+/* ---------------------------------------------------------------- op wrappers */
+
+static void cuda_add(ft_backend *be, float *y, const float *x, size_t n)
+{
+    ft_cuda_check(ft_cuda_launch_add(y, x, n, ft_cuda_stream(be)), "add");
+}
+
+static void cuda_scale(ft_backend *be, float *x, float s, size_t n)
+{
+    ft_cuda_check(ft_cuda_launch_scale(x, s, n, ft_cuda_stream(be)), "scale");
+}
+
+static double cuda_sum_squares(ft_backend *be, const float *x, size_t n)
+{
+    ft_cuda_state *st = ft_cuda_state_of(be);
+    if (n == 0)
+        return 0.0;
+    size_t part = (ft_cuda_sum_squares_scratch_bytes(n) + 255) / 256 * 256;
+    char *scratch = ft_cuda_scratch(be, part + sizeof(double));
+    double *result = (double *)(scratch + part);
+    ft_cuda_check(ft_cuda_launch_sum_squares(result, x, n, scratch, st->stream), "sum_squares");
+    ft_cuda_check(cudaMemcpyAsync(st->host_result, result, sizeof(double), cudaMemcpyDeviceToHost,
+                                  st->stream),
+                  "sum_squares (copy)");
+    ft_cuda_check(cudaStreamSynchronize(st->stream), "sum_squares (synchronize)");
+    return *st->host_result;
+}
+
+static void cuda_rmsnorm_fwd(ft_backend *be, float *y, float *rstd, const float *x, const float *w,
+                             int rows, int dim, float eps)
+{
+    ft_cuda_check(ft_cuda_launch_rmsnorm_fwd(y, rstd, x, w, rows, dim, eps, ft_cuda_stream(be)),
+                  "rmsnorm_fwd");
+}
+
+static void cuda_rmsnorm_bwd(ft_backend *be, float *dx, float *dw, const float *dy, const float *x,
+                             const float *w, const float *rstd, int rows, int dim)
+{
+    void *scratch = ft_cuda_scratch(be, ft_cuda_rmsnorm_bwd_scratch_bytes(rows, dim));
+    ft_cuda_check(ft_cuda_launch_rmsnorm_bwd(dx, dw, dy, x, w, rstd, rows, dim, scratch,
+                                             ft_cuda_stream(be)),
+                  "rmsnorm_bwd");
+}
+
+static void cuda_rope(ft_backend *be, float *x, const float *cos_table, const float *sin_table,
+                      const int32_t *pos, int tokens, int n_heads, int head_dim, bool inverse)
+{
+    ft_cuda_check(ft_cuda_launch_rope(x, cos_table, sin_table, pos, tokens, n_heads, head_dim,
+                                      inverse ? 1 : 0, ft_cuda_stream(be)),
+                  "rope");
+}
+
+static void attn_check_shape(ft_attn_shape s, const char *op)
+{
+    if (s.batch < 0 || s.seq_len < 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 ||
+        s.n_heads % s.n_kv_heads != 0 || s.head_dim <= 0 || s.head_dim > 256 ||
+        s.batch > 65535 || s.n_heads > 65535) {
+        fprintf(stderr,
+                "ftmpi: CUDA backend: %s: unsupported shape batch=%d seq_len=%d n_heads=%d "
+                "n_kv_heads=%d head_dim=%d (need n_heads a multiple of n_kv_heads, "
+                "1 <= head_dim <= 256, batch and n_heads <= 65535)\n",
+                op, s.batch, s.seq_len, s.n_heads, s.n_kv_heads, s.head_dim);
+        abort();
+    }
+}
+
+static void cuda_attention_fwd(ft_backend *be, float *out, float *lse, const float *q,
+                               const float *k, const float *v, const int32_t *segment,
+                               ft_attn_shape s)
+{
+    attn_check_shape(s, "attention_fwd");
+    void *scratch = ft_cuda_scratch(be, ft_cuda_attention_fwd_scratch_bytes(s));
+    ft_cuda_check(ft_cuda_launch_attention_fwd(out, lse, q, k, v, segment, s, scratch,
+                                               ft_cuda_stream(be)),
+                  "attention_fwd");
+}
+
+static void cuda_attention_bwd(ft_backend *be, float *dq, float *dk, float *dv, const float *dout,
+                               const float *out, const float *lse, const float *q, const float *k,
+                               const float *v, const int32_t *segment, ft_attn_shape s)
+{
+    attn_check_shape(s, "attention_bwd");
+    void *scratch = ft_cuda_scratch(be, ft_cuda_attention_bwd_scratch_bytes(s));
+    ft_cuda_check(ft_cuda_launch_attention_bwd(dq, dk, dv, dout, out, lse, q, k, v, segment, s,
+                                               scratch, ft_cuda_stream(be)),
+                  "attention_bwd");
+}
+
+static void cuda_swiglu_fwd(ft_backend *be, float *out, const float *gate, const float *up,
+                            size_t n)
+{
+    ft_cuda_check(ft_cuda_launch_swiglu_fwd(out, gate, up, n, ft_cuda_stream(be)), "swiglu_fwd");
+}
+
+static void cuda_swiglu_bwd(ft_backend *be, float *dgate, float *dup, const float *dout,
+                            const float *gate, const float *up, size_t n)
+{
+    ft_cuda_check(ft_cuda_launch_swiglu_bwd(dgate, dup, dout, gate, up, n, ft_cuda_stream(be)),
+                  "swiglu_bwd");
+}
+
+static void cuda_embedding_fwd(ft_backend *be, float *out, const float *table, const int32_t *ids,
+                               int tokens, int dim)
+{
+    ft_cuda_check(ft_cuda_launch_embedding_fwd(out, table, ids, tokens, dim, ft_cuda_stream(be)),
+                  "embedding_fwd");
+}
+
+static void cuda_embedding_bwd(ft_backend *be, float *dtable, const float *dout,
+                               const int32_t *ids, int tokens, int dim)
+{
+    void *scratch = ft_cuda_scratch(be, ft_cuda_embedding_bwd_scratch_bytes(tokens));
+    ft_cuda_check(ft_cuda_launch_embedding_bwd(dtable, dout, ids, tokens, dim, scratch,
+                                               ft_cuda_stream(be)),
+                  "embedding_bwd");
+}
+
+static void cuda_cross_entropy(ft_backend *be, float *logits, float *row_loss,
+                               const int32_t *targets, const float *weight, int rows, int vocab,
+                               float grad_scale)
+{
+    ft_cuda_check(ft_cuda_launch_cross_entropy(logits, row_loss, targets, weight, rows, vocab,
+                                               grad_scale, ft_cuda_stream(be)),
+                  "cross_entropy");
+}
+
+/* The scalar coefficients are formed in double and rounded to fp32 where
+ * PyTorch hands them to a float kernel, exactly as the CPU backend does. */
+static void cuda_adamw_step(ft_backend *be, float *param, const float *grad, float *m, float *v,
+                            size_t n, const ft_adamw_params *p)
+{
+    double lr = p->lr, b1 = p->beta1, b2 = p->beta2, t = (double)p->step;
+    ft_cuda_adamw_coef c;
+    c.decay = (float)(1.0 - lr * (double)p->weight_decay);
+    c.w1 = (float)(1.0 - b1);
+    c.beta2 = p->beta2;
+    c.w2 = (float)(1.0 - b2);
+    double bc1 = 1.0 - pow(b1, t);
+    double bc2 = 1.0 - pow(b2, t);
+    c.neg_step = (float)(-(lr / bc1));
+    c.bc2_sqrt = (float)sqrt(bc2);
+    c.eps = p->eps;
+    ft_cuda_check(ft_cuda_launch_adamw(param, grad, m, v, n, c, ft_cuda_stream(be)), "adamw_step");
+}
+
+static void cuda_sgd_step(ft_backend *be, float *param, const float *grad, float *momentum_buf,
+                          size_t n, const ft_sgd_params *p)
+{
+    float decay = (float)(1.0 - (double)p->lr * (double)p->weight_decay);
+    ft_cuda_check(ft_cuda_launch_sgd(param, grad, momentum_buf, n, decay, p->lr, p->momentum,
+                                     ft_cuda_stream(be)),
+                  "sgd_step");
+}
+
+static void cuda_f32_to_bf16(ft_backend *be, uint16_t *dst, const float *src, size_t n)
+{
+    ft_cuda_check(ft_cuda_launch_f32_to_bf16(dst, src, n, ft_cuda_stream(be)), "f32_to_bf16");
+}
+
+static void cuda_bf16_to_f32(ft_backend *be, float *dst, const uint16_t *src, size_t n)
+{
+    ft_cuda_check(ft_cuda_launch_bf16_to_f32(dst, src, n, ft_cuda_stream(be)), "bf16_to_f32");
+}
+
+/* ---------------------------------------------------------------- lifetime */
+
+static void cuda_state_release(ft_cuda_state *st)
+{
+    if (st->stream)
+        (void)cudaStreamSynchronize(st->stream);
+    ft_cuda_matmul_release(st);
+    /* Blocks still allocated are returned to the pool: nothing else can use
+     * them once the backend is gone. */
+    for (size_t i = 0; st->table.keys && i < st->table.cap; i++)
+        if (st->table.keys[i] > 1)
+            (void)(st->use_pool ? cudaFreeAsync((void *)st->table.keys[i], st->stream)
+                                : cudaFree((void *)st->table.keys[i]));
+    if (st->scratch)
+        (void)(st->use_pool ? cudaFreeAsync(st->scratch, st->stream) : cudaFree(st->scratch));
+    if (st->stream)
+        (void)cudaStreamSynchronize(st->stream);
+    if (st->lt_workspace)
+        (void)cudaFree(st->lt_workspace);
+    if (st->lt)
+        (void)cublasLtDestroy(st->lt);
+    if (st->host_result)
+        (void)cudaFreeHost(st->host_result);
+    if (st->stream)
+        (void)cudaStreamDestroy(st->stream);
+    table_free(&st->table);
+    (void)cudaGetLastError();
+}
+
+static void cuda_destroy(ft_backend *be)
+{
+    if (!be)
+        return;
+    ft_cuda_state *st = ft_cuda_state_of(be);
+    if (st) {
+        (void)cudaSetDevice(be->device);
+        cuda_state_release(st);
+        free(st);
+    }
+    free(be);
+}
+
+static const ft_backend_ops cuda_ops = {
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .copy = cuda_copy,
+    .zero = cuda_zero,
+    .sync = cuda_sync,
+    .matmul = ft_cuda_matmul,
+    .add = cuda_add,
+    .scale = cuda_scale,
+    .sum_squares = cuda_sum_squares,
+    .rmsnorm_fwd = cuda_rmsnorm_fwd,
+    .rmsnorm_bwd = cuda_rmsnorm_bwd,
+    .rope = cuda_rope,
+    .attention_fwd = cuda_attention_fwd,
+    .attention_bwd = cuda_attention_bwd,
+    .swiglu_fwd = cuda_swiglu_fwd,
+    .swiglu_bwd = cuda_swiglu_bwd,
+    .embedding_fwd = cuda_embedding_fwd,
+    .embedding_bwd = cuda_embedding_bwd,
+    .cross_entropy = cuda_cross_entropy,
+    .adamw_step = cuda_adamw_step,
+    .sgd_step = cuda_sgd_step,
+    .f32_to_bf16 = cuda_f32_to_bf16,
+    .bf16_to_f32 = cuda_bf16_to_f32,
+    .destroy = cuda_destroy,
+};
+
+#define CREATE_CHECK(call, what)                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            ft_fail(err, "CUDA backend on device %d: %s: %s", device, what,                        \
+                    cudaGetErrorString(e_));                                                       \
+            goto fail;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+int ft_backend_cuda_create(ft_backend **out, int device, ft_error *err)
+{
+    *out = NULL;
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        const char *why = e != cudaSuccess ? cudaGetErrorString(e) : "no device";
+        (void)cudaGetLastError();
+        return ft_fail(err,
+                       "CUDA backend: no usable CUDA device (%s); run on a machine with an NVIDIA "
+                       "GPU and driver, or use the CPU backend",
+                       why);
+    }
+    if (device < 0 || device >= count)
+        return ft_fail(err, "CUDA backend: device %d does not exist (this machine has %d: 0..%d)",
+                       device, count, count - 1);
+
+    ft_backend *be = calloc(1, sizeof *be);
+    ft_cuda_state *st = calloc(1, sizeof *st);
+    if (!be || !st) {
+        free(be);
+        free(st);
+        return ft_fail(err, "CUDA backend: out of host memory");
+    }
+    if (table_init(&st->table, 1024) != 0) {
+        ft_fail(err, "CUDA backend: out of host memory");
+        goto fail;
+    }
+    CREATE_CHECK(cudaSetDevice(device), "cudaSetDevice");
+    int pools = 0;
+    CREATE_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device),
+                 "cudaDeviceGetAttribute(MemoryPoolsSupported)");
+    st->use_pool = pools != 0;
+    if (st->use_pool) {
+        cudaMemPool_t pool;
+        uint64_t keep = UINT64_MAX;
+        CREATE_CHECK(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
+        CREATE_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+                     "cudaMemPoolSetAttribute(ReleaseThreshold)");
+    }
+    CREATE_CHECK(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking),
+                 "cudaStreamCreateWithFlags");
+    CREATE_CHECK(cudaMallocHost((void **)&st->host_result, sizeof(double)), "cudaMallocHost");
+    CREATE_CHECK(cudaMalloc(&st->lt_workspace, FT_CUDA_LT_WORKSPACE),
+                 "cudaMalloc(cuBLASLt workspace)");
+    cublasStatus_t bs = cublasLtCreate(&st->lt);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        st->lt = NULL;
+        ft_fail(err, "CUDA backend on device %d: cublasLtCreate: %s", device,
+                cublasLtGetStatusString(bs));
+        goto fail;
+    }
+
+    be->ops = &cuda_ops;
+    be->name = "cuda";
+    be->device = device;
+    be->impl = st;
+    *out = be;
+    return 0;
+
+fail:
+    cuda_state_release(st);
+    free(st);
+    free(be);
+    return -1;
+}

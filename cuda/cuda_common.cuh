@@ -1,0 +1,82 @@
+/* Device-side helpers shared by the kernel files (C++, nvcc only). */
+#ifndef FT_CUDA_COMMON_CUH
+#define FT_CUDA_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "cuda_internal.h"
+
+#define FT_WARP 32
+#define FT_FULL_MASK 0xffffffffu
+
+/* Grid size for a grid-stride loop over n items with `threads` per block: enough
+ * blocks to fill the device several times over, capped so that the index
+ * arithmetic stays cheap (each thread then loops). */
+static inline unsigned ft_cuda_grid_for(size_t n, int threads)
+{
+    size_t blocks = (n + (size_t)threads - 1) / (size_t)threads;
+    const size_t cap = 65535u * 8u;
+    if (blocks > cap)
+        blocks = cap;
+    if (blocks == 0)
+        blocks = 1;
+    return (unsigned)blocks;
+}
+
+template <typename T>
+__device__ __forceinline__ T ft_warp_sum(T v)
+{
+#pragma unroll
+    for (int off = FT_WARP / 2; off > 0; off >>= 1)
+        v += __shfl_xor_sync(FT_FULL_MASK, v, off);
+    return v;
+}
+
+__device__ __forceinline__ float ft_warp_max(float v)
+{
+#pragma unroll
+    for (int off = FT_WARP / 2; off > 0; off >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(FT_FULL_MASK, v, off));
+    return v;
+}
+
+/* Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread
+ * gets the result. `shared` holds 32 T. The order of additions is fixed by the
+ * block shape, so results are reproducible. Contains __syncthreads: call from
+ * all threads. */
+template <typename T>
+__device__ __forceinline__ T ft_block_sum(T v, T *shared)
+{
+    int lane = threadIdx.x % FT_WARP, warp = threadIdx.x / FT_WARP;
+    int nwarps = blockDim.x / FT_WARP;
+    v = ft_warp_sum(v);
+    __syncthreads(); /* `shared` may still be read from a previous call */
+    if (lane == 0)
+        shared[warp] = v;
+    __syncthreads();
+    T r = lane < nwarps ? shared[lane] : T(0);
+    return ft_warp_sum(r);
+}
+
+__device__ __forceinline__ float ft_block_max(float v, float *shared)
+{
+    int lane = threadIdx.x % FT_WARP, warp = threadIdx.x / FT_WARP;
+    int nwarps = blockDim.x / FT_WARP;
+    v = ft_warp_max(v);
+    __syncthreads();
+    if (lane == 0)
+        shared[warp] = v;
+    __syncthreads();
+    float r = lane < nwarps ? shared[lane] : -INFINITY;
+    return ft_warp_max(r);
+}
+
+/* sigma(g) = 1 / (1 + e^-g) with the accurate expf (not __expf): results should
+ * agree with the CPU backend to a few ulp. */
+__device__ __forceinline__ float ft_sigmoid(float g)
+{
+    return 1.0f / (1.0f + expf(-g));
+}
+
+#endif

@@ -1,0 +1,127 @@
+/* Private declarations of the CUDA backend, shared by the host C file
+ * (cuda_backend.c, compiled by mpicc) and the kernel files (cuda_*.cu, compiled
+ * by nvcc as C++). Nothing outside cuda/ includes this header.
+ *
+ * Split of the work
+ *  - cuda_backend.c owns the backend state (stream, cuBLASLt handle, workspace,
+ *    allocation table), the memory ops, matmul (cuBLASLt) and the vtable. Its
+ *    wrappers validate sizes and call the launchers below.
+ *  - Each cuda_<family>.cu file holds the kernels of one family and exposes
+ *    `extern "C"` launchers: plain C functions that take device pointers and the
+ *    stream, enqueue the kernels and return without synchronising. A launcher
+ *    returns the launch status (cudaGetLastError after its last launch); the
+ *    caller turns a failure into a fatal message, since the vtable has no error
+ *    path and a failed launch means a broken invariant, not a user error.
+ *  - Launchers that need temporary device memory receive it from the caller
+ *    (ft_cuda_scratch), sized with the matching *_scratch_bytes function, so the
+ *    kernels never allocate and the stream stays the only ordering mechanism.
+ *  - cuda_matmul.c (host C) drives cuBLASLt; cuda_state.h holds the state.
+ *
+ * The kernel files do not use the C++ standard library, exceptions or RTTI, so
+ * their objects link with the C driver (mpicc) and need no libstdc++. */
+#ifndef FT_CUDA_INTERNAL_H
+#define FT_CUDA_INTERNAL_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- cuda_backend.c: helpers for the other host files ---- */
+
+/* Device scratch memory of at least `bytes`, valid until the next call on the
+ * same backend (the buffer grows stream-ordered; contents are not preserved).
+ * Aborts with a message if the device is out of memory. */
+void *ft_cuda_scratch(ft_backend *be, size_t bytes);
+cudaStream_t ft_cuda_stream(const ft_backend *be);
+/* Aborts with "ftmpi: CUDA backend: <what>: <cuda error string>" unless st is cudaSuccess. */
+void ft_cuda_check(cudaError_t st, const char *what);
+
+/* ---- cuda_elementwise.cu ---- */
+cudaError_t ft_cuda_launch_add(float *y, const float *x, size_t n, cudaStream_t st);
+cudaError_t ft_cuda_launch_scale(float *x, float s, size_t n, cudaStream_t st);
+/* x = beta == 0 ? 0 : beta * x (matmul with an empty inner dimension). */
+cudaError_t ft_cuda_launch_beta_scale(float *x, float beta, size_t n, cudaStream_t st);
+
+/* ---- cuda_swiglu.cu ---- */
+cudaError_t ft_cuda_launch_swiglu_fwd(float *out, const float *gate, const float *up, size_t n,
+                                      cudaStream_t st);
+cudaError_t ft_cuda_launch_swiglu_bwd(float *dgate, float *dup, const float *dout,
+                                      const float *gate, const float *up, size_t n,
+                                      cudaStream_t st);
+
+/* ---- cuda_cast.cu ---- */
+cudaError_t ft_cuda_launch_f32_to_bf16(uint16_t *dst, const float *src, size_t n, cudaStream_t st);
+cudaError_t ft_cuda_launch_bf16_to_f32(float *dst, const uint16_t *src, size_t n, cudaStream_t st);
+
+/* ---- cuda_optim.cu ----
+ * Scalar coefficients are formed on the host (in double, like PyTorch) and
+ * passed rounded to fp32; see cuda_optim.cu for the formulas. */
+typedef struct ft_cuda_adamw_coef {
+    float decay;     /* 1 - lr*wd */
+    float w1;        /* 1 - beta1 */
+    float beta2;
+    float w2;        /* 1 - beta2 */
+    float neg_step;  /* -lr / (1 - beta1^t) */
+    float bc2_sqrt;  /* sqrt(1 - beta2^t) */
+    float eps;
+} ft_cuda_adamw_coef;
+cudaError_t ft_cuda_launch_adamw(float *param, const float *grad, float *m, float *v, size_t n,
+                                 ft_cuda_adamw_coef c, cudaStream_t st);
+/* momentum_buf may be NULL when mu == 0. */
+cudaError_t ft_cuda_launch_sgd(float *param, const float *grad, float *momentum_buf, size_t n,
+                               float decay, float lr, float mu, cudaStream_t st);
+
+/* ---- cuda_reduce.cu ---- */
+size_t ft_cuda_sum_squares_scratch_bytes(size_t n);
+/* Writes sum x^2 (fp64) to *result_dev (device memory, may lie inside scratch's
+ * tail: it is a separate argument). */
+cudaError_t ft_cuda_launch_sum_squares(double *result_dev, const float *x, size_t n,
+                                       void *scratch, cudaStream_t st);
+
+/* ---- cuda_rmsnorm.cu ---- */
+cudaError_t ft_cuda_launch_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *w,
+                                       int rows, int dim, float eps, cudaStream_t st);
+size_t ft_cuda_rmsnorm_bwd_scratch_bytes(int rows, int dim);
+cudaError_t ft_cuda_launch_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x,
+                                       const float *w, const float *rstd, int rows, int dim,
+                                       void *scratch, cudaStream_t st);
+
+/* ---- cuda_rope.cu ---- */
+cudaError_t ft_cuda_launch_rope(float *x, const float *cos_table, const float *sin_table,
+                                const int32_t *pos, int tokens, int n_heads, int head_dim,
+                                int inverse, cudaStream_t st);
+
+/* ---- cuda_embedding.cu ---- */
+cudaError_t ft_cuda_launch_embedding_fwd(float *out, const float *table, const int32_t *ids,
+                                         int tokens, int dim, cudaStream_t st);
+size_t ft_cuda_embedding_bwd_scratch_bytes(int tokens);
+cudaError_t ft_cuda_launch_embedding_bwd(float *dtable, const float *dout, const int32_t *ids,
+                                         int tokens, int dim, void *scratch, cudaStream_t st);
+
+/* ---- cuda_cross_entropy.cu ---- */
+cudaError_t ft_cuda_launch_cross_entropy(float *logits, float *row_loss, const int32_t *targets,
+                                         const float *weight, int rows, int vocab,
+                                         float grad_scale, cudaStream_t st);
+
+/* ---- cuda_attention.cu ---- */
+size_t ft_cuda_attention_fwd_scratch_bytes(ft_attn_shape s);
+cudaError_t ft_cuda_launch_attention_fwd(float *out, float *lse, const float *q, const float *k,
+                                         const float *v, const int32_t *segment, ft_attn_shape s,
+                                         void *scratch, cudaStream_t st);
+size_t ft_cuda_attention_bwd_scratch_bytes(ft_attn_shape s);
+cudaError_t ft_cuda_launch_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
+                                         const float *out, const float *lse, const float *q,
+                                         const float *k, const float *v, const int32_t *segment,
+                                         ft_attn_shape s, void *scratch, cudaStream_t st);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,174 @@
+/* Dense matmul through cuBLASLt, in strict fp32 (CUBLAS_COMPUTE_32F: no TF32).
+ *
+ * The vtable is row-major: c[m,n] = alpha * op(a) op(b) + beta * c, with a
+ * stored [m,k] ([k,m] when trans_a) and b stored [k,n] ([n,k] when trans_b).
+ * cuBLASLt is column-major, and a row-major matrix read as column-major is its
+ * transpose. So the backend computes the transposed product
+ *     c^T [n,m] = op(b)^T [n,k] * op(a)^T [k,m]
+ * in column-major terms, with cuBLAS's first operand being our b and its
+ * second our a:
+ *   - b stored [k,n] row-major is [n,k] column-major (ld n) = op(b)^T: no
+ *     transposition; stored [n,k] (trans_b) it is [k,n] column-major (ld k) and
+ *     needs CUBLAS_OP_T;
+ *   - a stored [m,k] row-major is [k,m] column-major (ld k) = op(a)^T: no
+ *     transposition; stored [k,m] (trans_a) it is [m,k] column-major (ld m) and
+ *     needs CUBLAS_OP_T;
+ *   - c [m,n] row-major is [n,m] column-major with ld n.
+ *
+ * Descriptors and the heuristic's algorithm are cached per (m, n, k, trans_a,
+ * trans_b, operand alignments): a training step repeats the same few shapes,
+ * and the heuristic query costs tens of microseconds. The alignment is part of
+ * the key because the heuristic may pick kernels that need 16-byte (or larger)
+ * aligned operands, and callers pass pointers into the middle of buffers.
+ * cuBLASLt's results are run-to-run reproducible for a fixed algorithm and
+ * workspace on one stream (its split-K reductions are ordered), so the matmul
+ * is deterministic. beta == 0 never reads c. */
+#include "cuda_state.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static void lt_check(cublasStatus_t s, const char *what)
+{
+    if (s == CUBLAS_STATUS_SUCCESS)
+        return;
+    fprintf(stderr, "ftmpi: CUDA backend: %s: %s\n", what, cublasLtGetStatusString(s));
+    abort();
+}
+
+static unsigned ptr_align(const void *p)
+{
+    uintptr_t u = (uintptr_t)p;
+    unsigned a = 256;
+    while (a > 1 && (u & (a - 1)) != 0)
+        a >>= 1;
+    return a;
+}
+
+static void plan_destroy(ft_cuda_mm_plan *p)
+{
+    if (!p->valid)
+        return;
+    cublasLtMatrixLayoutDestroy(p->la);
+    cublasLtMatrixLayoutDestroy(p->lb);
+    cublasLtMatrixLayoutDestroy(p->lc);
+    cublasLtMatmulDescDestroy(p->desc);
+    p->valid = 0;
+}
+
+void ft_cuda_matmul_release(ft_cuda_state *st)
+{
+    for (int i = 0; i < FT_CUDA_MM_PLANS; i++)
+        plan_destroy(&st->plans[i]);
+}
+
+static void plan_build(ft_cuda_state *st, ft_cuda_mm_plan *p)
+{
+    cublasOperation_t op_first = p->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N; /* our b */
+    cublasOperation_t op_second = p->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N; /* our a */
+    uint64_t b_rows = p->trans_b ? (uint64_t)p->k : (uint64_t)p->n;
+    uint64_t b_cols = p->trans_b ? (uint64_t)p->n : (uint64_t)p->k;
+    uint64_t a_rows = p->trans_a ? (uint64_t)p->m : (uint64_t)p->k;
+    uint64_t a_cols = p->trans_a ? (uint64_t)p->k : (uint64_t)p->m;
+
+    lt_check(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+             "cublasLtMatmulDescCreate");
+    lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
+                                            sizeof op_first),
+             "cublasLtMatmulDescSetAttribute(TRANSA)");
+    lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
+                                            sizeof op_second),
+             "cublasLtMatmulDescSetAttribute(TRANSB)");
+    lt_check(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_32F, b_rows, b_cols, (int64_t)b_rows),
+             "cublasLtMatrixLayoutCreate(b)");
+    lt_check(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_32F, a_rows, a_cols, (int64_t)a_rows),
+             "cublasLtMatrixLayoutCreate(a)");
+    lt_check(cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, (uint64_t)p->n, (uint64_t)p->m,
+                                        (int64_t)p->n),
+             "cublasLtMatrixLayoutCreate(c)");
+
+    cublasLtMatmulPreference_t pref;
+    lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    uint64_t ws = FT_CUDA_LT_WORKSPACE;
+    uint32_t al_first = p->align_b, al_second = p->align_a, al_c = p->align_c;
+    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                  &ws, sizeof ws),
+             "cublasLtMatmulPreferenceSetAttribute(workspace)");
+    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                  &al_first, sizeof al_first),
+             "cublasLtMatmulPreferenceSetAttribute(align A)");
+    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                  &al_second, sizeof al_second),
+             "cublasLtMatmulPreferenceSetAttribute(align B)");
+    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                  &al_c, sizeof al_c),
+             "cublasLtMatmulPreferenceSetAttribute(align C)");
+    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                  &al_c, sizeof al_c),
+             "cublasLtMatmulPreferenceSetAttribute(align D)");
+
+    cublasLtMatmulHeuristicResult_t result;
+    int count = 0;
+    lt_check(cublasLtMatmulAlgoGetHeuristic(st->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1,
+                                            &result, &count),
+             "cublasLtMatmulAlgoGetHeuristic");
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (count < 1) {
+        fprintf(stderr,
+                "ftmpi: CUDA backend: cuBLASLt has no fp32 algorithm for matmul m=%d n=%d k=%d "
+                "trans_a=%d trans_b=%d (alignments %u/%u/%u bytes)\n",
+                p->m, p->n, p->k, p->trans_a, p->trans_b, p->align_a, p->align_b, p->align_c);
+        abort();
+    }
+    p->algo = result.algo;
+    p->valid = 1;
+}
+
+static ft_cuda_mm_plan *plan_get(ft_cuda_state *st, int m, int n, int k, int ta, int tb,
+                                 unsigned aa, unsigned ab, unsigned ac)
+{
+    ft_cuda_mm_plan *victim = &st->plans[0];
+    st->mm_clock++;
+    for (int i = 0; i < FT_CUDA_MM_PLANS; i++) {
+        ft_cuda_mm_plan *p = &st->plans[i];
+        if (p->valid && p->m == m && p->n == n && p->k == k && p->trans_a == ta &&
+            p->trans_b == tb && p->align_a == aa && p->align_b == ab && p->align_c == ac) {
+            p->last_use = st->mm_clock;
+            return p;
+        }
+        /* Least recently used, empty slots first. */
+        if (!p->valid ? victim->valid : (victim->valid && p->last_use < victim->last_use))
+            victim = p;
+    }
+    plan_destroy(victim);
+    victim->m = m;
+    victim->n = n;
+    victim->k = k;
+    victim->trans_a = ta;
+    victim->trans_b = tb;
+    victim->align_a = aa;
+    victim->align_b = ab;
+    victim->align_c = ac;
+    plan_build(st, victim);
+    victim->last_use = st->mm_clock;
+    return victim;
+}
+
+void ft_cuda_matmul(ft_backend *be, float *c, const float *a, const float *b, int m, int n, int k,
+                    bool trans_a, bool trans_b, float alpha, float beta)
+{
+    ft_cuda_state *st = ft_cuda_state_of(be);
+    if (m <= 0 || n <= 0)
+        return;
+    if (k <= 0) {
+        /* Empty inner dimension: c = beta * c (exactly 0 when beta == 0). */
+        ft_cuda_check(ft_cuda_launch_beta_scale(c, beta, (size_t)m * (size_t)n, st->stream),
+                      "matmul (k = 0)");
+        return;
+    }
+    ft_cuda_mm_plan *p = plan_get(st, m, n, k, trans_a ? 1 : 0, trans_b ? 1 : 0, ptr_align(a),
+                                  ptr_align(b), ptr_align(c));
+    lt_check(cublasLtMatmul(st->lt, p->desc, &alpha, b, p->la, a, p->lb, &beta, c, p->lc, c,
+                            p->lc, &p->algo, st->lt_workspace, FT_CUDA_LT_WORKSPACE, st->stream),
+             "cublasLtMatmul");
+}

@@ -1,0 +1,82 @@
+/* Optimiser steps over flat fp32 buffers, one thread per element.
+ *
+ * AdamW follows torch.optim.AdamW (single-tensor path) operation by operation;
+ * the scalar coefficients come from the host (formed in double, rounded to fp32
+ * where PyTorch hands them to a float kernel, see cuda_backend.c):
+ *   p   = p * (1 - lr*wd)                    decoupled weight decay, first
+ *   m   = m + (1-b1) * (g - m)               exp_avg.lerp_(g, 1-b1)
+ *   v   = v * b2 + ((1-b2) * g) * g          exp_avg_sq.mul_(b2).addcmul_(g, g, 1-b2)
+ *   den = sqrt(v) / sqrt(1-b2^t) + eps
+ *   p   = p + ((-lr/(1-b1^t)) * m) / den
+ * Every product and sum is written with an explicit round-to-nearest intrinsic
+ * (__fmul_rn, __fadd_rn: never contracted into an FMA), sqrtf and '/' are the
+ * IEEE-rounded versions (nvcc's default -prec-sqrt/-prec-div), so the result is
+ * bit-identical to the CPU backend, which rounds after every operation too.
+ *
+ * SGD (dampening 0, no Nesterov) with decoupled weight decay:
+ *   buf = mu * buf + g;  p = p * (1 - lr*wd) - lr * buf   (buf unused when mu == 0). */
+#include "cuda_common.cuh"
+
+#define OPT_THREADS 256
+
+__global__ void adamw_kernel(float *__restrict__ param, const float *__restrict__ grad,
+                             float *__restrict__ m, float *__restrict__ v, size_t n,
+                             ft_cuda_adamw_coef c)
+{
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float g = grad[i];
+        float pi = __fmul_rn(param[i], c.decay);
+        float m0 = m[i];
+        float mi = __fadd_rn(m0, __fmul_rn(c.w1, __fsub_rn(g, m0)));
+        float vi = __fadd_rn(__fmul_rn(v[i], c.beta2), __fmul_rn(__fmul_rn(c.w2, g), g));
+        float den = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), c.bc2_sqrt), c.eps);
+        param[i] = __fadd_rn(pi, __fdiv_rn(__fmul_rn(c.neg_step, mi), den));
+        m[i] = mi;
+        v[i] = vi;
+    }
+}
+
+__global__ void sgd_plain_kernel(float *__restrict__ param, const float *__restrict__ grad,
+                                 size_t n, float decay, float lr)
+{
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        param[i] = __fsub_rn(__fmul_rn(param[i], decay), __fmul_rn(lr, grad[i]));
+}
+
+__global__ void sgd_momentum_kernel(float *__restrict__ param, const float *__restrict__ grad,
+                                    float *__restrict__ buf, size_t n, float decay, float lr,
+                                    float mu)
+{
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float b = __fadd_rn(__fmul_rn(mu, buf[i]), grad[i]);
+        buf[i] = b;
+        param[i] = __fsub_rn(__fmul_rn(param[i], decay), __fmul_rn(lr, b));
+    }
+}
+
+extern "C" cudaError_t ft_cuda_launch_adamw(float *param, const float *grad, float *m, float *v,
+                                            size_t n, ft_cuda_adamw_coef c, cudaStream_t st)
+{
+    if (n == 0)
+        return cudaSuccess;
+    adamw_kernel<<<ft_cuda_grid_for(n, OPT_THREADS), OPT_THREADS, 0, st>>>(param, grad, m, v, n, c);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ft_cuda_launch_sgd(float *param, const float *grad, float *momentum_buf,
+                                          size_t n, float decay, float lr, float mu,
+                                          cudaStream_t st)
+{
+    if (n == 0)
+        return cudaSuccess;
+    unsigned grid = ft_cuda_grid_for(n, OPT_THREADS);
+    if (mu == 0.0f || !momentum_buf)
+        sgd_plain_kernel<<<grid, OPT_THREADS, 0, st>>>(param, grad, n, decay, lr);
+    else
+        sgd_momentum_kernel<<<grid, OPT_THREADS, 0, st>>>(param, grad, momentum_buf, n, decay, lr,
+                                                          mu);
+    return cudaGetLastError();
+}

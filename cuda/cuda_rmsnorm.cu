@@ -1,0 +1,148 @@
+/* RMSNorm (Llama): y = x * rstd * w,  rstd = 1 / sqrt(mean(x^2) + eps), per row.
+ *
+ * Backward, for one row with c = sum_k dy_k w_k x_k:
+ *   dx_j += rstd * w_j dy_j - x_j * rstd^3 * c / dim
+ *   dw_j += sum over rows of dy_j * x_j * rstd
+ *
+ * Forward and dx: one block per row (the row's reduction is a block reduction
+ * with a fixed shape, hence reproducible).
+ * dw is a sum over rows. Instead of float atomics (whose order varies run to
+ * run) it is computed in two deterministic passes:
+ *  1. rmsnorm_dw_partial_kernel: grid (column strips of 32, row chunks of
+ *     RMS_ROWS_PER_CHUNK). Thread (x, y) of a 32 x 8 block walks the rows
+ *     y, y+8, ... of its chunk for column x of its strip (coalesced 128-byte row
+ *     segments), then the 8 partial sums are added in y order through shared
+ *     memory; the chunk's sum goes to partial[chunk][col].
+ *  2. rmsnorm_dw_reduce_kernel: dw[col] += sum over chunks in chunk order.
+ * The chunking depends on rows and dim only, so every run adds in the same
+ * order. */
+#include "cuda_common.cuh"
+
+#include <math.h>
+
+#define RMS_ROWS_PER_CHUNK 128
+#define RMS_DW_X 32
+#define RMS_DW_Y 8
+
+static int rms_threads(int dim)
+{
+    if (dim >= 2048)
+        return 512;
+    if (dim >= 512)
+        return 256;
+    return 128;
+}
+
+__global__ void rmsnorm_fwd_kernel(float *__restrict__ y, float *__restrict__ rstd,
+                                   const float *__restrict__ x, const float *__restrict__ w,
+                                   int dim, float eps)
+{
+    __shared__ float red[32];
+    size_t r = blockIdx.x;
+    const float *xr = x + r * dim;
+    float *yr = y + r * dim;
+    float ss = 0.0f;
+    for (int j = threadIdx.x; j < dim; j += blockDim.x)
+        ss = fmaf(xr[j], xr[j], ss);
+    ss = ft_block_sum(ss, red);
+    float rs = 1.0f / sqrtf(ss / (float)dim + eps);
+    if (threadIdx.x == 0)
+        rstd[r] = rs;
+    for (int j = threadIdx.x; j < dim; j += blockDim.x)
+        yr[j] = xr[j] * rs * w[j];
+}
+
+__global__ void rmsnorm_dx_kernel(float *__restrict__ dx, const float *__restrict__ dy,
+                                  const float *__restrict__ x, const float *__restrict__ w,
+                                  const float *__restrict__ rstd, int dim)
+{
+    __shared__ float red[32];
+    size_t r = blockIdx.x;
+    const float *xr = x + r * dim, *dyr = dy + r * dim;
+    float *dxr = dx + r * dim;
+    float rs = rstd[r];
+    float c = 0.0f;
+    for (int j = threadIdx.x; j < dim; j += blockDim.x)
+        c = fmaf(dyr[j] * w[j], xr[j], c);
+    c = ft_block_sum(c, red);
+    float coef = rs * rs * rs * c / (float)dim;
+    for (int j = threadIdx.x; j < dim; j += blockDim.x)
+        dxr[j] += rs * w[j] * dyr[j] - xr[j] * coef;
+}
+
+__global__ void rmsnorm_dw_partial_kernel(float *__restrict__ partial,
+                                          const float *__restrict__ dy,
+                                          const float *__restrict__ x,
+                                          const float *__restrict__ rstd, int rows, int dim)
+{
+    __shared__ float red[RMS_DW_Y][RMS_DW_X];
+    int col = blockIdx.x * RMS_DW_X + threadIdx.x;
+    int chunk = blockIdx.y;
+    int r0 = chunk * RMS_ROWS_PER_CHUNK, r1 = min(r0 + RMS_ROWS_PER_CHUNK, rows);
+    float acc = 0.0f;
+    if (col < dim)
+        for (int r = r0 + threadIdx.y; r < r1; r += RMS_DW_Y)
+            acc = fmaf(dy[(size_t)r * dim + col] * x[(size_t)r * dim + col], rstd[r], acc);
+    red[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && col < dim) {
+        float s = red[0][threadIdx.x];
+#pragma unroll
+        for (int k = 1; k < RMS_DW_Y; k++)
+            s += red[k][threadIdx.x];
+        partial[(size_t)chunk * dim + col] = s;
+    }
+}
+
+__global__ void rmsnorm_dw_reduce_kernel(float *__restrict__ dw, const float *__restrict__ partial,
+                                         int chunks, int dim)
+{
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (col >= dim)
+        return;
+    float s = 0.0f;
+    for (int c = 0; c < chunks; c++)
+        s += partial[(size_t)c * dim + col];
+    dw[col] += s;
+}
+
+extern "C" cudaError_t ft_cuda_launch_rmsnorm_fwd(float *y, float *rstd, const float *x,
+                                                  const float *w, int rows, int dim, float eps,
+                                                  cudaStream_t st)
+{
+    if (rows <= 0 || dim <= 0)
+        return cudaSuccess;
+    rmsnorm_fwd_kernel<<<rows, rms_threads(dim), 0, st>>>(y, rstd, x, w, dim, eps);
+    return cudaGetLastError();
+}
+
+extern "C" size_t ft_cuda_rmsnorm_bwd_scratch_bytes(int rows, int dim)
+{
+    if (rows <= 0 || dim <= 0)
+        return 0;
+    size_t chunks = ((size_t)rows + RMS_ROWS_PER_CHUNK - 1) / RMS_ROWS_PER_CHUNK;
+    return chunks * (size_t)dim * sizeof(float);
+}
+
+extern "C" cudaError_t ft_cuda_launch_rmsnorm_bwd(float *dx, float *dw, const float *dy,
+                                                  const float *x, const float *w,
+                                                  const float *rstd, int rows, int dim,
+                                                  void *scratch, cudaStream_t st)
+{
+    if (rows <= 0 || dim <= 0)
+        return cudaSuccess;
+    rmsnorm_dx_kernel<<<rows, rms_threads(dim), 0, st>>>(dx, dy, x, w, rstd, dim);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return e;
+    int chunks = (rows + RMS_ROWS_PER_CHUNK - 1) / RMS_ROWS_PER_CHUNK;
+    float *partial = (float *)scratch;
+    dim3 grid((unsigned)((dim + RMS_DW_X - 1) / RMS_DW_X), (unsigned)chunks);
+    rmsnorm_dw_partial_kernel<<<grid, dim3(RMS_DW_X, RMS_DW_Y), 0, st>>>(partial, dy, x, rstd,
+                                                                        rows, dim);
+    e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return e;
+    rmsnorm_dw_reduce_kernel<<<(dim + 255) / 256, 256, 0, st>>>(dw, partial, chunks, dim);
+    return cudaGetLastError();
+}

@@ -1,0 +1,62 @@
+/* State of the CUDA backend, for its host C files (cuda_backend.c, cuda_matmul.c).
+ * The kernel files (.cu) do not include this header. */
+#ifndef FT_CUDA_STATE_H
+#define FT_CUDA_STATE_H
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include "cuda_internal.h"
+
+/* cuBLASLt workspace: 32 MiB is what NVIDIA recommends for Hopper (split-K and
+ * stream-K algorithms need it); Ampere needs less. */
+#define FT_CUDA_LT_WORKSPACE ((size_t)32 << 20)
+#define FT_CUDA_MM_PLANS 64
+
+/* A cached matmul configuration: descriptors and the algorithm the heuristic
+ * picked for one shape, transposition and operand alignment. */
+typedef struct ft_cuda_mm_plan {
+    int m, n, k;
+    int trans_a, trans_b;
+    unsigned align_a, align_b, align_c; /* bytes, powers of two <= 256 */
+    int valid;
+    unsigned long last_use;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc; /* cuBLAS operands: la = our b, lb = our a */
+    cublasLtMatmulAlgo_t algo;
+} ft_cuda_mm_plan;
+
+/* Allocation table: device pointer -> requested bytes (open addressing, linear
+ * probing; key 0 = empty, 1 = deleted). */
+typedef struct ft_cuda_alloc_table {
+    uintptr_t *keys;
+    size_t *bytes;
+    size_t cap;  /* power of two */
+    size_t used; /* live + deleted slots */
+    size_t live;
+} ft_cuda_alloc_table;
+
+typedef struct ft_cuda_state {
+    cudaStream_t stream;
+    int use_pool; /* stream-ordered allocator (cudaMallocAsync) available */
+    cublasLtHandle_t lt;
+    void *lt_workspace;
+    ft_cuda_mm_plan plans[FT_CUDA_MM_PLANS];
+    unsigned long mm_clock;
+    void *scratch;
+    size_t scratch_bytes;
+    double *host_result; /* pinned, for sum_squares */
+    ft_cuda_alloc_table table;
+} ft_cuda_state;
+
+static inline ft_cuda_state *ft_cuda_state_of(const ft_backend *be)
+{
+    return (ft_cuda_state *)be->impl;
+}
+
+/* cuda_matmul.c */
+void ft_cuda_matmul(ft_backend *be, float *c, const float *a, const float *b, int m, int n, int k,
+                    bool trans_a, bool trans_b, float alpha, float beta);
+void ft_cuda_matmul_release(ft_cuda_state *st);
+
+#endif
