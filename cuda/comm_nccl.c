@@ -214,11 +214,12 @@ int ft_comm_nccl_create(ft_comm **out, ft_backend *be, ft_error *err)
              (r = ncclCommInitRank(&im->nccl, c->size, id, c->rank)) == ncclSuccess;
     }
     if (!ok) {
+        const int rank = c->rank;
         MPI_Comm_free(&im->node);
         MPI_Comm_free(&im->world);
         free(im);
         free(c);
-        return ft_fail(err, "NCCL initialisation failed on rank %d (device %d): %s", c->rank,
+        return ft_fail(err, "NCCL initialisation failed on rank %d (device %d): %s", rank,
                        be->device, ncclGetErrorString(r));
     }
     c->ops = &nccl_ops;

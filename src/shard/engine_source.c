@@ -226,7 +226,8 @@ static void src_grad_done(void *ctx, int unit)
     for (int i = 0; i < FT_GRAD_POOL; i++) {
         grad_slot *g = &e->grads[i];
         if (g->unit == unit && g->open) {
-            e->be->ops->sync(e->be); /* the gradient must be complete before it is sent */
+            /* No host sync: the CPU backend is synchronous, and NCCL orders its stream
+             * after the compute stream with an event. */
             const engine_unit *eu = &e->units[unit];
             if (e->comm->ops->reduce_scatter_f32(e->comm, g->shard_tmp, g->full, eu->shard,
                                                  &g->req))

@@ -104,11 +104,16 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     t->comm = comm;
     t->out = comm->rank == 0 ? out : NULL;
 
+    t->dev_comm = comm;
     if (strcmp(cfg->device, "cpu") == 0) {
         if (ft_backend_cpu_create(&t->be, err))
             return -1;
-    } else if (ft_backend_cuda_create(&t->be, comm->local_rank, err)) {
-        return -1;
+    } else {
+        /* one GPU per rank, chosen by the node-local rank */
+        if (ft_backend_cuda_create(&t->be, comm->local_rank, err) ||
+            ft_comm_nccl_create(&t->dev_comm, t->be, err))
+            return ft_fail_context(err, "device \"cuda\" on rank %d (node-local rank %d)",
+                                   comm->rank, comm->local_rank);
     }
     if (resolve_model_shape(t, err) || check_batch_geometry(t, err))
         return -1;
@@ -127,7 +132,7 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
                              .offload_optimizer = cfg->offload_optimizer };
     ft_model_options mo = { .max_batch = cfg->micro_batch_size, .seq_len = t->seq_len,
                             .activation_checkpointing = cfg->activation_checkpointing };
-    if (ft_engine_create(&t->engine, &t->layout, t->be, comm, &eo, err) ||
+    if (ft_engine_create(&t->engine, &t->layout, t->be, t->dev_comm, &eo, err) ||
         load_parameters(t, err) || ft_model_create(&t->model, &t->layout, t->be, &mo, err))
         return -1;
     if (ft_data_order_init(&t->order, di->rows, (uint64_t)cfg->seed, true, err))
@@ -150,6 +155,8 @@ void ft_trainer_free(ft_trainer *t)
         ft_dataset_close(&t->train);
     ft_data_order_free(&t->order);
     ft_model_layout_free(&t->layout);
+    if (t->dev_comm && t->dev_comm != t->comm)
+        ft_comm_destroy(t->dev_comm);
     free(t->tokens);
     free(t->loss_mask);
     free(t->segment);
@@ -172,8 +179,8 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
 {
     const ft_run_config *cfg = t->cfg;
     const double t0 = now_seconds();
-    const uint64_t sent0 = t->comm->stats.bytes_sent;
-    const double wait0 = t->comm->stats.seconds_in_wait;
+    const uint64_t sent0 = t->dev_comm->stats.bytes_sent;
+    const double wait0 = t->dev_comm->stats.seconds_in_wait;
     const int P = t->comm->size, R = t->rows_per_rank, W = t->seq_len + 1;
     const int64_t G = cfg->global_batch_size;
 
@@ -226,8 +233,8 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
     st->lr = lr;
     st->n_targets = (long)n_global;
     st->seconds = now_seconds() - t0;
-    st->bytes_sent = t->comm->stats.bytes_sent - sent0;
-    st->comm_wait = t->comm->stats.seconds_in_wait - wait0;
+    st->bytes_sent = t->dev_comm->stats.bytes_sent - sent0;
+    st->comm_wait = t->dev_comm->stats.seconds_in_wait - wait0;
     return 0;
 }
 

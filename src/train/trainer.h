@@ -14,7 +14,8 @@
 
 typedef struct ft_trainer {
     const ft_run_config *cfg;
-    ft_comm *comm;
+    ft_comm *comm;        /* MPI: ranks, scalar reductions (owned by the caller) */
+    ft_comm *dev_comm;    /* tensor collectives on device buffers: NCCL for CUDA, else comm */
     ft_backend *be;
     ft_model_layout layout;
     ft_model *model;

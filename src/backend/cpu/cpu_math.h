@@ -38,7 +38,7 @@ static inline float ft_cpu_expf(float x)
     const float ln2_hi = 0.693145751953125f;      /* 12 significant bits */
     const float ln2_lo = 1.428606765330187e-06f;  /* ln2 - ln2_hi */
     const float round_magic = 12582912.0f;         /* 1.5 * 2^23 */
-    float xc = x > 88.0f ? 88.0f : x;
+    float xc = x > 88.72283f ? 88.72283f : x;
     xc = xc < -87.5f ? -87.5f : xc;
     float t = xc * log2e + round_magic;
     float nf = t - round_magic;
@@ -52,9 +52,11 @@ static inline float ft_cpu_expf(float x)
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    /* xc in [-87.5, 88] keeps n in [-126, 127], so 2^n is a normal float. */
-    uint32_t scale_bits = (uint32_t)(n + 127) << 23;
-    float y = p * ft_cpu_f32_from_bits(scale_bits);
+    /* xc in [-87.5, 88.72] gives n in [-126, 128]; 2^n = 2^a * 2^b with
+     * a = floor(n/2), b = n - a, both normal floats. */
+    int32_t a = (n - (n & 1)) / 2, b = n - a;
+    float y = p * ft_cpu_f32_from_bits((uint32_t)(a + 127) << 23) *
+              ft_cpu_f32_from_bits((uint32_t)(b + 127) << 23);
     y = x < -87.33654f ? 0.0f : y;
     y = x > 88.72283f ? ft_cpu_f32_from_bits(0x7F800000u) : y;
     return x != x ? x : y;
