@@ -1,0 +1,110 @@
+/* Fused cross-entropy: row losses against a double logsumexp
+ * (|err| <= 1e-5 max|ref| + 1e-6), dlogits against finite differences of
+ * L = grad_scale * sum_r loss_r (|err| <= 1e-4 max|g| + 1e-7), zero-weight rows
+ * (zero loss and gradient, target never read), and huge logits. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "backend_test_util.h"
+#include "ref_ops.h"
+
+typedef struct ce_ctx {
+    double *logits, *loss;
+    const int32_t *targets;
+    const float *weight;
+    int rows, vocab;
+    double grad_scale;
+} ce_ctx;
+
+static double ce_objective(void *p)
+{
+    ce_ctx *c = p;
+    ref_cross_entropy_loss(c->loss, c->logits, c->targets, c->weight, c->rows, c->vocab);
+    double s = 0.0;
+    for (int r = 0; r < c->rows; r++)
+        s += c->loss[r];
+    return c->grad_scale * s;
+}
+
+static void check_ce(int rows, int vocab, float offset, bool with_weight)
+{
+    ft_backend *be = bt_backend_create();
+    bt_rng rng = bt_rng_make((uint64_t)rows * vocab);
+    size_t n = (size_t)rows * vocab;
+    const float grad_scale = 0.25f;
+    float *logits = malloc(n * 4), *got = malloc(n * 4), *loss = malloc(rows * 4);
+    float *weight = malloc(rows * 4);
+    int32_t *targets = malloc(rows * 4);
+    bt_fill_uniform(logits, n, &rng, offset - 4, offset + 4);
+    for (int r = 0; r < rows; r++) {
+        weight[r] = r % 3 == 1 ? 0.0f : (r % 3 == 2 ? 0.5f : 1.0f);
+        /* zero-weight rows carry an invalid target: it must not be read */
+        targets[r] = weight[r] == 0.0f ? -100 : bt_rng_int(&rng, vocab);
+    }
+    if (!with_weight)
+        for (int r = 0; r < rows; r++)
+            if (targets[r] < 0)
+                targets[r] = bt_rng_int(&rng, vocab);
+    float *d_logits = bt_upload(be, logits, n), *d_loss = bt_upload(be, NULL, rows);
+    float *d_w = with_weight ? bt_upload(be, weight, rows) : NULL;
+    int32_t *d_t = bt_upload_i32(be, targets, rows);
+    be->ops->cross_entropy(be, d_logits, d_loss, d_t, d_w, rows, vocab, grad_scale);
+    bt_download(be, got, d_logits, n);
+    bt_download(be, loss, d_loss, rows);
+
+    ce_ctx c = {bt_to_double(logits, n), malloc(rows * 8), targets, with_weight ? weight : NULL,
+                rows, vocab, grad_scale};
+    ce_objective(&c);
+    assert_true(bt_close("cross-entropy loss", loss, c.loss, rows, 1e-5, 1e-6));
+    double *fd = malloc(n * 8);
+    bt_fd_gradient(fd, c.logits, n, 1e-3, ce_objective, &c);
+    assert_true(bt_close("cross-entropy dlogits (FD)", got, fd, n, 1e-4, 1e-7));
+    for (int r = 0; r < rows && with_weight; r++)
+        if (weight[r] == 0.0f) {
+            assert_true(loss[r] == 0.0f);
+            for (int j = 0; j < vocab; j++)
+                assert_true(got[(size_t)r * vocab + j] == 0.0f);
+        }
+    be->ops->free(be, d_logits), be->ops->free(be, d_loss), be->ops->free(be, d_t);
+    be->ops->free(be, d_w);
+    free(logits), free(got), free(loss), free(weight), free(targets), free(fd);
+    free(c.logits), free(c.loss);
+    ft_backend_destroy(be);
+}
+
+static void test_ce_small(void **state)
+{
+    (void)state;
+    check_ce(7, 33, 0.0f, true);
+}
+
+/* Logits near 1e4: exp would overflow without the max shift. */
+static void test_ce_large_logits(void **state)
+{
+    (void)state;
+    check_ce(4, 50, 1e4f, true);
+}
+
+static void test_ce_no_weight_parallel(void **state)
+{
+    (void)state;
+    check_ce(12, 3001, -3.0f, false);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ce_small),
+        cmocka_unit_test(test_ce_large_logits),
+        cmocka_unit_test(test_ce_no_weight_parallel),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
