@@ -69,6 +69,10 @@ const ft_config_key ft_config_keys[] = {
     INT64("log_every", log_every, 0, 1, LONG_MAX, 1, "print loss and throughput every this many steps"),
     INT64("eval_every", eval_every, 0, 0, LONG_MAX, 0, "evaluate on data.eval every this many steps; 0 disables"),
     INT64("eval_batches", eval_batches, 0, 0, LONG_MAX, 0, "global batches per evaluation; 0 means the whole eval set"),
+    STRING("checkpoint_dir", checkpoint_dir, 0, NULL, NULL, "directory of sharded checkpoints (step-NNNNNN.h5 and the `latest` pointer); none: no checkpoints"),
+    INT64("save_every", save_every, 0, 0, LONG_MAX, 0, "write a checkpoint every this many steps (and always at the end); 0: only at the end"),
+    INT("keep_last", keep_last, 0, 0, INT_MAX, 3, "checkpoints to keep in checkpoint_dir; 0 keeps all"),
+    STRING("resume", resume, 0, "none", NULL, "\"auto\": continue from checkpoint_dir/latest when it exists; a path: from that checkpoint; \"none\": start fresh"),
     STRING("final_weights", final_weights, 0, NULL, NULL, "write the trained weights (fp32 master values) to this HDF5 weights file at the end; each rank writes its own slice"),
 
     /* model = { ... } */

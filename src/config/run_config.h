@@ -61,6 +61,10 @@ typedef struct ft_run_config {
     long eval_every;       /* 0 disables periodic eval */
     long eval_batches;     /* 0: the whole eval set */
     char *final_weights;   /* NULL: none */
+    char *checkpoint_dir;  /* NULL: no checkpoints */
+    long save_every;       /* 0: only at the end */
+    int keep_last;         /* 0: keep all */
+    char *resume;          /* "none" | "auto" | path */
 
     ft_optimizer_config optimizer; /* optimizer = { ... } (schedule keys live here too) */
 } ft_run_config;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "util/bf16.h"
+#include "util/rng.h"
 
 /* ---------------------------------------------------------------- config */
 
@@ -227,8 +228,19 @@ int ft_weights_check_tensors(const ft_h5file *f, const char *group, const ft_mod
 
 /* Transfers one tensor's part of the unit range [begin, end); buf holds the whole
  * range (fp32). Always issues the (collective) transfer, possibly empty. */
+uint64_t ft_weights_hash_part(uint64_t first_index, const void *bits, size_t n, int bytes_per)
+{
+    uint64_t h = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t w = bytes_per == 2 ? ((const uint16_t *)bits)[i] : ((const uint32_t *)bits)[i];
+        h += ft_mix64(((first_index + i) << 1) ^ (w << 40) ^ w);
+    }
+    return h;
+}
+
 static int transfer_tensor(const ft_h5file *f, const char *group, const ft_tensor_info *ti,
-                           size_t begin, size_t end, float *buf, int writing, ft_error *err)
+                           size_t begin, size_t end, float *buf, int writing, uint64_t *hash,
+                           ft_error *err)
 {
     ft_file_dtype dtype;
     hid_t d = open_tensor(f, group, ti, &dtype, err);
@@ -261,9 +273,13 @@ static int transfer_tensor(const ft_h5file *f, const char *group, const ft_tenso
             if (!writing && h >= 0)
                 for (size_t i = 0; i < n; i++)
                     part[i] = ft_bf16_to_f32(tmp[i]);
+            if (hash && h >= 0)
+                *hash += ft_weights_hash_part(lo - ti->offset, tmp, n, 2);
         } else {
             h = writing ? H5Dwrite(d, H5T_NATIVE_FLOAT, mspace, fspace, f->dxpl, part)
                         : H5Dread(d, H5T_NATIVE_FLOAT, mspace, fspace, f->dxpl, part);
+            if (hash && h >= 0)
+                *hash += ft_weights_hash_part(lo - ti->offset, part, n, 4);
         }
         if (h < 0)
             rc = ft_fail(err, "%s: cannot %s %s/%s (truncated or corrupt file?)", f->path,
@@ -277,10 +293,12 @@ static int transfer_tensor(const ft_h5file *f, const char *group, const ft_tenso
 }
 
 static int transfer_range(const ft_h5file *f, const char *group, const ft_unit_layout *u,
-                          size_t begin, size_t end, float *buf, int writing, ft_error *err)
+                          size_t begin, size_t end, float *buf, int writing, uint64_t *hashes,
+                          ft_error *err)
 {
     for (int t = 0; t < u->n_tensors; t++)
-        if (transfer_tensor(f, group, &u->tensors[t], begin, end, buf, writing, err))
+        if (transfer_tensor(f, group, &u->tensors[t], begin, end, buf, writing,
+                            hashes ? &hashes[t] : NULL, err))
             return -1;
     return 0;
 }
@@ -288,11 +306,25 @@ static int transfer_range(const ft_h5file *f, const char *group, const ft_unit_l
 int ft_weights_read_range(const ft_h5file *f, const char *group, const ft_unit_layout *u,
                           size_t begin, size_t end, float *dst, ft_error *err)
 {
-    return transfer_range(f, group, u, begin, end, dst, 0, err);
+    return transfer_range(f, group, u, begin, end, dst, 0, NULL, err);
 }
 
 int ft_weights_write_range(const ft_h5file *f, const char *group, const ft_unit_layout *u,
                            size_t begin, size_t end, const float *src, ft_error *err)
 {
-    return transfer_range(f, group, u, begin, end, (float *)src, 1, err);
+    return transfer_range(f, group, u, begin, end, (float *)src, 1, NULL, err);
+}
+
+int ft_weights_read_range_hashed(const ft_h5file *f, const char *group, const ft_unit_layout *u,
+                                 size_t begin, size_t end, float *dst, uint64_t *hashes,
+                                 ft_error *err)
+{
+    return transfer_range(f, group, u, begin, end, dst, 0, hashes, err);
+}
+
+int ft_weights_write_range_hashed(const ft_h5file *f, const char *group,
+                                  const ft_unit_layout *u, size_t begin, size_t end,
+                                  const float *src, uint64_t *hashes, ft_error *err)
+{
+    return transfer_range(f, group, u, begin, end, (float *)src, 1, hashes, err);
 }

@@ -25,11 +25,25 @@ int ft_weights_create_tensors(const ft_h5file *f, const char *group, const ft_mo
 int ft_weights_check_tensors(const ft_h5file *f, const char *group, const ft_model_layout *l,
                              ft_error *err);
 
+/* Content hash of a tensor as stored: the sum mod 2^64 over its elements of
+ * mix(element index, stored bits). A sum is independent of how the tensor is split,
+ * so each rank hashes the part it reads or writes and the parts add up (all-reduce)
+ * to the same value whatever the world size. Reads and writes add their part into
+ * hashes[t] for tensor t of the unit when hashes is not NULL. */
+uint64_t ft_weights_hash_part(uint64_t first_index, const void *bits, size_t n, int bytes_per);
+
 /* dst[0 .. end-begin) = unit's flat elements [begin, end), converted to fp32. */
 int ft_weights_read_range(const ft_h5file *f, const char *group, const ft_unit_layout *u,
                           size_t begin, size_t end, float *dst, ft_error *err);
 /* Writes src (fp32) to the unit's flat elements [begin, end), in the datasets' dtype. */
 int ft_weights_write_range(const ft_h5file *f, const char *group, const ft_unit_layout *u,
                            size_t begin, size_t end, const float *src, ft_error *err);
+/* The same, adding each tensor's partial content hash into hashes[0..n_tensors). */
+int ft_weights_read_range_hashed(const ft_h5file *f, const char *group, const ft_unit_layout *u,
+                                 size_t begin, size_t end, float *dst, uint64_t *hashes,
+                                 ft_error *err);
+int ft_weights_write_range_hashed(const ft_h5file *f, const char *group,
+                                  const ft_unit_layout *u, size_t begin, size_t end,
+                                  const float *src, uint64_t *hashes, ft_error *err);
 
 #endif

@@ -63,6 +63,24 @@ int ft_engine_load(ft_engine *e, const ft_h5file *f, const char *group, ft_error
  * its own slice (collective). */
 int ft_engine_save(ft_engine *e, const ft_h5file *f, const char *group, ft_error *err);
 
+/* Checkpoint state, tensor by tensor under a group of HF-named full-shape datasets:
+ * the working parameters (in the file's dtype), the fp32 master (kept separately only
+ * with bf16 parameters), AdamW's m and v (SGD: the momentum in m). Every rank reads or
+ * writes exactly its own slice of each tensor (collective). hashes (may be NULL)
+ * receives each tensor's partial content hash, indexed by the tensor's position over
+ * all units in layout order (ft_weights_hash_part). */
+typedef enum ft_state_field {
+    FT_STATE_PARAMS, FT_STATE_MASTER, FT_STATE_M, FT_STATE_V
+} ft_state_field;
+
+bool ft_engine_has_field(const ft_engine *e, ft_state_field field);
+int ft_engine_write_field(ft_engine *e, const ft_h5file *f, const char *group,
+                          ft_state_field field, uint64_t *hashes, ft_error *err);
+/* Reading PARAMS or MASTER sets the master and the working parameters. */
+int ft_engine_read_field(ft_engine *e, const ft_h5file *f, const char *group,
+                         ft_state_field field, uint64_t *hashes, ft_error *err);
+void ft_engine_set_step_count(ft_engine *e, long step);
+
 ft_param_source ft_engine_param_source(ft_engine *e);
 
 void ft_engine_zero_grads(ft_engine *e);

@@ -7,6 +7,7 @@
 #include "io/weights.h"
 #include "model/init.h"
 #include "shard/engine_internal.h"
+#include "util/bf16.h"
 
 static int wait_ok(ft_engine *e, ft_comm_request *req, int started, const char *what,
                    ft_error *err)
@@ -100,6 +101,17 @@ static int adopt_own_slice(ft_engine *e, int u, const float *host, ft_error *err
 typedef int (*slice_source)(ft_engine *e, int u, size_t begin, size_t end, float *dst,
                             void *ctx, ft_error *err);
 
+static void own_master_values(ft_engine *e, int u, size_t b, size_t end, float *host);
+
+/* Index of unit u's first tensor in the model-wide tensor order. */
+static int first_tensor(const ft_engine *e, int u)
+{
+    int t = 0;
+    for (int i = 0; i < u; i++)
+        t += e->layout.units[i].n_tensors;
+    return t;
+}
+
 static int fill_from(ft_engine *e, slice_source src, void *ctx, ft_error *err)
 {
     float *host = malloc(e->max_shard * sizeof(float));
@@ -141,19 +153,117 @@ int ft_engine_init_random(ft_engine *e, uint64_t seed, double std, ft_error *err
 typedef struct file_ctx {
     const ft_h5file *f;
     const char *group;
+    uint64_t *hashes;
 } file_ctx;
 
 static int file_slice(ft_engine *e, int u, size_t b, size_t end, float *dst, void *ctx,
                       ft_error *err)
 {
     const file_ctx *fc = ctx;
-    return ft_weights_read_range(fc->f, fc->group, &e->layout.units[u], b, end, dst, err);
+    return ft_weights_read_range_hashed(fc->f, fc->group, &e->layout.units[u], b, end, dst,
+                                        fc->hashes ? fc->hashes + first_tensor(e, u) : NULL,
+                                        err);
 }
 
 int ft_engine_load(ft_engine *e, const ft_h5file *f, const char *group, ft_error *err)
 {
-    file_ctx fc = { f, group };
+    file_ctx fc = { f, group, NULL };
     return fill_from(e, file_slice, &fc, err);
+}
+
+/* ---------------------------------------------------------------- checkpoint state */
+
+bool ft_engine_has_field(const ft_engine *e, ft_state_field field)
+{
+    switch (field) {
+    case FT_STATE_MASTER: return e->opt.param_dtype == FT_DTYPE_BF16;
+    case FT_STATE_V: return e->opt.optimizer == FT_OPT_ADAMW;
+    default: return true;
+    }
+}
+
+void ft_engine_set_step_count(ft_engine *e, long step) { e->step = step; }
+
+/* Buffer holding field over the unit's optimizer range, and the offset of element b
+ * in it (stage 0 buffers span the unit, the others the own slice). */
+static float *moment_buffer(ft_engine *e, engine_unit *eu, ft_state_field field, size_t b,
+                            size_t *off)
+{
+    *off = e->opt.zero_stage == 0 ? b : 0;
+    return field == FT_STATE_M ? eu->m : eu->v;
+}
+
+/* host[0 .. end-b) = this rank's values of field over its slice [b, end) of unit u. */
+static int own_field_values(ft_engine *e, int u, ft_state_field field, size_t b, size_t end,
+                            float *host)
+{
+    engine_unit *eu = &e->units[u];
+    const size_t n = end - b;
+    if (field == FT_STATE_MASTER || (field == FT_STATE_PARAMS && !eu->full && !eu->shard_bf16)) {
+        own_master_values(e, u, b, end, host);
+    } else if (field == FT_STATE_PARAMS && eu->full) {
+        e->be->ops->download(e->be, host, eu->full + b, n * sizeof(float));
+    } else if (field == FT_STATE_PARAMS) { /* stage 3, bf16 shard: expand on the host */
+        uint16_t *bits = malloc(n * sizeof *bits + 2);
+        if (!bits)
+            return -1;
+        e->be->ops->download(e->be, bits, eu->shard_bf16, n * sizeof(uint16_t));
+        for (size_t i = 0; i < n; i++)
+            host[i] = ft_bf16_to_f32(bits[i]);
+        free(bits);
+    } else {
+        size_t off;
+        const float *src = moment_buffer(e, eu, field, b, &off);
+        e->opt_be->ops->download(e->opt_be, host, src + off, n * sizeof(float));
+    }
+    return 0;
+}
+
+int ft_engine_write_field(ft_engine *e, const ft_h5file *f, const char *group,
+                          ft_state_field field, uint64_t *hashes, ft_error *err)
+{
+    float *host = malloc(e->max_shard * sizeof(float) + 16);
+    if (!host)
+        return ft_fail(err, "out of host memory");
+    int rc = 0;
+    for (int u = 0; u < e->layout.n_units && !rc; u++) {
+        size_t b, end;
+        ft_engine_own_range(e, &e->units[u], &b, &end);
+        if (own_field_values(e, u, field, b, end, host)) {
+            rc = ft_fail(err, "out of host memory");
+            break;
+        }
+        rc = ft_weights_write_range_hashed(f, group, &e->layout.units[u], b, end, host,
+                                           hashes ? hashes + first_tensor(e, u) : NULL, err);
+    }
+    free(host);
+    return rc;
+}
+
+int ft_engine_read_field(ft_engine *e, const ft_h5file *f, const char *group,
+                         ft_state_field field, uint64_t *hashes, ft_error *err)
+{
+    if (field == FT_STATE_PARAMS || field == FT_STATE_MASTER) {
+        file_ctx fc = { f, group, hashes };
+        return fill_from(e, file_slice, &fc, err);
+    }
+    float *host = malloc(e->max_shard * sizeof(float));
+    if (!host)
+        return ft_fail(err, "out of host memory");
+    int rc = 0;
+    for (int u = 0; u < e->layout.n_units && !rc; u++) {
+        engine_unit *eu = &e->units[u];
+        size_t b, end, off;
+        ft_engine_own_range(e, eu, &b, &end);
+        rc = ft_weights_read_range_hashed(f, group, &e->layout.units[u], b, end, host,
+                                          hashes ? hashes + first_tensor(e, u) : NULL, err);
+        if (!rc) {
+            float *dst = moment_buffer(e, eu, field, b, &off);
+            e->opt_be->ops->upload(e->opt_be, dst + off, host, (end - b) * sizeof(float));
+        }
+    }
+    free(host);
+    return rc;
 }
 
 /* The fp32 master values of this rank's slice [b, end) of unit u, into host. */

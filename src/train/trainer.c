@@ -8,6 +8,7 @@
 
 #include "io/weights.h"
 #include "optim/schedule.h"
+#include "train/checkpoint.h"
 
 static double now_seconds(void) { return MPI_Wtime(); }
 
@@ -132,8 +133,25 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
                              .offload_optimizer = cfg->offload_optimizer };
     ft_model_options mo = { .max_batch = cfg->micro_batch_size, .seq_len = t->seq_len,
                             .activation_checkpointing = cfg->activation_checkpointing };
-    if (ft_engine_create(&t->engine, &t->layout, t->be, t->dev_comm, &eo, err) ||
-        load_parameters(t, err) || ft_model_create(&t->model, &t->layout, t->be, &mo, err))
+    char *resume_path = NULL;
+    if (ft_checkpoint_resolve(cfg, &resume_path, err))
+        return -1;
+    int rc = ft_engine_create(&t->engine, &t->layout, t->be, t->dev_comm, &eo, err) ||
+             ft_model_create(&t->model, &t->layout, t->be, &mo, err);
+    if (!rc && resume_path) {
+        ft_ckpt_position pos;
+        rc = ft_checkpoint_load(resume_path, &t->layout, t->engine, comm, &pos, err);
+        t->start_step = pos.step;
+        t->sample_base = pos.data_position;
+        if (!rc && t->out)
+            fprintf(t->out, "ftmpi: resumed from %s at step %ld\n", resume_path, pos.step);
+        if (rc)
+            ft_fail_context(err, "resume");
+    } else if (!rc) {
+        rc = load_parameters(t, err);
+    }
+    free(resume_path);
+    if (rc)
         return -1;
     if (ft_data_order_init(&t->order, di->rows, (uint64_t)cfg->seed, true, err))
         return -1;
@@ -186,7 +204,8 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
 
     int64_t rows[R];
     for (int j = 0; j < R; j++)
-        rows[j] = ft_data_order_row(&t->order, step * G + (int64_t)t->comm->rank * (G / P) + j);
+        rows[j] = ft_data_order_row(&t->order, t->sample_base + (step - t->start_step) * G +
+                                                   (int64_t)t->comm->rank * (G / P) + j);
     if (ft_dataset_read_rows(&t->train, rows, R, t->tokens, t->loss_mask, t->segment, err))
         return -1;
 
@@ -309,6 +328,26 @@ static int save_weights(ft_trainer *t, const char *path, ft_error *err)
     return rc ? -1 : 0;
 }
 
+/* Checkpoint after `steps_done` optimizer steps. */
+static int save_checkpoint(ft_trainer *t, long steps_done, ft_error *err)
+{
+    const ft_run_config *cfg = t->cfg;
+    ft_ckpt_position pos = { .step = steps_done,
+                             .data_position = t->sample_base +
+                                              (steps_done - t->start_step) *
+                                                  (int64_t)cfg->global_batch_size };
+    const double t0 = now_seconds();
+    if (ft_checkpoint_save(cfg->checkpoint_dir, cfg, &t->layout, t->engine, t->comm, &pos,
+                           t->seq_len, err))
+        return ft_fail_context(err, "checkpoint at step %ld", steps_done);
+    if (t->out) {
+        fprintf(t->out, "ftmpi: checkpoint %s/step-%06ld.h5 written in %.2fs\n",
+                cfg->checkpoint_dir, steps_done, now_seconds() - t0);
+        fflush(t->out);
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- the loop */
 
 static double peak_mib(ft_trainer *t)
@@ -328,7 +367,10 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
     const ft_run_config *cfg = t->cfg;
     const double start = now_seconds();
     const long tokens_per_step = (long)cfg->global_batch_size * t->seq_len;
-    for (long step = 0; step < cfg->max_steps; step++) {
+    if (t->start_step >= cfg->max_steps && t->out)
+        fprintf(t->out, "ftmpi: checkpoint is at step %ld of max_steps %ld: nothing to do\n",
+                t->start_step, cfg->max_steps);
+    for (long step = t->start_step; step < cfg->max_steps; step++) {
         ft_step_stats st;
         if (ft_trainer_step(t, step, &st, err))
             return ft_fail_context(err, "step %ld", step + 1);
@@ -349,6 +391,9 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
                 fflush(t->out);
             }
         }
+        if (cfg->checkpoint_dir && cfg->save_every > 0 && (step + 1) % cfg->save_every == 0 &&
+            save_checkpoint(t, step + 1, err))
+            return -1;
         const int do_eval = cfg->eval_data && cfg->eval_every > 0 &&
                             ((step + 1) % cfg->eval_every == 0 || last);
         if (do_eval) {
@@ -364,6 +409,10 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
             }
         }
     }
+    if (cfg->checkpoint_dir && t->start_step < cfg->max_steps &&
+        !(cfg->save_every > 0 && cfg->max_steps % cfg->save_every == 0) &&
+        save_checkpoint(t, cfg->max_steps, err))
+        return -1;
     double peak[1] = { (double)t->be->peak_bytes };
     if (t->comm->ops->all_reduce_f64_max(t->comm, peak, 1, err))
         return -1;

@@ -24,6 +24,8 @@ typedef struct ft_trainer {
     int train_open;
     ft_data_order order;
 
+    long start_step;     /* 0, or the step a resumed checkpoint had reached */
+    int64_t sample_base; /* global sample index of start_step's first sample */
     int accum;           /* micro-batches per rank per optimizer step */
     int rows_per_rank;   /* micro_batch_size * accum */
     uint32_t *tokens;    /* [rows_per_rank, seq_len+1] this step's rows */

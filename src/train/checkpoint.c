@@ -1,0 +1,338 @@
+#include "train/checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "io/h5file.h"
+#include "io/weights.h"
+
+#define LATEST_NAME "latest"
+
+typedef struct field_group {
+    ft_state_field field;
+    const char *group;
+} field_group;
+
+static const field_group groups[] = {
+    { FT_STATE_PARAMS, "/model" },
+    { FT_STATE_MASTER, "/optim/master" },
+    { FT_STATE_M, "/optim/m" },
+    { FT_STATE_V, "/optim/v" },
+};
+
+/* Test hook: FTMPI_FAULT=ckpt:<phase> kills every rank at that point of a write, which
+ * is how the crash-safety test stands in for a job killed mid-checkpoint. */
+static void fault_point(const char *phase)
+{
+    const char *f = getenv("FTMPI_FAULT");
+    if (f && strncmp(f, "ckpt:", 5) == 0 && strcmp(f + 5, phase) == 0)
+        raise(SIGKILL);
+}
+
+static int n_tensors(const ft_model_layout *l)
+{
+    int n = 0;
+    for (int u = 0; u < l->n_units; u++)
+        n += l->units[u].n_tensors;
+    return n;
+}
+
+static const ft_tensor_info *tensor_at(const ft_model_layout *l, int index)
+{
+    for (int u = 0; u < l->n_units; u++) {
+        if (index < l->units[u].n_tensors)
+            return &l->units[u].tensors[index];
+        index -= l->units[u].n_tensors;
+    }
+    return NULL;
+}
+
+/* Sums the ranks' partial hashes (mod 2^64). */
+static int reduce_hashes(uint64_t *h, int n, ft_error *err)
+{
+    if (MPI_Allreduce(MPI_IN_PLACE, h, n, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS)
+        return ft_fail(err, "MPI allreduce of checkpoint hashes failed");
+    return 0;
+}
+
+static int write_hash_attrs(const ft_h5file *f, const char *group, const ft_model_layout *l,
+                            const uint64_t *h, ft_error *err)
+{
+    for (int i = 0; i < n_tensors(l); i++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/%s", group, tensor_at(l, i)->name);
+        hid_t d = H5Dopen2(f->id, path, H5P_DEFAULT);
+        int rc = d < 0 ? -1 : ft_h5_attr_write_i64(f, d, "content_hash", (int64_t)h[i], err);
+        if (d >= 0)
+            H5Dclose(d);
+        if (rc)
+            return ft_fail(err, "%s: cannot write the hash of %s", f->path, path);
+    }
+    return 0;
+}
+
+static int write_meta(const ft_h5file *f, const ft_run_config *cfg, ft_comm *comm,
+                      const ft_ckpt_position *pos, int seq_len, ft_error *err)
+{
+    hid_t g = H5Gcreate2(f->id, "/meta", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (g < 0)
+        return ft_fail(err, "%s: cannot create /meta", f->path);
+    int rc = ft_h5_attr_write_i64(f, g, "step", pos->step, err) ||
+             ft_h5_attr_write_i64(f, g, "data_position", pos->data_position, err) ||
+             ft_h5_attr_write_i64(f, g, "world_size", comm->size, err) ||
+             ft_h5_attr_write_i64(f, g, "zero_stage", cfg->zero_stage, err) ||
+             ft_h5_attr_write_i64(f, g, "seed", cfg->seed, err) ||
+             ft_h5_attr_write_i64(f, g, "global_batch_size", cfg->global_batch_size, err) ||
+             ft_h5_attr_write_i64(f, g, "seq_len", seq_len, err) ||
+             ft_h5_attr_write_str(f, g, "param_dtype",
+                                  cfg->param_dtype == FT_DTYPE_BF16 ? "bf16" : "fp32", err) ||
+             ft_h5_attr_write_str(f, g, "optimizer",
+                                  cfg->optimizer.type == FT_OPT_ADAMW ? "adamw" : "sgd", err) ||
+             ft_h5_attr_write_str(f, g, "ftmpi_version", PACKAGE_VERSION, err) ||
+             ft_h5_attr_write_str(f, g, "config", cfg->text ? cfg->text : "", err);
+    H5Gclose(g);
+    return rc ? -1 : 0;
+}
+
+static int fsync_path(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+/* Rank 0: makes tmp the checkpoint `name` in dir and points `latest` at it. */
+static int publish(const char *dir, const char *name, const char *tmp, ft_error *err)
+{
+    char path[1100], latest[1100], latest_tmp[1100];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(latest, sizeof latest, "%s/%s", dir, LATEST_NAME);
+    snprintf(latest_tmp, sizeof latest_tmp, "%s/%s.tmp", dir, LATEST_NAME);
+    if (fsync_path(tmp) || rename(tmp, path) || fsync_path(dir))
+        return ft_fail(err, "%s: cannot complete the checkpoint: %s", path, strerror(errno));
+    fault_point("renamed");
+    FILE *fp = fopen(latest_tmp, "w");
+    if (!fp || fprintf(fp, "%s\n", name) < 0 || fflush(fp) || fsync(fileno(fp))) {
+        if (fp)
+            fclose(fp);
+        return ft_fail(err, "%s: cannot write: %s", latest_tmp, strerror(errno));
+    }
+    fclose(fp);
+    if (rename(latest_tmp, latest) || fsync_path(dir))
+        return ft_fail(err, "%s: cannot update: %s", latest, strerror(errno));
+    return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Rank 0: deletes the oldest step-*.h5 beyond keep (names sort by step). */
+static void prune(const char *dir, int keep)
+{
+    if (keep <= 0)
+        return;
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    char *names[4096];
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < 4096) {
+        size_t len = strlen(de->d_name);
+        if (strncmp(de->d_name, "step-", 5) == 0 && len > 3 && !strcmp(de->d_name + len - 3, ".h5"))
+            names[n++] = strdup(de->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof *names, by_name);
+    for (int i = 0; i < n; i++) {
+        if (i < n - keep && names[i]) {
+            char path[1100];
+            snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+            unlink(path);
+        }
+        free(names[i]);
+    }
+}
+
+int ft_checkpoint_save(const char *dir, const ft_run_config *cfg, const ft_model_layout *layout,
+                       ft_engine *e, ft_comm *comm, const ft_ckpt_position *pos, int seq_len,
+                       ft_error *err)
+{
+    if (comm->rank == 0 && mkdir(dir, 0777) && errno != EEXIST)
+        return ft_fail(err, "checkpoint_dir %s: cannot create: %s", dir, strerror(errno));
+    MPI_Barrier(MPI_COMM_WORLD);
+    char name[64], tmp[1100];
+    snprintf(name, sizeof name, "step-%06ld.h5", pos->step);
+    snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name);
+    const int nt = n_tensors(layout);
+    uint64_t *h = calloc((size_t)nt, sizeof *h);
+    ft_h5file f;
+    if (!h)
+        return ft_fail(err, "out of host memory");
+    if (ft_h5_create(&f, tmp, MPI_COMM_WORLD, err)) {
+        free(h);
+        return -1;
+    }
+    fault_point("created");
+    const ft_file_dtype model_dtype = cfg->param_dtype == FT_DTYPE_BF16 ? FT_FILE_BF16 : FT_FILE_F32;
+    int rc = ft_h5_write_kind(&f, "checkpoint", err) ||
+             ft_weights_write_config(&f, &layout->config, err) ||
+             write_meta(&f, cfg, comm, pos, seq_len, err);
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0] && !rc; g++) {
+        if (!ft_engine_has_field(e, groups[g].field))
+            continue;
+        memset(h, 0, (size_t)nt * sizeof *h);
+        rc = ft_weights_create_tensors(&f, groups[g].group, layout,
+                                       g == 0 ? model_dtype : FT_FILE_F32, err) ||
+             ft_engine_write_field(e, &f, groups[g].group, groups[g].field, h, err) ||
+             reduce_hashes(h, nt, err) || write_hash_attrs(&f, groups[g].group, layout, h, err);
+        if (g == 0)
+            fault_point("model");
+    }
+    free(h);
+    if (ft_h5_close(&f, rc ? NULL : err))
+        rc = 1;
+    fault_point("closed");
+    /* every rank's data is in the file before rank 0 makes it visible */
+    int ok = !rc, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_ok)
+        return rc ? -1 : ft_fail(err, "%s: another rank failed while writing", tmp);
+    int prc = comm->rank == 0 ? publish(dir, name, tmp, err) : 0;
+    if (comm->rank == 0 && !prc)
+        prune(dir, cfg->keep_last);
+    MPI_Allreduce(MPI_IN_PLACE, &prc, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (prc && comm->rank != 0)
+        return ft_fail(err, "%s/%s: rank 0 could not complete the checkpoint", dir, name);
+    if (!prc)
+        fault_point("saved"); /* the job dies right after a complete checkpoint */
+    return prc ? -1 : 0;
+}
+
+int ft_checkpoint_resolve(const ft_run_config *cfg, char **path, ft_error *err)
+{
+    *path = NULL;
+    if (!cfg->resume || strcmp(cfg->resume, "none") == 0)
+        return 0;
+    if (strcmp(cfg->resume, "auto") != 0) {
+        *path = strdup(cfg->resume);
+        return *path ? 0 : ft_fail(err, "out of host memory");
+    }
+    if (!cfg->checkpoint_dir)
+        return ft_fail(err, "%s: resume = \"auto\" needs checkpoint_dir", cfg->path);
+    char latest[1100], name[512] = "";
+    snprintf(latest, sizeof latest, "%s/%s", cfg->checkpoint_dir, LATEST_NAME);
+    FILE *fp = fopen(latest, "r");
+    if (!fp)
+        return 0; /* nothing yet: a fresh start */
+    int got = fgets(name, sizeof name, fp) != NULL;
+    fclose(fp);
+    name[strcspn(name, "\r\n")] = '\0';
+    if (!got || !name[0] || strchr(name, '/'))
+        return ft_fail(err, "%s: does not name a checkpoint file; delete it to start fresh", latest);
+    size_t len = strlen(cfg->checkpoint_dir) + strlen(name) + 2;
+    *path = malloc(len);
+    if (!*path)
+        return ft_fail(err, "out of host memory");
+    snprintf(*path, len, "%s/%s", cfg->checkpoint_dir, name);
+    return 0;
+}
+
+static int check_shape(const char *path, const ft_model_config *have, const ft_model_config *want,
+                       ft_error *err)
+{
+#define SAME(field)                                                                          \
+    if (have->field != want->field)                                                          \
+        return ft_fail(err, "%s: checkpoint of another model: " #field " is %d there, %d in this "\
+                       "run", path, (int)have->field, (int)want->field);
+    SAME(vocab_size) SAME(hidden_size) SAME(intermediate_size) SAME(num_hidden_layers)
+    SAME(num_attention_heads) SAME(num_key_value_heads) SAME(head_dim)
+    SAME(tie_word_embeddings)
+#undef SAME
+    return 0;
+}
+
+static int verify_hashes(const ft_h5file *f, const char *group, const ft_model_layout *l,
+                         uint64_t *h, ft_error *err)
+{
+    const int nt = n_tensors(l);
+    if (reduce_hashes(h, nt, err))
+        return -1;
+    for (int i = 0; i < nt; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/%s", group, tensor_at(l, i)->name);
+        hid_t d = H5Dopen2(f->id, path, H5P_DEFAULT);
+        int64_t want = 0;
+        int rc = d < 0 || ft_h5_attr_read_i64(f, d, "content_hash", &want, err);
+        if (d >= 0)
+            H5Dclose(d);
+        if (rc)
+            return ft_fail(err, "%s: %s has no content hash (incomplete checkpoint?)", f->path,
+                           path);
+        if ((uint64_t)want != h[i])
+            return ft_fail(err, "%s: %s does not match its content hash (corrupt file); use an "
+                           "earlier checkpoint", f->path, path);
+    }
+    return 0;
+}
+
+int ft_checkpoint_load(const char *path, const ft_model_layout *layout, ft_engine *e,
+                       ft_comm *comm, ft_ckpt_position *pos, ft_error *err)
+{
+    (void)comm;
+    ft_h5file f;
+    if (ft_h5_open(&f, path, MPI_COMM_WORLD, err))
+        return -1;
+    ft_model_config have;
+    const int nt = n_tensors(layout);
+    uint64_t *h = calloc((size_t)nt, sizeof *h);
+    int rc = !h ? ft_fail(err, "out of host memory") : 0;
+    rc = rc || ft_h5_check_kind(&f, "checkpoint", err) ||
+         ft_weights_read_config(&f, &have, err) ||
+         check_shape(path, &have, &layout->config, err);
+    /* parameters: the fp32 master when the file has one, else the model tensors */
+    const int has_master = !rc && H5Lexists(f.id, "/optim/master", H5P_DEFAULT) > 0;
+    const char *pgroup = has_master ? "/optim/master" : "/model";
+    rc = rc || ft_weights_check_tensors(&f, pgroup, layout, err) ||
+         ft_engine_read_field(e, &f, pgroup, has_master ? FT_STATE_MASTER : FT_STATE_PARAMS, h,
+                              err) ||
+         verify_hashes(&f, pgroup, layout, h, err);
+    for (int g = 2; g < 4 && !rc; g++) {
+        if (!ft_engine_has_field(e, groups[g].field))
+            continue;
+        memset(h, 0, (size_t)nt * sizeof *h);
+        rc = ft_weights_check_tensors(&f, groups[g].group, layout, err) ||
+             ft_engine_read_field(e, &f, groups[g].group, groups[g].field, h, err) ||
+             verify_hashes(&f, groups[g].group, layout, h, err);
+    }
+    int64_t step = 0, data_pos = 0;
+    hid_t meta = rc ? -1 : H5Gopen2(f.id, "/meta", H5P_DEFAULT);
+    if (!rc && (meta < 0 || ft_h5_attr_read_i64(&f, meta, "step", &step, err) ||
+                ft_h5_attr_read_i64(&f, meta, "data_position", &data_pos, err)))
+        rc = ft_fail(err, "%s: /meta step or data_position missing (incomplete checkpoint?)",
+                     path);
+    if (meta >= 0)
+        H5Gclose(meta);
+    free(h);
+    ft_h5_close(&f, NULL);
+    if (rc)
+        return -1;
+    pos->step = (long)step;
+    pos->data_position = data_pos;
+    ft_engine_set_step_count(e, (long)step);
+    return 0;
+}

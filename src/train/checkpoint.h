@@ -1,0 +1,34 @@
+/* Sharded checkpoints (doc/formats.md "Checkpoint file"): one HDF5 file of named,
+ * full-shape tensors that every rank writes its slices of, collectively, in one pass;
+ * no rank gathers a tensor. Written under NAME.tmp, closed, fsynced and renamed; the
+ * `latest` pointer moves only after that. A checkpoint written by N ranks at ZeRO
+ * stage s is read by any number of ranks at any stage. */
+#ifndef FT_TRAIN_CHECKPOINT_H
+#define FT_TRAIN_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "comm/comm.h"
+#include "config/run_config.h"
+#include "shard/engine.h"
+
+typedef struct ft_ckpt_position {
+    long step;             /* optimizer steps done */
+    int64_t data_position; /* global sample index of the next step's first sample */
+} ft_ckpt_position;
+
+/* Writes <dir>/step-NNNNNN.h5, updates <dir>/latest, prunes to keep_last. Collective. */
+int ft_checkpoint_save(const char *dir, const ft_run_config *cfg, const ft_model_layout *layout,
+                       ft_engine *e, ft_comm *comm, const ft_ckpt_position *pos, int seq_len,
+                       ft_error *err);
+
+/* The checkpoint `resume` names: "auto" = <dir>/latest if present; a path; NULL/"none".
+ * Sets *path (malloc'd, NULL when there is nothing to resume). */
+int ft_checkpoint_resolve(const ft_run_config *cfg, char **path, ft_error *err);
+
+/* Loads engine state from path after checking the model shape against layout and every
+ * tensor's content hash. Collective. */
+int ft_checkpoint_load(const char *path, const ft_model_layout *layout, ft_engine *e,
+                       ft_comm *comm, ft_ckpt_position *pos, ft_error *err);
+
+#endif
