@@ -280,10 +280,10 @@ static double attn_objective(void *p)
     return bt_dot(c->r, c->out, c->nq);
 }
 
-static bool attn_fd_check(ft_backend *be, ft_attn_shape s, seg_kind kind, uint64_t seed)
+static bool attn_fd_check(ft_backend **bes, int nbe, ft_attn_shape s, seg_kind kind,
+                          uint64_t seed)
 {
     attn_data d = attn_data_make(s, kind, seed, 1.5f);
-    attn_result res = attn_run(be, &d);
     attn_fd_ctx c = {s, bt_to_double(d.q, d.nq), bt_to_double(d.k, d.nkv),
                      bt_to_double(d.v, d.nkv), bt_to_double(d.dout, d.nq),
                      malloc(d.nq * sizeof(double)), d.seg, d.nq};
@@ -292,17 +292,21 @@ static bool attn_fd_check(ft_backend *be, ft_attn_shape s, seg_kind kind, uint64
     bt_fd_gradient(gq, c.q, d.nq, 1e-4, attn_objective, &c);
     bt_fd_gradient(gk, c.k, d.nkv, 1e-4, attn_objective, &c);
     bt_fd_gradient(gv, c.v, d.nkv, 1e-4, attn_objective, &c);
-    char what[96];
     bool ok = true;
-    snprintf(what, sizeof what, "FD dq T=%d %s", s.seq_len, isa_names[ft_cpu_isa_of(be)]);
-    ok &= bt_close(what, res.dq, gq, d.nq, FD_REL, FD_ABS);
-    snprintf(what, sizeof what, "FD dk T=%d %s", s.seq_len, isa_names[ft_cpu_isa_of(be)]);
-    ok &= bt_close(what, res.dk, gk, d.nkv, FD_REL, FD_ABS);
-    snprintf(what, sizeof what, "FD dv T=%d %s", s.seq_len, isa_names[ft_cpu_isa_of(be)]);
-    ok &= bt_close(what, res.dv, gv, d.nkv, FD_REL, FD_ABS);
+    for (int i = 0; i < nbe; i++) {
+        attn_result res = attn_run(bes[i], &d);
+        const char *isa = isa_names[ft_cpu_isa_of(bes[i])];
+        char what[96];
+        snprintf(what, sizeof what, "FD dq T=%d %s", s.seq_len, isa);
+        ok &= bt_close(what, res.dq, gq, d.nq, FD_REL, FD_ABS);
+        snprintf(what, sizeof what, "FD dk T=%d %s", s.seq_len, isa);
+        ok &= bt_close(what, res.dk, gk, d.nkv, FD_REL, FD_ABS);
+        snprintf(what, sizeof what, "FD dv T=%d %s", s.seq_len, isa);
+        ok &= bt_close(what, res.dv, gv, d.nkv, FD_REL, FD_ABS);
+        attn_result_free(&res);
+    }
     free(gq), free(gk), free(gv);
     free(c.q), free(c.k), free(c.v), free(c.r), free(c.out);
-    attn_result_free(&res);
     attn_data_free(&d);
     return ok;
 }
@@ -313,11 +317,9 @@ static void test_gradients_match_finite_differences(void **state)
     ft_backend *bes[3];
     int nbe = make_backends(bes);
     bool ok = true;
-    for (int i = 0; i < nbe; i++) {
-        ok &= attn_fd_check(bes[i], (ft_attn_shape){2, 11, 4, 2, 8}, SEG_DOCS, 11);
-        ok &= attn_fd_check(bes[i], (ft_attn_shape){1, 67, 2, 1, 16}, SEG_NONE, 12);
-        ok &= attn_fd_check(bes[i], (ft_attn_shape){1, 70, 2, 2, 16}, SEG_DOCS, 13);
-    }
+    ok &= attn_fd_check(bes, nbe, (ft_attn_shape){2, 11, 4, 2, 8}, SEG_DOCS, 11);
+    ok &= attn_fd_check(bes, nbe, (ft_attn_shape){1, 67, 2, 1, 16}, SEG_NONE, 12);
+    ok &= attn_fd_check(bes, nbe, (ft_attn_shape){1, 70, 2, 2, 16}, SEG_DOCS, 13);
     for (int i = 0; i < nbe; i++)
         ft_backend_destroy(bes[i]);
     assert_true(ok);

@@ -66,7 +66,12 @@ static void check_rmsnorm(int rows, int dim, int threads)
         want_rstd[i] = 1.0 / sqrt(ss / dim + c.eps);
     }
     double *gx = malloc(n * 8), *gw = malloc(dim * 8);
-    bt_fd_gradient(gx, c.x, n, 1e-4, rms_objective, &c);
+    /* Rows are normalised independently: FD of dx one row at a time. */
+    for (int i = 0; i < rows; i++) {
+        size_t off = (size_t)i * dim;
+        rms_ctx one = {1, dim, c.eps, c.x + off, c.w, c.r + off, c.y + off};
+        bt_fd_gradient(gx + off, one.x, dim, 1e-4, rms_objective, &one);
+    }
     bt_fd_gradient(gw, c.w, dim, 1e-4, rms_objective, &c);
     for (size_t i = 0; i < n; i++) /* compare the increments */
         dx[i] -= dx0[i];

@@ -72,8 +72,13 @@ static void check_rope(int tokens, int nh, int hd)
     bt_download(be, got, d_x, n);
     assert_true(bt_close_ff("rope inverse(forward)", got, x, n, 1e-6, 1e-7));
 
+    /* Tokens are rotated independently: FD one token at a time. */
     double *g = malloc(n * 8);
-    bt_fd_gradient(g, c.x, n, 1e-4, rope_objective, &c);
+    size_t per = (size_t)nh * hd;
+    for (int t = 0; t < tokens; t++) {
+        rope_ctx one = {c.x + t * per, c.y + t * per, c.r + t * per, pos + t, 1, nh, hd};
+        bt_fd_gradient(g + t * per, one.x, per, 1e-4, rope_objective, &one);
+    }
     be->ops->rope(be, d_r, d_cos, d_sin, d_pos, tokens, nh, hd, true); /* dx = R^T r */
     bt_download(be, got, d_r, n);
     assert_true(bt_close("rope backward (FD)", got, g, n, 1e-4, 1e-6));
