@@ -8,6 +8,8 @@
 #include "config.h"
 #include "config/run_config.h"
 #include "train/plan.h"
+#include "train/signals.h"
+#include "train/watchdog.h"
 #include "train/trainer.h"
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
@@ -37,7 +39,9 @@ static const char usage_text[] =
     "standard error as one line naming the file, the place and the problem.\n"
     "\n"
     "Exit status: 0 success, 1 runtime error (I/O, numerical, out of memory),\n"
-    "2 bad command line or configuration.\n"
+    "2 bad command line or configuration, 85 stopped by SIGUSR1/SIGTERM after writing a\n"
+    "checkpoint (requeue the job; resume = \"auto\" continues), 86 a second signal stopped\n"
+    "it at once, 87 no progress for comm_timeout seconds (a rank died or hangs).\n"
     "\n"
     "Environment: OMP_NUM_THREADS sets CPU threads per rank.\n";
 
@@ -202,9 +206,10 @@ static int run(const cli *c, ft_comm *comm, int *code)
     }
     if (rc)
         fprintf(stderr, "ftmpi: rank %d: %s\n", comm->rank, err.msg);
+    const int signalled = t.stopped_by_signal;
     ft_trainer_free(&t);
     ft_run_config_free(&cfg);
-    *code = rc ? EXIT_RUNTIME : EXIT_OK;
+    *code = rc ? EXIT_RUNTIME : signalled ? FT_EXIT_SIGNALLED : EXIT_OK;
     return rc;
 }
 

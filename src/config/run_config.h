@@ -65,6 +65,11 @@ typedef struct ft_run_config {
     long save_every;       /* 0: only at the end */
     int keep_last;         /* 0: keep all */
     char *resume;          /* "none" | "auto" | path */
+    double comm_timeout;   /* seconds; 0 disables the watchdog */
+    int max_nan_skips;
+    char *metrics_file;
+    double peak_tflops;    /* 0: measure */
+    bool log_ranks;
 
     ft_optimizer_config optimizer; /* optimizer = { ... } (schedule keys live here too) */
 } ft_run_config;

@@ -247,7 +247,9 @@ int ft_engine_read_field(ft_engine *e, const ft_h5file *f, const char *group,
         file_ctx fc = { f, group, hashes };
         return fill_from(e, file_slice, &fc, err);
     }
-    float *host = malloc(e->max_shard * sizeof(float));
+    /* stage 0 reads whole units (replicated state), the others their slice */
+    const size_t cap = e->opt.zero_stage == 0 ? e->max_padded : e->max_shard;
+    float *host = malloc(cap * sizeof(float));
     if (!host)
         return ft_fail(err, "out of host memory");
     int rc = 0;
@@ -255,6 +257,20 @@ int ft_engine_read_field(ft_engine *e, const ft_h5file *f, const char *group,
         engine_unit *eu = &e->units[u];
         size_t b, end, off;
         ft_engine_own_range(e, eu, &b, &end);
+        /* Stage 0 replicates the optimizer state: every rank reads all of it, but only
+         * its own slice counts toward the (all-reduced) content hash. */
+        if (e->opt.zero_stage == 0) {
+            uint64_t *hh = hashes ? hashes + first_tensor(e, u) : NULL;
+            rc = ft_weights_read_range(f, group, &e->layout.units[u], 0, b, host, err) ||
+                 ft_weights_read_range_hashed(f, group, &e->layout.units[u], b, end, host + b, hh,
+                                              err) ||
+                 ft_weights_read_range(f, group, &e->layout.units[u], end, eu->numel, host + end,
+                                       err);
+            if (!rc)
+                e->opt_be->ops->upload(e->opt_be, moment_buffer(e, eu, field, 0, &off), host,
+                                       eu->numel * sizeof(float));
+            continue;
+        }
         rc = ft_weights_read_range_hashed(f, group, &e->layout.units[u], b, end, host,
                                           hashes ? hashes + first_tensor(e, u) : NULL, err);
         if (!rc) {

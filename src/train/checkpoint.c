@@ -29,13 +29,17 @@ static const field_group groups[] = {
     { FT_STATE_V, "/optim/v" },
 };
 
-/* Test hook: FTMPI_FAULT=ckpt:<phase> kills every rank at that point of a write, which
+/* Test hooks: FTMPI_FAULT=ckpt:<phase> kills every rank at that point of a write, which
  * is how the crash-safety test stands in for a job killed mid-checkpoint. */
 static void fault_point(const char *phase)
 {
     const char *f = getenv("FTMPI_FAULT");
     if (f && strncmp(f, "ckpt:", 5) == 0 && strcmp(f + 5, phase) == 0)
         raise(SIGKILL);
+    /* ckpt:slow stalls every write after its model tensors, so that a test can
+     * deliver a second signal while a checkpoint is being written */
+    if (f && strcmp(f, "ckpt:slow") == 0 && strcmp(phase, "model") == 0)
+        sleep(4);
 }
 
 static int n_tensors(const ft_model_layout *l)
@@ -87,6 +91,7 @@ static int write_meta(const ft_h5file *f, const ft_run_config *cfg, ft_comm *com
     if (g < 0)
         return ft_fail(err, "%s: cannot create /meta", f->path);
     int rc = ft_h5_attr_write_i64(f, g, "step", pos->step, err) ||
+             ft_h5_attr_write_i64(f, g, "optimizer_step", pos->optimizer_step, err) ||
              ft_h5_attr_write_i64(f, g, "data_position", pos->data_position, err) ||
              ft_h5_attr_write_i64(f, g, "world_size", comm->size, err) ||
              ft_h5_attr_write_i64(f, g, "zero_stage", cfg->zero_stage, err) ||
@@ -319,9 +324,10 @@ int ft_checkpoint_load(const char *path, const ft_model_layout *layout, ft_engin
              ft_engine_read_field(e, &f, groups[g].group, groups[g].field, h, err) ||
              verify_hashes(&f, groups[g].group, layout, h, err);
     }
-    int64_t step = 0, data_pos = 0;
+    int64_t step = 0, data_pos = 0, opt_step = 0;
     hid_t meta = rc ? -1 : H5Gopen2(f.id, "/meta", H5P_DEFAULT);
     if (!rc && (meta < 0 || ft_h5_attr_read_i64(&f, meta, "step", &step, err) ||
+                ft_h5_attr_read_i64(&f, meta, "optimizer_step", &opt_step, err) ||
                 ft_h5_attr_read_i64(&f, meta, "data_position", &data_pos, err)))
         rc = ft_fail(err, "%s: /meta step or data_position missing (incomplete checkpoint?)",
                      path);
@@ -332,7 +338,8 @@ int ft_checkpoint_load(const char *path, const ft_model_layout *layout, ft_engin
     if (rc)
         return -1;
     pos->step = (long)step;
+    pos->optimizer_step = (long)opt_step;
     pos->data_position = data_pos;
-    ft_engine_set_step_count(e, (long)step);
+    ft_engine_set_step_count(e, (long)opt_step);
     return 0;
 }

@@ -13,7 +13,8 @@
 #include "shard/engine.h"
 
 typedef struct ft_ckpt_position {
-    long step;             /* optimizer steps done */
+    long step;             /* training steps done (skipped steps included) */
+    long optimizer_step;   /* updates applied: AdamW's bias-correction count */
     int64_t data_position; /* global sample index of the next step's first sample */
 } ft_ckpt_position;
 

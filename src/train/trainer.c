@@ -5,10 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "io/weights.h"
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
+#include "train/metrics.h"
+#include "train/signals.h"
+#include "train/watchdog.h"
 
 static double now_seconds(void) { return MPI_Wtime(); }
 
@@ -97,6 +101,61 @@ static void print_startup(ft_trainer *t)
     fflush(t->out);
 }
 
+/* Model FLOPs per trained token, the usual estimate: 6 per matmul parameter (forward
+ * 2, backward 4) plus attention 6 * L * heads * head_dim * T (QK^T and PV, forward and
+ * backward, counted without the causal halving). The embedding lookup is no matmul;
+ * a tied output projection is. */
+static double flops_per_token(const ft_model_config *c, int T)
+{
+    double n = (double)ft_model_config_param_count(c);
+    if (!c->tie_word_embeddings)
+        n -= (double)c->vocab_size * c->hidden_size;
+    return 6.0 * n + 6.0 * c->num_hidden_layers * c->num_attention_heads * c->head_dim * (double)T;
+}
+
+/* Best of three 1024^3 fp32 matmuls on this rank's backend: the peak MFU refers to
+ * when no peak_tflops is configured. */
+static double measure_matmul_flops(ft_backend *be)
+{
+    const int n = 1024;
+    float *a = be->ops->alloc(be, (size_t)n * n * sizeof(float));
+    float *c = be->ops->alloc(be, (size_t)n * n * sizeof(float));
+    double best = 0.0;
+    if (a && c)
+        for (int rep = 0; rep < 3; rep++) {
+            double t0 = MPI_Wtime();
+            be->ops->matmul(be, c, a, a, n, n, n, false, true, 1.0f, 0.0f);
+            be->ops->sync(be);
+            double f = 2.0 * n * n * (double)n / (MPI_Wtime() - t0);
+            if (f > best)
+                best = f;
+        }
+    be->ops->free(be, a);
+    be->ops->free(be, c);
+    return best;
+}
+
+/* One line per rank, printed in rank order by rank 0. */
+static int log_rank_placement(ft_trainer *t, ft_error *err)
+{
+    char line[320], host[256];
+    if (gethostname(host, sizeof host - 1))
+        snprintf(host, sizeof host, "?");
+    host[sizeof host - 1] = '\0';
+    snprintf(line, sizeof line, "ftmpi: rank %d of %d on %s, node-local rank %d of %d, device %s%s",
+             t->comm->rank, t->comm->size, host, t->comm->local_rank, t->comm->local_size,
+             t->be->name, t->be->device >= 0 ? "" : " (host)");
+    char *all = t->comm->rank == 0 ? malloc(sizeof line * (size_t)t->comm->size) : NULL;
+    if (t->comm->rank == 0 && !all)
+        return ft_fail(err, "out of host memory");
+    MPI_Gather(line, sizeof line, MPI_CHAR, all, sizeof line, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (t->out)
+        for (int r = 0; r < t->comm->size; r++)
+            fprintf(t->out, "%s\n", all + (size_t)r * sizeof line);
+    free(all);
+    return 0;
+}
+
 int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FILE *out,
                      ft_error *err)
 {
@@ -161,12 +220,23 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     t->segment = malloc(n * sizeof *t->segment);
     if (!t->tokens || !t->loss_mask || !t->segment)
         return ft_fail(err, "out of host memory for the batch buffers");
+    if (cfg->log_ranks && log_rank_placement(t, err))
+        return -1;
+    t->flops_per_token = flops_per_token(&t->layout.config, t->seq_len);
+    t->peak_flops = cfg->peak_tflops > 0 ? cfg->peak_tflops * 1e12 : measure_matmul_flops(t->be);
+    if (comm->rank == 0 && cfg->metrics_file && !(t->metrics = ft_metrics_open(cfg->metrics_file)))
+        return ft_fail(err, "metrics_file %s: cannot open for appending", cfg->metrics_file);
+    t->watchdog = ft_watchdog_start(cfg->comm_timeout, comm->rank);
+    ft_signals_install();
     print_startup(t);
     return 0;
 }
 
 void ft_trainer_free(ft_trainer *t)
 {
+    ft_watchdog_stop(t->watchdog);
+    if (t->metrics)
+        fclose(t->metrics);
     ft_model_free(t->model);
     ft_engine_free(t->engine);
     if (t->train_open)
@@ -202,19 +272,26 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
     const int P = t->comm->size, R = t->rows_per_rank, W = t->seq_len + 1;
     const int64_t G = cfg->global_batch_size;
 
+    ft_watchdog_progress(t->watchdog, "reading the step's rows");
+    const double read0 = now_seconds();
     int64_t rows[R];
     for (int j = 0; j < R; j++)
         rows[j] = ft_data_order_row(&t->order, t->sample_base + (step - t->start_step) * G +
                                                    (int64_t)t->comm->rank * (G / P) + j);
     if (ft_dataset_read_rows(&t->train, rows, R, t->tokens, t->loss_mask, t->segment, err))
         return -1;
+    st->data_wait = now_seconds() - read0;
+    ft_watchdog_progress(t->watchdog, "in forward/backward (waiting for collectives)");
 
     /* Every token's gradient is scaled by 1 / (targets in the global batch), so the
      * summed gradient is that of the global mean loss, whatever P and accum are. */
     int64_t n_global = count_targets(t->loss_mask, R, W);
     if (t->comm->ops->all_reduce_i64_sum(t->comm, &n_global, 1, err))
         return -1;
-    const float grad_scale = n_global > 0 ? 1.0f / (float)n_global : 0.0f;
+    float grad_scale = n_global > 0 ? 1.0f / (float)n_global : 0.0f;
+    const char *fault = getenv("FTMPI_FAULT"); /* test hook: nan:<step> poisons a gradient */
+    if (fault && !strncmp(fault, "nan:", 4) && atol(fault + 4) == step + 1)
+        grad_scale = NAN;
 
     ft_param_source src = ft_engine_param_source(t->engine);
     ft_engine_zero_grads(t->engine);
@@ -244,10 +321,14 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
     if (cfg->grad_clip > 0.0 && norm > cfg->grad_clip)
         mult = cfg->grad_clip / (norm + 1e-6);
     const double lr = ft_schedule_lr(&cfg->optimizer, step, cfg->max_steps);
-    if (ft_engine_step(t->engine, &cfg->optimizer, lr, mult, err))
+    st->loss = n_global > 0 ? loss_sum / (double)n_global : 0.0;
+    /* A non-finite loss or gradient never reaches the parameters (nor a checkpoint):
+     * the step is skipped. Both values are global, so all ranks decide alike. */
+    st->skipped = !isfinite(st->loss) || !isfinite(norm);
+    ft_watchdog_progress(t->watchdog, "in the optimizer step");
+    if (!st->skipped && ft_engine_step(t->engine, &cfg->optimizer, lr, mult, err))
         return -1;
 
-    st->loss = n_global > 0 ? loss_sum / (double)n_global : 0.0;
     st->grad_norm = norm;
     st->lr = lr;
     st->n_targets = (long)n_global;
@@ -333,6 +414,7 @@ static int save_checkpoint(ft_trainer *t, long steps_done, ft_error *err)
 {
     const ft_run_config *cfg = t->cfg;
     ft_ckpt_position pos = { .step = steps_done,
+                             .optimizer_step = ft_engine_step_count(t->engine),
                              .data_position = t->sample_base +
                                               (steps_done - t->start_step) *
                                                   (int64_t)cfg->global_batch_size };
@@ -362,11 +444,69 @@ static double peak_mib(ft_trainer *t)
     return v[0];
 }
 
+/* "1h02m" style; "-" when unknown. */
+static void format_duration(char *buf, size_t len, double seconds)
+{
+    if (!isfinite(seconds) || seconds < 0) {
+        snprintf(buf, len, "-");
+        return;
+    }
+    long s = (long)(seconds + 0.5);
+    if (s >= 3600)
+        snprintf(buf, len, "%ldh%02ldm", s / 3600, (s / 60) % 60);
+    else if (s >= 60)
+        snprintf(buf, len, "%ldm%02lds", s / 60, s % 60);
+    else
+        snprintf(buf, len, "%lds", s);
+}
+
+static void log_step(ft_trainer *t, const ft_step_record *r, double comm_wait_s)
+{
+    char eta[32];
+    format_duration(eta, sizeof eta, r->eta_s);
+    fprintf(t->out,
+            "step %6ld/%ld | loss %.4f | lr %.3e | grad_norm %.4f | tok/s %.0f | mfu %.1f%% | "
+            "step %.3fs | data %.3fs | elapsed %.1fs | eta %s | peak_mem %.0f MiB | "
+            "comm_wait %.3fs | comm %llu B\n",
+            r->step, r->max_steps, r->loss, r->lr, r->grad_norm, r->tokens_per_s, 100.0 * r->mfu,
+            r->step_s, r->data_wait_s, r->elapsed_s, eta, r->peak_mem_mib, comm_wait_s,
+            r->comm_bytes);
+    fflush(t->out);
+}
+
+static int run_eval(ft_trainer *t, long step, ft_error *err)
+{
+    const ft_run_config *cfg = t->cfg;
+    double loss;
+    long n;
+    ft_watchdog_progress(t->watchdog, "evaluating");
+    if (ft_trainer_evaluate(t, cfg->eval_data, cfg->eval_batches * cfg->global_batch_size, &loss,
+                            &n, err))
+        return ft_fail_context(err, "eval at step %ld", step);
+    if (t->out) {
+        fprintf(t->out, "eval   %6ld | loss %.4f | ppl %.3f | %ld tokens\n", step, loss, exp(loss),
+                n);
+        fflush(t->out);
+    }
+    ft_metrics_eval(t->metrics, step, loss, n);
+    return 0;
+}
+
+/* Nonzero on every rank when a stop signal reached any rank. */
+static int stop_agreed(ft_trainer *t)
+{
+    int stop = ft_signals_stop_requested();
+    MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return stop;
+}
+
 int ft_trainer_run(ft_trainer *t, ft_error *err)
 {
     const ft_run_config *cfg = t->cfg;
     const double start = now_seconds();
-    const long tokens_per_step = (long)cfg->global_batch_size * t->seq_len;
+    const double tokens_per_step = (double)cfg->global_batch_size * t->seq_len;
+    int skipped_total = 0;
+    long last_saved = -1;
     if (t->start_step >= cfg->max_steps && t->out)
         fprintf(t->out, "ftmpi: checkpoint is at step %ld of max_steps %ld: nothing to do\n",
                 t->start_step, cfg->max_steps);
@@ -374,43 +514,61 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
         ft_step_stats st;
         if (ft_trainer_step(t, step, &st, err))
             return ft_fail_context(err, "step %ld", step + 1);
-        if (!isfinite(st.loss) || !isfinite(st.grad_norm))
-            return ft_fail(err, "step %ld: loss %g, grad norm %g is not finite; lower "
-                           "optimizer.lr or enable grad_clip", step + 1, st.loss, st.grad_norm);
+        ft_watchdog_progress(t->watchdog, "logging and checkpointing");
+        if (st.skipped) {
+            skipped_total++;
+            if (t->out)
+                fprintf(t->out, "ftmpi: step %ld: loss %g, grad norm %g: not finite, update "
+                                "skipped (%d of max_nan_skips %d)\n",
+                        step + 1, st.loss, st.grad_norm, skipped_total, cfg->max_nan_skips);
+            if (skipped_total > cfg->max_nan_skips)
+                return ft_fail(err, "step %ld: loss %g, grad norm %g is not finite (%d skipped "
+                               "steps, max_nan_skips %d); lower optimizer.lr, enable grad_clip "
+                               "or check the data; the last checkpoint has no NaNs",
+                               step + 1, st.loss, st.grad_norm, skipped_total, cfg->max_nan_skips);
+        }
         const int last = step + 1 == cfg->max_steps;
+        const double elapsed = now_seconds() - start;
+        ft_step_record r = {
+            .step = step + 1, .max_steps = cfg->max_steps, .loss = st.loss, .lr = st.lr,
+            .grad_norm = st.grad_norm, .tokens_per_s = tokens_per_step / st.seconds,
+            .step_s = st.seconds, .data_wait_s = st.data_wait, .comm_wait_s = st.comm_wait,
+            .elapsed_s = elapsed, .comm_bytes = (unsigned long long)st.bytes_sent,
+            .skipped = st.skipped,
+            .eta_s = elapsed / (double)(step + 1 - t->start_step) *
+                     (double)(cfg->max_steps - step - 1),
+        };
+        r.mfu = t->peak_flops > 0 ? r.tokens_per_s * t->flops_per_token /
+                                        (t->peak_flops * t->comm->size)
+                                  : NAN;
         if (cfg->log_every > 0 && ((step + 1) % cfg->log_every == 0 || last || step == 0)) {
-            double mem = peak_mib(t);
-            if (t->out) {
-                fprintf(t->out,
-                        "step %6ld/%ld | loss %.4f | lr %.3e | grad_norm %.4f | tok/s %.0f | "
-                        "step %.3fs | elapsed %.1fs | peak_mem %.0f MiB | comm_wait %.3fs | "
-                        "comm %llu B\n",
-                        step + 1, cfg->max_steps, st.loss, st.lr, st.grad_norm,
-                        tokens_per_step / st.seconds, st.seconds, now_seconds() - start, mem,
-                        st.comm_wait, (unsigned long long)st.bytes_sent);
-                fflush(t->out);
-            }
+            r.peak_mem_mib = peak_mib(t);
+            if (t->out)
+                log_step(t, &r, st.comm_wait);
+        } else {
+            r.peak_mem_mib = NAN;
         }
-        if (cfg->checkpoint_dir && cfg->save_every > 0 && (step + 1) % cfg->save_every == 0 &&
-            save_checkpoint(t, step + 1, err))
+        ft_metrics_step(t->metrics, &r);
+        if (cfg->checkpoint_dir && cfg->save_every > 0 && (step + 1) % cfg->save_every == 0) {
+            if (save_checkpoint(t, step + 1, err))
+                return -1;
+            last_saved = step + 1;
+        }
+        if (stop_agreed(t)) {
+            if (cfg->checkpoint_dir && last_saved != step + 1 && save_checkpoint(t, step + 1, err))
+                return -1;
+            if (t->out)
+                fprintf(t->out, "ftmpi: stop signal: %s after step %ld; exiting with %d\n",
+                        cfg->checkpoint_dir ? "checkpointed" : "no checkpoint_dir, stopped",
+                        step + 1, FT_EXIT_SIGNALLED);
+            t->stopped_by_signal = 1;
+            return 0;
+        }
+        if (cfg->eval_data && cfg->eval_every > 0 && ((step + 1) % cfg->eval_every == 0 || last) &&
+            run_eval(t, step + 1, err))
             return -1;
-        const int do_eval = cfg->eval_data && cfg->eval_every > 0 &&
-                            ((step + 1) % cfg->eval_every == 0 || last);
-        if (do_eval) {
-            double loss;
-            long n;
-            if (ft_trainer_evaluate(t, cfg->eval_data, cfg->eval_batches * cfg->global_batch_size,
-                                    &loss, &n, err))
-                return ft_fail_context(err, "eval at step %ld", step + 1);
-            if (t->out) {
-                fprintf(t->out, "eval   %6ld | loss %.4f | ppl %.3f | %ld tokens\n", step + 1,
-                        loss, exp(loss), n);
-                fflush(t->out);
-            }
-        }
     }
-    if (cfg->checkpoint_dir && t->start_step < cfg->max_steps &&
-        !(cfg->save_every > 0 && cfg->max_steps % cfg->save_every == 0) &&
+    if (cfg->checkpoint_dir && t->start_step < cfg->max_steps && last_saved != cfg->max_steps &&
         save_checkpoint(t, cfg->max_steps, err))
         return -1;
     double peak[1] = { (double)t->be->peak_bytes };

@@ -33,6 +33,11 @@ typedef struct ft_trainer {
     int32_t *segment;
     int seq_len;
     FILE *out;           /* log stream (rank 0), NULL elsewhere */
+    FILE *metrics;       /* metrics JSONL (rank 0), NULL when not configured */
+    struct ft_watchdog *watchdog;
+    double peak_flops;   /* per rank, for MFU */
+    double flops_per_token;
+    int stopped_by_signal;
 } ft_trainer;
 
 /* The result of one optimizer step (identical on all ranks). */
@@ -43,6 +48,8 @@ typedef struct ft_step_stats {
     long n_targets;
     double seconds;
     uint64_t bytes_sent; /* by this rank in tensor collectives during the step */
+    double data_wait;    /* seconds reading this step's rows */
+    int skipped;         /* non-finite loss or gradient: no update was applied */
     double comm_wait;    /* seconds this rank blocked waiting for collectives */
 } ft_step_stats;
 
@@ -52,7 +59,8 @@ void ft_trainer_free(ft_trainer *t);
 
 /* Runs optimizer step number `step` (0-based). */
 int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err);
-/* The whole loop: max_steps steps with logging and periodic eval. */
+/* The whole loop: max_steps steps with logging and periodic eval. After a stop signal
+ * it checkpoints and returns 0 with t->stopped_by_signal set. */
 int ft_trainer_run(ft_trainer *t, ft_error *err);
 /* Mean target-token loss over the first max_rows rows (0: all) of a dataset file. */
 int ft_trainer_evaluate(ft_trainer *t, const char *path, long max_rows, double *mean_loss,

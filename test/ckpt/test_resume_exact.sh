@@ -2,7 +2,8 @@
 # Invariant 2: resume is exact. 2k steps straight == the same job killed right after
 # its step-k checkpoint (FTMPI_FAULT=ckpt:saved), restarted with resume = "auto", bitwise: the same loss lines and identical final
 # weights, for 1 and 4 ranks at ZeRO stage 3, with accumulation (4 and 1 micro-batches)
-# and a non-constant (warmup + cosine) schedule; also for bf16 parameters on 2 ranks.
+# and a non-constant (warmup + cosine) schedule; also bf16 parameters at stage 1 on 2
+# ranks, stage 0 (replicated optimizer state) on 2 ranks and stage 2 on 3 ranks.
 . "$(dirname "$0")/../train/lib.sh"
 "$GENDATA" --rows 128 --seq-len 32 --digits 2 train.h5 >/dev/null || fail "gendata"
 write_small_cfg s.cfg
@@ -26,3 +27,5 @@ check 1
 have_mpirun || skip "mpirun not found (1-rank case passed)"
 check 4
 check 2 model.param_dtype=bf16 zero_stage=1
+check 2 zero_stage=0
+check 3 zero_stage=2 global_batch_size=6

@@ -53,3 +53,12 @@ data = { train = "train.h5"; };
 optimizer = { type = "adamw"; lr = 1e-2; weight_decay = 0.1; schedule = "cosine"; warmup_steps = 2; };
 CFG
 }
+
+# start_ranks N ARGS...: like run_ranks, in the background, with $! the launcher's own
+# pid (so signals sent to $! reach mpirun or ftmpi, not a wrapper shell).
+start_ranks() {
+    n=$1; shift
+    if [ "$n" -eq 1 ]; then ( exec "$FTMPI" "$@" ) &
+    else ( exec "$MPIRUN" --oversubscribe -np "$n" "$FTMPI" "$@" ) &
+    fi
+}

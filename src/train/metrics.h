@@ -1,0 +1,21 @@
+/* The per-run metrics file: one JSON object per line (JSONL), written by rank 0 —
+ * one "step" record per optimizer step and one "eval" record per evaluation. */
+#ifndef FT_TRAIN_METRICS_H
+#define FT_TRAIN_METRICS_H
+
+#include <stdio.h>
+
+typedef struct ft_step_record {
+    long step, max_steps;
+    double loss, lr, grad_norm, tokens_per_s, mfu, step_s, data_wait_s, comm_wait_s,
+        peak_mem_mib, elapsed_s, eta_s;
+    unsigned long long comm_bytes;
+    int skipped; /* non-finite loss or gradient: no update */
+} ft_step_record;
+
+/* Opens path for appending (a resumed run continues the file); NULL path: no file. */
+FILE *ft_metrics_open(const char *path);
+void ft_metrics_step(FILE *f, const ft_step_record *r);
+void ft_metrics_eval(FILE *f, long step, double loss, long tokens);
+
+#endif

@@ -1,0 +1,19 @@
+/* A watchdog thread per rank: the training loop reports progress; when none is
+ * reported for `timeout` seconds (a peer rank died or hangs and this rank waits in a
+ * collective forever), the watchdog prints which rank and host gave up and in which
+ * phase, and ends the process with FT_EXIT_HUNG, so the launcher tears down the job
+ * instead of a silent hang. The watchdog itself makes no MPI calls. */
+#ifndef FT_TRAIN_WATCHDOG_H
+#define FT_TRAIN_WATCHDOG_H
+
+#define FT_EXIT_HUNG 87
+
+typedef struct ft_watchdog ft_watchdog;
+
+/* timeout <= 0: no watchdog (returns NULL). */
+ft_watchdog *ft_watchdog_start(double timeout, int rank);
+/* Marks progress and names what the rank does next (a string literal). */
+void ft_watchdog_progress(ft_watchdog *w, const char *phase);
+void ft_watchdog_stop(ft_watchdog *w);
+
+#endif
