@@ -32,7 +32,9 @@ static int finish_open(ft_h5file *f, const char *path, hid_t id, ft_error *err, 
     return 0;
 }
 
-int ft_h5_open(ft_h5file *f, const char *path, MPI_Comm comm, ft_error *err)
+/* Opens (read-only) or creates (truncating) path on comm. */
+static int open_or_create(ft_h5file *f, const char *path, MPI_Comm comm, int create,
+                          ft_error *err)
 {
     quiet_hdf5();
     memset(f, 0, sizeof *f);
@@ -40,22 +42,20 @@ int ft_h5_open(ft_h5file *f, const char *path, MPI_Comm comm, ft_error *err)
     hid_t fapl;
     if (make_fapl(comm, &fapl))
         return ft_fail(err, "%s: cannot set up parallel HDF5 access", path);
-    hid_t id = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    hid_t id = create ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)
+                      : H5Fopen(path, H5F_ACC_RDONLY, fapl);
     H5Pclose(fapl);
-    return finish_open(f, path, id, err, "open");
+    return finish_open(f, path, id, err, create ? "create" : "open");
+}
+
+int ft_h5_open(ft_h5file *f, const char *path, MPI_Comm comm, ft_error *err)
+{
+    return open_or_create(f, path, comm, 0, err);
 }
 
 int ft_h5_create(ft_h5file *f, const char *path, MPI_Comm comm, ft_error *err)
 {
-    quiet_hdf5();
-    memset(f, 0, sizeof *f);
-    f->id = -1;
-    hid_t fapl;
-    if (make_fapl(comm, &fapl))
-        return ft_fail(err, "%s: cannot set up parallel HDF5 access", path);
-    hid_t id = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
-    H5Pclose(fapl);
-    return finish_open(f, path, id, err, "create");
+    return open_or_create(f, path, comm, 1, err);
 }
 
 int ft_h5_close(ft_h5file *f, ft_error *err)
