@@ -199,11 +199,13 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
              ft_model_create(&t->model, &t->layout, t->be, &mo, err);
     if (!rc && resume_path) {
         ft_ckpt_position pos;
+        const double t0 = now_seconds();
         rc = ft_checkpoint_load(resume_path, &t->layout, t->engine, comm, &pos, err);
         t->start_step = pos.step;
         t->sample_base = pos.data_position;
         if (!rc && t->out)
-            fprintf(t->out, "ftmpi: resumed from %s at step %ld\n", resume_path, pos.step);
+            fprintf(t->out, "ftmpi: resumed from %s at step %ld (read in %.2fs)\n", resume_path,
+                    pos.step, now_seconds() - t0);
         if (rc)
             ft_fail_context(err, "resume");
     } else if (!rc) {
