@@ -120,6 +120,13 @@ cudaError_t ft_cuda_launch_attention_bwd(float *dq, float *dk, float *dv, const 
                                          const float *k, const float *v, const int32_t *segment,
                                          ft_attn_shape s, void *scratch, cudaStream_t st);
 
+/* ---- cuda_attention_decode.cu ---- */
+size_t ft_cuda_attention_decode_scratch_bytes(int past, int n_new, int n_heads);
+cudaError_t ft_cuda_launch_attention_decode(float *out, const float *q, const float *k_cache,
+                                            const float *v_cache, int past, int n_new,
+                                            int n_heads, int n_kv_heads, int head_dim,
+                                            void *scratch, cudaStream_t st);
+
 #ifdef __cplusplus
 }
 #endif

@@ -100,6 +100,18 @@ typedef struct ft_backend_ops {
                           const float *out, const float *lse, const float *q, const float *k,
                           const float *v, const int32_t *segment, ft_attn_shape s);
 
+    /* Attention of new tokens against a key/value cache (incremental decoding; forward
+     * only). One sequence: q [n_new, n_heads*head_dim] holds the queries of positions
+     * past .. past+n_new-1; k_cache and v_cache [>= past+n_new, n_kv_heads*head_dim]
+     * hold the keys (after RoPE) and values of positions 0 .. past+n_new-1, the new
+     * tokens' included. New token i attends keys j <= past + i (causal, one document).
+     * out [n_new, n_heads*head_dim] overwrite. Scale 1/sqrt(head_dim); GQA by
+     * indexing as in attention_fwd. Equals attention_fwd on the whole sequence, at
+     * the new rows, up to rounding. */
+    void (*attention_decode)(ft_backend *be, float *out, const float *q, const float *k_cache,
+                             const float *v_cache, int past, int n_new, int n_heads,
+                             int n_kv_heads, int head_dim);
+
     /* out = silu(gate) * up over n elements (overwrite). */
     void (*swiglu_fwd)(ft_backend *be, float *out, const float *gate, const float *up, size_t n);
     /* dgate, dup overwrite. */

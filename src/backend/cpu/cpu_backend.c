@@ -150,6 +150,7 @@ static const ft_backend_ops cpu_ops = {
     .rope = ft_cpu_rope,
     .attention_fwd = ft_cpu_attention_fwd,
     .attention_bwd = ft_cpu_attention_bwd,
+    .attention_decode = ft_cpu_attention_decode,
     .swiglu_fwd = ft_cpu_swiglu_fwd,
     .swiglu_bwd = ft_cpu_swiglu_bwd,
     .embedding_fwd = ft_cpu_embedding_fwd,

@@ -53,6 +53,11 @@ void ft_cpu_attention_bwd(ft_backend *be, float *dq, float *dk, float *dv, const
                           const float *out, const float *lse, const float *q, const float *k,
                           const float *v, const int32_t *segment, ft_attn_shape s);
 
+/* cpu_attention_decode.c */
+void ft_cpu_attention_decode(ft_backend *be, float *out, const float *q, const float *k_cache,
+                             const float *v_cache, int past, int n_new, int n_heads,
+                             int n_kv_heads, int head_dim);
+
 /* cpu_swiglu.c */
 void ft_cpu_swiglu_fwd(ft_backend *be, float *out, const float *gate, const float *up, size_t n);
 void ft_cpu_swiglu_bwd(ft_backend *be, float *dgate, float *dup, const float *dout,

@@ -1,0 +1,50 @@
+/* Parameters for generation: every unit of the model resident on the backend, read
+ * once from a weights file or a checkpoint (doc/formats.md) by one process, with no
+ * sharding and no optimizer state. Handed to the decoder (and to ft_model_logits in
+ * tests) through an ft_param_source whose acquire() returns the resident unit.
+ *
+ * Ownership: ft_gen_params_load / _init_random return an object the caller frees
+ * with ft_gen_params_free, before the backend. The layout inside is owned by it. */
+#ifndef FT_GENERATE_GEN_PARAMS_H
+#define FT_GENERATE_GEN_PARAMS_H
+
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "model/layout.h"
+#include "model/model.h"
+#include "util/error.h"
+
+/* Which tensors of a checkpoint to read. Weights files only have /model. */
+typedef enum ft_gen_param_group {
+    FT_GEN_PARAMS_AUTO = 0, /* /optim/master when present (full precision), else /model */
+    FT_GEN_PARAMS_MODEL,    /* /model: the working parameters (bf16 values with bf16 training) */
+    FT_GEN_PARAMS_MASTER,   /* /optim/master; an error when the file has none */
+} ft_gen_param_group;
+
+typedef struct ft_gen_params {
+    ft_model_layout layout;
+    ft_backend *be;       /* borrowed */
+    float **units;        /* [n_units] flat fp32 unit buffers on the backend */
+    char path[1100];      /* the file actually read (a directory resolved to its latest) */
+    char group[32];       /* "/model" or "/optim/master" */
+    int is_checkpoint;
+} ft_gen_params;
+
+/* Loads from `path`: a weights file, a checkpoint file, or a checkpoint directory
+ * (its `latest` pointer is followed). Checks the file kind, the config, every
+ * tensor's shape and, where the file records it, every tensor's content hash.
+ * Reads the file alone (MPI_COMM_SELF): every rank may call it independently. */
+int ft_gen_params_load(ft_gen_params **out, const char *path, ft_gen_param_group which,
+                       ft_backend *be, ft_error *err);
+
+/* A model of the given shape with the trainer's random initialisation (tests). */
+int ft_gen_params_init_random(ft_gen_params **out, const ft_model_config *c, uint64_t seed,
+                              double std, ft_backend *be, ft_error *err);
+
+void ft_gen_params_free(ft_gen_params *p);
+
+/* The resident units as a parameter source (no gradients: grads() returns NULL). */
+ft_param_source ft_gen_params_source(ft_gen_params *p);
+
+#endif

@@ -1,0 +1,621 @@
+/* ftmpi-generate: sample text from a trained checkpoint or a weights file with a
+ * KV-cached decoder (src/generate). Command line, exit codes and output; the work is
+ * done by the session (single prompt) and the batch runner (JSON lines over ranks). */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config.h"
+#include "generate/batch.h"
+#include "generate/session.h"
+
+enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+
+static const char usage_text[] =
+    "Usage: ftmpi-generate [OPTIONS] MODEL [PROMPT]\n"
+    "       mpirun -np N ftmpi-generate [OPTIONS] MODEL --prompts IN.jsonl --out OUT.jsonl\n"
+    "\n"
+    "Generate a completion of PROMPT with the Llama model in MODEL: a weights file\n"
+    "(ftmpi-convert import), a checkpoint file (CHECKPOINT_DIR/step-NNNNNN.h5) or a\n"
+    "checkpoint directory (its `latest` checkpoint). Without PROMPT (and without\n"
+    "--prompts) the prompt is read from standard input. The prompt is prefilled into a\n"
+    "KV cache and the completion decoded one token at a time; the math is the trainer's\n"
+    "forward pass (doc/generate.md).\n"
+    "\n"
+    "Text in and out (one of):\n"
+    "  --tokenizer FILE     a Hugging Face tokenizer.json (the model's own)\n"
+    "  --byte-tokens        ftmpi-gendata's synthetic models: ids 0..255 are bytes,\n"
+    "                       BOS 256, EOS 257 (e.g. PROMPT \"12+35=\")\n"
+    "  --ids                PROMPT is token ids, comma-separated (\"256,49,50\"), used\n"
+    "                       verbatim (no template, no BOS); prints the generated ids the\n"
+    "                       same way\n"
+    "\n"
+    "Prompt:\n"
+    "  --template NAME      how the prompt is framed, exactly as ftmpi-prep frames the\n"
+    "                       training data: none (default): BOS + prompt; alpaca: the\n"
+    "                       Stanford Alpaca prompt ending \"### Response:\\n\" (--input\n"
+    "                       adds its \"### Input:\" block); llama3-chat, llama31-chat,\n"
+    "                       llama2-chat: the Llama 3 / 3.1 / 2 chat formats, a user turn\n"
+    "                       and the open assistant turn (need --tokenizer)\n"
+    "  --system TEXT        system message (chat templates)\n"
+    "  --input TEXT         the input of an alpaca prompt\n"
+    "  --no-bos             do not start templates none/alpaca with BOS\n"
+    "\n"
+    "Sampling:\n"
+    "  --max-new-tokens N   stop after N generated tokens (default 128)\n"
+    "  --temperature T      0 (default): greedy, the most likely token each step;\n"
+    "                       T > 0: sample from softmax(logits / T)\n"
+    "  --top-k K            sample among the K most likely tokens only (default 0: all)\n"
+    "  --top-p P            sample within the smallest set of most likely tokens whose\n"
+    "                       probability reaches P (nucleus; default 1: all)\n"
+    "  --seed S             random seed (default 0); a draw depends only on the seed, the\n"
+    "                       prompt's index and the step, so results are reproducible\n"
+    "  --eos-id ID          stop at token ID instead of the tokenizer's and model's EOS\n"
+    "                       (repeatable, up to 16)\n"
+    "  --ignore-eos         never stop before --max-new-tokens\n"
+    "\n"
+    "Batch mode:\n"
+    "  --prompts IN.jsonl   one JSON object per line: {\"prompt\": \"...\"} (optional\n"
+    "                       \"input\", \"system\"), or {\"ids\": [...]} with --ids\n"
+    "  --out OUT.jsonl      each input object plus \"completion\" (text modes), \"ids\"\n"
+    "                       (generated ids) and \"stop\" (\"eos\", \"length\" or\n"
+    "                       \"context\"), in input order (\"-\": standard output). Under\n"
+    "                       mpirun rank r takes prompts r, r+N, ...; rank 0 writes the\n"
+    "                       file; the output does not depend on N\n"
+    "\n"
+    "Model and device:\n"
+    "  --params WHICH       auto (default): a checkpoint's fp32 /optim/master when it has\n"
+    "                       one, else /model; model: /model (the working parameters,\n"
+    "                       bf16 values after bf16 training); master: /optim/master\n"
+    "  --device cpu|cuda    backend (default cpu); with cuda, rank r of a node uses GPU r\n"
+    "  --prefill-chunk N    prompt tokens per forward call (default 256)\n"
+    "\n"
+    "Output:\n"
+    "  The completion is written to standard output exactly as generated (no newline is\n"
+    "  added; EOS is not printed). --echo writes the prompt text first. --verbose adds a\n"
+    "  line on standard error: tokens, stop reason and speed.\n"
+    "  -h, --help           show this help and exit\n"
+    "  -V, --version        print the version and exit\n"
+    "\n"
+    "Exit status: 0 success, 1 runtime error (unreadable or mismatched model, tokenizer or\n"
+    "prompt file, prompt longer than the context, out of memory), 2 bad command line.\n"
+    "\n"
+    "Examples:\n"
+    "  ftmpi-generate ck --byte-tokens \"3+4=\"\n"
+    "  ftmpi-generate model.h5 --tokenizer tokenizer.json --template llama3-chat \\\n"
+    "      --temperature 0.7 --top-p 0.9 --seed 1 \"Name three prime numbers.\"\n"
+    "  mpirun -np 4 ftmpi-generate ck --tokenizer tokenizer.json --template alpaca \\\n"
+    "      --prompts eval.jsonl --out completions.jsonl\n";
+
+typedef struct cli {
+    ft_gen_session_options s;
+    const char *prompt;
+    const char *system, *input;
+    bool ids_mode, echo, verbose;
+    const char *prompts_path, *out_path;
+    const char *device;
+} cli;
+
+/* ---------------------------------------------------------------- parsing */
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fputs("ftmpi-generate: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs(" (try --help)\n", stderr);
+    return -1;
+}
+
+static int parse_long(const char *opt, const char *s, long lo, long hi, long *v)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(s, &end, 10);
+    if (errno || end == s || *end || x < lo || x > hi) {
+        fprintf(stderr, "ftmpi-generate: %s '%s': expected an integer in %ld..%ld (try --help)\n",
+                opt, s, lo, hi);
+        return -1;
+    }
+    *v = x;
+    return 0;
+}
+
+static int parse_double(const char *opt, const char *s, double *v)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(s, &end);
+    if (errno || end == s || *end) {
+        fprintf(stderr, "ftmpi-generate: %s '%s': expected a number (try --help)\n", opt, s);
+        return -1;
+    }
+    *v = x;
+    return 0;
+}
+
+static int parse_u64(const char *opt, const char *s, uint64_t *v)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-') {
+        fprintf(stderr, "ftmpi-generate: %s '%s': expected a non-negative integer (try --help)\n",
+                opt, s);
+        return -1;
+    }
+    *v = x;
+    return 0;
+}
+
+/* "1,2, 3" -> ids (malloc'd). */
+static int parse_ids(const char *s, int32_t **ids, int *n, ft_error *err)
+{
+    *ids = NULL;
+    *n = 0;
+    size_t cap = 1;
+    for (const char *p = s; *p; p++)
+        cap += *p == ',';
+    int32_t *v = malloc(cap * sizeof *v);
+    if (!v)
+        return ft_fail(err, "out of host memory");
+    const char *p = s;
+    int k = 0;
+    for (;;) {
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        while (*end == ' ')
+            end++;
+        if (errno || end == p || x < 0 || x > INT32_MAX || (*end && *end != ',')) {
+            free(v);
+            return ft_fail(err, "--ids: '%s' is not a comma-separated list of token ids", s);
+        }
+        v[k++] = (int32_t)x;
+        if (!*end)
+            break;
+        p = end + 1;
+    }
+    *ids = v;
+    *n = k;
+    return 0;
+}
+
+enum {
+    OPT_TOKENIZER = 256, OPT_BYTES, OPT_IDS, OPT_TEMPLATE, OPT_SYSTEM, OPT_INPUT, OPT_NO_BOS,
+    OPT_MAX_NEW, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_EOS, OPT_IGNORE_EOS, OPT_PROMPTS,
+    OPT_OUT, OPT_PARAMS, OPT_DEVICE, OPT_CHUNK, OPT_ECHO, OPT_VERBOSE
+};
+
+/* Returns 0 to run, -1 on a usage error, 1 after --help/--version. */
+static int parse(int argc, char **argv, cli *c)
+{
+    memset(c, 0, sizeof *c);
+    c->s.max_new_tokens = 128;
+    c->s.sampler = (ft_sampler_config){ .temperature = 0.0, .top_k = 0, .top_p = 1.0, .seed = 0 };
+    c->s.n_eos_override = -1;
+    c->s.params = FT_GEN_PARAMS_AUTO;
+    c->device = "cpu";
+    static const struct option longopts[] = {
+        { "tokenizer", required_argument, 0, OPT_TOKENIZER },
+        { "byte-tokens", no_argument, 0, OPT_BYTES },
+        { "ids", no_argument, 0, OPT_IDS },
+        { "template", required_argument, 0, OPT_TEMPLATE },
+        { "system", required_argument, 0, OPT_SYSTEM },
+        { "input", required_argument, 0, OPT_INPUT },
+        { "no-bos", no_argument, 0, OPT_NO_BOS },
+        { "max-new-tokens", required_argument, 0, OPT_MAX_NEW },
+        { "temperature", required_argument, 0, OPT_TEMP },
+        { "top-k", required_argument, 0, OPT_TOPK },
+        { "top-p", required_argument, 0, OPT_TOPP },
+        { "seed", required_argument, 0, OPT_SEED },
+        { "eos-id", required_argument, 0, OPT_EOS },
+        { "ignore-eos", no_argument, 0, OPT_IGNORE_EOS },
+        { "prompts", required_argument, 0, OPT_PROMPTS },
+        { "out", required_argument, 0, OPT_OUT },
+        { "params", required_argument, 0, OPT_PARAMS },
+        { "device", required_argument, 0, OPT_DEVICE },
+        { "prefill-chunk", required_argument, 0, OPT_CHUNK },
+        { "echo", no_argument, 0, OPT_ECHO },
+        { "verbose", no_argument, 0, OPT_VERBOSE },
+        { "help", no_argument, 0, 'h' },
+        { "version", no_argument, 0, 'V' },
+        { 0, 0, 0, 0 },
+    };
+    int o;
+    long v;
+    opterr = 0;
+    while ((o = getopt_long(argc, argv, ":hVv", longopts, NULL)) != -1) {
+        switch (o) {
+        case OPT_TOKENIZER: c->s.tokenizer_path = optarg; break;
+        case OPT_BYTES: c->s.byte_tokens = true; break;
+        case OPT_IDS: c->ids_mode = true; break;
+        case OPT_TEMPLATE:
+            if (ft_template_parse(optarg, &c->s.tmpl))
+                return usage_error("--template '%s': expected none, alpaca, llama3-chat, "
+                                   "llama31-chat or llama2-chat", optarg);
+            break;
+        case OPT_SYSTEM: c->system = optarg; break;
+        case OPT_INPUT: c->input = optarg; break;
+        case OPT_NO_BOS: c->s.no_bos = true; break;
+        case OPT_MAX_NEW:
+            if (parse_long("--max-new-tokens", optarg, 0, INT_MAX / 2, &v))
+                return -1;
+            c->s.max_new_tokens = (int)v;
+            break;
+        case OPT_TEMP:
+            if (parse_double("--temperature", optarg, &c->s.sampler.temperature))
+                return -1;
+            break;
+        case OPT_TOPK:
+            if (parse_long("--top-k", optarg, 0, INT_MAX, &v))
+                return -1;
+            c->s.sampler.top_k = (int)v;
+            break;
+        case OPT_TOPP:
+            if (parse_double("--top-p", optarg, &c->s.sampler.top_p))
+                return -1;
+            break;
+        case OPT_SEED:
+            if (parse_u64("--seed", optarg, &c->s.sampler.seed))
+                return -1;
+            break;
+        case OPT_EOS:
+            if (parse_long("--eos-id", optarg, 0, INT32_MAX, &v))
+                return -1;
+            if (c->s.n_eos_override < 0)
+                c->s.n_eos_override = 0;
+            if (c->s.n_eos_override == FT_GEN_MAX_STOP)
+                return usage_error("--eos-id '%s': at most 16 stop ids", optarg);
+            c->s.eos_override[c->s.n_eos_override++] = (int32_t)v;
+            break;
+        case OPT_IGNORE_EOS: c->s.ignore_eos = true; break;
+        case OPT_PROMPTS: c->prompts_path = optarg; break;
+        case OPT_OUT: c->out_path = optarg; break;
+        case OPT_PARAMS:
+            if (strcmp(optarg, "auto") == 0)
+                c->s.params = FT_GEN_PARAMS_AUTO;
+            else if (strcmp(optarg, "model") == 0)
+                c->s.params = FT_GEN_PARAMS_MODEL;
+            else if (strcmp(optarg, "master") == 0)
+                c->s.params = FT_GEN_PARAMS_MASTER;
+            else
+                return usage_error("--params '%s': expected auto, model or master", optarg);
+            break;
+        case OPT_DEVICE:
+            if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0)
+                return usage_error("--device '%s': expected cpu or cuda", optarg);
+            c->device = optarg;
+            break;
+        case OPT_CHUNK:
+            if (parse_long("--prefill-chunk", optarg, 1, 1 << 20, &v))
+                return -1;
+            c->s.max_chunk = (int)v;
+            break;
+        case OPT_ECHO: c->echo = true; break;
+        case 'v':
+        case OPT_VERBOSE: c->verbose = true; break;
+        case 'h': fputs(usage_text, stdout); return 1;
+        case 'V': printf("ftmpi-generate %s\n", PACKAGE_VERSION); return 1;
+        case ':':
+            return usage_error("%s needs a value", argv[optind - 1]);
+        default:
+            return usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    /* getopt has moved the operands (MODEL, PROMPT) to the end */
+    const int npos = argc - optind;
+    if (npos == 0)
+        return usage_error("%s", "no MODEL given (a weights file, checkpoint or checkpoint "
+                                 "directory)");
+    if (npos > 2)
+        return usage_error("unexpected argument '%s' (quote a prompt with spaces; put -- "
+                           "before a prompt that starts with '-')", argv[optind + 2]);
+    const char *pos[2] = { argv[optind], npos > 1 ? argv[optind + 1] : NULL };
+    c->s.model_path = pos[0];
+    c->prompt = pos[1];
+    c->s.use_cuda = strcmp(c->device, "cuda") == 0;
+
+    /* combinations */
+    if (c->s.byte_tokens && c->s.tokenizer_path)
+        return usage_error("%s", "--byte-tokens and --tokenizer exclude each other");
+    if (c->prompts_path && !c->out_path)
+        return usage_error("%s", "--prompts needs --out OUT.jsonl");
+    if (c->out_path && !c->prompts_path)
+        return usage_error("%s", "--out is for batch mode (--prompts IN.jsonl)");
+    if (c->prompts_path && c->prompt)
+        return usage_error("%s", "give either PROMPT or --prompts, not both");
+    if (!c->ids_mode && !c->s.byte_tokens && !c->s.tokenizer_path)
+        return usage_error("%s", "text prompts need --tokenizer FILE or --byte-tokens (or "
+                                 "give token ids with --ids)");
+    if (c->ids_mode && (c->s.tmpl != FT_TEMPLATE_NONE || c->system || c->input))
+        return usage_error("%s", "--ids prompts are used verbatim: no --template, --system or "
+                                 "--input");
+    if (c->ids_mode && c->echo)
+        return usage_error("%s", "--echo is for text prompts");
+    if (c->input && c->s.tmpl != FT_TEMPLATE_ALPACA)
+        return usage_error("%s", "--input is for --template alpaca");
+    const bool chat = c->s.tmpl != FT_TEMPLATE_NONE && c->s.tmpl != FT_TEMPLATE_ALPACA;
+    if (c->system && !chat)
+        return usage_error("%s", "--system is for the chat templates (llama3-chat, "
+                                 "llama31-chat, llama2-chat)");
+    if (!c->ids_mode && c->s.byte_tokens && chat)
+        return usage_error("--template %s needs --tokenizer", ft_template_name(c->s.tmpl));
+    if (c->s.ignore_eos && c->s.n_eos_override >= 0)
+        return usage_error("%s", "--ignore-eos and --eos-id exclude each other");
+    ft_error err;
+    if (ft_sampler_config_check(&c->s.sampler, &err))
+        return usage_error("%s", err.msg);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- single prompt */
+
+static char *read_all(FILE *fp, size_t *len)
+{
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n - 1, fp);
+        if (n < cap - 1)
+            break;
+        char *b = realloc(buf, cap *= 2);
+        if (!b)
+            free(buf);
+        buf = b;
+    }
+    if (buf)
+        buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static void print_ids(FILE *fp, const int32_t *ids, int n)
+{
+    for (int i = 0; i < n; i++)
+        fprintf(fp, "%s%d", i ? "," : "", (int)ids[i]);
+    fputc('\n', fp);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int run_single(const cli *c, ft_gen_session *s, ft_error *err)
+{
+    char *stdin_text = NULL;
+    const char *prompt = c->prompt;
+    if (!prompt) {
+        size_t len;
+        stdin_text = read_all(stdin, &len);
+        if (!stdin_text)
+            return ft_fail(err, "out of memory reading the prompt from standard input");
+        if (strlen(stdin_text) != len) {
+            free(stdin_text);
+            return ft_fail(err, "the prompt on standard input contains a NUL byte");
+        }
+        prompt = stdin_text;
+    }
+    ft_gen_output out;
+    const double t0 = now_s();
+    int rc;
+    if (c->ids_mode) {
+        int32_t *ids = NULL;
+        int n = 0;
+        rc = parse_ids(prompt, &ids, &n, err);
+        if (!rc) {
+            rc = ft_gen_session_run_ids(s, ids, n, 0, &out, err);
+            free(ids);
+        }
+    } else {
+        rc = ft_gen_session_run(s, prompt, c->input, c->system, 0, &out, err);
+    }
+    const double dt = now_s() - t0;
+    if (!rc) {
+        if (c->ids_mode) {
+            print_ids(stdout, out.ids, out.n);
+        } else {
+            if (c->echo)
+                fputs(prompt, stdout);
+            fwrite(out.text, 1, out.text_len, stdout);
+        }
+        fflush(stdout);
+        if (c->verbose)
+            fprintf(stderr, "ftmpi-generate: %d prompt tokens, %d generated, stop: %s, %.3f s "
+                    "(%.1f tokens/s)\n", out.n_prompt, out.n, ft_stop_reason_name(out.stop), dt,
+                    dt > 0 ? (double)(out.n_prompt + out.n) / dt : 0.0);
+        ft_gen_output_free(&out);
+    }
+    free(stdin_text);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- batch */
+
+typedef struct batch_ctx {
+    const cli *c;
+    ft_gen_session *s;
+    const char *path;
+    long tokens;
+} batch_ctx;
+
+static int optional_string(const json_t *in, const char *key, const char *path, long line,
+                           const char **v, ft_error *err)
+{
+    const json_t *x = json_object_get(in, key);
+    *v = NULL;
+    if (!x)
+        return 0;
+    if (!json_is_string(x))
+        return ft_fail(err, "%s:%ld: \"%s\" must be a string", path, line, key);
+    *v = json_string_value(x);
+    return 0;
+}
+
+static int ids_of(const json_t *in, const char *path, long line, int32_t **ids, int *n,
+                  ft_error *err)
+{
+    const json_t *arr = json_object_get(in, "ids");
+    if (!json_is_array(arr) || json_array_size(arr) == 0)
+        return ft_fail(err, "%s:%ld: with --ids each line needs a non-empty \"ids\" array",
+                       path, line);
+    size_t k = json_array_size(arr);
+    if (k > INT_MAX)
+        return ft_fail(err, "%s:%ld: too many ids", path, line);
+    *ids = malloc(k * sizeof **ids);
+    if (!*ids)
+        return ft_fail(err, "out of host memory");
+    for (size_t i = 0; i < k; i++) {
+        const json_t *x = json_array_get(arr, i);
+        json_int_t v = json_is_integer(x) ? json_integer_value(x) : -1;
+        if (v < 0 || v > INT32_MAX) {
+            free(*ids);
+            return ft_fail(err, "%s:%ld: \"ids\"[%zu] is not a token id", path, line, i);
+        }
+        (*ids)[i] = (int32_t)v;
+    }
+    *n = (int)k;
+    return 0;
+}
+
+static int batch_item(void *vctx, const json_t *in, long index, long line, json_t **res,
+                      ft_error *err)
+{
+    batch_ctx *b = vctx;
+    const cli *c = b->c;
+    ft_gen_output out;
+    int rc;
+    if (c->ids_mode) {
+        int32_t *ids = NULL;
+        int n = 0;
+        rc = ids_of(in, b->path, line, &ids, &n, err);
+        if (!rc) {
+            rc = ft_gen_session_run_ids(b->s, ids, n, (uint64_t)index, &out, err);
+            free(ids);
+        }
+    } else {
+        const char *prompt, *input, *system;
+        rc = optional_string(in, "prompt", b->path, line, &prompt, err) ||
+             optional_string(in, "input", b->path, line, &input, err) ||
+             optional_string(in, "system", b->path, line, &system, err);
+        if (!rc && !prompt)
+            rc = ft_fail(err, "%s:%ld: no \"prompt\" string", b->path, line);
+        if (!rc && input && c->s.tmpl != FT_TEMPLATE_ALPACA)
+            rc = ft_fail(err, "%s:%ld: \"input\" is for --template alpaca", b->path, line);
+        if (!rc)
+            rc = ft_gen_session_run(b->s, prompt, input ? input : c->input,
+                                    system ? system : c->system, (uint64_t)index, &out, err);
+    }
+    if (rc) {
+        ft_fail_context(err, "%s:%ld", b->path, line);
+        return -1;
+    }
+    json_t *o = json_deep_copy(in);
+    json_t *ids = json_array();
+    int bad = !o || !ids;
+    for (int i = 0; i < out.n && !bad; i++)
+        bad = json_array_append_new(ids, json_integer(out.ids[i])) != 0;
+    if (!bad && out.text) {
+        char *clean = ft_utf8_sanitize(out.text, out.text_len);
+        bad = !clean || json_object_set_new(o, "completion", json_string(clean)) != 0;
+        free(clean);
+    }
+    bad = bad || json_object_set_new(o, "ids", ids) != 0;
+    ids = NULL;
+    bad = bad || json_object_set_new(o, "stop", json_string(ft_stop_reason_name(out.stop))) != 0;
+    b->tokens += out.n;
+    ft_gen_output_free(&out);
+    json_decref(ids);
+    if (bad) {
+        json_decref(o);
+        return ft_fail(err, "out of host memory building the output of line %ld", line);
+    }
+    *res = o;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- main */
+
+static int local_rank(void)
+{
+    MPI_Comm node;
+    int r = 0;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+        MPI_Comm_rank(node, &r);
+        MPI_Comm_free(&node);
+    }
+    return r;
+}
+
+int main(int argc, char **argv)
+{
+    cli c;
+    int p = parse(argc, argv, &c);
+    if (p)
+        return p > 0 ? EXIT_OK : EXIT_USAGE;
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int code = EXIT_OK;
+    if (!c.prompts_path && size > 1) {
+        if (rank == 0)
+            fprintf(stderr, "ftmpi-generate: a single prompt runs on one rank; use --prompts "
+                            "IN.jsonl --out OUT.jsonl to spread prompts over %d ranks\n", size);
+        MPI_Finalize();
+        return EXIT_USAGE;
+    }
+    if (c.prompts_path && size > 1 && strcmp(c.prompts_path, "-") == 0) {
+        if (rank == 0)
+            fprintf(stderr, "ftmpi-generate: --prompts - (standard input) needs a single rank; "
+                            "give a file\n");
+        MPI_Finalize();
+        return EXIT_USAGE;
+    }
+    c.s.cuda_device = local_rank();
+
+    ft_error err;
+    ft_error_clear(&err);
+    ft_gen_session *s = NULL;
+    int rc = ft_gen_session_open(&s, &c.s, &err);
+    /* every rank opens the same files: they fail alike, and agree on the outcome */
+    int any = rc != 0;
+    MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any) {
+        if (rc && rank == 0)
+            fprintf(stderr, "ftmpi-generate: %s\n", err.msg);
+        else if (rc)
+            fprintf(stderr, "ftmpi-generate: rank %d: %s\n", rank, err.msg);
+        code = EXIT_RUNTIME;
+    } else if (c.prompts_path) {
+        batch_ctx b = { .c = &c, .s = s, .path = c.prompts_path };
+        bool report = false;
+        const double t0 = now_s();
+        if (ft_batch_run(MPI_COMM_WORLD, c.prompts_path, c.out_path, batch_item, &b, &report,
+                         &err)) {
+            if (report)
+                fprintf(stderr, "ftmpi-generate: %s\n", err.msg);
+            code = EXIT_RUNTIME;
+        } else if (c.verbose) {
+            long tokens = b.tokens;
+            MPI_Allreduce(MPI_IN_PLACE, &tokens, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+            if (rank == 0)
+                fprintf(stderr, "ftmpi-generate: %ld tokens generated on %d rank%s in %.3f s\n",
+                        tokens, size, size > 1 ? "s" : "", now_s() - t0);
+        }
+    } else if (run_single(&c, s, &err)) {
+        fprintf(stderr, "ftmpi-generate: %s\n", err.msg);
+        code = EXIT_RUNTIME;
+    }
+    ft_gen_session_close(s);
+    MPI_Finalize();
+    return code;
+}

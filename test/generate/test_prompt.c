@@ -1,0 +1,202 @@
+/* Prompt templates and the text codec, on the real Llama tokenizers of test/data:
+ *  - llama3-chat "Hello" gives the ids verified against HF (reference-formats §3.2,
+ *    the prompt side of the rendered conversation), and stops at <|eot_id|> too;
+ *  - llama31-chat opens with the dated system block;
+ *  - llama2-chat and alpaca are the pieces ftmpi-prep renders, each encoded alone;
+ *  - special-token names in the user's text stay text;
+ *  - byte tokens: BOS 256 + bytes, decode keeps bytes < 256;
+ *  - UTF-8 sanitising for JSON output. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "generate/prompt.h"
+
+static ft_tokenizer *load(const char *which)
+{
+    char path[1024];
+    const char *src = getenv("FT_SRCDIR");
+    snprintf(path, sizeof path, "%s/test/data/tokenizers/%s/tokenizer.json", src ? src : ".",
+             which);
+    ft_tokenizer *t;
+    ft_error err;
+    if (ft_tokenizer_load(path, &t, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        fail();
+    }
+    return t;
+}
+
+static void encode(const ft_text_codec *c, ft_template t, const char *sys, const char *prompt,
+                   const char *input, int32_t **ids, int *n)
+{
+    ft_error err;
+    if (ft_prompt_encode(c, t, sys, prompt, input, ids, n, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        fail();
+    }
+}
+
+/* ids of one text piece */
+static int piece(const ft_tokenizer *t, const char *s, int32_t *out)
+{
+    int32_t *ids;
+    size_t n;
+    ft_error err;
+    assert_int_equal(ft_tokenizer_encode(t, s, strlen(s), false, &ids, &n, &err), 0);
+    memcpy(out, ids, n * sizeof *ids);
+    free(ids);
+    return (int)n;
+}
+
+static void test_llama3(void **state)
+{
+    ft_tokenizer *tok = load("llama3");
+    ft_text_codec c;
+    ft_text_codec_tokenizer(&c, tok, -1, -1);
+    int32_t *ids;
+    int n;
+    encode(&c, FT_TEMPLATE_LLAMA3_CHAT, NULL, "  Hello\n", NULL, &ids, &n); /* trimmed */
+    const int32_t want[] = { 128000, 128006, 882, 128007, 271, 9906, 128009,
+                             128006, 78191, 128007, 271 };
+    assert_int_equal(n, sizeof want / sizeof want[0]);
+    assert_memory_equal(ids, want, sizeof want);
+    free(ids);
+
+    int32_t stops[4];
+    int ns = ft_prompt_stop_ids(&c, FT_TEMPLATE_LLAMA3_CHAT, stops, 4);
+    int has_eot = 0;
+    for (int i = 0; i < ns; i++)
+        has_eot |= stops[i] == 128009;
+    assert_true(has_eot);
+
+    /* a system turn first; user text naming a special token stays text */
+    encode(&c, FT_TEMPLATE_LLAMA3_CHAT, "Be brief.", "<|eot_id|>", NULL, &ids, &n);
+    assert_int_equal(ids[0], 128000);
+    assert_int_equal(ids[1], 128006);
+    assert_int_equal(ids[2], 9125); /* system */
+    int eot = 0;
+    for (int i = 0; i < n; i++)
+        eot += ids[i] == 128009;
+    assert_int_equal(eot, 2); /* system and user turns only */
+    free(ids);
+    ft_tokenizer_free(tok);
+}
+
+static void test_llama31(void **state)
+{
+    ft_tokenizer *tok = load("llama3.1");
+    ft_text_codec c;
+    ft_text_codec_tokenizer(&c, tok, -1, -1);
+    int32_t *ids, head[64];
+    int n;
+    encode(&c, FT_TEMPLATE_LLAMA31_CHAT, NULL, "Hello", NULL, &ids, &n);
+    int k = piece(tok, "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n", head);
+    assert_int_equal(ids[2], 9125);
+    assert_int_equal(ids[4], 271);
+    assert_memory_equal(ids + 5, head, (size_t)k * sizeof *head);
+    assert_int_equal(ids[5 + k], 128009); /* empty system message */
+    free(ids);
+    ft_tokenizer_free(tok);
+}
+
+static void test_llama2(void **state)
+{
+    ft_tokenizer *tok = load("llama2");
+    ft_text_codec c;
+    ft_text_codec_tokenizer(&c, tok, -1, -1);
+    int32_t *ids, want[256];
+    int n, k = 0;
+    encode(&c, FT_TEMPLATE_LLAMA2_CHAT, "Be brief.", "Hello ", NULL, &ids, &n);
+    want[k++] = 1; /* <s> */
+    k += piece(tok, "[INST] ", want + k);
+    k += piece(tok, "<<SYS>>\nBe brief.\n<</SYS>>\n\nHello", want + k);
+    k += piece(tok, " [/INST]", want + k);
+    assert_int_equal(n, k);
+    assert_memory_equal(ids, want, (size_t)k * sizeof *ids);
+    free(ids);
+    ft_tokenizer_free(tok);
+}
+
+static void test_alpaca(void **state)
+{
+    ft_tokenizer *tok = load("llama3");
+    ft_text_codec c;
+    ft_text_codec_tokenizer(&c, tok, 128000, 128001);
+    int32_t *ids, want[256];
+    int n, k = 0;
+    encode(&c, FT_TEMPLATE_ALPACA, NULL, "Add.", "2 and 3", &ids, &n);
+    want[k++] = 128000;
+    k += piece(tok, "Below is an instruction that describes a task, paired with an input that "
+                    "provides further context. Write a response that appropriately completes "
+                    "the request.\n\n### Instruction:\n", want + k);
+    k += piece(tok, "Add.", want + k);
+    k += piece(tok, "\n\n### Input:\n", want + k);
+    k += piece(tok, "2 and 3", want + k);
+    k += piece(tok, "\n\n### Response:\n", want + k);
+    assert_int_equal(n, k);
+    assert_memory_equal(ids, want, (size_t)k * sizeof *ids);
+    free(ids);
+    /* without input, and without BOS */
+    c.add_bos = false;
+    encode(&c, FT_TEMPLATE_ALPACA, NULL, "Add.", NULL, &ids, &n);
+    assert_int_not_equal(ids[0], 128000);
+    free(ids);
+    ft_error err;
+    ft_text_codec bytes;
+    ft_text_codec_bytes(&bytes);
+    assert_int_not_equal(ft_prompt_encode(&bytes, FT_TEMPLATE_LLAMA2_CHAT, NULL, "x", NULL, &ids,
+                                          &n, &err), 0);
+    assert_non_null(strstr(err.msg, "needs a tokenizer"));
+    ft_tokenizer_free(tok);
+}
+
+static void test_bytes(void **state)
+{
+    ft_text_codec c;
+    ft_text_codec_bytes(&c);
+    int32_t *ids;
+    int n;
+    encode(&c, FT_TEMPLATE_NONE, NULL, "3+4=", NULL, &ids, &n);
+    const int32_t want[] = { 256, '3', '+', '4', '=' };
+    assert_int_equal(n, 5);
+    assert_memory_equal(ids, want, sizeof want);
+    free(ids);
+    const int32_t gen[] = { '7', 258, '\n', 256 };
+    char *text;
+    size_t len;
+    ft_error err;
+    assert_int_equal(ft_completion_decode(&c, gen, 4, &text, &len, &err), 0);
+    assert_int_equal(len, 2);
+    assert_string_equal(text, "7\n");
+    free(text);
+    int32_t stops[4];
+    assert_int_equal(ft_prompt_stop_ids(&c, FT_TEMPLATE_NONE, stops, 4), 1);
+    assert_int_equal(stops[0], 257);
+}
+
+static void test_utf8(void **state)
+{
+    char *s = ft_utf8_sanitize("a\xc3\xa9\xff" "b\xe2\x82", 7);
+    assert_string_equal(s, "a\xc3\xa9\xef\xbf\xbd" "b\xef\xbf\xbd\xef\xbf\xbd");
+    free(s);
+    s = ft_utf8_sanitize("\xed\xa0\x80\xf0\x9f\x98\x80", 7); /* a surrogate, then U+1F600 */
+    assert_string_equal(s, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xf0\x9f\x98\x80");
+    free(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_llama3),  cmocka_unit_test(test_llama31),
+        cmocka_unit_test(test_llama2),  cmocka_unit_test(test_alpaca),
+        cmocka_unit_test(test_bytes),   cmocka_unit_test(test_utf8),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
