@@ -1,0 +1,314 @@
+/* config.json <-> ft_model_config (io/hf_config.h). */
+#include "io/hf_config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void add_note(ft_hf_config_info *info, const char *note)
+{
+    size_t used = strlen(info->notes);
+    snprintf(info->notes + used, sizeof info->notes - used, "%s%s", used ? "; " : "", note);
+}
+
+/* An integer field in [lo, INT_MAX]; absent or null gives *v = dflt when optional. */
+static int get_int(const char *path, const json_t *root, const char *key, bool required,
+                   int dflt, int lo, int *v, ft_error *err)
+{
+    const json_t *j = json_object_get(root, key);
+    if (!j || json_is_null(j)) {
+        if (required)
+            return ft_fail(err, "%s: field \"%s\" is missing (required for a Llama model)", path,
+                           key);
+        *v = dflt;
+        return 0;
+    }
+    if (!json_is_integer(j) || json_integer_value(j) < lo || json_integer_value(j) > INT_MAX)
+        return ft_fail(err, "%s: field \"%s\" must be an integer >= %d", path, key, lo);
+    *v = (int)json_integer_value(j);
+    return 0;
+}
+
+static int get_real(const char *path, const json_t *obj, const char *where, const char *key,
+                    bool required, double dflt, double *v, ft_error *err)
+{
+    const json_t *j = json_object_get(obj, key);
+    if (!j || json_is_null(j)) {
+        if (required)
+            return ft_fail(err, "%s: field \"%s%s\" is missing", path, where, key);
+        *v = dflt;
+        return 0;
+    }
+    if (!json_is_number(j))
+        return ft_fail(err, "%s: field \"%s%s\" must be a number", path, where, key);
+    *v = json_number_value(j);
+    return 0;
+}
+
+/* A boolean field that must be false when present (features ftmpi lacks). */
+static int require_false(const char *path, const json_t *root, const char *key, ft_error *err)
+{
+    const json_t *j = json_object_get(root, key);
+    if (j && !json_is_null(j) && !json_is_false(j))
+        return ft_fail(err, "%s: \"%s\" is %s; ftmpi's Llama has no biases (needs false)", path,
+                       key, json_is_true(j) ? "true" : "not a boolean");
+    return 0;
+}
+
+static int read_token_id(const char *path, const json_t *root, const char *key, int *id,
+                         ft_hf_config_info *info, ft_error *err)
+{
+    const json_t *j = json_object_get(root, key);
+    *id = -1;
+    if (!j || json_is_null(j))
+        return 0;
+    if (json_is_array(j)) {
+        if (json_array_size(j) == 0)
+            return 0;
+        if (strcmp(key, "eos_token_id") == 0)
+            info->n_eos = (int)json_array_size(j);
+        if (json_array_size(j) > 1) {
+            char note[160];
+            snprintf(note, sizeof note, "%s is a list of %zu ids; ftmpi keeps the first", key,
+                     json_array_size(j));
+            add_note(info, note);
+        }
+        j = json_array_get(j, 0);
+    }
+    if (!json_is_integer(j) || json_integer_value(j) < 0 || json_integer_value(j) > INT_MAX)
+        return ft_fail(err, "%s: field \"%s\" must be a token id (integer), a list of them or "
+                       "null", path, key);
+    *id = (int)json_integer_value(j);
+    return 0;
+}
+
+/* rope_scaling (transformers <= 4) or rope_parameters (transformers 5), with the
+ * type under "rope_type" or the legacy "type". */
+static int read_rope(const char *path, const json_t *root, ft_model_config *c,
+                     ft_hf_config_info *info, ft_error *err)
+{
+    const json_t *params = json_object_get(root, "rope_parameters");
+    const json_t *scaling = json_object_get(root, "rope_scaling");
+    const char *where = "rope_scaling.";
+    if (params && !json_is_null(params)) {
+        if (!json_is_object(params))
+            return ft_fail(err, "%s: \"rope_parameters\" must be an object", path);
+        if (!scaling || json_is_null(scaling)) {
+            scaling = params;
+            where = "rope_parameters.";
+        }
+    }
+    /* rope_theta: top level, else inside rope_parameters, else HF's default */
+    const json_t *theta_obj = json_object_get(root, "rope_theta") ? root : params;
+    if (theta_obj && json_is_object(theta_obj) && json_object_get(theta_obj, "rope_theta")) {
+        if (get_real(path, theta_obj, theta_obj == root ? "" : "rope_parameters.", "rope_theta",
+                     true, 0, &c->rope_theta, err))
+            return -1;
+    } else {
+        c->rope_theta = 10000.0;
+        add_note(info, "rope_theta absent: using 10000.0 (the Llama default)");
+    }
+    c->rope_scaling.type = FT_ROPE_SCALING_NONE;
+    if (!scaling || json_is_null(scaling))
+        return 0;
+    if (!json_is_object(scaling))
+        return ft_fail(err, "%s: \"rope_scaling\" must be an object or null", path);
+    const json_t *t = json_object_get(scaling, "rope_type");
+    if (!t)
+        t = json_object_get(scaling, "type");
+    if (t && !json_is_string(t))
+        return ft_fail(err, "%s: \"%srope_type\" must be a string", path, where);
+    const char *type = t ? json_string_value(t) : "default";
+    if (strcmp(type, "default") == 0)
+        return 0;
+    if (strcmp(type, "llama3") != 0)
+        return ft_fail(err, "%s: \"%srope_type\" is \"%s\"; ftmpi supports RoPE scaling "
+                       "\"llama3\" or none", path, where, type);
+    ft_rope_scaling *s = &c->rope_scaling;
+    s->type = FT_ROPE_SCALING_LLAMA3;
+    double orig;
+    if (get_real(path, scaling, where, "factor", true, 0, &s->factor, err) ||
+        get_real(path, scaling, where, "low_freq_factor", true, 0, &s->low_freq_factor, err) ||
+        get_real(path, scaling, where, "high_freq_factor", true, 0, &s->high_freq_factor, err) ||
+        get_real(path, scaling, where, "original_max_position_embeddings", true, 0, &orig, err))
+        return -1;
+    if (!(orig >= 1 && orig <= INT_MAX) || orig != (double)(int)orig)
+        return ft_fail(err, "%s: \"%soriginal_max_position_embeddings\" must be a positive "
+                       "integer", path, where);
+    s->original_max_position_embeddings = (int)orig;
+    return 0;
+}
+
+static int check_model_kind(const char *path, const json_t *root, ft_error *err)
+{
+    const json_t *mt = json_object_get(root, "model_type");
+    if (!json_is_string(mt))
+        return ft_fail(err, "%s: field \"model_type\" is missing (a Llama config.json has "
+                       "\"model_type\": \"llama\")", path);
+    if (strcmp(json_string_value(mt), "llama") != 0)
+        return ft_fail(err, "%s: model_type is \"%s\", not a Llama model; ftmpi-convert handles "
+                       "model_type \"llama\" (LlamaForCausalLM)", path, json_string_value(mt));
+    const json_t *arch = json_object_get(root, "architectures");
+    if (arch && !json_is_null(arch)) {
+        bool found = false;
+        size_t i;
+        json_t *a;
+        if (!json_is_array(arch))
+            return ft_fail(err, "%s: \"architectures\" must be a list", path);
+        json_array_foreach(arch, i, a) found |= json_is_string(a) &&
+                                               strcmp(json_string_value(a), "LlamaForCausalLM") == 0;
+        if (!found)
+            return ft_fail(err, "%s: \"architectures\" does not list LlamaForCausalLM; "
+                           "ftmpi-convert handles causal-LM Llama checkpoints", path);
+    }
+    const json_t *act = json_object_get(root, "hidden_act");
+    if (act && (!json_is_string(act) || strcmp(json_string_value(act), "silu") != 0))
+        return ft_fail(err, "%s: \"hidden_act\" must be \"silu\" (ftmpi's MLP is SwiGLU)", path);
+    return 0;
+}
+
+int ft_hf_config_read(const char *path, ft_model_config *c, ft_hf_config_info *info,
+                      ft_error *err)
+{
+    memset(c, 0, sizeof *c);
+    memset(info, 0, sizeof *info);
+    json_error_t je;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        if (access(path, R_OK) != 0)
+            return ft_fail(err, "%s: cannot read: %s (is this a Hugging Face model directory?)",
+                           path, strerror(errno));
+        return ft_fail(err, "%s:%d: not valid JSON: %s", path, je.line, je.text);
+    }
+    int rc = -1;
+    if (!json_is_object(root)) {
+        ft_fail(err, "%s: not a JSON object", path);
+        goto done;
+    }
+    if (check_model_kind(path, root, err) ||
+        get_int(path, root, "vocab_size", true, 0, 1, &c->vocab_size, err) ||
+        get_int(path, root, "hidden_size", true, 0, 1, &c->hidden_size, err) ||
+        get_int(path, root, "intermediate_size", true, 0, 1, &c->intermediate_size, err) ||
+        get_int(path, root, "num_hidden_layers", true, 0, 1, &c->num_hidden_layers, err) ||
+        get_int(path, root, "num_attention_heads", true, 0, 1, &c->num_attention_heads, err) ||
+        get_int(path, root, "max_position_embeddings", true, 0, 1, &c->max_position_embeddings,
+                err) ||
+        get_real(path, root, "", "rms_norm_eps", true, 0, &c->rms_norm_eps, err) ||
+        require_false(path, root, "attention_bias", err) ||
+        require_false(path, root, "mlp_bias", err))
+        goto done;
+    if (!json_object_get(root, "num_key_value_heads") ||
+        json_is_null(json_object_get(root, "num_key_value_heads")))
+        add_note(info, "num_key_value_heads absent: using num_attention_heads");
+    if (get_int(path, root, "num_key_value_heads", false, c->num_attention_heads, 1,
+                &c->num_key_value_heads, err))
+        goto done;
+    const json_t *hd = json_object_get(root, "head_dim");
+    if ((!hd || json_is_null(hd)) && c->hidden_size % c->num_attention_heads != 0) {
+        ft_fail(err, "%s: hidden_size %d is not a multiple of num_attention_heads %d and "
+                "\"head_dim\" is not given", path, c->hidden_size, c->num_attention_heads);
+        goto done;
+    }
+    if (get_int(path, root, "head_dim", false, c->hidden_size / c->num_attention_heads, 1,
+                &c->head_dim, err) ||
+        read_rope(path, root, c, info, err) ||
+        read_token_id(path, root, "bos_token_id", &c->bos_token_id, info, err) ||
+        read_token_id(path, root, "eos_token_id", &c->eos_token_id, info, err))
+        goto done;
+    const json_t *tie = json_object_get(root, "tie_word_embeddings");
+    if (tie && !json_is_null(tie) && !json_is_boolean(tie)) {
+        ft_fail(err, "%s: \"tie_word_embeddings\" must be true or false", path);
+        goto done;
+    }
+    c->tie_word_embeddings = tie && json_is_true(tie); /* LlamaConfig's default is false */
+    const json_t *dt = json_object_get(root, "torch_dtype");
+    if (!json_is_string(dt))
+        dt = json_object_get(root, "dtype"); /* transformers 5 renamed it */
+    if (json_is_string(dt))
+        snprintf(info->torch_dtype, sizeof info->torch_dtype, "%s", json_string_value(dt));
+    if (ft_model_config_validate(c, err)) {
+        ft_fail_context(err, "%s", path);
+        goto done;
+    }
+    rc = 0;
+done:
+    json_decref(root);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ writer */
+
+/* Shortest text that reads back as v, with a ".0" so JSON readers see a float (as
+ * Python's json writes 1e-05 and 10000.0). */
+static void fmt_real(char *buf, size_t len, double v)
+{
+    if (v == (double)(long long)v && v > -1e16 && v < 1e16) { /* 500000.0, not 5e+05 */
+        snprintf(buf, len, "%.1f", v);
+        return;
+    }
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, len, "%.*g", p, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    if (!strpbrk(buf, ".eEn"))
+        snprintf(buf + strlen(buf), len - strlen(buf), ".0");
+}
+
+static void put_token(FILE *fp, const char *key, int id)
+{
+    if (id < 0)
+        fprintf(fp, "  \"%s\": null,\n", key);
+    else
+        fprintf(fp, "  \"%s\": %d,\n", key, id);
+}
+
+int ft_hf_config_write(const char *path, const ft_model_config *c, const char *torch_dtype,
+                       ft_error *err)
+{
+    FILE *fp = fopen(path, "w");
+    if (!fp)
+        return ft_fail(err, "%s: cannot create: %s", path, strerror(errno));
+    char eps[40], theta[40];
+    fmt_real(eps, sizeof eps, c->rms_norm_eps);
+    fmt_real(theta, sizeof theta, c->rope_theta);
+    fprintf(fp, "{\n  \"architectures\": [\n    \"LlamaForCausalLM\"\n  ],\n");
+    fprintf(fp, "  \"attention_bias\": false,\n  \"attention_dropout\": 0.0,\n");
+    put_token(fp, "bos_token_id", c->bos_token_id);
+    put_token(fp, "eos_token_id", c->eos_token_id);
+    fprintf(fp, "  \"head_dim\": %d,\n", c->head_dim);
+    fprintf(fp, "  \"hidden_act\": \"silu\",\n  \"hidden_size\": %d,\n", c->hidden_size);
+    fprintf(fp, "  \"initializer_range\": 0.02,\n  \"intermediate_size\": %d,\n",
+            c->intermediate_size);
+    fprintf(fp, "  \"max_position_embeddings\": %d,\n", c->max_position_embeddings);
+    fprintf(fp, "  \"mlp_bias\": false,\n  \"model_type\": \"llama\",\n");
+    fprintf(fp, "  \"num_attention_heads\": %d,\n  \"num_hidden_layers\": %d,\n",
+            c->num_attention_heads, c->num_hidden_layers);
+    fprintf(fp, "  \"num_key_value_heads\": %d,\n", c->num_key_value_heads);
+    fprintf(fp, "  \"pretraining_tp\": 1,\n  \"rms_norm_eps\": %s,\n", eps);
+    if (c->rope_scaling.type == FT_ROPE_SCALING_LLAMA3) {
+        const ft_rope_scaling *s = &c->rope_scaling;
+        char f[40], lo[40], hi[40];
+        fmt_real(f, sizeof f, s->factor);
+        fmt_real(lo, sizeof lo, s->low_freq_factor);
+        fmt_real(hi, sizeof hi, s->high_freq_factor);
+        fprintf(fp, "  \"rope_scaling\": {\n    \"factor\": %s,\n    \"high_freq_factor\": %s,\n"
+                "    \"low_freq_factor\": %s,\n    \"original_max_position_embeddings\": %d,\n"
+                "    \"rope_type\": \"llama3\"\n  },\n", f, hi, lo,
+                s->original_max_position_embeddings);
+    } else {
+        fprintf(fp, "  \"rope_scaling\": null,\n");
+    }
+    fprintf(fp, "  \"rope_theta\": %s,\n", theta);
+    fprintf(fp, "  \"tie_word_embeddings\": %s,\n", c->tie_word_embeddings ? "true" : "false");
+    fprintf(fp, "  \"torch_dtype\": \"%s\",\n", torch_dtype);
+    fprintf(fp, "  \"use_cache\": true,\n  \"vocab_size\": %d\n}\n", c->vocab_size);
+    int bad = ferror(fp);
+    bad |= fflush(fp) != 0 || fsync(fileno(fp)) != 0;
+    bad |= fclose(fp) != 0;
+    return bad ? ft_fail(err, "%s: write failed: %s", path, strerror(errno)) : 0;
+}

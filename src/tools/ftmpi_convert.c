@@ -1,0 +1,168 @@
+/* ftmpi-convert: offline conversion between Hugging Face Llama checkpoints
+ * (config.json + safetensors) and ftmpi's HDF5 weights/checkpoint files.
+ *
+ * One process, no GPU. MPI is initialised only because the HDF5 library here is the
+ * parallel build (the files are opened on MPI_COMM_SELF). See doc/convert.md.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/ftmpi_convert.h"
+
+const char cv_usage_main[] =
+    "NAME\n"
+    "    ftmpi-convert - convert Llama weights between Hugging Face and ftmpi formats\n"
+    "\n"
+    "SYNOPSIS\n"
+    "    ftmpi-convert import HF_DIR OUT.h5 [--dtype bf16|fp32|auto] [--allow-extra]\n"
+    "    ftmpi-convert export WEIGHTS_OR_CKPT OUT_DIR [--dtype bf16|fp32|auto]\n"
+    "                         [--max-shard-size 5GB] [--tokenizer DIR_OR_FILE] [--force]\n"
+    "    ftmpi-convert inspect FILE [--verify]\n"
+    "    ftmpi-convert help [import|export|inspect]\n"
+    "\n"
+    "DESCRIPTION\n"
+    "    import   reads a Hugging Face LlamaForCausalLM directory (config.json and\n"
+    "             model.safetensors or model.safetensors.index.json + shards) and\n"
+    "             writes an ftmpi weights file (HDF5, doc/formats.md).\n"
+    "    export   writes a Hugging Face directory from an ftmpi weights file or\n"
+    "             training checkpoint (only /config and /model are read).\n"
+    "    inspect  prints what an ftmpi HDF5 file or a .safetensors file holds.\n"
+    "\n"
+    "    Tensors stream through a fixed buffer (64 MiB by default), so memory use\n"
+    "    does not grow with the model. Every input is validated before any output\n"
+    "    is written; outputs are written under a temporary name and renamed.\n"
+    "\n"
+    "COMMON OPTIONS\n"
+    "    --buffer-size SIZE   streaming buffer (default 64MiB)\n"
+    "    --stats              print MB, seconds, MB/s and peak RSS on stderr\n"
+    "    -q, --quiet          no summary line or notes\n"
+    "    -h, --help           help (also: ftmpi-convert SUBCOMMAND --help)\n"
+    "\n"
+    "EXIT STATUS\n"
+    "    0 success, 1 invalid input or I/O error (one line on stderr naming the file\n"
+    "    and the tensor or field), 2 usage error.\n";
+
+const char cv_usage_import[] =
+    "NAME\n"
+    "    ftmpi-convert import - Hugging Face Llama directory -> ftmpi weights file\n"
+    "\n"
+    "SYNOPSIS\n"
+    "    ftmpi-convert import HF_DIR OUT.h5 [--dtype bf16|fp32|auto] [--allow-extra]\n"
+    "                         [--buffer-size SIZE] [--stats] [--quiet]\n"
+    "\n"
+    "DESCRIPTION\n"
+    "    Reads HF_DIR/config.json (model_type \"llama\"; LlamaForCausalLM) and the\n"
+    "    weights in HF_DIR/model.safetensors or in the shards listed by\n"
+    "    HF_DIR/model.safetensors.index.json, and writes OUT.h5 with /config and one\n"
+    "    /model/<name> dataset per parameter (each with a content_hash attribute).\n"
+    "\n"
+    "    Checked before writing: config.json fields (rope_scaling \"llama3\" or none,\n"
+    "    also as transformers 5 \"rope_parameters\"; head_dim and num_key_value_heads\n"
+    "    optional; an eos_token_id list keeps its first id, with a note); every\n"
+    "    safetensors header (strict: offsets, sizes, dtypes); that every tensor the\n"
+    "    config implies is present exactly once with its shape; that no other\n"
+    "    tensor is present (rotary_emb.inv_freq buffers are ignored).\n"
+    "\n"
+    "OPTIONS\n"
+    "    --dtype auto   (default) BF16 sources stay bf16, bit for bit; F32 and F16\n"
+    "                   sources (or a mix) become fp32, exactly\n"
+    "    --dtype bf16   store bf16 (F32/F16 rounded to nearest even)\n"
+    "    --dtype fp32   store fp32 (exact for every source dtype)\n"
+    "    --allow-extra  skip tensors that are not part of the model instead of failing\n"
+    "    --buffer-size SIZE, --stats, --quiet   see ftmpi-convert --help\n"
+    "\n"
+    "EXAMPLE\n"
+    "    ftmpi-convert import ~/hf/Llama-3.1-8B llama31-8b.h5 --stats\n";
+
+const char cv_usage_export[] =
+    "NAME\n"
+    "    ftmpi-convert export - ftmpi weights or checkpoint -> Hugging Face directory\n"
+    "\n"
+    "SYNOPSIS\n"
+    "    ftmpi-convert export WEIGHTS_OR_CKPT OUT_DIR [--dtype bf16|fp32|auto]\n"
+    "                         [--max-shard-size SIZE] [--tokenizer DIR_OR_FILE] [--force]\n"
+    "                         [--buffer-size SIZE] [--stats] [--quiet]\n"
+    "\n"
+    "DESCRIPTION\n"
+    "    Writes OUT_DIR/config.json (LlamaForCausalLM, with rope_scaling and\n"
+    "    torch_dtype) and the weights as OUT_DIR/model.safetensors when they fit in\n"
+    "    one shard, else as model-0000K-of-0000N.safetensors shards plus\n"
+    "    model.safetensors.index.json. Every shard carries the metadata\n"
+    "    {\"format\": \"pt\"} that transformers requires. The input may be a weights\n"
+    "    file or a training checkpoint (its /model tensors are exported).\n"
+    "    OUT_DIR is created if needed; if it already holds model files the export\n"
+    "    stops unless --force is given (which removes them first).\n"
+    "\n"
+    "OPTIONS\n"
+    "    --dtype auto   (default) bf16 if every stored tensor is bf16, else fp32\n"
+    "    --dtype bf16   bf16 (fp32 tensors rounded to nearest even)\n"
+    "    --dtype fp32   fp32 (exact)\n"
+    "    --max-shard-size SIZE   largest shard, e.g. 5GB (default; 10^9 bytes per GB),\n"
+    "                   2GiB, 500MB. A tensor larger than SIZE gets a shard to itself.\n"
+    "    --tokenizer DIR_OR_FILE  copy tokenizer.json, tokenizer_config.json,\n"
+    "                   special_tokens_map.json, tokenizer.model (those present) from\n"
+    "                   DIR, or the one FILE\n"
+    "    --force        replace model files already in OUT_DIR\n"
+    "    --buffer-size SIZE, --stats, --quiet   see ftmpi-convert --help\n"
+    "\n"
+    "EXAMPLE\n"
+    "    ftmpi-convert export ckpt/step-001000.h5 out/ --tokenizer ~/hf/Llama-3.1-8B\n";
+
+const char cv_usage_inspect[] =
+    "NAME\n"
+    "    ftmpi-convert inspect - describe an ftmpi HDF5 file or a safetensors file\n"
+    "\n"
+    "SYNOPSIS\n"
+    "    ftmpi-convert inspect FILE [--verify] [--buffer-size SIZE]\n"
+    "\n"
+    "DESCRIPTION\n"
+    "    HDF5 (weights, checkpoint, dataset): ftmpi_format and format_version, the\n"
+    "    /config and /meta attributes, and every dataset with dtype and shape.\n"
+    "    safetensors: header size, __metadata__ and every tensor with dtype, shape\n"
+    "    and byte range (the header is validated strictly).\n"
+    "\n"
+    "OPTIONS\n"
+    "    --verify   recompute the content_hash of every dataset that has one and\n"
+    "               compare (exit 1 on a mismatch); files without hashes pass with a\n"
+    "               note\n";
+
+static int dispatch(int argc, char **argv)
+{
+    if (argc < 2)
+        return cv_usage_error(NULL, "missing subcommand (import, export or inspect)");
+    const char *sub = argv[1];
+    if (strcmp(sub, "-h") == 0 || strcmp(sub, "--help") == 0) {
+        fputs(cv_usage_main, stdout);
+        return CV_EXIT_OK;
+    }
+    if (strcmp(sub, "help") == 0) {
+        const char *t = argc > 2 ? argv[2] : "";
+        fputs(strcmp(t, "import") == 0   ? cv_usage_import
+              : strcmp(t, "export") == 0 ? cv_usage_export
+              : strcmp(t, "inspect") == 0 ? cv_usage_inspect : cv_usage_main, stdout);
+        return CV_EXIT_OK;
+    }
+    if (strcmp(sub, "import") == 0)
+        return cv_import_main(argc - 1, argv + 1);
+    if (strcmp(sub, "export") == 0)
+        return cv_export_main(argc - 1, argv + 1);
+    if (strcmp(sub, "inspect") == 0)
+        return cv_inspect_main(argc - 1, argv + 1);
+    return cv_usage_error(NULL, "unknown subcommand '%s' (import, export or inspect)", sub);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int rc;
+    if (size > 1)
+        rc = cv_usage_error(NULL, "runs as one process; start it without mpirun/srun");
+    else
+        rc = dispatch(argc, argv);
+    fflush(stdout);
+    MPI_Finalize();
+    return rc;
+}

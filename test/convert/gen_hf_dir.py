@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Writes the tiny Hugging Face Llama directories that test/convert uses.
+
+Developer tool, not run by `make check` (the outputs are committed under
+test/data/convert/). Needs torch, transformers and safetensors from pip:
+
+    python3 test/convert/gen_hf_dir.py test/data/convert
+
+Two models, saved with save_pretrained and a small max_shard_size so that each is
+split over several shards with a model.safetensors.index.json:
+
+  tiny_bf16/  bfloat16, tied embeddings, Llama 3.1-style rope_scaling, eos list
+  tiny_fp32/  float32, untied (lm_head.weight), no rope_scaling, GQA
+
+The weights are random (seeded), so the files are small and reproducible for a
+given torch version; the tests only need them to be valid HF checkpoints.
+"""
+import os
+import sys
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+
+def build(out_dir, dtype, tied, llama3_rope, max_shard_size, seed):
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(
+        vocab_size=96,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        rms_norm_eps=1e-5,
+        rope_theta=500000.0 if llama3_rope else 10000.0,
+        tie_word_embeddings=tied,
+        bos_token_id=1,
+        eos_token_id=[2, 3] if llama3_rope else 2,
+        rope_scaling=(
+            {
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 32,
+            }
+            if llama3_rope
+            else None
+        ),
+    )
+    model = LlamaForCausalLM(cfg)
+    # Norm weights are initialised to exactly 1: perturb them so a mix-up shows.
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.add_(0.1 * torch.randn_like(p))
+    model = model.to(dtype)
+    os.makedirs(out_dir, exist_ok=True)
+    model.save_pretrained(out_dir, max_shard_size=max_shard_size, safe_serialization=True)
+    # generation_config.json is not needed by the tests; keep the fixtures minimal.
+    gen = os.path.join(out_dir, "generation_config.json")
+    if os.path.exists(gen):
+        os.remove(gen)
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else "test/data/convert"
+    build(os.path.join(root, "tiny_bf16"), torch.bfloat16, True, True, "80KB", 11)
+    build(os.path.join(root, "tiny_fp32"), torch.float32, False, False, "150KB", 12)
+
+
+if __name__ == "__main__":
+    main()
