@@ -175,6 +175,8 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
             return ft_fail_context(err, "device \"cuda\" on rank %d (node-local rank %d)",
                                    comm->rank, comm->local_rank);
     }
+    /* before any model state exists, so the probe never raises the memory high-water mark */
+    t->peak_flops = cfg->peak_tflops > 0 ? cfg->peak_tflops * 1e12 : measure_matmul_flops(t->be);
     if (resolve_model_shape(t, err) || check_batch_geometry(t, err))
         return -1;
     if (ft_dataset_open(&t->train, cfg->train_data, MPI_COMM_WORLD, err))
@@ -225,7 +227,6 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     if (cfg->log_ranks && log_rank_placement(t, err))
         return -1;
     t->flops_per_token = flops_per_token(&t->layout.config, t->seq_len);
-    t->peak_flops = cfg->peak_tflops > 0 ? cfg->peak_tflops * 1e12 : measure_matmul_flops(t->be);
     if (comm->rank == 0 && cfg->metrics_file && !(t->metrics = ft_metrics_open(cfg->metrics_file)))
         return ft_fail(err, "metrics_file %s: cannot open for appending", cfg->metrics_file);
     t->watchdog = ft_watchdog_start(cfg->comm_timeout, comm->rank);

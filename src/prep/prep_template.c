@@ -1,0 +1,590 @@
+#include "prep/prep_template.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* stanford_alpaca PROMPT_DICT, exact, plus a final "\n" so that the response starts on its own
+ * line (the original appends the output directly after "### Response:"). */
+const char prep_alpaca_prompt_input[] =
+    "Below is an instruction that describes a task, paired with an input that provides further "
+    "context. Write a response that appropriately completes the request.\n\n"
+    "### Instruction:\n{instruction}\n\n### Input:\n{input}\n\n### Response:\n";
+const char prep_alpaca_prompt_no_input[] =
+    "Below is an instruction that describes a task. Write a response that appropriately "
+    "completes the request.\n\n"
+    "### Instruction:\n{instruction}\n\n### Response:\n";
+
+static const char samsum_instruction[] = "Summarize this dialogue.";
+static const char llama31_system_head[] =
+    "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n";
+
+/* ---- render buffer ---- */
+
+void prep_render_reset(prep_render *r) { r->n = r->len = 0; }
+
+void prep_render_free(prep_render *r)
+{
+    free(r->pieces);
+    free(r->text);
+    memset(r, 0, sizeof *r);
+}
+
+static int oom(ft_error *err) { return ft_fail(err, "out of host memory"); }
+
+static int push_piece(prep_render *r, prep_piece p, ft_error *err)
+{
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 16;
+        prep_piece *np = realloc(r->pieces, cap * sizeof *np);
+        if (!np)
+            return oom(err);
+        r->pieces = np, r->cap = cap;
+    }
+    r->pieces[r->n++] = p;
+    return 0;
+}
+
+static int add_special(prep_render *r, int32_t id, bool target, ft_error *err)
+{
+    if (id < 0)
+        return 0;
+    return push_piece(r, (prep_piece){ 0, 0, id, target }, err);
+}
+
+/* Appends text to the last piece when it is text with the same target flag (one encode call,
+ * as HF encodes the text between two special tokens in one go), else starts a new piece. */
+static int add_text(prep_render *r, const char *s, size_t n, bool target, ft_error *err)
+{
+    if (n == 0)
+        return 0;
+    if (r->len + n > r->text_cap) {
+        size_t cap = r->text_cap ? r->text_cap : 256;
+        while (cap < r->len + n)
+            cap *= 2;
+        char *nt = realloc(r->text, cap);
+        if (!nt)
+            return oom(err);
+        r->text = nt, r->text_cap = cap;
+    }
+    memcpy(r->text + r->len, s, n);
+    prep_piece *last = r->n ? &r->pieces[r->n - 1] : NULL;
+    if (last && last->special < 0 && last->target == target && last->off + last->len == r->len) {
+        last->len += n;
+    } else if (push_piece(r, (prep_piece){ r->len, n, -1, target }, err)) {
+        return -1;
+    }
+    r->len += n;
+    return 0;
+}
+
+static int add_cstr(prep_render *r, const char *s, bool target, ft_error *err)
+{
+    return add_text(r, s, strlen(s), target, err);
+}
+
+/* ---- Python str.strip() (Jinja `trim`): Unicode whitespace at both ends ---- */
+
+/* Length of the whitespace character starting at s[0..n), 0 if none. */
+static size_t ws_at(const unsigned char *s, size_t n)
+{
+    if (n >= 1 && ((s[0] >= 0x09 && s[0] <= 0x0d) || (s[0] >= 0x1c && s[0] <= 0x20)))
+        return 1;
+    if (n >= 2 && s[0] == 0xc2 && (s[1] == 0x85 || s[1] == 0xa0))
+        return 2;
+    if (n >= 3) {
+        if (s[0] == 0xe1 && s[1] == 0x9a && s[2] == 0x80) /* U+1680 */
+            return 3;
+        if (s[0] == 0xe2 && s[1] == 0x80 &&
+            (s[2] <= 0x8a || s[2] == 0xa8 || s[2] == 0xa9 || s[2] == 0xaf)) /* U+2000-200A... */
+            return s[2] >= 0x80 ? 3 : 0;
+        if (s[0] == 0xe2 && s[1] == 0x81 && s[2] == 0x9f) /* U+205F */
+            return 3;
+        if (s[0] == 0xe3 && s[1] == 0x80 && s[2] == 0x80) /* U+3000 */
+            return 3;
+    }
+    return 0;
+}
+
+/* Length of the whitespace character ending at s[n-1], 0 if none. */
+static size_t ws_before(const unsigned char *s, size_t n)
+{
+    for (size_t k = 1; k <= 3 && k <= n; k++)
+        if (ws_at(s + n - k, k) == k)
+            return k;
+    return 0;
+}
+
+static void strip(const char **s, size_t *n)
+{
+    const unsigned char *p = (const unsigned char *)*s;
+    size_t len = *n, k;
+    while (len && (k = ws_at(p, len)) > 0)
+        p += k, len -= k;
+    while (len && (k = ws_before(p, len)) > 0)
+        len -= k;
+    *s = (const char *)p, *n = len;
+}
+
+/* ---- alpaca-style prompts ---- */
+
+/* Emits a prompt template: {instruction} and {input} are replaced by the values (never scanned
+ * for special tokens); a special token written in the template itself (e.g. "<|eot_id|>",
+ * "<s>") becomes its id. Everything else is literal text. */
+static int emit_prompt(const prep_template *t, prep_render *r, const char *tpl, const char *ins,
+                       size_t ins_len, const char *inp, size_t inp_len, ft_error *err)
+{
+    size_t run = 0, i = 0;
+    while (tpl[i]) {
+        const char *val = NULL;
+        size_t val_len = 0, skip = 0;
+        int32_t special = -1;
+        if (strncmp(tpl + i, "{instruction}", 13) == 0) {
+            val = ins, val_len = ins_len, skip = 13;
+        } else if (strncmp(tpl + i, "{input}", 7) == 0) {
+            val = inp, val_len = inp_len, skip = 7;
+        } else if (tpl[i] == '<') {
+            const char *close = strchr(tpl + i, '>');
+            if (close && close - (tpl + i) < 96) {
+                char name[100];
+                size_t k = (size_t)(close - (tpl + i)) + 1;
+                memcpy(name, tpl + i, k);
+                name[k] = 0;
+                int32_t id = ft_tokenizer_token_id(t->tok, name);
+                if (id >= 0 && ft_tokenizer_is_special(t->tok, id))
+                    special = id, skip = k;
+            }
+        }
+        if (!skip) {
+            i++;
+            continue;
+        }
+        if (add_text(r, tpl + run, i - run, false, err))
+            return -1;
+        if (val ? add_text(r, val, val_len, false, err) : add_special(r, special, false, err))
+            return -1;
+        i += skip;
+        run = i;
+    }
+    return add_text(r, tpl + run, i - run, false, err);
+}
+
+/* A string member; absent is allowed (value "") when optional. */
+static int get_str(json_t *obj, const char *key, bool optional, const char **s, size_t *n,
+                   ft_error *err)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v) {
+        if (!optional)
+            return ft_fail(err, "missing field \"%s\"", key);
+        *s = "", *n = 0;
+        return 0;
+    }
+    if (!json_is_string(v))
+        return ft_fail(err, "field \"%s\" is not a string", key);
+    *s = json_string_value(v), *n = json_string_length(v);
+    return 0;
+}
+
+static int render_instruction(const prep_template *t, const char *ins, size_t ins_len,
+                              const char *inp, size_t inp_len, const char *out, size_t out_len,
+                              prep_render *r, ft_error *err)
+{
+    const char *tpl = inp_len ? t->prompt_input : t->prompt_no_input;
+    if (add_special(r, t->bos, false, err) ||
+        emit_prompt(t, r, tpl, ins, ins_len, inp, inp_len, err) ||
+        add_text(r, out, out_len, true, err) || add_special(r, t->eos, true, err))
+        return -1;
+    return 0;
+}
+
+/* ---- chat ---- */
+
+typedef struct chat_msg {
+    const char *role, *content;
+    size_t content_len;
+} chat_msg;
+
+/* Validates messages: a non-empty array of {role, content} strings with at least one
+ * assistant message. *out is malloc'd. */
+static int get_messages(json_t *obj, chat_msg **out, size_t *n, ft_error *err)
+{
+    json_t *arr = json_object_get(obj, "messages");
+    if (!arr)
+        return ft_fail(err, "missing field \"messages\"");
+    if (!json_is_array(arr) || json_array_size(arr) == 0)
+        return ft_fail(err, "field \"messages\" is not a non-empty array");
+    size_t m = json_array_size(arr);
+    chat_msg *msgs = malloc(m * sizeof *msgs);
+    if (!msgs)
+        return oom(err);
+    bool any_assistant = false;
+    for (size_t i = 0; i < m; i++) {
+        json_t *e = json_array_get(arr, i);
+        json_t *role = json_object_get(e, "role"), *content = json_object_get(e, "content");
+        if (!json_is_object(e) || !json_is_string(role) || !json_is_string(content)) {
+            free(msgs);
+            return ft_fail(err, "messages[%zu] is not an object with string \"role\" and "
+                           "\"content\"", i);
+        }
+        const char *rs = json_string_value(role);
+        if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant")) {
+            free(msgs);
+            return ft_fail(err, "messages[%zu]: role \"%.40s\" is not system, user or assistant",
+                           i, rs);
+        }
+        if (strcmp(rs, "system") == 0 && i > 0) {
+            free(msgs);
+            return ft_fail(err, "messages[%zu]: a system message may only come first", i);
+        }
+        any_assistant |= strcmp(rs, "assistant") == 0;
+        msgs[i] = (chat_msg){ rs, json_string_value(content), json_string_length(content) };
+    }
+    if (!any_assistant) {
+        free(msgs);
+        return ft_fail(err, "no assistant message (nothing to train on)");
+    }
+    *out = msgs, *n = m;
+    return 0;
+}
+
+/* <|start_header_id|>role<|end_header_id|>\n\n{content|trim}<|eot_id|>; an assistant's content
+ * and closing token (the EOS) are targets, the header is not. */
+static int llama3_message(const prep_template *t, prep_render *r, const char *role,
+                          const char *head, const char *c, size_t n, ft_error *err)
+{
+    bool asst = strcmp(role, "assistant") == 0;
+    strip(&c, &n);
+    if (add_special(r, t->start_header, false, err) || add_cstr(r, role, false, err) ||
+        add_special(r, t->end_header, false, err) || add_cstr(r, "\n\n", false, err) ||
+        (head && add_cstr(r, head, false, err)) || add_text(r, c, n, asst, err) ||
+        add_special(r, asst ? t->eos : t->eot, asst, err))
+        return -1;
+    return 0;
+}
+
+static int render_llama3(const prep_template *t, const chat_msg *m, size_t n, prep_render *r,
+                         ft_error *err)
+{
+    if (add_special(r, t->bos, false, err))
+        return -1;
+    size_t i = 0;
+    if (t->kind == PREP_TPL_LLAMA31_CHAT) {
+        /* 3.1 always opens with a dated system block holding the (trimmed) system message. */
+        const char *sys = "";
+        size_t sys_len = 0;
+        if (strcmp(m[0].role, "system") == 0)
+            sys = m[0].content, sys_len = m[0].content_len, i = 1;
+        if (llama3_message(t, r, "system", llama31_system_head, sys, sys_len, err))
+            return -1;
+    }
+    for (; i < n; i++)
+        if (llama3_message(t, r, m[i].role, NULL, m[i].content, m[i].content_len, err))
+            return -1;
+    return 0;
+}
+
+/* HF Llama 2 template: per user turn  <s>"[INST] " + strip(content) + " [/INST]", per assistant
+ * turn " " + strip(content) + " " </s>, the system message (raw) wrapped into the first user
+ * content as "<<SYS>>\n" + system + "\n<</SYS>>\n\n" before the strip. */
+static int render_llama2(const prep_template *t, const chat_msg *m, size_t n, prep_render *r,
+                         ft_error *err)
+{
+    size_t first = 0;
+    const chat_msg *sys = NULL;
+    if (strcmp(m[0].role, "system") == 0)
+        sys = &m[0], first = 1;
+    for (size_t i = first; i < n; i++) {
+        bool user_turn = (i - first) % 2 == 0;
+        if ((strcmp(m[i].role, "user") == 0) != user_turn)
+            return ft_fail(err, "messages[%zu]: roles must alternate user/assistant/user/... "
+                           "(after an optional system message) for llama2-chat", i);
+    }
+    char *joined = NULL;
+    for (size_t i = first; i < n; i++) {
+        const char *c = m[i].content;
+        size_t cn = m[i].content_len;
+        if (i == first && sys) {
+            size_t jn = 8 + sys->content_len + 12 + cn;
+            joined = malloc(jn + 1);
+            if (!joined)
+                return oom(err);
+            int k = snprintf(joined, jn + 1, "<<SYS>>\n%.*s\n<</SYS>>\n\n", (int)sys->content_len,
+                             sys->content);
+            memcpy(joined + k, c, cn);
+            c = joined, cn = (size_t)k + cn;
+        }
+        strip(&c, &cn);
+        int rc;
+        if (strcmp(m[i].role, "user") == 0) {
+            rc = add_special(r, t->bos, false, err) || add_cstr(r, "[INST] ", false, err) ||
+                 add_text(r, c, cn, false, err) || add_cstr(r, " [/INST]", false, err);
+        } else {
+            /* SentencePiece prepends "▁" to every separately encoded text, which is the
+             * template's leading space; a byte-level tokenizer needs it written. */
+            rc = (!t->sentencepiece && add_cstr(r, " ", true, err)) ||
+                 add_text(r, c, cn, true, err) || add_cstr(r, " ", true, err) ||
+                 add_special(r, t->eos, true, err);
+        }
+        free(joined);
+        joined = NULL;
+        if (rc)
+            return -1;
+    }
+    return 0;
+}
+
+int prep_render_json(const prep_template *t, json_t *obj, prep_render *r, ft_error *err)
+{
+    prep_render_reset(r);
+    const char *a, *b, *c;
+    size_t an, bn, cn;
+    switch (t->format) {
+    case PREP_FORMAT_ALPACA:
+        if (get_str(obj, "instruction", false, &a, &an, err) ||
+            get_str(obj, "input", true, &b, &bn, err) || get_str(obj, "output", false, &c, &cn, err))
+            return -1;
+        return render_instruction(t, a, an, b, bn, c, cn, r, err);
+    case PREP_FORMAT_DOLLY:
+        if (get_str(obj, "instruction", false, &a, &an, err) ||
+            get_str(obj, "context", true, &b, &bn, err) ||
+            get_str(obj, "response", false, &c, &cn, err))
+            return -1;
+        return render_instruction(t, a, an, b, bn, c, cn, r, err);
+    case PREP_FORMAT_SAMSUM:
+        if (get_str(obj, "dialogue", false, &b, &bn, err) ||
+            get_str(obj, "summary", false, &c, &cn, err))
+            return -1;
+        return render_instruction(t, samsum_instruction, strlen(samsum_instruction), b, bn, c, cn,
+                                  r, err);
+    case PREP_FORMAT_TEXT:
+        if (get_str(obj, "text", false, &a, &an, err))
+            return -1;
+        return prep_render_text(t, a, an, r, err);
+    case PREP_FORMAT_CHAT: {
+        chat_msg *m = NULL;
+        size_t n = 0;
+        if (get_messages(obj, &m, &n, err))
+            return -1;
+        int rc = t->kind == PREP_TPL_LLAMA2_CHAT ? render_llama2(t, m, n, r, err)
+                                                 : render_llama3(t, m, n, r, err);
+        free(m);
+        return rc;
+    }
+    case PREP_FORMAT_AUTO:
+        break;
+    }
+    return ft_fail(err, "internal: format not resolved");
+}
+
+int prep_render_text(const prep_template *t, const char *s, size_t n, prep_render *r,
+                     ft_error *err)
+{
+    prep_render_reset(r);
+    if (n == 0)
+        return ft_fail(err, "empty text");
+    if (add_special(r, t->bos, false, err) || add_text(r, s, n, true, err) ||
+        add_special(r, t->eos, true, err))
+        return -1;
+    return 0;
+}
+
+/* ---- names, detection ---- */
+
+prep_format prep_detect_format(json_t *obj)
+{
+    if (!json_is_object(obj))
+        return PREP_FORMAT_AUTO;
+#define HAS(k) (json_object_get(obj, k) != NULL)
+    if (HAS("messages"))
+        return PREP_FORMAT_CHAT;
+    if (HAS("instruction") && HAS("output"))
+        return PREP_FORMAT_ALPACA;
+    if (HAS("instruction") && HAS("response"))
+        return PREP_FORMAT_DOLLY;
+    if (HAS("dialogue") && HAS("summary"))
+        return PREP_FORMAT_SAMSUM;
+    if (HAS("text"))
+        return PREP_FORMAT_TEXT;
+#undef HAS
+    return PREP_FORMAT_AUTO;
+}
+
+static const char *const format_names[] = { "auto", "alpaca", "dolly", "samsum", "chat", "text" };
+
+const char *prep_format_name(prep_format f) { return format_names[f]; }
+
+int prep_format_parse(const char *s, prep_format *f)
+{
+    for (int i = 0; i < (int)(sizeof format_names / sizeof *format_names); i++)
+        if (strcmp(s, format_names[i]) == 0) {
+            *f = (prep_format)i;
+            return 0;
+        }
+    return -1;
+}
+
+int prep_template_parse(const char *s, prep_template_kind *k)
+{
+    static const struct {
+        const char *name;
+        prep_template_kind kind;
+    } names[] = {
+        { "auto", PREP_TPL_AUTO },
+        { "alpaca", PREP_TPL_ALPACA },
+        { "llama3-chat", PREP_TPL_LLAMA3_CHAT },
+        { "chat-llama3", PREP_TPL_LLAMA3_CHAT },
+        { "llama3.1-chat", PREP_TPL_LLAMA31_CHAT },
+        { "chat-llama3.1", PREP_TPL_LLAMA31_CHAT },
+        { "llama2-chat", PREP_TPL_LLAMA2_CHAT },
+        { "chat-llama2", PREP_TPL_LLAMA2_CHAT },
+        { "text", PREP_TPL_TEXT },
+    };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(s, names[i].name) == 0) {
+            *k = names[i].kind;
+            return 0;
+        }
+    return -1;
+}
+
+/* ---- init ---- */
+
+static int read_whole(const char *path, char **out, ft_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return ft_fail(err, "%s: cannot open prompt template: %s", path, strerror(errno));
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? 2 * cap : 8192;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return oom(err);
+            }
+            buf = nb;
+        }
+        size_t k = fread(buf + len, 1, 4096, f);
+        len += k;
+        if (k < 4096)
+            break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return ft_fail(err, "%s: read error", path);
+    }
+    buf[len] = 0;
+    if (strlen(buf) != len) {
+        free(buf);
+        return ft_fail(err, "%s: prompt template contains a NUL byte", path);
+    }
+    if (!strstr(buf, "{instruction}")) {
+        free(buf);
+        return ft_fail(err, "%s: prompt template has no {instruction} placeholder", path);
+    }
+    *out = buf;
+    return 0;
+}
+
+static bool compatible(prep_format f, prep_template_kind k)
+{
+    switch (f) {
+    case PREP_FORMAT_ALPACA:
+    case PREP_FORMAT_DOLLY:
+    case PREP_FORMAT_SAMSUM: return k == PREP_TPL_ALPACA;
+    case PREP_FORMAT_CHAT:
+        return k == PREP_TPL_LLAMA3_CHAT || k == PREP_TPL_LLAMA31_CHAT || k == PREP_TPL_LLAMA2_CHAT;
+    case PREP_FORMAT_TEXT: return k == PREP_TPL_TEXT;
+    case PREP_FORMAT_AUTO: break;
+    }
+    return false;
+}
+
+static int32_t special_id(const ft_tokenizer *tok, const char *name)
+{
+    int32_t id = ft_tokenizer_token_id(tok, name);
+    return id >= 0 && ft_tokenizer_is_special(tok, id) ? id : -1;
+}
+
+int prep_template_init(prep_template *t, prep_format format, prep_template_kind kind,
+                       const char *prompt_file, const char *prompt_file_no_input,
+                       const ft_tokenizer *tok, const char *eos_token, ft_error *err)
+{
+    memset(t, 0, sizeof *t);
+    t->tok = tok;
+    t->format = format;
+    t->sentencepiece = strcmp(ft_tokenizer_kind(tok), "sentencepiece_bpe") == 0;
+    if (kind == PREP_TPL_AUTO) {
+        if (format == PREP_FORMAT_CHAT)
+            kind = t->sentencepiece ? PREP_TPL_LLAMA2_CHAT : PREP_TPL_LLAMA3_CHAT;
+        else if (format == PREP_FORMAT_TEXT)
+            kind = PREP_TPL_TEXT;
+        else
+            kind = PREP_TPL_ALPACA;
+    }
+    t->kind = kind;
+    if (!compatible(format, kind))
+        return ft_fail(err, "template does not fit %s records (alpaca/dolly/samsum: alpaca; "
+                       "chat: llama3-chat, llama3.1-chat, llama2-chat; text: text)",
+                       prep_format_name(format));
+    if ((prompt_file || prompt_file_no_input) && kind != PREP_TPL_ALPACA)
+        return ft_fail(err, "--prompt-template only applies to alpaca, dolly and samsum records");
+
+    t->bos = ft_tokenizer_bos_id(tok);
+    t->start_header = special_id(tok, "<|start_header_id|>");
+    t->end_header = special_id(tok, "<|end_header_id|>");
+    t->eot = special_id(tok, "<|eot_id|>");
+    bool llama3 = kind == PREP_TPL_LLAMA3_CHAT || kind == PREP_TPL_LLAMA31_CHAT;
+    if (llama3 && (t->start_header < 0 || t->end_header < 0 || t->eot < 0))
+        return ft_fail(err, "the Llama 3 chat template needs <|start_header_id|>, "
+                       "<|end_header_id|> and <|eot_id|> special tokens; this tokenizer lacks "
+                       "them (use --template llama2-chat for a Llama 2 tokenizer)");
+    if (eos_token) {
+        t->eos = ft_tokenizer_token_id(tok, eos_token);
+        if (t->eos < 0)
+            return ft_fail(err, "--eos %s: no such token in the tokenizer", eos_token);
+    } else if (llama3) {
+        t->eos = t->eot;
+    } else if (kind == PREP_TPL_LLAMA2_CHAT) {
+        t->eos = ft_tokenizer_eos_id(tok);
+    } else {
+        t->eos = special_id(tok, "<|end_of_text|>");
+        if (t->eos < 0)
+            t->eos = ft_tokenizer_eos_id(tok);
+    }
+    if (t->eos < 0)
+        return ft_fail(err, "the tokenizer names no EOS token; pass --eos TOKEN");
+
+    static const char *const attr[] = { "", "alpaca", "chat-llama3", "chat-llama3.1",
+                                        "chat-llama2", "text" };
+    snprintf(t->name, sizeof t->name, "%s%s", attr[kind],
+             prompt_file || prompt_file_no_input ? "-custom" : "");
+    if (kind == PREP_TPL_ALPACA) {
+        const char *fi = prompt_file, *fn = prompt_file_no_input ? prompt_file_no_input : prompt_file;
+        if (fi ? read_whole(fi, &t->prompt_input, err) : !(t->prompt_input = strdup(prep_alpaca_prompt_input)))
+            goto fail;
+        if (fn ? read_whole(fn, &t->prompt_no_input, err)
+               : !(t->prompt_no_input = strdup(prep_alpaca_prompt_no_input)))
+            goto fail;
+    }
+    return 0;
+fail:
+    if (!err || !err->msg[0])
+        oom(err);
+    prep_template_free(t);
+    return -1;
+}
+
+void prep_template_free(prep_template *t)
+{
+    free(t->prompt_input);
+    free(t->prompt_no_input);
+    t->prompt_input = t->prompt_no_input = NULL;
+}
