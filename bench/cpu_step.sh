@@ -26,7 +26,7 @@ model = { vocab_size = $V; hidden_size = $H; intermediate_size = $FFN; num_hidde
 data = { train = "train.h5"; };
 optimizer = { type = "adamw"; lr = 1e-4; weight_decay = 0.1; };
 CFG
-OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=1 "$build/ftmpi" bench.cfg > ftmpi.log
+OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads "$build/ftmpi" bench.cfg > ftmpi.log
 # median step time over steps 3..STEPS (the first steps warm caches and pages)
 ft_ms=$(sed -n 's/^step .*| step \([0-9.]*\)s .*/\1/p' ftmpi.log | tail -n +3 | sort -n |
         awk '{ a[NR] = $1 } END { print 1000 * a[int((NR + 1) / 2)] }')
