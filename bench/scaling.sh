@@ -31,4 +31,4 @@ for n in 1 2 4; do
                   printf "%-6d %-5d %10.1f %14.2f %12.1f %11.0f%%\n", n, s, 1000 * t[m], b[m] / 1e6, 1000 * w[m], 100 * w[m] / t[m] }'
     done
 done
-echo "machine: $(nproc) cores; ranks beyond the core count are oversubscribed"
+echo "machine: $(nproc --all) cores; ranks beyond the core count are oversubscribed"
