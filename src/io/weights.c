@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "util/bf16.h"
-#include "util/rng.h"
 
 /* ---------------------------------------------------------------- config */
 
@@ -228,12 +227,19 @@ int ft_weights_check_tensors(const ft_h5file *f, const char *group, const ft_mod
 
 /* Transfers one tensor's part of the unit range [begin, end); buf holds the whole
  * range (fp32). Always issues the (collective) transfer, possibly empty. */
+/* Per element: one 64-bit multiply of (bits, index) by an odd constant and a
+ * xor-shift, summed: position-dependent, order-independent (a sum), and cheap enough
+ * to run at memory speed with OpenMP. */
 uint64_t ft_weights_hash_part(uint64_t first_index, const void *bits, size_t n, int bytes_per)
 {
     uint64_t h = 0;
+    const uint16_t *b16 = bits;
+    const uint32_t *b32 = bits;
+#pragma omp parallel for reduction(+ : h) schedule(static) if (n >= (1u << 16))
     for (size_t i = 0; i < n; i++) {
-        uint64_t w = bytes_per == 2 ? ((const uint16_t *)bits)[i] : ((const uint32_t *)bits)[i];
-        h += ft_mix64(((first_index + i) << 1) ^ (w << 40) ^ w);
+        uint64_t w = bytes_per == 2 ? b16[i] : b32[i];
+        uint64_t t = ((w << 32) ^ (first_index + i) ^ 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
+        h += t ^ (t >> 31);
     }
     return h;
 }
