@@ -40,8 +40,9 @@ static const char usage_text[] =
     "\n"
     "Exit status: 0 success, 1 runtime error (I/O, numerical, out of memory),\n"
     "2 bad command line or configuration, 85 stopped by SIGUSR1/SIGTERM after writing a\n"
-    "checkpoint (requeue the job; resume = \"auto\" continues), 86 a second signal stopped\n"
-    "it at once, 87 no progress for comm_timeout seconds (a rank died or hangs).\n"
+    "checkpoint (requeue the job; resume = \"auto\" continues), 84 stopped by a signal\n"
+    "without checkpoint_dir (nothing saved), 86 a second signal stopped it at once,\n"
+    "87 no progress for comm_timeout seconds (a rank died or hangs).\n"
     "\n"
     "Environment: OMP_NUM_THREADS sets CPU threads per rank.\n";
 
@@ -209,7 +210,7 @@ static int run(const cli *c, ft_comm *comm, int *code)
     const int signalled = t.stopped_by_signal;
     ft_trainer_free(&t);
     ft_run_config_free(&cfg);
-    *code = rc ? EXIT_RUNTIME : signalled ? FT_EXIT_SIGNALLED : EXIT_OK;
+    *code = rc ? EXIT_RUNTIME : signalled ? signalled : EXIT_OK;
     return rc;
 }
 

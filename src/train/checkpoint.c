@@ -173,13 +173,49 @@ static void prune(const char *dir, int keep)
     }
 }
 
+/* mkdir -p */
+static int make_dirs(const char *dir)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s", dir);
+    for (char *p = path + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(path, 0777) && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    return mkdir(path, 0777) && errno != EEXIST ? -1 : 0;
+}
+
+int ft_checkpoint_prepare_dir(const char *dir, ft_comm *comm, ft_error *err)
+{
+    char msg[512] = "";
+    if (comm->rank == 0) {
+        char probe[1100];
+        snprintf(probe, sizeof probe, "%s/.ftmpi-write-test", dir);
+        int fd = -1;
+        if (make_dirs(dir))
+            snprintf(msg, sizeof msg, "cannot create: %s", strerror(errno));
+        else if ((fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC, 0666)) < 0)
+            snprintf(msg, sizeof msg, "cannot write there: %s", strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(probe);
+        }
+    }
+    /* every rank learns rank 0's verdict, so no rank waits for a checkpoint that
+     * cannot happen */
+    MPI_Bcast(msg, sizeof msg, MPI_CHAR, 0, MPI_COMM_WORLD);
+    return msg[0] ? ft_fail(err, "checkpoint_dir %s: %s", dir, msg) : 0;
+}
+
 int ft_checkpoint_save(const char *dir, const ft_run_config *cfg, const ft_model_layout *layout,
                        ft_engine *e, ft_comm *comm, const ft_ckpt_position *pos, int seq_len,
                        ft_error *err)
 {
-    if (comm->rank == 0 && mkdir(dir, 0777) && errno != EEXIST)
-        return ft_fail(err, "checkpoint_dir %s: cannot create: %s", dir, strerror(errno));
-    MPI_Barrier(MPI_COMM_WORLD);
+    if (ft_checkpoint_prepare_dir(dir, comm, err))
+        return -1;
     char name[64], tmp[1100];
     snprintf(name, sizeof name, "step-%06ld.h5", pos->step);
     snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name);

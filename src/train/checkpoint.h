@@ -18,6 +18,10 @@ typedef struct ft_ckpt_position {
     int64_t data_position; /* global sample index of the next step's first sample */
 } ft_ckpt_position;
 
+/* Creates dir with its parents and checks that it is writable (rank 0), and tells every
+ * rank the verdict. Collective. */
+int ft_checkpoint_prepare_dir(const char *dir, ft_comm *comm, ft_error *err);
+
 /* Writes <dir>/step-NNNNNN.h5, updates <dir>/latest, prunes to keep_last. Collective. */
 int ft_checkpoint_save(const char *dir, const ft_run_config *cfg, const ft_model_layout *layout,
                        ft_engine *e, ft_comm *comm, const ft_ckpt_position *pos, int seq_len,

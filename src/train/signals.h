@@ -8,6 +8,8 @@
 #define FT_TRAIN_SIGNALS_H
 
 #define FT_EXIT_SIGNALLED 85 /* checkpointed on a signal: requeue me */
+#define FT_EXIT_SIGNALLED_NO_CKPT 84 /* stopped on a signal without checkpoint_dir:
+                                        requeueing would start from scratch */
 #define FT_EXIT_KILLED 86    /* second signal: stopped at once */
 
 void ft_signals_install(void);

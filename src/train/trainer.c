@@ -138,13 +138,17 @@ static double measure_matmul_flops(ft_backend *be)
 /* One line per rank, printed in rank order by rank 0. */
 static int log_rank_placement(ft_trainer *t, ft_error *err)
 {
-    char line[320], host[256];
+    char line[400], host[256];
     if (gethostname(host, sizeof host - 1))
         snprintf(host, sizeof host, "?");
     host[sizeof host - 1] = '\0';
-    snprintf(line, sizeof line, "ftmpi: rank %d of %d on %s, node-local rank %d of %d, device %s%s",
-             t->comm->rank, t->comm->size, host, t->comm->local_rank, t->comm->local_size,
-             t->be->name, t->be->device >= 0 ? "" : " (host)");
+    char dev[32];
+    if (t->be->device >= 0)
+        snprintf(dev, sizeof dev, "%s:%d", t->be->name, t->be->device);
+    else
+        snprintf(dev, sizeof dev, "%s (host)", t->be->name);
+    snprintf(line, sizeof line, "ftmpi: rank %d of %d on %s, node-local rank %d of %d, device %s",
+             t->comm->rank, t->comm->size, host, t->comm->local_rank, t->comm->local_size, dev);
     char *all = t->comm->rank == 0 ? malloc(sizeof line * (size_t)t->comm->size) : NULL;
     if (t->comm->rank == 0 && !all)
         return ft_fail(err, "out of host memory");
@@ -195,7 +199,8 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     ft_model_options mo = { .max_batch = cfg->micro_batch_size, .seq_len = t->seq_len,
                             .activation_checkpointing = cfg->activation_checkpointing };
     char *resume_path = NULL;
-    if (ft_checkpoint_resolve(cfg, &resume_path, err))
+    if ((cfg->checkpoint_dir && ft_checkpoint_prepare_dir(cfg->checkpoint_dir, comm, err)) ||
+        ft_checkpoint_resolve(cfg, &resume_path, err))
         return -1;
     int rc = ft_engine_create(&t->engine, &t->layout, t->be, t->dev_comm, &eo, err) ||
              ft_model_create(&t->model, &t->layout, t->be, &mo, err);
@@ -560,11 +565,11 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
         if (stop_agreed(t)) {
             if (cfg->checkpoint_dir && last_saved != step + 1 && save_checkpoint(t, step + 1, err))
                 return -1;
+            t->stopped_by_signal = cfg->checkpoint_dir ? FT_EXIT_SIGNALLED : FT_EXIT_SIGNALLED_NO_CKPT;
             if (t->out)
                 fprintf(t->out, "ftmpi: stop signal: %s after step %ld; exiting with %d\n",
-                        cfg->checkpoint_dir ? "checkpointed" : "no checkpoint_dir, stopped",
-                        step + 1, FT_EXIT_SIGNALLED);
-            t->stopped_by_signal = 1;
+                        cfg->checkpoint_dir ? "checkpointed" : "no checkpoint_dir, nothing saved,",
+                        step + 1, t->stopped_by_signal);
             return 0;
         }
         if (cfg->eval_data && cfg->eval_every > 0 && ((step + 1) % cfg->eval_every == 0 || last) &&

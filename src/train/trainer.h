@@ -37,7 +37,7 @@ typedef struct ft_trainer {
     struct ft_watchdog *watchdog;
     double peak_flops;   /* per rank, for MFU */
     double flops_per_token;
-    int stopped_by_signal;
+    int stopped_by_signal; /* 0, or the exit code a stop signal calls for */
 } ft_trainer;
 
 /* The result of one optimizer step (identical on all ranks). */
