@@ -33,6 +33,10 @@ void ft_dataset_close(ft_dataset *ds);
 int ft_dataset_read_rows(ft_dataset *ds, const int64_t *rows, int n, uint32_t *tokens,
                          uint8_t *loss_mask, int32_t *segment, ft_error *err);
 
+/* Writes the root attributes of a dataset file (collective on f's communicator: every
+ * rank passes the same info). */
+int ft_dataset_write_attrs(const ft_h5file *f, const ft_dataset_info *info, ft_error *err);
+
 /* Writes a whole dataset from one process (tests, generators). */
 int ft_dataset_write(const char *path, const ft_dataset_info *info, const uint32_t *tokens,
                      const uint8_t *loss_mask, const int32_t *segment, ft_error *err);

@@ -52,16 +52,7 @@ static int write_collective(MPI_Comm comm, const char *path, const ft_dataset_in
     if (ft_h5_create(&f, path, comm, err))
         return -1;
     const int W = in->seq_len + 1;
-    int rc = ft_h5_write_kind(&f, "dataset", err) ||
-             ft_h5_attr_write_i64(&f, f.id, "seq_len", in->seq_len, err) ||
-             ft_h5_attr_write_i64(&f, f.id, "vocab_size", in->vocab_size, err) ||
-             ft_h5_attr_write_i64(&f, f.id, "bos_token_id", in->bos_token_id, err) ||
-             ft_h5_attr_write_i64(&f, f.id, "eos_token_id", in->eos_token_id, err) ||
-             ft_h5_attr_write_i64(&f, f.id, "pad_token_id", in->pad_token_id, err) ||
-             ft_h5_attr_write_i64(&f, f.id, "n_documents", in->n_documents, err) ||
-             ft_h5_attr_write_i64(&f, f.id, "n_target_tokens", in->n_target_tokens, err) ||
-             ft_h5_attr_write_str(&f, f.id, "tokenizer_hash", in->tokenizer_hash, err) ||
-             ft_h5_attr_write_str(&f, f.id, "template", in->template_name, err) ||
+    int rc = ft_dataset_write_attrs(&f, in, err) ||
              write_block(&f, "tokens", H5T_STD_U32LE, H5T_NATIVE_UINT32, in->rows, W, b,
                          b->tokens, err) ||
              write_block(&f, "loss_mask", H5T_STD_U8LE, H5T_NATIVE_UINT8, in->rows, W, b, b->mask,
