@@ -88,6 +88,29 @@ static int nccl_reduce_scatter_f32(ft_comm *c, float *out, const float *in, size
                                         im->comm_stream), req);
 }
 
+static int nccl_all_reduce_bf16(ft_comm *c, uint16_t *buf, size_t n, ft_comm_request **req)
+{
+    nccl_impl *im = impl_of(c);
+    const double p = c->size;
+    account(c, 2.0 * (p - 1.0) / p, n * sizeof(uint16_t));
+    if (follow_compute(im))
+        return -1;
+    return finish(im, ncclAllReduce(buf, buf, n, ncclBfloat16, ncclSum, im->nccl,
+                                    im->comm_stream), req);
+}
+
+static int nccl_reduce_scatter_bf16(ft_comm *c, uint16_t *out, const uint16_t *in, size_t count,
+                                    ft_comm_request **req)
+{
+    nccl_impl *im = impl_of(c);
+    const double p = c->size;
+    account(c, (p - 1.0) / p, count * (size_t)c->size * sizeof(uint16_t));
+    if (follow_compute(im))
+        return -1;
+    return finish(im, ncclReduceScatter(in, out, count, ncclBfloat16, ncclSum, im->nccl,
+                                        im->comm_stream), req);
+}
+
 static int nccl_all_gather(ft_comm *c, void *out, const void *in, size_t bytes,
                            ft_comm_request **req)
 {
@@ -171,6 +194,8 @@ static void nccl_destroy(ft_comm *c)
 static const ft_comm_ops nccl_ops = {
     .all_reduce_f32 = nccl_all_reduce_f32,
     .reduce_scatter_f32 = nccl_reduce_scatter_f32,
+    .all_reduce_bf16 = nccl_all_reduce_bf16,
+    .reduce_scatter_bf16 = nccl_reduce_scatter_bf16,
     .all_gather = nccl_all_gather,
     .broadcast = nccl_broadcast,
     .wait = nccl_wait,

@@ -34,6 +34,11 @@ typedef struct ft_comm_ops {
     int (*reduce_scatter_f32)(ft_comm *c, float *out, const float *in, size_t count,
                               ft_comm_request **req);
     /* out[P*bytes] = concatenation of every rank's in[bytes]. */
+    /* The same two reductions on bf16 values (raw uint16 bits): each partial sum is
+     * formed in fp32 and rounded to bf16. Half the bytes of fp32. */
+    int (*all_reduce_bf16)(ft_comm *c, uint16_t *buf, size_t n, ft_comm_request **req);
+    int (*reduce_scatter_bf16)(ft_comm *c, uint16_t *out, const uint16_t *in, size_t count,
+                               ft_comm_request **req);
     int (*all_gather)(ft_comm *c, void *out, const void *in, size_t bytes, ft_comm_request **req);
     int (*broadcast)(ft_comm *c, void *buf, size_t bytes, int root, ft_comm_request **req);
     int (*wait)(ft_comm *c, ft_comm_request *req, ft_error *err); /* frees req */

@@ -5,11 +5,24 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "util/bf16.h"
 
 typedef struct mpi_comm_impl {
     MPI_Comm world;
     MPI_Comm node; /* ranks sharing this node's memory: gives the node-local rank */
+    MPI_Datatype bf16;
+    MPI_Op bf16_sum;
 } mpi_comm_impl;
+
+/* MPI has no bfloat16: a 2-byte type and a user-defined sum over it. */
+static void bf16_sum_op(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    (void)type;
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++)
+        b[i] = ft_f32_to_bf16(ft_bf16_to_f32(a[i]) + ft_bf16_to_f32(b[i]));
+}
 
 struct ft_comm_request {
     MPI_Request req;
@@ -59,6 +72,29 @@ static int mpi_reduce_scatter_f32(ft_comm *c, float *out, const float *in, size_
     const double p = c->size;
     account(c, (p - 1.0) / p, count * (size_t)c->size * sizeof(float));
     return MPI_Ireduce_scatter_block(in, out, (int)count, MPI_FLOAT, MPI_SUM, world_of(c),
+                                     &(*req)->req) == MPI_SUCCESS ? 0 : -1;
+}
+
+static int mpi_all_reduce_bf16(ft_comm *c, uint16_t *buf, size_t n, ft_comm_request **req)
+{
+    if (!count_ok(n) || new_request(req))
+        return -1;
+    mpi_comm_impl *im = c->impl;
+    const double p = c->size;
+    account(c, 2.0 * (p - 1.0) / p, n * sizeof(uint16_t));
+    return MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, im->bf16, im->bf16_sum, im->world,
+                          &(*req)->req) == MPI_SUCCESS ? 0 : -1;
+}
+
+static int mpi_reduce_scatter_bf16(ft_comm *c, uint16_t *out, const uint16_t *in, size_t count,
+                                   ft_comm_request **req)
+{
+    if (!count_ok(count) || new_request(req))
+        return -1;
+    mpi_comm_impl *im = c->impl;
+    const double p = c->size;
+    account(c, (p - 1.0) / p, count * (size_t)c->size * sizeof(uint16_t));
+    return MPI_Ireduce_scatter_block(in, out, (int)count, im->bf16, im->bf16_sum, im->world,
                                      &(*req)->req) == MPI_SUCCESS ? 0 : -1;
 }
 
@@ -121,6 +157,8 @@ static int mpi_barrier(ft_comm *c, ft_error *err)
 static void mpi_destroy(ft_comm *c)
 {
     mpi_comm_impl *impl = c->impl;
+    MPI_Op_free(&impl->bf16_sum);
+    MPI_Type_free(&impl->bf16);
     MPI_Comm_free(&impl->node);
     MPI_Comm_free(&impl->world);
     free(impl);
@@ -130,6 +168,8 @@ static void mpi_destroy(ft_comm *c)
 static const ft_comm_ops mpi_ops = {
     .all_reduce_f32 = mpi_all_reduce_f32,
     .reduce_scatter_f32 = mpi_reduce_scatter_f32,
+    .all_reduce_bf16 = mpi_all_reduce_bf16,
+    .reduce_scatter_bf16 = mpi_reduce_scatter_bf16,
     .all_gather = mpi_all_gather,
     .broadcast = mpi_broadcast,
     .wait = mpi_wait,
@@ -165,6 +205,9 @@ int ft_comm_mpi_create(ft_comm **out, ft_error *err)
     }
     MPI_Comm_rank(impl->node, &c->local_rank);
     MPI_Comm_size(impl->node, &c->local_size);
+    MPI_Type_contiguous(2, MPI_BYTE, &impl->bf16);
+    MPI_Type_commit(&impl->bf16);
+    MPI_Op_create(bf16_sum_op, 1, &impl->bf16_sum);
     c->ops = &mpi_ops;
     c->name = "mpi";
     c->impl = impl;

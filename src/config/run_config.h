@@ -56,6 +56,7 @@ typedef struct ft_run_config {
     int zero_stage;        /* 0..3 */
     bool activation_checkpointing;
     bool offload_optimizer;
+    ft_dtype grad_reduce_dtype; /* fp32 | bf16 */
     double grad_clip;      /* global-norm clip; 0 disables */
     long log_every;
     long eval_every;       /* 0 disables periodic eval */

@@ -110,11 +110,19 @@ static void allocate_pools(ft_engine *e)
                                                     &m->gathered);
         }
     }
+    const int rbf16 = e->opt.reduce_bf16;
+    if (stage <= 1 && rbf16)
+        e->grad_bits = ft_engine_alloc(e, e->max_padded * sizeof(uint16_t), &m->scratch);
     for (int i = 0; i < FT_GRAD_POOL; i++) {
-        e->grads[i].unit = -1;
+        grad_slot *g = &e->grads[i];
+        g->unit = -1;
         if (stage >= 2) {
-            e->grads[i].full = ft_engine_alloc(e, e->max_padded * sizeof(float), &m->gathered);
-            e->grads[i].shard_tmp = ft_engine_alloc(e, e->max_shard * sizeof(float), &m->gathered);
+            g->full = ft_engine_alloc(e, e->max_padded * sizeof(float), &m->gathered);
+            g->shard_tmp = ft_engine_alloc(e, e->max_shard * sizeof(float), &m->gathered);
+            if (rbf16) {
+                g->bits_full = ft_engine_alloc(e, e->max_padded * sizeof(uint16_t), &m->gathered);
+                g->bits_shard = ft_engine_alloc(e, e->max_shard * sizeof(uint16_t), &m->gathered);
+            }
         }
     }
 }
@@ -177,7 +185,10 @@ void ft_engine_free(ft_engine *e)
     for (int i = 0; i < FT_GRAD_POOL; i++) {
         be->ops->free(be, e->grads[i].full);
         be->ops->free(be, e->grads[i].shard_tmp);
+        be->ops->free(be, e->grads[i].bits_full);
+        be->ops->free(be, e->grads[i].bits_shard);
     }
+    be->ops->free(be, e->grad_bits);
     ft_backend *obe = e->opt_be ? e->opt_be : be;
     if (e->units)
         for (int u = 0; u < e->layout.n_units; u++) {

@@ -35,6 +35,8 @@ typedef struct ft_engine_options {
     /* fp32 master and optimizer moments in host memory, updated by the CPU; the
      * device keeps working parameters and gradients only */
     bool offload_optimizer;
+    /* reduce gradients as bf16 (half the bytes; partial sums rounded to bf16) */
+    bool reduce_bf16;
 } ft_engine_options;
 
 /* Bytes of model state this rank holds, by kind. */

@@ -54,6 +54,7 @@ typedef struct grad_slot {
     int open;           /* between first grads() and grad_done() */
     float *full;        /* [max n_pad] */
     float *shard_tmp;   /* [max S]: the reduce-scatter result, added to grad_shard */
+    uint16_t *bits_full, *bits_shard; /* bf16 reduction: the sent and received values */
     ft_comm_request *req;
 } grad_slot;
 
@@ -75,6 +76,7 @@ struct ft_engine {
     float *stage_f32;      /* [max S] */
     uint16_t *stage_bits;  /* [max S] */
     uint16_t *gather_bits; /* [max n_pad] (bf16 publish into full) */
+    uint16_t *grad_bits;   /* [max n_pad] stages 0-1 with bf16 gradient reduction */
 
     gather_slot gather[FT_GATHER_POOL];
     grad_slot grads[FT_GRAD_POOL];

@@ -142,6 +142,8 @@ static void finish_reduce(ft_engine *e, grad_slot *g)
         record_failure(e, "gradient reduce-scatter", g->unit);
     g->req = NULL;
     engine_unit *eu = &e->units[g->unit];
+    if (g->bits_shard)
+        e->be->ops->bf16_to_f32(e->be, g->shard_tmp, g->bits_shard, eu->shard);
     e->be->ops->add(e->be, eu->grad_shard, g->shard_tmp, eu->shard);
     g->unit = -1;
 }
@@ -229,8 +231,16 @@ static void src_grad_done(void *ctx, int unit)
             /* No host sync: the CPU backend is synchronous, and NCCL orders its stream
              * after the compute stream with an event. */
             const engine_unit *eu = &e->units[unit];
-            if (e->comm->ops->reduce_scatter_f32(e->comm, g->shard_tmp, g->full, eu->shard,
-                                                 &g->req))
+            int rc;
+            if (g->bits_full) {
+                e->be->ops->f32_to_bf16(e->be, g->bits_full, g->full, eu->padded);
+                rc = e->comm->ops->reduce_scatter_bf16(e->comm, g->bits_shard, g->bits_full,
+                                                       eu->shard, &g->req);
+            } else {
+                rc = e->comm->ops->reduce_scatter_f32(e->comm, g->shard_tmp, g->full, eu->shard,
+                                                      &g->req);
+            }
+            if (rc)
                 record_failure(e, "gradient reduce-scatter", unit);
             g->open = 0;
             return;

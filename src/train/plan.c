@@ -62,7 +62,8 @@ int ft_plan_print(FILE *out, const ft_run_config *cfg, const ft_plan_options *po
             for (int ckpt = 0; ckpt <= 1 && !rc; ckpt++) {
                 ft_engine_options eo = { .zero_stage = stage, .param_dtype = cfg->param_dtype,
                                          .optimizer = cfg->optimizer.type,
-                                         .offload_optimizer = offload };
+                                         .offload_optimizer = offload,
+                                         .reduce_bf16 = cfg->grad_reduce_dtype == FT_DTYPE_BF16 };
                 ft_engine_memory m;
                 if ((rc = ft_engine_estimate(&layout, P, &eo, &m, err)))
                     break;

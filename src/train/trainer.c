@@ -195,7 +195,8 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
 
     ft_engine_options eo = { .zero_stage = cfg->zero_stage, .param_dtype = cfg->param_dtype,
                              .optimizer = cfg->optimizer.type,
-                             .offload_optimizer = cfg->offload_optimizer };
+                             .offload_optimizer = cfg->offload_optimizer,
+                             .reduce_bf16 = cfg->grad_reduce_dtype == FT_DTYPE_BF16 };
     ft_model_options mo = { .max_batch = cfg->micro_batch_size, .seq_len = t->seq_len,
                             .activation_checkpointing = cfg->activation_checkpointing };
     char *resume_path = NULL;

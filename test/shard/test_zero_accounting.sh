@@ -10,7 +10,8 @@
 #      stage 3, a = 1, 2 layers: (P-1)/P * 4 (X + E) + (P-1)/P * 4 X
 #        (every unit gathered in forward; in backward the 3-slot pool still holds the
 #         head and both blocks, so only the embedding is gathered again)
-#    and with param_dtype = bf16 the gathers carry 2 bytes per element.
+#    and with param_dtype = bf16 the gathers carry 2 bytes per element; with
+#    grad_reduce_dtype = bf16 the gradient reductions carry 2 bytes per element (g below).
 . "$(dirname "$0")/../train/lib.sh"
 have_mpirun || skip "mpirun not found"
 "$GENDATA" --rows 64 --seq-len 32 --digits 2 train.h5 >/dev/null || fail "gendata"
@@ -28,24 +29,25 @@ awk -v a="$s1" -v b="$s4" 'BEGIN { r = b / (a / 4); printf "stage 3 model state:
 
 geometry() { sed -n 's/^ftmpi: sharding: [0-9]* units, \([0-9]*\) elements padded to \([0-9]*\) (\([0-9]*\) in the embedding)/\1 \2 \3/p' "$1"; }
 comm_of_step() { sed -n 's/^step .*| comm \([0-9]*\) B$/\1/p' "$1" | tail -n 1; }
-check() { # STAGE DTYPE ACCUM
-    stage=$1 dtype=$2 accum=$3
+check() { # STAGE DTYPE ACCUM [GRAD_REDUCE_DTYPE]
+    stage=$1 dtype=$2 accum=$3 rdt=${4:-fp32}
     gb=$((2 * 2 * accum))
     run_ranks 2 small.cfg zero_stage=$stage model.param_dtype=$dtype global_batch_size=$gb \
-        micro_batch_size=2 max_steps=2 > c.log 2>&1 || { cat c.log; fail "stage $stage run"; }
+        micro_batch_size=2 max_steps=2 grad_reduce_dtype=$rdt > c.log 2>&1 || { cat c.log; fail "stage $stage run"; }
     set -- $(geometry c.log)
     n=$1 X=$2 E=$3
     got=$(comm_of_step c.log)
     bp=4; [ "$dtype" = bf16 ] && bp=2
-    want=$(awk -v s=$stage -v n=$n -v X=$X -v E=$E -v a=$accum -v bp=$bp 'BEGIN { h = 0.5;
-        if (s == 0) w = 2 * h * 4 * n;
-        if (s == 1) w = 2 * h * 4 * n + h * bp * X;
-        if (s == 2) w = a * h * 4 * X + h * bp * X;
-        if (s == 3) w = h * bp * (X + E) + h * 4 * X;
+    g=4; [ "$rdt" = bf16 ] && g=2
+    want=$(awk -v s=$stage -v n=$n -v X=$X -v E=$E -v a=$accum -v bp=$bp -v g=$g 'BEGIN { h = 0.5;
+        if (s == 0) w = 2 * h * g * n;
+        if (s == 1) w = 2 * h * g * n + h * bp * X;
+        if (s == 2) w = a * h * g * X + h * bp * X;
+        if (s == 3) w = h * bp * (X + E) + h * g * X;
         printf "%.0f", w }')
     awk -v g="$got" -v w="$want" 'BEGIN { d = g - w; if (d < 0) d = -d; exit !(d <= 4) }' ||
-        fail "stage $stage ($dtype, accum $accum): sent $got bytes per step, theory $want"
-    echo "stage $stage ($dtype, accum $accum): $got bytes per step = theory"
+        fail "stage $stage ($dtype, accum $accum, reduce $rdt): sent $got bytes per step, theory $want"
+    echo "stage $stage ($dtype, accum $accum, reduce $rdt): $got bytes per step = theory"
 }
 check 0 fp32 2
 check 1 fp32 2
@@ -54,3 +56,12 @@ check 2 fp32 3
 check 2 bf16 2
 check 3 fp32 1
 check 3 bf16 1
+check 0 fp32 2 bf16
+check 2 fp32 2 bf16
+check 3 bf16 1 bf16
+# bf16 reduction rounds each partial sum: losses stay within 1 % of the fp32 run
+run_ranks 2 small.cfg zero_stage=3 max_steps=4 global_batch_size=8 micro_batch_size=2 > f.log 2>&1 || { cat f.log; fail "fp32 reduce"; }
+run_ranks 2 small.cfg zero_stage=3 max_steps=4 global_batch_size=8 micro_batch_size=2 grad_reduce_dtype=bf16 > b.log 2>&1 || { cat b.log; fail "bf16 reduce"; }
+losses f.log > lf; losses b.log > lb
+same_losses lb lf 1e-2 || fail "bf16 gradient reduction drifts more than 1 % from fp32"
+echo "bf16 gradient reduction: losses within 1 % of fp32"
