@@ -7,7 +7,7 @@
 # uses to pick a GPU) are 0-7 of 8 on each node, and that the losses equal a 1-rank run
 # with the same global batch (relative 2e-5). SKIP unless FTMPI_SLURM_TESTS=1.
 . "$(dirname "$0")/../train/lib.sh"
-. "$(dirname "$0")/lib.sh"
+. "$S/test/slurm/lib.sh"
 slurm_start two "${FTMPI_SLURM_PORT_70B:-16820}"
 
 "$GENDATA" --rows 256 --seq-len 64 train.h5 > /dev/null || fail "gendata"

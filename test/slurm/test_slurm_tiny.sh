@@ -8,7 +8,7 @@
 # The private Slurm sets AuthInfo=cred_expire=10, so the requeued job may start again
 # 11 s after the requeue (Slurm's default is 121 s). SKIP unless FTMPI_SLURM_TESTS=1.
 . "$(dirname "$0")/../train/lib.sh"
-. "$(dirname "$0")/lib.sh"
+. "$S/test/slurm/lib.sh"
 slurm_start single "${FTMPI_SLURM_PORT_TINY:-16810}"
 
 "$GENDATA" --rows 1024 --seq-len 64 train.h5 > /dev/null || fail "gendata"
