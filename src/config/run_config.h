@@ -71,6 +71,7 @@ typedef struct ft_run_config {
     char *metrics_file;
     double peak_tflops;    /* 0: measure */
     bool log_ranks;
+    bool progress;
 
     ft_optimizer_config optimizer; /* optimizer = { ... } (schedule keys live here too) */
 } ft_run_config;

@@ -236,6 +236,7 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     if (comm->rank == 0 && cfg->metrics_file && !(t->metrics = ft_metrics_open(cfg->metrics_file)))
         return ft_fail(err, "metrics_file %s: cannot open for appending", cfg->metrics_file);
     t->watchdog = ft_watchdog_start(cfg->comm_timeout, comm->rank);
+    t->progress = comm->rank == 0 && cfg->progress && isatty(STDERR_FILENO);
     ft_signals_install();
     print_startup(t);
     return 0;
@@ -469,8 +470,36 @@ static void format_duration(char *buf, size_t len, double seconds)
         snprintf(buf, len, "%lds", s);
 }
 
+/* The interactive progress view: one line on stderr, rewritten every step, only when
+ * stderr is a terminal (batch logs stay plain). */
+static void progress_show(ft_trainer *t, const ft_step_record *r)
+{
+    if (!t->progress)
+        return;
+    enum { WIDTH = 28 };
+    char bar[WIDTH + 1], eta[32];
+    const int filled = (int)((double)WIDTH * (double)r->step / (double)r->max_steps);
+    for (int i = 0; i < WIDTH; i++)
+        bar[i] = i < filled ? '#' : '.';
+    bar[WIDTH] = '\0';
+    format_duration(eta, sizeof eta, r->eta_s);
+    fprintf(stderr, "\r[%s] %ld/%ld %3.0f%% | loss %.4f | tok/s %.0f | eta %s\033[K", bar,
+            r->step, r->max_steps, 100.0 * (double)r->step / (double)r->max_steps, r->loss,
+            r->tokens_per_s, eta);
+    fflush(stderr);
+}
+
+static void progress_clear(ft_trainer *t)
+{
+    if (t->progress) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+    }
+}
+
 static void log_step(ft_trainer *t, const ft_step_record *r, double comm_wait_s)
 {
+    progress_clear(t);
     char eta[32];
     format_duration(eta, sizeof eta, r->eta_s);
     fprintf(t->out,
@@ -493,6 +522,7 @@ static int run_eval(ft_trainer *t, long step, ft_error *err)
                             &n, err))
         return ft_fail_context(err, "eval at step %ld", step);
     if (t->out) {
+        progress_clear(t);
         fprintf(t->out, "eval   %6ld | loss %.4f | ppl %.3f | %ld tokens\n", step, loss, exp(loss),
                 n);
         fflush(t->out);
@@ -558,6 +588,7 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
             r.peak_mem_mib = NAN;
         }
         ft_metrics_step(t->metrics, &r);
+        progress_show(t, &r);
         if (cfg->checkpoint_dir && cfg->save_every > 0 && (step + 1) % cfg->save_every == 0) {
             if (save_checkpoint(t, step + 1, err))
                 return -1;
@@ -577,6 +608,7 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
             run_eval(t, step + 1, err))
             return -1;
     }
+    progress_clear(t);
     if (cfg->checkpoint_dir && t->start_step < cfg->max_steps && last_saved != cfg->max_steps &&
         save_checkpoint(t, cfg->max_steps, err))
         return -1;

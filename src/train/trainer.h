@@ -38,6 +38,7 @@ typedef struct ft_trainer {
     double peak_flops;   /* per rank, for MFU */
     double flops_per_token;
     int stopped_by_signal; /* 0, or the exit code a stop signal calls for */
+    int progress;          /* draw the progress line (rank 0, stderr is a terminal) */
 } ft_trainer;
 
 /* The result of one optimizer step (identical on all ranks). */
