@@ -107,6 +107,7 @@ const ft_config_key ft_config_keys[] = {
 
     /* data = { ... } */
     STRING("data.train", train_data, REQ, NULL, NULL, "training dataset (doc/formats.md)"),
+    BOOL("data.prefetch", data_prefetch, 0, 1, "read the next step's rows in a background thread while the current step computes"),
     STRING("data.eval", eval_data, 0, NULL, NULL, "evaluation dataset; none: no evaluation"),
 
     /* optimizer = { ... } */

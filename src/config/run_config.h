@@ -46,6 +46,7 @@ typedef struct ft_run_config {
     /* data = { ... } */
     char *train_data;     /* dataset file (doc/formats.md) */
     char *eval_data;      /* NULL: none */
+    bool data_prefetch;   /* background loader thread */
 
     /* top level */
     char *device;         /* "cpu" | "cuda" */

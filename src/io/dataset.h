@@ -25,11 +25,13 @@ typedef struct ft_dataset {
     hid_t tokens, loss_mask, segment;
 } ft_dataset;
 
+/* comm: the ranks that read collectively, or MPI_COMM_NULL for independent POSIX reads
+ * by this process (what the background loader uses: no MPI calls). */
 int ft_dataset_open(ft_dataset *ds, const char *path, MPI_Comm comm, ft_error *err);
 void ft_dataset_close(ft_dataset *ds);
 
 /* Reads rows[0..n) (any order, repeats allowed) into tokens/loss_mask/segment,
- * each [n, seq_len+1], in the order given. Collective. */
+ * each [n, seq_len+1], in the order given. Collective when opened on a communicator. */
 int ft_dataset_read_rows(ft_dataset *ds, const int64_t *rows, int n, uint32_t *tokens,
                          uint8_t *loss_mask, int32_t *segment, ft_error *err);
 

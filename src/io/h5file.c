@@ -20,7 +20,8 @@ static int make_fapl(MPI_Comm comm, hid_t *fapl)
     return 0;
 }
 
-static int finish_open(ft_h5file *f, const char *path, hid_t id, ft_error *err, const char *what)
+static int finish_open(ft_h5file *f, const char *path, hid_t id, int parallel, ft_error *err,
+                       const char *what)
 {
     if (id < 0)
         return ft_fail(err, "%s: cannot %s as HDF5 (missing, unreadable or not an HDF5 file)",
@@ -28,24 +29,26 @@ static int finish_open(ft_h5file *f, const char *path, hid_t id, ft_error *err, 
     f->id = id;
     snprintf(f->path, sizeof f->path, "%s", path);
     f->dxpl = H5Pcreate(H5P_DATASET_XFER);
-    H5Pset_dxpl_mpio(f->dxpl, H5FD_MPIO_COLLECTIVE);
+    if (parallel)
+        H5Pset_dxpl_mpio(f->dxpl, H5FD_MPIO_COLLECTIVE);
     return 0;
 }
 
-/* Opens (read-only) or creates (truncating) path on comm. */
+/* Opens (read-only) or creates (truncating) path on comm; MPI_COMM_NULL: plain POSIX
+ * access by this process alone, with no MPI calls. */
 static int open_or_create(ft_h5file *f, const char *path, MPI_Comm comm, int create,
                           ft_error *err)
 {
     quiet_hdf5();
     memset(f, 0, sizeof *f);
     f->id = -1;
-    hid_t fapl;
-    if (make_fapl(comm, &fapl))
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (comm != MPI_COMM_NULL && (H5Pclose(fapl), make_fapl(comm, &fapl)))
         return ft_fail(err, "%s: cannot set up parallel HDF5 access", path);
     hid_t id = create ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)
                       : H5Fopen(path, H5F_ACC_RDONLY, fapl);
     H5Pclose(fapl);
-    return finish_open(f, path, id, err, create ? "create" : "open");
+    return finish_open(f, path, id, comm != MPI_COMM_NULL, err, create ? "create" : "open");
 }
 
 int ft_h5_open(ft_h5file *f, const char *path, MPI_Comm comm, ft_error *err)

@@ -23,7 +23,8 @@ typedef struct ft_h5file {
     hid_t dxpl; /* collective transfer property list */
 } ft_h5file;
 
-/* Opens an existing file read-only on comm (use MPI_COMM_SELF for one process). */
+/* Opens an existing file read-only on comm (use MPI_COMM_SELF for one process;
+ * MPI_COMM_NULL for plain POSIX access that makes no MPI calls, e.g. from a thread). */
 int ft_h5_open(ft_h5file *f, const char *path, MPI_Comm comm, ft_error *err);
 /* Creates (truncates) a file for writing on comm. */
 int ft_h5_create(ft_h5file *f, const char *path, MPI_Comm comm, ft_error *err);

@@ -10,6 +10,7 @@
 #include "io/weights.h"
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
+#include "train/loader.h"
 #include "train/metrics.h"
 #include "train/signals.h"
 #include "train/watchdog.h"
@@ -183,10 +184,14 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     t->peak_flops = cfg->peak_tflops > 0 ? cfg->peak_tflops * 1e12 : measure_matmul_flops(t->be);
     if (resolve_model_shape(t, err) || check_batch_geometry(t, err))
         return -1;
-    if (ft_dataset_open(&t->train, cfg->train_data, MPI_COMM_WORLD, err))
+    /* Collective open for validation and the file's description; the rows themselves
+     * are read by the loader through its own handle. */
+    ft_dataset train;
+    if (ft_dataset_open(&train, cfg->train_data, MPI_COMM_WORLD, err))
         return ft_fail_context(err, "data.train");
-    t->train_open = 1;
-    const ft_dataset_info *di = &t->train.info;
+    t->train_info = train.info;
+    ft_dataset_close(&train);
+    const ft_dataset_info *di = &t->train_info;
     if (di->vocab_size > t->layout.config.vocab_size)
         return ft_fail(err, "%s: dataset vocab_size %d exceeds the model's %d (wrong tokenizer "
                        "for this model?)", cfg->train_data, di->vocab_size,
@@ -222,7 +227,9 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     free(resume_path);
     if (rc)
         return -1;
-    if (ft_data_order_init(&t->order, di->rows, (uint64_t)cfg->seed, true, err))
+    if (ft_data_order_init(&t->order, di->rows, (uint64_t)cfg->seed, true, err) ||
+        ft_loader_create(&t->loader, cfg->train_data, t->rows_per_rank, t->seq_len + 1,
+                         cfg->data_prefetch, err))
         return -1;
     const size_t W = (size_t)t->seq_len + 1, n = (size_t)t->rows_per_rank * W;
     t->tokens = malloc(n * sizeof *t->tokens);
@@ -247,10 +254,9 @@ void ft_trainer_free(ft_trainer *t)
     ft_watchdog_stop(t->watchdog);
     if (t->metrics)
         fclose(t->metrics);
+    ft_loader_free(t->loader);
     ft_model_free(t->model);
     ft_engine_free(t->engine);
-    if (t->train_open)
-        ft_dataset_close(&t->train);
     ft_data_order_free(&t->order);
     ft_model_layout_free(&t->layout);
     if (t->dev_comm && t->dev_comm != t->comm)
@@ -273,29 +279,42 @@ static long count_targets(const uint8_t *mask, int rows, int W)
     return n;
 }
 
+/* The dataset rows this rank trains on in `step` (data_order.h). */
+static void step_rows(ft_trainer *t, long step, int64_t *rows)
+{
+    const int64_t G = t->cfg->global_batch_size, P = t->comm->size;
+    for (int j = 0; j < t->rows_per_rank; j++)
+        rows[j] = ft_data_order_row(&t->order, t->sample_base + (step - t->start_step) * G +
+                                                   (int64_t)t->comm->rank * (G / P) + j);
+}
+
 int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
 {
     const ft_run_config *cfg = t->cfg;
     const double t0 = now_seconds();
     const uint64_t sent0 = t->dev_comm->stats.bytes_sent;
     const double wait0 = t->dev_comm->stats.seconds_in_wait;
-    const int P = t->comm->size, R = t->rows_per_rank, W = t->seq_len + 1;
-    const int64_t G = cfg->global_batch_size;
+    const int R = t->rows_per_rank, W = t->seq_len + 1;
 
     ft_watchdog_progress(t->watchdog, "reading the step's rows");
     const double read0 = now_seconds();
     int64_t rows[R];
-    for (int j = 0; j < R; j++)
-        rows[j] = ft_data_order_row(&t->order, t->sample_base + (step - t->start_step) * G +
-                                                   (int64_t)t->comm->rank * (G / P) + j);
-    if (ft_dataset_read_rows(&t->train, rows, R, t->tokens, t->loss_mask, t->segment, err))
-        return -1;
+    step_rows(t, step, rows);
+    uint32_t *tokens;
+    uint8_t *loss_mask;
+    int32_t *segment;
+    if (ft_loader_take(t->loader, step, rows, R, &tokens, &loss_mask, &segment, err))
+        return ft_fail_context(err, "%s", cfg->train_data);
+    if (step + 1 < cfg->max_steps) { /* the next step's rows, read while this one computes */
+        step_rows(t, step + 1, rows);
+        ft_loader_request(t->loader, step + 1, rows, R);
+    }
     st->data_wait = now_seconds() - read0;
     ft_watchdog_progress(t->watchdog, "in forward/backward (waiting for collectives)");
 
     /* Every token's gradient is scaled by 1 / (targets in the global batch), so the
      * summed gradient is that of the global mean loss, whatever P and accum are. */
-    int64_t n_global = count_targets(t->loss_mask, R, W);
+    int64_t n_global = count_targets(loss_mask, R, W);
     if (t->comm->ops->all_reduce_i64_sum(t->comm, &n_global, 1, err))
         return -1;
     float grad_scale = n_global > 0 ? 1.0f / (float)n_global : 0.0f;
@@ -309,8 +328,8 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
     const int mb = cfg->micro_batch_size;
     for (int a = 0; a < t->accum; a++) {
         const size_t off = (size_t)a * mb * W;
-        ft_host_batch b = { .batch = mb, .seq_len = t->seq_len, .tokens = t->tokens + off,
-                            .loss_mask = t->loss_mask + off, .segment = t->segment + off };
+        ft_host_batch b = { .batch = mb, .seq_len = t->seq_len, .tokens = tokens + off,
+                            .loss_mask = loss_mask + off, .segment = segment + off };
         double ls;
         long nt;
         if (ft_model_train_micro(t->model, &src, &b, grad_scale, &ls, &nt, err))
@@ -353,6 +372,7 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
 int ft_trainer_evaluate(ft_trainer *t, const char *path, long max_rows, double *mean_loss,
                         long *n_targets, ft_error *err)
 {
+    ft_loader_quiesce(t->loader); /* HDF5 is not thread-safe: no read may be in flight */
     ft_dataset ds;
     if (ft_dataset_open(&ds, path, MPI_COMM_WORLD, err))
         return -1;
@@ -401,6 +421,7 @@ int ft_trainer_evaluate(ft_trainer *t, const char *path, long max_rows, double *
  * shard covers, collectively, into a temporary name that is renamed when complete. */
 static int save_weights(ft_trainer *t, const char *path, ft_error *err)
 {
+    ft_loader_quiesce(t->loader);
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     ft_h5file f;
@@ -422,6 +443,7 @@ static int save_weights(ft_trainer *t, const char *path, ft_error *err)
 /* Checkpoint after `steps_done` optimizer steps. */
 static int save_checkpoint(ft_trainer *t, long steps_done, ft_error *err)
 {
+    ft_loader_quiesce(t->loader);
     const ft_run_config *cfg = t->cfg;
     ft_ckpt_position pos = { .step = steps_done,
                              .optimizer_step = ft_engine_step_count(t->engine),
@@ -615,9 +637,17 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
     double peak[1] = { (double)t->be->peak_bytes };
     if (t->comm->ops->all_reduce_f64_max(t->comm, peak, 1, err))
         return -1;
-    if (t->out)
+    if (t->out) {
         fprintf(t->out, "ftmpi: peak backend memory per rank: %.0f bytes (max over ranks)\n",
                 peak[0]);
+        ft_loader_stats ls = ft_loader_get_stats(t->loader);
+        const double trained_s = now_seconds() - start;
+        if (ls.seconds_reading > 0 && trained_s > 0)
+            fprintf(t->out, "ftmpi: data loader (rank 0): %.0f rows/s when reading, training "
+                            "consumed %.1f rows/s: %.0fx the need; %.3f s waiting for data\n",
+                    ls.rows_read / ls.seconds_reading, ls.rows_read / trained_s,
+                    trained_s / ls.seconds_reading, ls.seconds_waited);
+    }
     if (cfg->final_weights) {
         if (save_weights(t, cfg->final_weights, err))
             return ft_fail_context(err, "final_weights");

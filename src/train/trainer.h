@@ -20,15 +20,15 @@ typedef struct ft_trainer {
     ft_model_layout layout;
     ft_model *model;
     ft_engine *engine;
-    ft_dataset train;
-    int train_open;
+    ft_dataset_info train_info;
+    struct ft_loader *loader; /* the training rows, prefetched in the background */
     ft_data_order order;
 
     long start_step;     /* 0, or the step a resumed checkpoint had reached */
     int64_t sample_base; /* global sample index of start_step's first sample */
     int accum;           /* micro-batches per rank per optimizer step */
     int rows_per_rank;   /* micro_batch_size * accum */
-    uint32_t *tokens;    /* [rows_per_rank, seq_len+1] this step's rows */
+    uint32_t *tokens;    /* [rows_per_rank, seq_len+1] evaluation staging */
     uint8_t *loss_mask;
     int32_t *segment;
     int seq_len;
