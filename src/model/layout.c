@@ -94,8 +94,11 @@ int ft_model_layout_build(ft_model_layout *layout, const ft_model_config *c, ft_
     set_tensor(head, tied ? 0 : 1, "model.norm.weight", 1, H, 1);
     finish_unit(head);
 
-    for (int i = 0; i < layout->n_units; i++)
+    for (int i = 0; i < layout->n_units; i++) {
+        layout->units[i].first_tensor = layout->total_tensors;
+        layout->total_tensors += layout->units[i].n_tensors;
         layout->total_numel += layout->units[i].numel;
+    }
     return 0;
 fail:
     ft_model_layout_free(layout);
@@ -111,6 +114,16 @@ void ft_model_layout_free(ft_model_layout *layout)
     free(layout->units);
     layout->units = NULL;
     layout->n_units = 0;
+}
+
+const ft_tensor_info *ft_model_layout_tensor_at(const ft_model_layout *layout, int index)
+{
+    for (int u = 0; u < layout->n_units; u++) {
+        const ft_unit_layout *ul = &layout->units[u];
+        if (index >= ul->first_tensor && index < ul->first_tensor + ul->n_tensors)
+            return &ul->tensors[index - ul->first_tensor];
+    }
+    return NULL;
 }
 
 int ft_model_layout_find(const ft_model_layout *layout, const char *name, int *unit, int *tensor)

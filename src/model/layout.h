@@ -45,6 +45,7 @@ typedef struct ft_unit_layout {
     ft_tensor_info *tensors;   /* owned */
     size_t numel;              /* sum of tensor numels */
     size_t decay_numel;        /* leading elements that get weight decay (2-D tensors) */
+    int first_tensor;          /* index of tensors[0] in the model-wide tensor order */
 } ft_unit_layout;
 
 typedef struct ft_model_layout {
@@ -52,6 +53,7 @@ typedef struct ft_model_layout {
     int n_units;               /* num_hidden_layers + 2 */
     ft_unit_layout *units;     /* owned */
     size_t total_numel;
+    int total_tensors;         /* over all units, in unit order */
 } ft_model_layout;
 
 int ft_model_layout_build(ft_model_layout *layout, const ft_model_config *config, ft_error *err);
@@ -59,6 +61,9 @@ void ft_model_layout_free(ft_model_layout *layout);
 
 static inline int ft_layout_block_unit(int layer) { return 1 + layer; }
 static inline int ft_layout_head_unit(const ft_model_layout *l) { return l->n_units - 1; }
+
+/* The tensor at a model-wide index (0 .. total_tensors-1, units in order). */
+const ft_tensor_info *ft_model_layout_tensor_at(const ft_model_layout *layout, int index);
 
 /* Finds a tensor by HF name; returns 0 and sets *unit / *tensor, or -1. */
 int ft_model_layout_find(const ft_model_layout *layout, const char *name, int *unit, int *tensor);

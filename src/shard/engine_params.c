@@ -103,14 +103,6 @@ typedef int (*slice_source)(ft_engine *e, int u, size_t begin, size_t end, float
 
 static void own_master_values(ft_engine *e, int u, size_t b, size_t end, float *host);
 
-/* Index of unit u's first tensor in the model-wide tensor order. */
-static int first_tensor(const ft_engine *e, int u)
-{
-    int t = 0;
-    for (int i = 0; i < u; i++)
-        t += e->layout.units[i].n_tensors;
-    return t;
-}
 
 static int fill_from(ft_engine *e, slice_source src, void *ctx, ft_error *err)
 {
@@ -161,7 +153,7 @@ static int file_slice(ft_engine *e, int u, size_t b, size_t end, float *dst, voi
 {
     const file_ctx *fc = ctx;
     return ft_weights_read_range_hashed(fc->f, fc->group, &e->layout.units[u], b, end, dst,
-                                        fc->hashes ? fc->hashes + first_tensor(e, u) : NULL,
+                                        fc->hashes ? fc->hashes + e->layout.units[u].first_tensor : NULL,
                                         err);
 }
 
@@ -234,7 +226,7 @@ int ft_engine_write_field(ft_engine *e, const ft_h5file *f, const char *group,
             break;
         }
         rc = ft_weights_write_range_hashed(f, group, &e->layout.units[u], b, end, host,
-                                           hashes ? hashes + first_tensor(e, u) : NULL, err);
+                                           hashes ? hashes + e->layout.units[u].first_tensor : NULL, err);
     }
     free(host);
     return rc;
@@ -260,7 +252,7 @@ int ft_engine_read_field(ft_engine *e, const ft_h5file *f, const char *group,
         /* Stage 0 replicates the optimizer state: every rank reads all of it, but only
          * its own slice counts toward the (all-reduced) content hash. */
         if (e->opt.zero_stage == 0) {
-            uint64_t *hh = hashes ? hashes + first_tensor(e, u) : NULL;
+            uint64_t *hh = hashes ? hashes + e->layout.units[u].first_tensor : NULL;
             rc = ft_weights_read_range(f, group, &e->layout.units[u], 0, b, host, err) ||
                  ft_weights_read_range_hashed(f, group, &e->layout.units[u], b, end, host + b, hh,
                                               err) ||
@@ -272,7 +264,7 @@ int ft_engine_read_field(ft_engine *e, const ft_h5file *f, const char *group,
             continue;
         }
         rc = ft_weights_read_range_hashed(f, group, &e->layout.units[u], b, end, host,
-                                          hashes ? hashes + first_tensor(e, u) : NULL, err);
+                                          hashes ? hashes + e->layout.units[u].first_tensor : NULL, err);
         if (!rc) {
             float *dst = moment_buffer(e, eu, field, b, &off);
             e->opt_be->ops->upload(e->opt_be, dst + off, host, (end - b) * sizeof(float));

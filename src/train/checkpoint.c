@@ -42,24 +42,6 @@ static void fault_point(const char *phase)
         sleep(4);
 }
 
-static int n_tensors(const ft_model_layout *l)
-{
-    int n = 0;
-    for (int u = 0; u < l->n_units; u++)
-        n += l->units[u].n_tensors;
-    return n;
-}
-
-static const ft_tensor_info *tensor_at(const ft_model_layout *l, int index)
-{
-    for (int u = 0; u < l->n_units; u++) {
-        if (index < l->units[u].n_tensors)
-            return &l->units[u].tensors[index];
-        index -= l->units[u].n_tensors;
-    }
-    return NULL;
-}
-
 /* Sums the ranks' partial hashes (mod 2^64). */
 static int reduce_hashes(uint64_t *h, int n, ft_error *err)
 {
@@ -71,9 +53,9 @@ static int reduce_hashes(uint64_t *h, int n, ft_error *err)
 static int write_hash_attrs(const ft_h5file *f, const char *group, const ft_model_layout *l,
                             const uint64_t *h, ft_error *err)
 {
-    for (int i = 0; i < n_tensors(l); i++) {
+    for (int i = 0; i < l->total_tensors; i++) {
         char path[256];
-        snprintf(path, sizeof path, "%s/%s", group, tensor_at(l, i)->name);
+        snprintf(path, sizeof path, "%s/%s", group, ft_model_layout_tensor_at(l, i)->name);
         hid_t d = H5Dopen2(f->id, path, H5P_DEFAULT);
         int rc = d < 0 ? -1 : ft_h5_attr_write_i64(f, d, "content_hash", (int64_t)h[i], err);
         if (d >= 0)
@@ -219,7 +201,7 @@ int ft_checkpoint_save(const char *dir, const ft_run_config *cfg, const ft_model
     char name[64], tmp[1100];
     snprintf(name, sizeof name, "step-%06ld.h5", pos->step);
     snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name);
-    const int nt = n_tensors(layout);
+    const int nt = layout->total_tensors;
     uint64_t *h = calloc((size_t)nt, sizeof *h);
     ft_h5file f;
     if (!h)
@@ -310,12 +292,12 @@ static int check_shape(const char *path, const ft_model_config *have, const ft_m
 static int verify_hashes(const ft_h5file *f, const char *group, const ft_model_layout *l,
                          uint64_t *h, ft_error *err)
 {
-    const int nt = n_tensors(l);
+    const int nt = l->total_tensors;
     if (reduce_hashes(h, nt, err))
         return -1;
     for (int i = 0; i < nt; i++) {
         char path[256];
-        snprintf(path, sizeof path, "%s/%s", group, tensor_at(l, i)->name);
+        snprintf(path, sizeof path, "%s/%s", group, ft_model_layout_tensor_at(l, i)->name);
         hid_t d = H5Dopen2(f->id, path, H5P_DEFAULT);
         int64_t want = 0;
         int rc = d < 0 || ft_h5_attr_read_i64(f, d, "content_hash", &want, err);
@@ -339,7 +321,7 @@ int ft_checkpoint_load(const char *path, const ft_model_layout *layout, ft_engin
     if (ft_h5_open(&f, path, MPI_COMM_WORLD, err))
         return -1;
     ft_model_config have;
-    const int nt = n_tensors(layout);
+    const int nt = layout->total_tensors;
     uint64_t *h = calloc((size_t)nt, sizeof *h);
     int rc = !h ? ft_fail(err, "out of host memory") : 0;
     rc = rc || ft_h5_check_kind(&f, "checkpoint", err) ||
