@@ -14,6 +14,7 @@
 #include "config.h"
 #include "io/h5file.h"
 #include "io/weights.h"
+#include "util/durable.h"
 
 #define LATEST_NAME "latest"
 
@@ -90,16 +91,6 @@ static int write_meta(const ft_h5file *f, const ft_run_config *cfg, ft_comm *com
     return rc ? -1 : 0;
 }
 
-static int fsync_path(const char *path)
-{
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
 /* Rank 0: makes tmp the checkpoint `name` in dir and points `latest` at it. */
 static int publish(const char *dir, const char *name, const char *tmp, ft_error *err)
 {
@@ -107,18 +98,18 @@ static int publish(const char *dir, const char *name, const char *tmp, ft_error 
     snprintf(path, sizeof path, "%s/%s", dir, name);
     snprintf(latest, sizeof latest, "%s/%s", dir, LATEST_NAME);
     snprintf(latest_tmp, sizeof latest_tmp, "%s/%s.tmp", dir, LATEST_NAME);
-    if (fsync_path(tmp) || rename(tmp, path) || fsync_path(dir))
-        return ft_fail(err, "%s: cannot complete the checkpoint: %s", path, strerror(errno));
+    if (ft_commit_file(tmp, path, err))
+        return -1;
     fault_point("renamed");
     FILE *fp = fopen(latest_tmp, "w");
-    if (!fp || fprintf(fp, "%s\n", name) < 0 || fflush(fp) || fsync(fileno(fp))) {
+    if (!fp || fprintf(fp, "%s\n", name) < 0 || fflush(fp)) {
         if (fp)
             fclose(fp);
         return ft_fail(err, "%s: cannot write: %s", latest_tmp, strerror(errno));
     }
     fclose(fp);
-    if (rename(latest_tmp, latest) || fsync_path(dir))
-        return ft_fail(err, "%s: cannot update: %s", latest, strerror(errno));
+    if (ft_commit_file(latest_tmp, latest, err))
+        return -1;
     return 0;
 }
 

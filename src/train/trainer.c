@@ -9,6 +9,7 @@
 
 #include "io/weights.h"
 #include "optim/schedule.h"
+#include "util/durable.h"
 #include "train/checkpoint.h"
 #include "train/loader.h"
 #include "train/metrics.h"
@@ -434,9 +435,11 @@ static int save_weights(ft_trainer *t, const char *path, ft_error *err)
     if (ft_h5_close(&f, rc ? NULL : err))
         rc = 1;
     MPI_Barrier(MPI_COMM_WORLD);
-    if (!rc && t->comm->rank == 0 && rename(tmp, path) != 0)
-        rc = ft_fail(err, "%s: cannot rename from %s", path, tmp);
-    MPI_Barrier(MPI_COMM_WORLD);
+    if (!rc && t->comm->rank == 0 && ft_commit_file(tmp, path, err))
+        rc = 1;
+    MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (rc && t->comm->rank != 0)
+        ft_fail(err, "%s: rank 0 could not complete the file", path);
     return rc ? -1 : 0;
 }
 

@@ -1,0 +1,15 @@
+/* Making a finished file durable under its final name: fsync the file, rename it over
+ * the final name, fsync the directory. A crash at any moment leaves either the old
+ * file or the complete new one under that name, never a partial one. */
+#ifndef FT_UTIL_DURABLE_H
+#define FT_UTIL_DURABLE_H
+
+#include "util/error.h"
+
+/* fsync of a path (file or directory); 0 or -1 with errno set. */
+int ft_fsync_path(const char *path);
+
+/* fsync tmp, rename tmp -> path, fsync path's directory. */
+int ft_commit_file(const char *tmp, const char *path, ft_error *err);
+
+#endif
