@@ -73,6 +73,7 @@ const ft_config_key ft_config_keys[] = {
     STRING("checkpoint_dir", checkpoint_dir, 0, NULL, NULL, "directory of sharded checkpoints (step-NNNNNN.h5 and the `latest` pointer); none: no checkpoints"),
     INT64("save_every", save_every, 0, 0, LONG_MAX, 0, "write a checkpoint every this many steps (and always at the end); 0: only at the end"),
     INT("keep_last", keep_last, 0, 0, INT_MAX, 3, "checkpoints to keep in checkpoint_dir; 0 keeps all"),
+    BOOL("direct_io", direct_io, 0, 1, "checkpoints and weights files: each rank moves its tensor bytes itself, block-aligned interiors with O_DIRECT (bypassing the page cache) and edges buffered; false: collective HDF5 transfers through MPI-IO"),
     STRING("resume", resume, 0, "none", NULL, "\"auto\": continue from checkpoint_dir/latest when it exists; a path: from that checkpoint; \"none\": start fresh"),
     FLOAT("comm_timeout", comm_timeout, 0, 0.0, INF, 600.0, "seconds without progress (a rank died or hangs) after which every rank aborts with a message; 0 disables"),
     INT("max_nan_skips", max_nan_skips, 0, 0, INT_MAX, 0, "steps with a non-finite loss or gradient that are skipped (no update) before the run aborts; 0 aborts at the first"),

@@ -66,6 +66,7 @@ typedef struct ft_run_config {
     char *checkpoint_dir;  /* NULL: no checkpoints */
     long save_every;       /* 0: only at the end */
     int keep_last;         /* 0: keep all */
+    bool direct_io;        /* raw O_DIRECT tensor transfers (io/extent_io.h) */
     char *resume;          /* "none" | "auto" | path */
     double comm_timeout;   /* seconds; 0 disables the watchdog */
     int max_nan_skips;

@@ -61,12 +61,26 @@ int ft_h5_create(ft_h5file *f, const char *path, MPI_Comm comm, ft_error *err)
     return open_or_create(f, path, comm, 1, err);
 }
 
+bool ft_h5_attach_raw(ft_h5file *f, MPI_Comm comm, bool writing)
+{
+    int ok = ft_extent_open(&f->raw, f->path, writing, true, NULL) == 0, all = ok;
+    if (comm != MPI_COMM_NULL && comm != MPI_COMM_SELF)
+        MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
+    if (!all) { /* the HDF5 path then serves every rank, and reports any real problem */
+        ft_extent_close(f->raw, NULL);
+        f->raw = NULL;
+    }
+    return all != 0;
+}
+
 int ft_h5_close(ft_h5file *f, ft_error *err)
 {
-    int rc = 0;
+    /* raw writes reach the disk before HDF5 finishes the file */
+    int rc = ft_extent_close(f->raw, err) ? -1 : 0;
+    f->raw = NULL;
     if (f->dxpl > 0)
         H5Pclose(f->dxpl);
-    if (f->id >= 0 && H5Fclose(f->id) < 0)
+    if (f->id >= 0 && H5Fclose(f->id) < 0 && !rc)
         rc = ft_fail(err, "%s: error while closing (data may not be complete)", f->path);
     f->id = -1;
     f->dxpl = 0;

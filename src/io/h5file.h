@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "io/extent_io.h"
 #include "util/error.h"
 
 #define FT_FORMAT_VERSION 1
@@ -21,6 +22,7 @@ typedef struct ft_h5file {
     hid_t id;
     char path[1024];
     hid_t dxpl; /* collective transfer property list */
+    ft_extent_io *raw; /* NULL, or this process's raw access to the datasets' bytes */
 } ft_h5file;
 
 /* Opens an existing file read-only on comm (use MPI_COMM_SELF for one process;
@@ -28,7 +30,16 @@ typedef struct ft_h5file {
 int ft_h5_open(ft_h5file *f, const char *path, MPI_Comm comm, ft_error *err);
 /* Creates (truncates) a file for writing on comm. */
 int ft_h5_create(ft_h5file *f, const char *path, MPI_Comm comm, ft_error *err);
+/* Closes the raw access (flush, fsync) if any, then the file. */
 int ft_h5_close(ft_h5file *f, ft_error *err);
+
+/* Opens raw access to f's file (io/extent_io.h): tensor transfers in io/weights.c
+ * then move the bytes of contiguous datasets themselves instead of through HDF5, with
+ * the aligned interior through O_DIRECT. Collective over comm (f's communicator, or
+ * MPI_COMM_SELF / MPI_COMM_NULL for one process): raw access is set up on every rank
+ * or, when any rank cannot open the file, on none, because the choice decides
+ * whether transfers are collective HDF5 calls. Returns whether it is set up. */
+bool ft_h5_attach_raw(ft_h5file *f, MPI_Comm comm, bool writing);
 
 /* Checks the root attributes ftmpi_format == kind and format_version <= ours. */
 int ft_h5_check_kind(const ft_h5file *f, const char *kind, ft_error *err);

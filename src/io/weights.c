@@ -225,46 +225,132 @@ int ft_weights_check_tensors(const ft_h5file *f, const char *group, const ft_mod
     return 0;
 }
 
-/* Transfers one tensor's part of the unit range [begin, end); buf holds the whole
- * range (fp32). Always issues the (collective) transfer, possibly empty. */
-/* Per element: one 64-bit multiply of (bits, index) by an odd constant and a
- * xor-shift, summed: position-dependent, order-independent (a sum), and cheap enough
- * to run at memory speed with OpenMP. */
+/* One element's term of the hash (see weights.h): one 64-bit multiply of (bits,
+ * index) by an odd constant and a xor-shift. Summed, the terms are position-dependent
+ * and order-independent. */
+static inline uint64_t hash_term(uint64_t bits, uint64_t index)
+{
+    uint64_t t = ((bits << 32) ^ index ^ 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
+    return t ^ (t >> 31);
+}
+
 uint64_t ft_weights_hash_part(uint64_t first_index, const void *bits, size_t n, int bytes_per)
 {
     uint64_t h = 0;
-    const uint16_t *b16 = bits;
-    const uint32_t *b32 = bits;
-#pragma omp parallel for reduction(+ : h) schedule(static) if (n >= (1u << 16))
-    for (size_t i = 0; i < n; i++) {
-        uint64_t w = bytes_per == 2 ? b16[i] : b32[i];
-        uint64_t t = ((w << 32) ^ (first_index + i) ^ 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
-        h += t ^ (t >> 31);
+    /* one loop per width: without a branch inside, the compiler vectorizes them */
+    if (bytes_per == 2) {
+        const uint16_t *b = bits;
+#pragma omp parallel for reduction(+ : h) schedule(static) if (n >= (1u << 18))
+        for (size_t i = 0; i < n; i++)
+            h += hash_term(b[i], first_index + i);
+    } else {
+        const uint32_t *b = bits;
+#pragma omp parallel for reduction(+ : h) schedule(static) if (n >= (1u << 18))
+        for (size_t i = 0; i < n; i++)
+            h += hash_term(b[i], first_index + i);
     }
     return h;
 }
 
-static int transfer_tensor(const ft_h5file *f, const char *group, const ft_tensor_info *ti,
-                           size_t begin, size_t end, float *buf, int writing, uint64_t *hash,
-                           ft_error *err)
+/* The file address of d's bytes when they can be moved raw: a contiguous, allocated
+ * dataset stored little-endian, on a little-endian host. Depends only on the file, so
+ * every rank makes the same choice (the HDF5 path is collective). */
+static bool raw_address(hid_t d, ft_file_dtype dtype, uint64_t *addr)
 {
-    ft_file_dtype dtype;
-    hid_t d = open_tensor(f, group, ti, &dtype, err);
-    if (d < 0)
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    hid_t dcpl = H5Dget_create_plist(d);
+    const bool contiguous = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS;
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    hid_t t = H5Dget_type(d);
+    const bool le = t >= 0 && H5Tequal(t, dtype == FT_FILE_BF16 ? H5T_STD_U16LE
+                                                              : H5T_IEEE_F32LE) > 0;
+    if (t >= 0)
+        H5Tclose(t);
+    const haddr_t a = contiguous && le ? H5Dget_offset(d) : HADDR_UNDEF;
+    *addr = (uint64_t)a;
+    return a != HADDR_UNDEF;
+#else
+    (void)d, (void)dtype, (void)addr;
+    return false;
+#endif
+}
+
+/* "<file>: <what>" from extent_io becomes "<file>: <group>/<tensor>: <what>". */
+static int name_tensor(const ft_h5file *f, const char *group, const ft_tensor_info *ti,
+                       ft_error *err)
+{
+    if (!err)
         return -1;
-    size_t lo = begin > ti->offset ? begin : ti->offset;
-    size_t hi = end < ti->offset + ti->numel ? end : ti->offset + ti->numel;
-    if (hi < lo)
-        hi = lo;
-    const size_t n = hi - lo;
+    char what[FT_ERROR_MAX];
+    const size_t pl = strlen(f->path);
+    const char *m = err->msg;
+    if (strncmp(m, f->path, pl) == 0 && strncmp(m + pl, ": ", 2) == 0)
+        m += pl + 2;
+    snprintf(what, sizeof what, "%s", m);
+    return ft_fail(err, "%s: %s/%s: %s", f->path, group, ti->name, what);
+}
+
+/* Elements per piece of a raw transfer: converted and hashed while in cache, on
+ * their way to or from the staging buffers (extent_io coalesces written pieces and
+ * reads the announced ranges ahead). */
+enum { RAW_PIECE = 1 << 16 };
+
+/* Elements [first, first+n) of a tensor stored at file address addr, to or from the
+ * fp32 values part, moved raw (io/extent_io.h). */
+static int transfer_tensor_raw(const ft_h5file *f, const char *group, const ft_tensor_info *ti,
+                               uint64_t addr, ft_file_dtype dtype, size_t first, float *part,
+                               size_t n, int writing, uint64_t *hash, ft_error *err)
+{
+    const int bytes_per = dtype == FT_FILE_BF16 ? 2 : 4;
+    const uint64_t at = addr + (uint64_t)first * (uint64_t)bytes_per;
+    uint16_t *bits = NULL;
+    if (dtype == FT_FILE_BF16 && !(bits = malloc(RAW_PIECE * sizeof *bits)))
+        return ft_fail(err, "out of host memory");
+    int rc = 0;
+    if (writing) {
+        for (size_t i = 0; i < n && !rc; i += RAW_PIECE) {
+            const size_t m = n - i < RAW_PIECE ? n - i : RAW_PIECE;
+            const void *src = part + i;
+            if (bits) {
+                for (size_t k = 0; k < m; k++)
+                    bits[k] = ft_f32_to_bf16(part[i + k]);
+                src = bits;
+            }
+            if (hash)
+                *hash += ft_weights_hash_part(first + i, src, m, bytes_per);
+            rc = ft_extent_write(f->raw, at + (uint64_t)i * (uint64_t)bytes_per, src,
+                                 m * (size_t)bytes_per, err);
+        }
+    } else { /* pieces out of the read-ahead, hashed while in cache */
+        for (size_t i = 0; i < n && !rc; i += RAW_PIECE) {
+            const size_t m = n - i < RAW_PIECE ? n - i : RAW_PIECE;
+            void *dst = bits ? (void *)bits : (void *)(part + i);
+            rc = ft_extent_read(f->raw, at + (uint64_t)i * (uint64_t)bytes_per, dst,
+                                m * (size_t)bytes_per, err);
+            if (!rc && hash)
+                *hash += ft_weights_hash_part(first + i, dst, m, bytes_per);
+            if (!rc && bits)
+                for (size_t k = 0; k < m; k++)
+                    part[i + k] = ft_bf16_to_f32(bits[k]);
+        }
+    }
+    free(bits);
+    return rc ? name_tensor(f, group, ti, err) : 0;
+}
+
+/* The same through HDF5: a collective transfer, issued even when empty. */
+static int transfer_tensor_hdf5(const ft_h5file *f, const char *group, const ft_tensor_info *ti,
+                                hid_t d, ft_file_dtype dtype, size_t first, float *part,
+                                size_t n, int writing, uint64_t *hash, ft_error *err)
+{
     hsize_t dims[2] = { (hsize_t)ti->shape[0], (hsize_t)ti->shape[1] };
     hid_t fspace = H5Dget_space(d);
     hsize_t mdim = n > 0 ? n : 1;
     hid_t mspace = H5Screate_simple(1, &mdim, NULL);
     if (n == 0)
         H5Sselect_none(mspace);
-    int rc = ft_h5_select_flat_range(fspace, ti->ndim, dims, lo - ti->offset, hi - ti->offset);
-    float *part = buf + (lo - begin);
+    int rc = ft_h5_select_flat_range(fspace, ti->ndim, dims, first, first + n);
     uint16_t *tmp = NULL;
     if (!rc && dtype == FT_FILE_BF16 && n > 0 && !(tmp = malloc(n * sizeof *tmp)))
         rc = ft_fail(err, "out of host memory");
@@ -280,12 +366,12 @@ static int transfer_tensor(const ft_h5file *f, const char *group, const ft_tenso
                 for (size_t i = 0; i < n; i++)
                     part[i] = ft_bf16_to_f32(tmp[i]);
             if (hash && h >= 0)
-                *hash += ft_weights_hash_part(lo - ti->offset, tmp, n, 2);
+                *hash += ft_weights_hash_part(first, tmp, n, 2);
         } else {
             h = writing ? H5Dwrite(d, H5T_NATIVE_FLOAT, mspace, fspace, f->dxpl, part)
                         : H5Dread(d, H5T_NATIVE_FLOAT, mspace, fspace, f->dxpl, part);
             if (hash && h >= 0)
-                *hash += ft_weights_hash_part(lo - ti->offset, part, n, 4);
+                *hash += ft_weights_hash_part(first, part, n, 4);
         }
         if (h < 0)
             rc = ft_fail(err, "%s: cannot %s %s/%s (truncated or corrupt file?)", f->path,
@@ -294,8 +380,56 @@ static int transfer_tensor(const ft_h5file *f, const char *group, const ft_tenso
     free(tmp);
     H5Sclose(mspace);
     H5Sclose(fspace);
+    return rc;
+}
+
+/* Transfers one tensor's part of the unit range [begin, end); buf holds the whole
+ * range (fp32). */
+static int transfer_tensor(const ft_h5file *f, const char *group, const ft_tensor_info *ti,
+                           size_t begin, size_t end, float *buf, int writing, uint64_t *hash,
+                           ft_error *err)
+{
+    ft_file_dtype dtype;
+    hid_t d = open_tensor(f, group, ti, &dtype, err);
+    if (d < 0)
+        return -1;
+    size_t lo = begin > ti->offset ? begin : ti->offset;
+    size_t hi = end < ti->offset + ti->numel ? end : ti->offset + ti->numel;
+    if (hi < lo)
+        hi = lo;
+    uint64_t addr = 0;
+    float *part = buf + (lo - begin);
+    int rc = f->raw && raw_address(d, dtype, &addr)
+                 ? transfer_tensor_raw(f, group, ti, addr, dtype, lo - ti->offset, part, hi - lo,
+                                       writing, hash, err)
+                 : transfer_tensor_hdf5(f, group, ti, d, dtype, lo - ti->offset, part, hi - lo,
+                                        writing, hash, err);
     H5Dclose(d);
     return rc;
+}
+
+void ft_weights_will_read(const ft_h5file *f, const char *group, const ft_unit_layout *u,
+                          size_t begin, size_t end)
+{
+    if (!f->raw)
+        return;
+    for (int t = 0; t < u->n_tensors; t++) {
+        const ft_tensor_info *ti = &u->tensors[t];
+        size_t lo = begin > ti->offset ? begin : ti->offset;
+        size_t hi = end < ti->offset + ti->numel ? end : ti->offset + ti->numel;
+        ft_file_dtype dtype;
+        uint64_t addr;
+        if (hi <= lo)
+            continue;
+        hid_t d = open_tensor(f, group, ti, &dtype, NULL);
+        if (d < 0)
+            return; /* the transfer will report it */
+        const int bytes_per = dtype == FT_FILE_BF16 ? 2 : 4;
+        if (raw_address(d, dtype, &addr))
+            ft_extent_will_read(f->raw, addr + (uint64_t)(lo - ti->offset) * (uint64_t)bytes_per,
+                                (hi - lo) * (size_t)bytes_per);
+        H5Dclose(d);
+    }
 }
 
 static int transfer_range(const ft_h5file *f, const char *group, const ft_unit_layout *u,

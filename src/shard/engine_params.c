@@ -78,7 +78,8 @@ int ft_engine_publish_params(ft_engine *e, int unit, ft_error *err)
 }
 
 /* Takes this rank's slice of unit u's initial values (host, [S], zero-padded) and
- * makes them the engine's state on every stage. */
+ * makes them the engine's state on every stage. host may be the master itself
+ * (slice_target). */
 static int adopt_own_slice(ft_engine *e, int u, const float *host, ft_error *err)
 {
     engine_unit *eu = &e->units[u];
@@ -92,7 +93,7 @@ static int adopt_own_slice(ft_engine *e, int u, const float *host, ft_error *err
             be->ops->download(be, eu->master, eu->full, eu->numel * sizeof(float));
         else if (eu->master)
             be->ops->copy(be, eu->master, eu->full, eu->numel * sizeof(float));
-    } else {
+    } else if (host != eu->master) {
         e->opt_be->ops->upload(e->opt_be, eu->master, host, eu->shard * sizeof(float));
     }
     return ft_engine_publish_params(e, u, err);
@@ -101,11 +102,16 @@ static int adopt_own_slice(ft_engine *e, int u, const float *host, ft_error *err
 typedef int (*slice_source)(ft_engine *e, int u, size_t begin, size_t end, float *dst,
                             void *ctx, ft_error *err);
 
-static void own_master_values(ft_engine *e, int u, size_t b, size_t end, float *host);
-
+/* Where unit u's own slice is assembled: the fp32 master shard itself when it lives
+ * in host memory (no staging copy), else the host buffer. */
+static float *slice_target(ft_engine *e, engine_unit *eu, float *host)
+{
+    return e->opt.zero_stage > 0 && eu->master && e->opt_be->device < 0 ? eu->master : host;
+}
 
 static int fill_from(ft_engine *e, slice_source src, void *ctx, ft_error *err)
 {
+    /* malloc'd, not touched: only the paths that stage through it fault its pages in */
     float *host = malloc(e->max_shard * sizeof(float));
     if (!host)
         return ft_fail(err, "out of host memory");
@@ -114,8 +120,10 @@ static int fill_from(ft_engine *e, slice_source src, void *ctx, ft_error *err)
         engine_unit *eu = &e->units[u];
         size_t b, end;
         ft_engine_own_range(e, eu, &b, &end);
-        memset(host, 0, eu->shard * sizeof(float));
-        rc = src(e, u, b, end, host, ctx, err) || adopt_own_slice(e, u, host, err);
+        float *dst = slice_target(e, eu, host);
+        /* src fills [0, end-b); the padding up to the shard size is zero */
+        memset(dst + (end - b), 0, (eu->shard - (end - b)) * sizeof(float));
+        rc = src(e, u, b, end, dst, ctx, err) || adopt_own_slice(e, u, dst, err);
     }
     e->be->ops->sync(e->be);
     free(host);
@@ -148,10 +156,27 @@ typedef struct file_ctx {
     uint64_t *hashes;
 } file_ctx;
 
+/* Announces unit u's own slice to the file's read-ahead (ft_weights_will_read); the
+ * readers announce one unit ahead of the one they read, so that the disk keeps going
+ * while a unit is hashed and adopted. whole: the unit's full range (stage 0 moments). */
+static void announce_unit(ft_engine *e, const ft_h5file *f, const char *group, int u, bool whole)
+{
+    if (u >= e->layout.n_units)
+        return;
+    size_t b, end;
+    ft_engine_own_range(e, &e->units[u], &b, &end);
+    if (whole)
+        b = 0, end = e->units[u].numel;
+    ft_weights_will_read(f, group, &e->layout.units[u], b, end);
+}
+
 static int file_slice(ft_engine *e, int u, size_t b, size_t end, float *dst, void *ctx,
                       ft_error *err)
 {
     const file_ctx *fc = ctx;
+    if (u == 0)
+        announce_unit(e, fc->f, fc->group, 0, false);
+    announce_unit(e, fc->f, fc->group, u + 1, false);
     return ft_weights_read_range_hashed(fc->f, fc->group, &e->layout.units[u], b, end, dst,
                                         fc->hashes ? fc->hashes + e->layout.units[u].first_tensor : NULL,
                                         err);
@@ -185,35 +210,50 @@ static float *moment_buffer(ft_engine *e, engine_unit *eu, ft_state_field field,
     return field == FT_STATE_M ? eu->m : eu->v;
 }
 
-/* host[0 .. end-b) = this rank's values of field over its slice [b, end) of unit u. */
-static int own_field_values(ft_engine *e, int u, ft_state_field field, size_t b, size_t end,
-                            float *host)
+/* src[0, n) of backend be as host memory: src itself when be's memory is the host's
+ * (the CPU backend: no copy), else downloaded into host. */
+static const float *host_view(ft_backend *be, float *host, const float *src, size_t n)
+{
+    if (be->device < 0)
+        return src;
+    be->ops->download(be, host, src, n * sizeof(float));
+    return host;
+}
+
+/* This rank's values of field over its slice [b, end) of unit u, as host memory:
+ * engine memory itself where that is host fp32, else converted or downloaded into
+ * host[0, end-b). NULL when out of memory. */
+static const float *own_field_values(ft_engine *e, int u, ft_state_field field, size_t b,
+                                     size_t end, float *host)
 {
     engine_unit *eu = &e->units[u];
     const size_t n = end - b;
     if (field == FT_STATE_MASTER || (field == FT_STATE_PARAMS && !eu->full && !eu->shard_bf16)) {
-        own_master_values(e, u, b, end, host);
-    } else if (field == FT_STATE_PARAMS && eu->full) {
-        e->be->ops->download(e->be, host, eu->full + b, n * sizeof(float));
-    } else if (field == FT_STATE_PARAMS) { /* stage 3, bf16 shard: expand on the host */
+        const size_t off = e->opt.zero_stage == 0 ? b : 0;
+        return eu->master ? host_view(e->opt_be, host, eu->master + off, n)
+                          : host_view(e->be, host, eu->full + off, n);
+    }
+    if (field == FT_STATE_PARAMS && eu->full)
+        return host_view(e->be, host, eu->full + b, n);
+    if (field == FT_STATE_PARAMS) { /* stage 3, bf16 shard: expand on the host */
         uint16_t *bits = malloc(n * sizeof *bits + 2);
         if (!bits)
-            return -1;
+            return NULL;
         e->be->ops->download(e->be, bits, eu->shard_bf16, n * sizeof(uint16_t));
         for (size_t i = 0; i < n; i++)
             host[i] = ft_bf16_to_f32(bits[i]);
         free(bits);
-    } else {
-        size_t off;
-        const float *src = moment_buffer(e, eu, field, b, &off);
-        e->opt_be->ops->download(e->opt_be, host, src + off, n * sizeof(float));
+        return host;
     }
-    return 0;
+    size_t off;
+    const float *src = moment_buffer(e, eu, field, b, &off);
+    return host_view(e->opt_be, host, src + off, n);
 }
 
 int ft_engine_write_field(ft_engine *e, const ft_h5file *f, const char *group,
                           ft_state_field field, uint64_t *hashes, ft_error *err)
 {
+    /* malloc'd, not touched: only the paths that copy fault its pages in */
     float *host = malloc(e->max_shard * sizeof(float) + 16);
     if (!host)
         return ft_fail(err, "out of host memory");
@@ -221,12 +261,12 @@ int ft_engine_write_field(ft_engine *e, const ft_h5file *f, const char *group,
     for (int u = 0; u < e->layout.n_units && !rc; u++) {
         size_t b, end;
         ft_engine_own_range(e, &e->units[u], &b, &end);
-        if (own_field_values(e, u, field, b, end, host)) {
-            rc = ft_fail(err, "out of host memory");
-            break;
-        }
-        rc = ft_weights_write_range_hashed(f, group, &e->layout.units[u], b, end, host,
-                                           hashes ? hashes + e->layout.units[u].first_tensor : NULL, err);
+        const float *vals = own_field_values(e, u, field, b, end, host);
+        rc = !vals ? ft_fail(err, "out of host memory")
+                   : ft_weights_write_range_hashed(f, group, &e->layout.units[u], b, end, vals,
+                                                   hashes ? hashes + e->layout.units[u].first_tensor
+                                                          : NULL,
+                                                   err);
     }
     free(host);
     return rc;
@@ -239,66 +279,46 @@ int ft_engine_read_field(ft_engine *e, const ft_h5file *f, const char *group,
         file_ctx fc = { f, group, hashes };
         return fill_from(e, file_slice, &fc, err);
     }
-    /* stage 0 reads whole units (replicated state), the others their slice */
+    /* stage 0 reads whole units (replicated state), the others their slice; straight
+     * into the moment buffer when it is host memory */
     const size_t cap = e->opt.zero_stage == 0 ? e->max_padded : e->max_shard;
-    float *host = malloc(cap * sizeof(float));
+    float *host = malloc(cap * sizeof(float)); /* untouched unless staged through */
     if (!host)
         return ft_fail(err, "out of host memory");
+    const bool in_place = e->opt_be->device < 0;
     int rc = 0;
     for (int u = 0; u < e->layout.n_units && !rc; u++) {
         engine_unit *eu = &e->units[u];
+        const ft_unit_layout *ul = &e->layout.units[u];
+        uint64_t *hh = hashes ? hashes + ul->first_tensor : NULL;
         size_t b, end, off;
         ft_engine_own_range(e, eu, &b, &end);
+        float *mb = moment_buffer(e, eu, field, e->opt.zero_stage == 0 ? 0 : b, &off) + off;
+        float *dst = in_place ? mb : host;
+        if (u == 0)
+            announce_unit(e, f, group, 0, e->opt.zero_stage == 0);
+        announce_unit(e, f, group, u + 1, e->opt.zero_stage == 0);
         /* Stage 0 replicates the optimizer state: every rank reads all of it, but only
          * its own slice counts toward the (all-reduced) content hash. */
         if (e->opt.zero_stage == 0) {
-            uint64_t *hh = hashes ? hashes + e->layout.units[u].first_tensor : NULL;
-            rc = ft_weights_read_range(f, group, &e->layout.units[u], 0, b, host, err) ||
-                 ft_weights_read_range_hashed(f, group, &e->layout.units[u], b, end, host + b, hh,
-                                              err) ||
-                 ft_weights_read_range(f, group, &e->layout.units[u], end, eu->numel, host + end,
-                                       err);
-            if (!rc)
-                e->opt_be->ops->upload(e->opt_be, moment_buffer(e, eu, field, 0, &off), host,
-                                       eu->numel * sizeof(float));
+            rc = ft_weights_read_range(f, group, ul, 0, b, dst, err) ||
+                 ft_weights_read_range_hashed(f, group, ul, b, end, dst + b, hh, err) ||
+                 ft_weights_read_range(f, group, ul, end, eu->numel, dst + end, err);
+            if (!rc && !in_place)
+                e->opt_be->ops->upload(e->opt_be, mb, host, eu->numel * sizeof(float));
             continue;
         }
-        rc = ft_weights_read_range_hashed(f, group, &e->layout.units[u], b, end, host,
-                                          hashes ? hashes + e->layout.units[u].first_tensor : NULL, err);
-        if (!rc) {
-            float *dst = moment_buffer(e, eu, field, b, &off);
-            e->opt_be->ops->upload(e->opt_be, dst + off, host, (end - b) * sizeof(float));
-        }
+        rc = ft_weights_read_range_hashed(f, group, ul, b, end, dst, hh, err);
+        if (!rc && !in_place)
+            e->opt_be->ops->upload(e->opt_be, mb, host, (end - b) * sizeof(float));
     }
     free(host);
     return rc;
-}
-
-/* The fp32 master values of this rank's slice [b, end) of unit u, into host. */
-static void own_master_values(ft_engine *e, int u, size_t b, size_t end, float *host)
-{
-    engine_unit *eu = &e->units[u];
-    const size_t off = e->opt.zero_stage == 0 ? b : 0;
-    if (eu->master)
-        e->opt_be->ops->download(e->opt_be, host, eu->master + off, (end - b) * sizeof(float));
-    else
-        e->be->ops->download(e->be, host, eu->full + off, (end - b) * sizeof(float));
 }
 
 int ft_engine_save(ft_engine *e, const ft_h5file *f, const char *group, ft_error *err)
 {
-    float *host = malloc(e->max_shard * sizeof(float));
-    if (!host)
-        return ft_fail(err, "out of host memory");
-    int rc = 0;
-    for (int u = 0; u < e->layout.n_units && !rc; u++) {
-        size_t b, end;
-        ft_engine_own_range(e, &e->units[u], &b, &end);
-        own_master_values(e, u, b, end, host);
-        rc = ft_weights_write_range(f, group, &e->layout.units[u], b, end, host, err);
-    }
-    free(host);
-    return rc;
+    return ft_engine_write_field(e, f, group, FT_STATE_MASTER, NULL, err);
 }
 
 int ft_engine_download_params(ft_engine *e, int unit, float *host, ft_error *err)

@@ -91,6 +91,14 @@ static int write_meta(const ft_h5file *f, const ft_run_config *cfg, ft_comm *com
     return rc ? -1 : 0;
 }
 
+/* Whether every rank moved its bytes with O_DIRECT so far. Collective. */
+static bool all_direct(const ft_h5file *f)
+{
+    int d = f->raw && ft_extent_is_direct(f->raw);
+    MPI_Allreduce(MPI_IN_PLACE, &d, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return d != 0;
+}
+
 /* Rank 0: makes tmp the checkpoint `name` in dir and points `latest` at it. */
 static int publish(const char *dir, const char *name, const char *tmp, ft_error *err)
 {
@@ -185,7 +193,7 @@ int ft_checkpoint_prepare_dir(const char *dir, ft_comm *comm, ft_error *err)
 
 int ft_checkpoint_save(const char *dir, const ft_run_config *cfg, const ft_model_layout *layout,
                        ft_engine *e, ft_comm *comm, const ft_ckpt_position *pos, int seq_len,
-                       ft_error *err)
+                       bool *direct, ft_error *err)
 {
     if (ft_checkpoint_prepare_dir(dir, comm, err))
         return -1;
@@ -201,6 +209,8 @@ int ft_checkpoint_save(const char *dir, const ft_run_config *cfg, const ft_model
         free(h);
         return -1;
     }
+    if (cfg->direct_io)
+        ft_h5_attach_raw(&f, MPI_COMM_WORLD, true);
     fault_point("created");
     const ft_file_dtype model_dtype = cfg->param_dtype == FT_DTYPE_BF16 ? FT_FILE_BF16 : FT_FILE_F32;
     int rc = ft_h5_write_kind(&f, "checkpoint", err) ||
@@ -218,6 +228,7 @@ int ft_checkpoint_save(const char *dir, const ft_run_config *cfg, const ft_model
             fault_point("model");
     }
     free(h);
+    *direct = all_direct(&f);
     if (ft_h5_close(&f, rc ? NULL : err))
         rc = 1;
     fault_point("closed");
@@ -305,12 +316,15 @@ static int verify_hashes(const ft_h5file *f, const char *group, const ft_model_l
 }
 
 int ft_checkpoint_load(const char *path, const ft_model_layout *layout, ft_engine *e,
-                       ft_comm *comm, ft_ckpt_position *pos, ft_error *err)
+                       ft_comm *comm, ft_ckpt_position *pos, bool direct_io, bool *direct,
+                       ft_error *err)
 {
     (void)comm;
     ft_h5file f;
     if (ft_h5_open(&f, path, MPI_COMM_WORLD, err))
         return -1;
+    if (direct_io)
+        ft_h5_attach_raw(&f, MPI_COMM_WORLD, false);
     ft_model_config have;
     const int nt = layout->total_tensors;
     uint64_t *h = calloc((size_t)nt, sizeof *h);
@@ -343,6 +357,7 @@ int ft_checkpoint_load(const char *path, const ft_model_layout *layout, ft_engin
     if (meta >= 0)
         H5Gclose(meta);
     free(h);
+    *direct = all_direct(&f);
     ft_h5_close(&f, NULL);
     if (rc)
         return -1;

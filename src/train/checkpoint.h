@@ -25,15 +25,18 @@ int ft_checkpoint_prepare_dir(const char *dir, ft_comm *comm, ft_error *err);
 /* Writes <dir>/step-NNNNNN.h5, updates <dir>/latest, prunes to keep_last. Collective. */
 int ft_checkpoint_save(const char *dir, const ft_run_config *cfg, const ft_model_layout *layout,
                        ft_engine *e, ft_comm *comm, const ft_ckpt_position *pos, int seq_len,
-                       ft_error *err);
+                       bool *direct, ft_error *err);
 
 /* The checkpoint `resume` names: "auto" = <dir>/latest if present; a path; NULL/"none".
  * Sets *path (malloc'd, NULL when there is nothing to resume). */
 int ft_checkpoint_resolve(const ft_run_config *cfg, char **path, ft_error *err);
 
 /* Loads engine state from path after checking the model shape against layout and every
- * tensor's content hash. Collective. */
+ * tensor's content hash. Collective. direct_io: read the tensors raw (io/extent_io.h).
+ * *direct (both functions): whether every rank moved its tensor bytes with O_DIRECT
+ * (false with direct_io off, or where the file system refused it). */
 int ft_checkpoint_load(const char *path, const ft_model_layout *layout, ft_engine *e,
-                       ft_comm *comm, ft_ckpt_position *pos, ft_error *err);
+                       ft_comm *comm, ft_ckpt_position *pos, bool direct_io, bool *direct,
+                       ft_error *err);
 
 #endif
