@@ -19,7 +19,7 @@ repeat=${REPEAT:-2}
 work=$(mktemp -d "$base/ftmpi-ckpt-bench.XXXXXX"); trap 'rm -rf "$work"' EXIT
 cd "$work"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-"$build/ftmpi-gendata" --rows 16 --seq-len 16 train.h5 >/dev/null
+"$build/ftmpi-gendata" --rows 16 --seq-len 24 train.h5 >/dev/null
 cat > big.cfg <<CFG
 max_steps = 1; micro_batch_size = 1; global_batch_size = 4; zero_stage = 3;
 log_every = 1; comm_timeout = 0; progress = false;
