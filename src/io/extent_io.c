@@ -41,7 +41,8 @@ typedef struct staging_slot {
     enum slot_op op;
     enum slot_state state;
     int error;          /* 0, an errno value or SHORT_READ */
-    uint64_t error_at;  /* file offset of the failed transfer */
+    uint64_t error_at;  /* file offset of the failed transfer; SHORT_READ: the end of
+                         * the file, the bytes before it in the slot are valid */
 } staging_slot;
 
 struct ft_extent_io {
@@ -80,10 +81,13 @@ struct ft_extent_io {
 
 /* ------------------------------------------------------------ plain transfers */
 
-/* Whole-length pwrite/pread; returns 0, an errno value or SHORT_READ. */
-static int transfer_all(int fd, enum slot_op op, unsigned char *buf, size_t len, uint64_t off)
+/* Whole-length pwrite/pread; returns 0, an errno value or SHORT_READ; *moved: the
+ * bytes transferred. */
+static int transfer_all(int fd, enum slot_op op, unsigned char *buf, size_t len, uint64_t off,
+                        size_t *moved)
 {
     size_t done = 0;
+    *moved = 0;
     while (done < len) {
         ssize_t r = op == OP_WRITE ? pwrite(fd, buf + done, len - done, (off_t)(off + done))
                                    : pread(fd, buf + done, len - done, (off_t)(off + done));
@@ -94,15 +98,19 @@ static int transfer_all(int fd, enum slot_op op, unsigned char *buf, size_t len,
         if (r == 0)
             return op == OP_READ ? SHORT_READ : EIO;
         done += (size_t)r;
+        *moved = done;
     }
     return 0;
 }
 
-static int report(const ft_extent_io *x, int code, enum slot_op op, uint64_t off, ft_error *err)
+/* off: where the transfer failed; SHORT_READ: where the file ends, and `need` the
+ * end of the bytes the read asked for. */
+static int report(const ft_extent_io *x, int code, enum slot_op op, uint64_t off, uint64_t need,
+                  ft_error *err)
 {
     if (code == SHORT_READ)
-        return ft_fail(err, "%s: ends before byte %llu (truncated file?)", x->path,
-                       (unsigned long long)off);
+        return ft_fail(err, "%s: ends at byte %llu, a read needs bytes up to %llu (truncated "
+                       "file?)", x->path, (unsigned long long)off, (unsigned long long)need);
     return ft_fail(err, "%s: cannot %s at byte %llu: %s", x->path,
                    op == OP_WRITE ? "write" : "read", (unsigned long long)off, strerror(code));
 }
@@ -127,11 +135,12 @@ static int move_piece(ft_extent_io *x, staging_slot *s, int fd, uint64_t from, u
 {
     if (to <= from)
         return 0;
-    int code = transfer_all(fd, s->op, s->buf + (from - s->base), (size_t)(to - from), from);
+    size_t moved;
+    int code = transfer_all(fd, s->op, s->buf + (from - s->base), (size_t)(to - from), from,
+                            &moved);
     if (code)
-        s->error_at = from;
-    else
-        *counter += to - from; /* only the worker writes the counters */
+        s->error_at = from + (code == SHORT_READ ? moved : 0);
+    *counter += moved; /* only the worker writes the counters */
     return code;
 }
 
@@ -311,7 +320,7 @@ int ft_extent_flush(ft_extent_io *x, ft_error *err)
     int code = x->write_error;
     uint64_t at = x->write_error_at;
     pthread_mutex_unlock(&x->mu);
-    return code ? report(x, code, OP_WRITE, at, err) : 0;
+    return code ? report(x, code, OP_WRITE, at, 0, err) : 0;
 }
 
 int ft_extent_close(ft_extent_io *x, ft_error *err)
@@ -364,6 +373,8 @@ void ft_extent_counts(const ft_extent_io *x, uint64_t *direct_bytes, uint64_t *b
 
 int ft_extent_write(ft_extent_io *x, uint64_t off, const void *src, size_t n, ft_error *err)
 {
+    if (!x->writing)
+        return ft_fail(err, "%s: opened for reading, cannot write", x->path);
     const unsigned char *p = src;
     pthread_mutex_lock(&x->mu);
     drop_read_ahead(x); /* slots are used in ring order: no reads may wait there */
@@ -391,7 +402,7 @@ int ft_extent_write(ft_extent_io *x, uint64_t off, const void *src, size_t n, ft
     const int code = x->write_error;
     const uint64_t at = x->write_error_at;
     pthread_mutex_unlock(&x->mu);
-    return code ? report(x, code, OP_WRITE, at, err) : 0;
+    return code ? report(x, code, OP_WRITE, at, 0, err) : 0;
 }
 
 int ft_extent_will_read(ft_extent_io *x, uint64_t off, size_t n)
@@ -439,13 +450,14 @@ static int read_stream(ft_extent_io *x, uint64_t off, unsigned char *p, size_t n
         staging_slot *s = &x->slots[x->front % N_SLOTS];
         while (s->state != SLOT_DONE)
             pthread_cond_wait(&x->changed, &x->mu);
-        if (s->error) {
+        const size_t take = s->end - off < n ? (size_t)(s->end - off) : n;
+        /* a slot that met the end of the file still serves the bytes before it */
+        if (s->error && !(s->error == SHORT_READ && off + take <= s->error_at)) {
             *code = s->error;
             *code_at = s->error_at;
             drop_read_ahead(x);
             return -1;
         }
-        const size_t take = s->end - off < n ? (size_t)(s->end - off) : n;
         /* the worker never touches a done slot: copy unlocked */
         pthread_mutex_unlock(&x->mu);
         memcpy(p, s->buf + (off - s->base), take);
@@ -480,5 +492,5 @@ int ft_extent_read(ft_extent_io *x, uint64_t off, void *dst, size_t n, ft_error 
     uint64_t code_at = 0;
     read_stream(x, off, dst, n, &code, &code_at);
     pthread_mutex_unlock(&x->mu);
-    return code ? report(x, code, OP_READ, code_at, err) : 0;
+    return code ? report(x, code, OP_READ, code_at, off + n, err) : 0;
 }
