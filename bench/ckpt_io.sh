@@ -62,7 +62,7 @@ ftmpi_time() {
     fi
 }
 
-printf "%-34s %6s %8s %7s %8s %7s %6s\n" what GB ftmpi_s GB/s dd_s dd_GB/s ratio
+printf "%-44s %6s %8s %7s %8s %7s %6s\n" what GB ftmpi_s GB/s dd_s dd_GB/s ratio
 row() { # OP N DIRECT_IO
     : > f.t; : > d.t
     i=0
@@ -81,7 +81,7 @@ row() { # OP N DIRECT_IO
     label="ftmpi $1, $2 rank(s)"
     [ "$3" = true ] || label="$label, direct_io=false"
     awk -v l="$label" -v b="$bytes" -v f="$ft" -v d="$dt" 'BEGIN {
-        printf "%-34s %6.2f %8.2f %7.2f %8.2f %7.2f %6.2f\n", l, b/1e9, f, b/1e9/f, d, b/1e9/d, d/f }'
+        printf "%-44s %6.2f %8.2f %7.2f %8.2f %7.2f %6.2f\n", l, b/1e9, f, b/1e9/f, d, b/1e9/d, d/f }'
 }
 for n in 1 2 4; do
     row write $n true

@@ -129,9 +129,8 @@ static bool fault_is(const char *name)
 static uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 static uint64_t round_down(uint64_t v, uint64_t a) { return v / a * a; }
 
-/* One piece [from, to) of a slot through fd; counts its bytes. No lock held. */
-static int move_piece(ft_extent_io *x, staging_slot *s, int fd, uint64_t from, uint64_t to,
-                      uint64_t *counter)
+/* One piece [from, to) of a slot through fd; adds its bytes to *counter. */
+static int move_piece(staging_slot *s, int fd, uint64_t from, uint64_t to, uint64_t *counter)
 {
     if (to <= from)
         return 0;
@@ -140,27 +139,28 @@ static int move_piece(ft_extent_io *x, staging_slot *s, int fd, uint64_t from, u
                             &moved);
     if (code)
         s->error_at = from + (code == SHORT_READ ? moved : 0);
-    *counter += moved; /* only the worker writes the counters */
+    *counter += moved;
     return code;
 }
 
-/* The slot's head and tail through the page cache, its aligned interior direct. */
-static int serve_slot(ft_extent_io *x, staging_slot *s, bool *direct)
+/* The slot's head and tail through the page cache, its aligned interior direct; the
+ * bytes moved each way are added to n[0] (direct) and n[1] (cached). No lock held:
+ * the slot is the worker's while queued. */
+static int serve_slot(const ft_extent_io *x, staging_slot *s, bool *direct, uint64_t n[2])
 {
     uint64_t a0 = round_up(s->start, x->align), a1 = round_down(s->end, x->align);
     if (a0 >= a1 || !*direct)
         a0 = a1 = s->end; /* no interior, or no O_DIRECT: all cached */
-    int code = move_piece(x, s, x->fd_cached, s->start, a0, &x->cached_bytes);
+    int code = move_piece(s, x->fd_cached, s->start, a0, &n[1]);
     if (!code) {
-        code = a1 > a0 && x->inject_einval ? EINVAL
-                                           : move_piece(x, s, x->fd_direct, a0, a1, &x->direct_bytes);
+        code = a1 > a0 && x->inject_einval ? EINVAL : move_piece(s, x->fd_direct, a0, a1, &n[0]);
         if (code == EINVAL) { /* an alignment the device refuses: stop using O_DIRECT */
             *direct = false;
-            code = move_piece(x, s, x->fd_cached, a0, a1, &x->cached_bytes);
+            code = move_piece(s, x->fd_cached, a0, a1, &n[1]);
         }
     }
     if (!code)
-        code = move_piece(x, s, x->fd_cached, a1 > a0 ? a1 : s->end, s->end, &x->cached_bytes);
+        code = move_piece(s, x->fd_cached, a1 > a0 ? a1 : s->end, s->end, &n[1]);
     return code;
 }
 
@@ -175,10 +175,13 @@ static void *worker_main(void *arg)
         if (!(x->served < x->submitted && s->state == SLOT_QUEUED))
             break; /* stopping with nothing queued */
         bool direct = x->direct;
+        uint64_t moved[2] = { 0, 0 };
         pthread_mutex_unlock(&x->mu);
-        int code = serve_slot(x, s, &direct);
+        int code = serve_slot(x, s, &direct, moved);
         pthread_mutex_lock(&x->mu);
         x->direct = direct;
+        x->direct_bytes += moved[0];
+        x->cached_bytes += moved[1];
         s->error = code;
         if (s->op == OP_WRITE) {
             if (code && !x->write_error) {
