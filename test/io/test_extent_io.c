@@ -32,6 +32,7 @@
 
 #include <cmocka.h>
 
+#include "../common/test_env.h"
 #include "io/extent_io.h"
 
 #define MiB ((size_t)1 << 20)
@@ -41,14 +42,6 @@
 #define CHUNK (8 * MiB)
 #define TMPFS_MAGIC_NUMBER 0x01021994
 
-#define CHECK_OK(call, errp)                                                         \
-    do {                                                                             \
-        if ((call) != 0) {                                                           \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,    \
-                    (errp)->msg);                                                    \
-            fail();                                                                  \
-        }                                                                            \
-    } while (0)
 
 /* ------------------------------------------------------------ fixtures */
 
@@ -304,7 +297,7 @@ static uint64_t write_pieces(ft_extent_io *x, uint64_t s, uint64_t e, const unsi
     for (uint64_t pos = s; pos < e;) {
         size_t n = piece_len(r, (size_t)(e - pos));
         memcpy(scratch, content + pos, n);
-        CHECK_OK(ft_extent_write(x, pos, scratch, n, &err), &err);
+        TEST_CHECK_OK(ft_extent_write(x, pos, scratch, n, &err), &err);
         memset(scratch, 0xA5, n);
         pos += n;
     }
@@ -326,7 +319,7 @@ static void cover_file(const char *name, bool direct, uint64_t seed, bool *was_d
 
     ft_extent_io *x = NULL;
     ft_error err = { { 0 } };
-    CHECK_OK(ft_extent_open(&x, path, true, direct, &err), &err);
+    TEST_CHECK_OK(ft_extent_open(&x, path, true, direct, &err), &err);
     assert_non_null(x);
     uint64_t total = 0, want_direct = 0;
     range run = ranges[0]; /* ranges written back to back fill the same slots */
@@ -341,11 +334,11 @@ static void cover_file(const char *name, bool direct, uint64_t seed, bool *was_d
     }
     want_direct += direct_share(run.start, run.end);
     assert_int_equal(total, FILE_SIZE);
-    CHECK_OK(ft_extent_flush(x, &err), &err);
+    TEST_CHECK_OK(ft_extent_flush(x, &err), &err);
     uint64_t db = 0, cb = 0;
     ft_extent_counts(x, &db, &cb);
     *was_direct = ft_extent_is_direct(x);
-    CHECK_OK(ft_extent_close(x, &err), &err);
+    TEST_CHECK_OK(ft_extent_close(x, &err), &err);
     free(scratch);
 
     expect_file(path, g_ref, FILE_SIZE);
@@ -383,7 +376,7 @@ static ft_extent_io *open_reader(const char *path, bool direct)
 {
     ft_extent_io *x = NULL;
     ft_error err = { { 0 } };
-    CHECK_OK(ft_extent_open(&x, path, false, direct, &err), &err);
+    TEST_CHECK_OK(ft_extent_open(&x, path, false, direct, &err), &err);
     assert_non_null(x);
     return x;
 }
@@ -472,7 +465,7 @@ static void test_reads(void **state)
         assert_true(db2 - db1 >= 17 * MiB); /* the big reads went direct */
 
     ft_error err = { { 0 } };
-    CHECK_OK(ft_extent_close(x, &err), &err);
+    TEST_CHECK_OK(ft_extent_close(x, &err), &err);
 
     /* the same through the page cache only */
     x = open_reader(path, false);
@@ -484,7 +477,7 @@ static void test_reads(void **state)
     read_check(x, 3, 17 * MiB, g_ref, "cached, 17 MiB");
     ft_extent_counts(x, &db0, &cb0);
     assert_int_equal(db0, 0);
-    CHECK_OK(ft_extent_close(x, &err), &err);
+    TEST_CHECK_OK(ft_extent_close(x, &err), &err);
 }
 
 /* (d) more ranges announced than can be pending: some announcements are refused, and
@@ -529,7 +522,7 @@ static void test_reads_many_announced(void **state)
     assert_int_equal(ft_extent_will_read(x, 5, 10), 0);
     read_check(x, 5, 10, g_ref, "announced after many");
     ft_error err = { { 0 } };
-    CHECK_OK(ft_extent_close(x, &err), &err);
+    TEST_CHECK_OK(ft_extent_close(x, &err), &err);
 }
 
 /* A random mix of announcements, reads that follow them, reads that do not, on one
@@ -572,7 +565,7 @@ static void test_reads_fuzz(void **state)
         }
     }
     ft_error err = { { 0 } };
-    CHECK_OK(ft_extent_close(x, &err), &err);
+    TEST_CHECK_OK(ft_extent_close(x, &err), &err);
 }
 
 /* ------------------------------------------------------------ errors */
@@ -614,7 +607,7 @@ static void test_errors_truncated(void **state)
         read_check(x, 0, size, g_ref, "the whole truncated file");
         free(buf);
         ft_error err = { { 0 } };
-        CHECK_OK(ft_extent_close(x, &err), &err);
+        TEST_CHECK_OK(ft_extent_close(x, &err), &err);
     }
 }
 
@@ -632,13 +625,13 @@ static void test_errors_announced_past_end(void **state)
         unsigned char buf[16384];
         ft_error err = { { 0 } };
         assert_int_equal(ft_extent_will_read(x, 0, size + 100), 0);
-        CHECK_OK(ft_extent_read(x, 0, buf, 100, &err), &err);
+        TEST_CHECK_OK(ft_extent_read(x, 0, buf, 100, &err), &err);
         assert_memory_equal(buf, g_ref, 100);
-        CHECK_OK(ft_extent_read(x, 100, buf, size - 100, &err), &err);
+        TEST_CHECK_OK(ft_extent_read(x, 100, buf, size - 100, &err), &err);
         assert_memory_equal(buf, g_ref + 100, size - 100);
         assert_int_equal(ft_extent_read(x, 0, buf, sizeof buf, &err), -1);
         expect_msg(&err, path, "ends at byte 13288, a read needs bytes up to 16384");
-        CHECK_OK(ft_extent_close(x, &err), &err);
+        TEST_CHECK_OK(ft_extent_close(x, &err), &err);
     }
 }
 
@@ -676,9 +669,9 @@ static void test_errors_write_readonly(void **state)
             expect_msg(&e, path, "opened for reading");
         }
         /* nothing was queued: flush and reads still work, close succeeds */
-        CHECK_OK(ft_extent_flush(x, &err), &err);
+        TEST_CHECK_OK(ft_extent_flush(x, &err), &err);
         read_check(x, 0, size, g_ref, "read-only extent after a refused write");
-        CHECK_OK(ft_extent_close(x, &err), &err);
+        TEST_CHECK_OK(ft_extent_close(x, &err), &err);
         expect_file(path, g_ref, size);
     }
 }
@@ -692,7 +685,7 @@ static void test_errors_write_enospc(void **state)
     }
     ft_extent_io *x = NULL;
     ft_error err = { { 0 } };
-    CHECK_OK(ft_extent_open(&x, "/dev/full", true, false, &err), &err);
+    TEST_CHECK_OK(ft_extent_open(&x, "/dev/full", true, false, &err), &err);
     int rc = ft_extent_write(x, 0, g_ref, 5 * MiB, &err);
     if (rc == 0)
         rc = ft_extent_flush(x, &err);
@@ -717,7 +710,7 @@ static void test_interleave(void **state)
     assert_non_null(scratch);
     ft_extent_io *x = NULL;
     ft_error err = { { 0 } };
-    CHECK_OK(ft_extent_open(&x, path, true, true, &err), &err);
+    TEST_CHECK_OK(ft_extent_open(&x, path, true, true, &err), &err);
     rng r = { 6 };
 
 #define WRITE(src, s, e)                                                                  \
@@ -762,7 +755,7 @@ static void test_interleave(void **state)
     /* round 3: the rest of the file, then everything through the extent and with pread */
     WRITE(g_ref, 19 * MiB + 5, FILE_SIZE);
     read_check(x, 0, FILE_SIZE, model, "round 3, the whole file");
-    CHECK_OK(ft_extent_close(x, &err), &err);
+    TEST_CHECK_OK(ft_extent_close(x, &err), &err);
 #undef WRITE
     expect_file(path, model, FILE_SIZE);
     free(model);
@@ -782,7 +775,7 @@ static void round_trip(const char *path, bool *was_direct, uint64_t *direct_byte
     assert_non_null(scratch);
     ft_extent_io *x = NULL;
     ft_error err = { { 0 } };
-    CHECK_OK(ft_extent_open(&x, path, true, true, &err), &err);
+    TEST_CHECK_OK(ft_extent_open(&x, path, true, true, &err), &err);
     uint64_t total = 0;
     for (size_t i = 0; i < nr; i++)
         total += write_pieces(x, ranges[i].start, ranges[i].end, g_ref, scratch, &r);
@@ -796,7 +789,7 @@ static void round_trip(const char *path, bool *was_direct, uint64_t *direct_byte
     ft_extent_counts(x, direct_bytes, &cb);
     *was_direct = ft_extent_is_direct(x);
     assert_true(*direct_bytes + cb >= total + 17 * MiB);
-    CHECK_OK(ft_extent_close(x, &err), &err);
+    TEST_CHECK_OK(ft_extent_close(x, &err), &err);
     free(scratch);
     expect_file(path, g_ref, FILE_SIZE);
 }
