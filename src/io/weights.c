@@ -271,6 +271,18 @@ uint64_t ft_weights_hash_part(uint64_t first_index, const void *bits, size_t n, 
     return h;
 }
 
+/* Bytes per stored element. */
+static int file_dtype_bytes(ft_file_dtype dtype) { return dtype == FT_FILE_BF16 ? 2 : 4; }
+
+/* The part of tensor ti inside the unit range [begin, end): its unit offsets
+ * [*lo, *lo + count); count 0 when they do not meet. */
+static size_t tensor_part(const ft_tensor_info *ti, size_t begin, size_t end, size_t *lo)
+{
+    *lo = begin > ti->offset ? begin : ti->offset;
+    const size_t hi = end < ti->offset + ti->numel ? end : ti->offset + ti->numel;
+    return hi > *lo ? hi - *lo : 0;
+}
+
 /* The file address of d's bytes when they can be moved raw: a contiguous, allocated
  * dataset stored little-endian, on a little-endian host. Depends only on the file, so
  * every rank makes the same choice (the HDF5 path is collective). */
@@ -321,7 +333,7 @@ static int transfer_tensor_raw(const ft_h5file *f, const char *group, const ft_t
                                uint64_t addr, ft_file_dtype dtype, size_t first, float *part,
                                size_t n, int writing, uint64_t *hash, ft_error *err)
 {
-    const int bytes_per = dtype == FT_FILE_BF16 ? 2 : 4;
+    const int bytes_per = file_dtype_bytes(dtype);
     const uint64_t at = addr + (uint64_t)first * (uint64_t)bytes_per;
     uint16_t *bits = NULL;
     if (dtype == FT_FILE_BF16 && !(bits = malloc(RAW_PIECE * sizeof *bits)))
@@ -412,16 +424,14 @@ static int transfer_tensor(const ft_h5file *f, const char *group, const ft_tenso
     hid_t d = open_tensor(f, group, ti, &dtype, err);
     if (d < 0)
         return -1;
-    size_t lo = begin > ti->offset ? begin : ti->offset;
-    size_t hi = end < ti->offset + ti->numel ? end : ti->offset + ti->numel;
-    if (hi < lo)
-        hi = lo;
+    size_t lo;
+    const size_t n = tensor_part(ti, begin, end, &lo);
     uint64_t addr = 0;
     float *part = buf + (lo - begin);
     int rc = f->raw && raw_address(d, dtype, &addr)
-                 ? transfer_tensor_raw(f, group, ti, addr, dtype, lo - ti->offset, part, hi - lo,
+                 ? transfer_tensor_raw(f, group, ti, addr, dtype, lo - ti->offset, part, n,
                                        writing, hash, err)
-                 : transfer_tensor_hdf5(f, group, ti, d, dtype, lo - ti->offset, part, hi - lo,
+                 : transfer_tensor_hdf5(f, group, ti, d, dtype, lo - ti->offset, part, n,
                                         writing, hash, err);
     H5Dclose(d);
     return rc;
@@ -434,19 +444,19 @@ void ft_weights_will_read(const ft_h5file *f, const char *group, const ft_unit_l
         return;
     for (int t = 0; t < u->n_tensors; t++) {
         const ft_tensor_info *ti = &u->tensors[t];
-        size_t lo = begin > ti->offset ? begin : ti->offset;
-        size_t hi = end < ti->offset + ti->numel ? end : ti->offset + ti->numel;
+        size_t lo;
+        const size_t n = tensor_part(ti, begin, end, &lo);
         ft_file_dtype dtype;
         uint64_t addr;
-        if (hi <= lo)
+        if (n == 0)
             continue;
         hid_t d = open_tensor(f, group, ti, &dtype, NULL);
         if (d < 0)
             return; /* the transfer will report it */
-        const int bytes_per = dtype == FT_FILE_BF16 ? 2 : 4;
+        const int bytes_per = file_dtype_bytes(dtype);
         if (raw_address(d, dtype, &addr))
             ft_extent_will_read(f->raw, addr + (uint64_t)(lo - ti->offset) * (uint64_t)bytes_per,
-                                (hi - lo) * (size_t)bytes_per);
+                                n * (size_t)bytes_per);
         H5Dclose(d);
     }
 }

@@ -38,12 +38,6 @@ int ft_weights_read_range(const ft_h5file *f, const char *group, const ft_unit_l
 /* Writes src (fp32) to the unit's flat elements [begin, end), in the datasets' dtype. */
 int ft_weights_write_range(const ft_h5file *f, const char *group, const ft_unit_layout *u,
                            size_t begin, size_t end, const float *src, ft_error *err);
-/* Announces that the next reads will be of the unit range [begin, end) (after the
- * ranges announced before), so that raw access (ft_h5_attach_raw) reads them ahead
- * while earlier data is being processed; without raw access it does nothing. */
-void ft_weights_will_read(const ft_h5file *f, const char *group, const ft_unit_layout *u,
-                          size_t begin, size_t end);
-
 /* The same, adding each tensor's partial content hash into hashes[0..n_tensors). */
 int ft_weights_read_range_hashed(const ft_h5file *f, const char *group, const ft_unit_layout *u,
                                  size_t begin, size_t end, float *dst, uint64_t *hashes,
@@ -51,5 +45,11 @@ int ft_weights_read_range_hashed(const ft_h5file *f, const char *group, const ft
 int ft_weights_write_range_hashed(const ft_h5file *f, const char *group,
                                   const ft_unit_layout *u, size_t begin, size_t end,
                                   const float *src, uint64_t *hashes, ft_error *err);
+
+/* Announces that the next reads will be of the unit range [begin, end) (after the
+ * ranges announced before), so that raw access (ft_h5_attach_raw) reads them ahead
+ * while earlier data is being processed; without raw access it does nothing. */
+void ft_weights_will_read(const ft_h5file *f, const char *group, const ft_unit_layout *u,
+                          size_t begin, size_t end);
 
 #endif
