@@ -408,6 +408,24 @@ int ft_extent_write(ft_extent_io *x, uint64_t off, const void *src, size_t n, ft
     return code ? report(x, code, OP_WRITE, at, 0, err) : 0;
 }
 
+/* A read-ahead stream with no ranges yet, whose reads start at off (caller holds mu;
+ * nothing in flight). */
+static void start_stream(ft_extent_io *x, uint64_t off)
+{
+    x->n_ahead = x->ask_range = 0;
+    x->ask_next = x->read_pos = off;
+}
+
+/* Appends [off, off+n) to the stream's ranges (caller holds mu, checked room). */
+static void append_range(ft_extent_io *x, uint64_t off, size_t n)
+{
+    if (x->ask_range == x->n_ahead) /* all earlier ranges asked: this one is next */
+        x->ask_next = off;
+    x->ahead[x->n_ahead % MAX_AHEAD].start = off;
+    x->ahead[x->n_ahead % MAX_AHEAD].end = off + n;
+    x->n_ahead++;
+}
+
 int ft_extent_will_read(ft_extent_io *x, uint64_t off, size_t n)
 {
     if (n == 0)
@@ -417,17 +435,9 @@ int ft_extent_will_read(ft_extent_io *x, uint64_t off, size_t n)
     /* the ranges not yet asked for must fit the ring */
     int ok = x->n_ahead - x->ask_range < MAX_AHEAD;
     if (ok) {
-        if (x->in_flight == 0 && x->ask_range == x->n_ahead) { /* a new stream */
-            x->n_ahead = 0;
-            x->ask_range = 0;
-            x->ask_next = off;
-            x->read_pos = off;
-        } else if (x->ask_range == x->n_ahead) { /* all asked: go on with this one */
-            x->ask_next = off;
-        }
-        x->ahead[x->n_ahead % MAX_AHEAD].start = off;
-        x->ahead[x->n_ahead % MAX_AHEAD].end = off + n;
-        x->n_ahead++;
+        if (x->in_flight == 0 && x->ask_range == x->n_ahead)
+            start_stream(x, off); /* the previous stream is all read */
+        append_range(x, off, n);
         ask_ahead(x);
     }
     pthread_mutex_unlock(&x->mu);
@@ -444,10 +454,8 @@ static int read_stream(ft_extent_io *x, uint64_t off, unsigned char *p, size_t n
         if (x->in_flight == 0 || off != x->read_pos) {
             /* not announced, or announced otherwise: a stream of just the rest */
             drop_read_ahead(x);
-            x->ahead[0].start = off;
-            x->ahead[0].end = off + n;
-            x->n_ahead = 1;
-            x->ask_next = x->read_pos = off;
+            start_stream(x, off);
+            append_range(x, off, n);
             ask_ahead(x);
         }
         staging_slot *s = &x->slots[x->front % N_SLOTS];
