@@ -156,9 +156,8 @@ typedef struct file_ctx {
     uint64_t *hashes;
 } file_ctx;
 
-/* Announces unit u's own slice to the file's read-ahead (ft_weights_will_read); the
- * readers announce one unit ahead of the one they read, so that the disk keeps going
- * while a unit is hashed and adopted. whole: the unit's full range (stage 0 moments). */
+/* Announces unit u's own slice to the file's read-ahead (ft_weights_will_read).
+ * whole: the unit's full range (stage 0 moments). */
 static void announce_unit(ft_engine *e, const ft_h5file *f, const char *group, int u, bool whole)
 {
     if (u >= e->layout.n_units)
@@ -170,13 +169,21 @@ static void announce_unit(ft_engine *e, const ft_h5file *f, const char *group, i
     ft_weights_will_read(f, group, &e->layout.units[u], b, end);
 }
 
+/* Called before reading unit u (in order 0, 1, ...): keeps the announcements one unit
+ * ahead of the reads, so that the disk keeps going while a unit is hashed and adopted. */
+static void announce_ahead_of(ft_engine *e, const ft_h5file *f, const char *group, int u,
+                              bool whole)
+{
+    if (u == 0)
+        announce_unit(e, f, group, 0, whole);
+    announce_unit(e, f, group, u + 1, whole);
+}
+
 static int file_slice(ft_engine *e, int u, size_t b, size_t end, float *dst, void *ctx,
                       ft_error *err)
 {
     const file_ctx *fc = ctx;
-    if (u == 0)
-        announce_unit(e, fc->f, fc->group, 0, false);
-    announce_unit(e, fc->f, fc->group, u + 1, false);
+    announce_ahead_of(e, fc->f, fc->group, u, false);
     return ft_weights_read_range_hashed(fc->f, fc->group, &e->layout.units[u], b, end, dst,
                                         fc->hashes ? fc->hashes + e->layout.units[u].first_tensor : NULL,
                                         err);
@@ -295,9 +302,7 @@ int ft_engine_read_field(ft_engine *e, const ft_h5file *f, const char *group,
         ft_engine_own_range(e, eu, &b, &end);
         float *mb = moment_buffer(e, eu, field, e->opt.zero_stage == 0 ? 0 : b, &off) + off;
         float *dst = in_place ? mb : host;
-        if (u == 0)
-            announce_unit(e, f, group, 0, e->opt.zero_stage == 0);
-        announce_unit(e, f, group, u + 1, e->opt.zero_stage == 0);
+        announce_ahead_of(e, f, group, u, e->opt.zero_stage == 0);
         /* Stage 0 replicates the optimizer state: every rank reads all of it, but only
          * its own slice counts toward the (all-reduced) content hash. */
         if (e->opt.zero_stage == 0) {
