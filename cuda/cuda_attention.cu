@@ -201,7 +201,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 {
     typedef AttnFwdCfg<HDMAX, BQ, BK> C;
     constexpr int RQ = C::RQ, CK = C::CK, CD = C::CD;
-    extern __shared__ float smem[];
+    FT_DYNAMIC_SMEM(float, smem);
     float *Qt = smem;                     /* [HDMAX][BQ+1], q * scale * log2e */
     float *Kt = Qt + HDMAX * (BQ + 1);    /* [HDMAX][BK+1] */
     float *Vs = Kt + HDMAX * (BK + 1);    /* [BK][HDMAX] */
@@ -404,7 +404,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 {
     typedef AttnDqCfg<HDMAX, BQ, BK> C;
     constexpr int RQ = C::RQ, CK = C::CK, CD = C::CD;
-    extern __shared__ float smem[];
+    FT_DYNAMIC_SMEM(float, smem);
     float *Qt = smem;                      /* [HDMAX][BQ+1] raw q */
     float *dOt = Qt + HDMAX * (BQ + 1);    /* [HDMAX][BQ+1] */
     float *Kt = dOt + HDMAX * (BQ + 1);    /* [HDMAX][BK+1] */
@@ -543,7 +543,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 {
     typedef AttnDkvCfg<HDMAX, BK, BQ> C;
     constexpr int RK = C::RK, CQ = C::CQ, CD = C::CD;
-    extern __shared__ float smem[];
+    FT_DYNAMIC_SMEM(float, smem);
     float *Kt = smem;                      /* [HDMAX][BK+1] */
     float *Vt = Kt + HDMAX * (BK + 1);     /* [HDMAX][BK+1] */
     float *Qt = Vt + HDMAX * (BK + 1);     /* [HDMAX][BQ+1] raw q */
@@ -721,7 +721,7 @@ static size_t attn_seg_bytes(ft_attn_shape s)
 static cudaError_t attn_seg_ranges(const AttnArgs &a, int2 *range, cudaStream_t st)
 {
     size_t total = (size_t)a.batch * a.ngran;
-    attn_seg_range_kernel<<<ft_cuda_grid_for(total, 256), 256, 0, st>>>(range, a.segment,
+    FT_LAUNCH(attn_seg_range_kernel, ft_cuda_grid_for(total, 256), 256, 0, st)(range, a.segment,
                                                                         a.batch, a.seq, a.ngran);
     return cudaGetLastError();
 }
@@ -738,7 +738,7 @@ static cudaError_t attn_fwd_run(float *out, float *lse, const float *q, const fl
     if (e != cudaSuccess)
         return e;
     dim3 grid((unsigned)((a.seq + BQ - 1) / BQ), (unsigned)a.n_heads, (unsigned)a.batch);
-    kern<<<grid, ATT_THREADS, C::smem, st>>>(out, lse, q, k, v, a);
+    FT_LAUNCH(kern, grid, ATT_THREADS, C::smem, st)(out, lse, q, k, v, a);
     return cudaGetLastError();
 }
 
@@ -761,12 +761,12 @@ static cudaError_t attn_bwd_run(float *dq, float *dk, float *dv, const float *do
     if (e != cudaSuccess)
         return e;
     dim3 gkv((unsigned)((a.seq + BK2 - 1) / BK2), (unsigned)a.n_kv, (unsigned)a.batch);
-    kkv<<<gkv, ATT_THREADS, Ckv::smem, st>>>(dk, dv, dout, lse, Dv, q, k, v, a);
+    FT_LAUNCH(kkv, gkv, ATT_THREADS, Ckv::smem, st)(dk, dv, dout, lse, Dv, q, k, v, a);
     e = cudaGetLastError();
     if (e != cudaSuccess)
         return e;
     dim3 gq((unsigned)((a.seq + BQ - 1) / BQ), (unsigned)a.n_heads, (unsigned)a.batch);
-    kq<<<gq, ATT_THREADS, Cq::smem, st>>>(dq, dout, lse, Dv, q, k, v, a);
+    FT_LAUNCH(kq, gq, ATT_THREADS, Cq::smem, st)(dq, dout, lse, Dv, q, k, v, a);
     return cudaGetLastError();
 }
 
@@ -824,7 +824,8 @@ extern "C" cudaError_t ft_cuda_launch_attention_bwd(float *dq, float *dk, float 
             return e;
     }
     size_t rows = (size_t)s.batch * s.seq_len * s.n_heads;
-    attn_bwd_dot_kernel<<<ft_cuda_grid_for(rows * FT_WARP, 256), 256, 0, st>>>(Dv, dout, out, a);
+    FT_LAUNCH(attn_bwd_dot_kernel, ft_cuda_grid_for(rows * FT_WARP, 256), 256, 0, st)
+    (Dv, dout, out, a);
     e = cudaGetLastError();
     if (e != cudaSuccess)
         return e;

@@ -117,7 +117,7 @@ extern "C" cudaError_t ft_cuda_launch_attention_decode(float *out, const float *
     a.score_stride = (size_t)(past + n_new);
     a.scale = 1.0f / sqrtf((float)head_dim);
     dim3 grid((unsigned)n_heads, (unsigned)n_new);
-    attention_decode_kernel<<<grid, DEC_THREADS, 0, st>>>(out, q, k_cache, v_cache,
+    FT_LAUNCH(attention_decode_kernel, grid, DEC_THREADS, 0, st)(out, q, k_cache, v_cache,
                                                           (float *)scratch, a);
     return cudaGetLastError();
 }

@@ -39,8 +39,8 @@ extern "C" cudaError_t ft_cuda_launch_f32_to_bf16(uint16_t *dst, const float *sr
 {
     if (n == 0)
         return cudaSuccess;
-    cast_f32_to_bf16_kernel<<<ft_cuda_grid_for(n, CAST_THREADS), CAST_THREADS, 0, st>>>(dst, src,
-                                                                                       n);
+    FT_LAUNCH(cast_f32_to_bf16_kernel, ft_cuda_grid_for(n, CAST_THREADS), CAST_THREADS, 0, st)
+    (dst, src, n);
     return cudaGetLastError();
 }
 
@@ -49,7 +49,7 @@ extern "C" cudaError_t ft_cuda_launch_bf16_to_f32(float *dst, const uint16_t *sr
 {
     if (n == 0)
         return cudaSuccess;
-    cast_bf16_to_f32_kernel<<<ft_cuda_grid_for(n, CAST_THREADS), CAST_THREADS, 0, st>>>(dst, src,
-                                                                                       n);
+    FT_LAUNCH(cast_bf16_to_f32_kernel, ft_cuda_grid_for(n, CAST_THREADS), CAST_THREADS, 0, st)
+    (dst, src, n);
     return cudaGetLastError();
 }

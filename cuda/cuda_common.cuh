@@ -10,6 +10,24 @@
 #define FT_WARP 32
 #define FT_FULL_MASK 0xffffffffu
 
+/* Every kernel launch goes through FT_LAUNCH(kernel, grid, block, smem_bytes, stream)(args...)
+ * and every kernel's dynamic shared memory is declared with FT_DYNAMIC_SMEM(type, name).
+ * Under nvcc they are exactly `kernel<<<grid, block, smem, stream>>>(args...)` and
+ * `extern __shared__ type name[]` (identical PTX). The CPU execution harness
+ * (test/cudaemu, ./configure --with-cuda-emulation) compiles the same sources with the host
+ * compiler, which cannot parse `<<<>>>` and gives `extern __shared__` no block-shared
+ * meaning; there the macros launch on its fibers and return the block's dynamic shared
+ * memory. `kernel` names a kernel or a pointer to one (template instantiations: take a
+ * pointer first, the macro cannot hold their commas). */
+#ifdef FT_CUDA_EMULATION
+#define FT_LAUNCH(kernel, grid, block, smem, stream)                                               \
+    cudaemu_launch(kernel, #kernel, grid, block, smem, stream, __FILE__, __LINE__)
+#define FT_DYNAMIC_SMEM(type, name) type *name = (type *)cudaemu_dynamic_smem()
+#else
+#define FT_LAUNCH(kernel, grid, block, smem, stream) kernel<<<grid, block, smem, stream>>>
+#define FT_DYNAMIC_SMEM(type, name) extern __shared__ type name[]
+#endif
+
 /* Grid size for a grid-stride loop over n items with `threads` per block: enough
  * blocks to fill the device several times over, capped so that the index
  * arithmetic stays cheap (each thread then loops). */

@@ -66,7 +66,7 @@ extern "C" cudaError_t ft_cuda_launch_cross_entropy(float *logits, float *row_lo
     if (rows <= 0 || vocab <= 0)
         return cudaSuccess;
     int threads = vocab >= 16384 ? 1024 : vocab >= 2048 ? 512 : 128;
-    cross_entropy_kernel<<<rows, threads, 0, st>>>(logits, row_loss, targets, weight, vocab,
+    FT_LAUNCH(cross_entropy_kernel, rows, threads, 0, st)(logits, row_loss, targets, weight, vocab,
                                                    grad_scale);
     return cudaGetLastError();
 }

@@ -36,7 +36,7 @@ extern "C" cudaError_t ft_cuda_launch_add(float *y, const float *x, size_t n, cu
 {
     if (n == 0)
         return cudaSuccess;
-    ew_add_kernel<<<ft_cuda_grid_for(n, EW_THREADS), EW_THREADS, 0, st>>>(y, x, n);
+    FT_LAUNCH(ew_add_kernel, ft_cuda_grid_for(n, EW_THREADS), EW_THREADS, 0, st)(y, x, n);
     return cudaGetLastError();
 }
 
@@ -44,7 +44,7 @@ extern "C" cudaError_t ft_cuda_launch_scale(float *x, float s, size_t n, cudaStr
 {
     if (n == 0)
         return cudaSuccess;
-    ew_scale_kernel<<<ft_cuda_grid_for(n, EW_THREADS), EW_THREADS, 0, st>>>(x, s, n);
+    FT_LAUNCH(ew_scale_kernel, ft_cuda_grid_for(n, EW_THREADS), EW_THREADS, 0, st)(x, s, n);
     return cudaGetLastError();
 }
 
@@ -52,6 +52,6 @@ extern "C" cudaError_t ft_cuda_launch_beta_scale(float *x, float beta, size_t n,
 {
     if (n == 0)
         return cudaSuccess;
-    ew_beta_scale_kernel<<<ft_cuda_grid_for(n, EW_THREADS), EW_THREADS, 0, st>>>(x, beta, n);
+    FT_LAUNCH(ew_beta_scale_kernel, ft_cuda_grid_for(n, EW_THREADS), EW_THREADS, 0, st)(x, beta, n);
     return cudaGetLastError();
 }

@@ -137,7 +137,7 @@ extern "C" cudaError_t ft_cuda_launch_embedding_fwd(float *out, const float *tab
     if (tokens <= 0 || dim <= 0)
         return cudaSuccess;
     int threads = dim >= 1024 ? 256 : 128;
-    embedding_fwd_kernel<<<tokens, threads, 0, st>>>(out, table, ids, dim);
+    FT_LAUNCH(embedding_fwd_kernel, tokens, threads, 0, st)(out, table, ids, dim);
     return cudaGetLastError();
 }
 
@@ -149,20 +149,22 @@ extern "C" cudaError_t ft_cuda_launch_embedding_bwd(float *dtable, const float *
         return cudaSuccess;
     size_t n = emb_sort_len(tokens);
     uint64_t *keys = (uint64_t *)scratch;
-    embedding_keys_kernel<<<ft_cuda_grid_for(n, EMB_THREADS), EMB_THREADS, 0, st>>>(keys, ids,
-                                                                                  tokens, n);
+    FT_LAUNCH(embedding_keys_kernel, ft_cuda_grid_for(n, EMB_THREADS), EMB_THREADS, 0, st)
+    (keys, ids, tokens, n);
     unsigned chunks = (unsigned)(n / EMB_SORT_CHUNK);
-    embedding_sort_local_kernel<<<chunks, EMB_SORT_CHUNK / 2, 0, st>>>(keys, 2, EMB_SORT_CHUNK);
+    FT_LAUNCH(embedding_sort_local_kernel, chunks, EMB_SORT_CHUNK / 2, 0, st)
+    (keys, 2, EMB_SORT_CHUNK);
     for (size_t k = 2 * EMB_SORT_CHUNK; k <= n; k <<= 1) {
         for (size_t j = k / 2; j >= EMB_SORT_CHUNK; j >>= 1)
-            embedding_sort_global_kernel<<<ft_cuda_grid_for(n / 2, EMB_THREADS), EMB_THREADS, 0,
-                                           st>>>(keys, n, k, j);
-        embedding_sort_local_kernel<<<chunks, EMB_SORT_CHUNK / 2, 0, st>>>(keys, k, k);
+            FT_LAUNCH(embedding_sort_global_kernel, ft_cuda_grid_for(n / 2, EMB_THREADS),
+                      EMB_THREADS, 0, st)
+            (keys, n, k, j);
+        FT_LAUNCH(embedding_sort_local_kernel, chunks, EMB_SORT_CHUNK / 2, 0, st)(keys, k, k);
     }
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return e;
     int threads = dim >= 1024 ? 256 : 128;
-    embedding_bwd_kernel<<<tokens, threads, 0, st>>>(dtable, dout, keys, tokens, dim);
+    FT_LAUNCH(embedding_bwd_kernel, tokens, threads, 0, st)(dtable, dout, keys, tokens, dim);
     return cudaGetLastError();
 }

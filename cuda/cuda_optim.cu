@@ -62,7 +62,8 @@ extern "C" cudaError_t ft_cuda_launch_adamw(float *param, const float *grad, flo
 {
     if (n == 0)
         return cudaSuccess;
-    adamw_kernel<<<ft_cuda_grid_for(n, OPT_THREADS), OPT_THREADS, 0, st>>>(param, grad, m, v, n, c);
+    FT_LAUNCH(adamw_kernel, ft_cuda_grid_for(n, OPT_THREADS), OPT_THREADS, 0, st)
+    (param, grad, m, v, n, c);
     return cudaGetLastError();
 }
 
@@ -74,9 +75,9 @@ extern "C" cudaError_t ft_cuda_launch_sgd(float *param, const float *grad, float
         return cudaSuccess;
     unsigned grid = ft_cuda_grid_for(n, OPT_THREADS);
     if (mu == 0.0f || !momentum_buf)
-        sgd_plain_kernel<<<grid, OPT_THREADS, 0, st>>>(param, grad, n, decay, lr);
+        FT_LAUNCH(sgd_plain_kernel, grid, OPT_THREADS, 0, st)(param, grad, n, decay, lr);
     else
-        sgd_momentum_kernel<<<grid, OPT_THREADS, 0, st>>>(param, grad, momentum_buf, n, decay, lr,
-                                                          mu);
+        FT_LAUNCH(sgd_momentum_kernel, grid, OPT_THREADS, 0, st)
+        (param, grad, momentum_buf, n, decay, lr, mu);
     return cudaGetLastError();
 }

@@ -58,10 +58,10 @@ extern "C" cudaError_t ft_cuda_launch_sum_squares(double *result_dev, const floa
 {
     unsigned blocks = sumsq_blocks(n);
     double *partial = (double *)scratch;
-    sumsq_partial_kernel<<<blocks, SUMSQ_THREADS, 0, st>>>(partial, x, n);
+    FT_LAUNCH(sumsq_partial_kernel, blocks, SUMSQ_THREADS, 0, st)(partial, x, n);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return e;
-    sumsq_final_kernel<<<1, SUMSQ_THREADS, 0, st>>>(result_dev, partial, blocks);
+    FT_LAUNCH(sumsq_final_kernel, 1, SUMSQ_THREADS, 0, st)(result_dev, partial, blocks);
     return cudaGetLastError();
 }

@@ -112,7 +112,7 @@ extern "C" cudaError_t ft_cuda_launch_rmsnorm_fwd(float *y, float *rstd, const f
 {
     if (rows <= 0 || dim <= 0)
         return cudaSuccess;
-    rmsnorm_fwd_kernel<<<rows, rms_threads(dim), 0, st>>>(y, rstd, x, w, dim, eps);
+    FT_LAUNCH(rmsnorm_fwd_kernel, rows, rms_threads(dim), 0, st)(y, rstd, x, w, dim, eps);
     return cudaGetLastError();
 }
 
@@ -131,18 +131,18 @@ extern "C" cudaError_t ft_cuda_launch_rmsnorm_bwd(float *dx, float *dw, const fl
 {
     if (rows <= 0 || dim <= 0)
         return cudaSuccess;
-    rmsnorm_dx_kernel<<<rows, rms_threads(dim), 0, st>>>(dx, dy, x, w, rstd, dim);
+    FT_LAUNCH(rmsnorm_dx_kernel, rows, rms_threads(dim), 0, st)(dx, dy, x, w, rstd, dim);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return e;
     int chunks = (rows + RMS_ROWS_PER_CHUNK - 1) / RMS_ROWS_PER_CHUNK;
     float *partial = (float *)scratch;
     dim3 grid((unsigned)((dim + RMS_DW_X - 1) / RMS_DW_X), (unsigned)chunks);
-    rmsnorm_dw_partial_kernel<<<grid, dim3(RMS_DW_X, RMS_DW_Y), 0, st>>>(partial, dy, x, rstd,
-                                                                        rows, dim);
+    FT_LAUNCH(rmsnorm_dw_partial_kernel, grid, dim3(RMS_DW_X, RMS_DW_Y), 0, st)
+    (partial, dy, x, rstd, rows, dim);
     e = cudaGetLastError();
     if (e != cudaSuccess)
         return e;
-    rmsnorm_dw_reduce_kernel<<<(dim + 255) / 256, 256, 0, st>>>(dw, partial, chunks, dim);
+    FT_LAUNCH(rmsnorm_dw_reduce_kernel, (dim + 255) / 256, 256, 0, st)(dw, partial, chunks, dim);
     return cudaGetLastError();
 }

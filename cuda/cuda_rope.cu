@@ -39,7 +39,7 @@ extern "C" cudaError_t ft_cuda_launch_rope(float *x, const float *cos_table,
     if (tokens <= 0 || n_heads <= 0 || head_dim < 2)
         return cudaSuccess;
     size_t pairs = (size_t)tokens * (size_t)n_heads * (size_t)(head_dim / 2);
-    rope_kernel<<<ft_cuda_grid_for(pairs, ROPE_THREADS), ROPE_THREADS, 0, st>>>(
+    FT_LAUNCH(rope_kernel, ft_cuda_grid_for(pairs, ROPE_THREADS), ROPE_THREADS, 0, st)(
         x, cos_table, sin_table, pos, pairs, n_heads, head_dim, inverse ? -1.0f : 1.0f);
     return cudaGetLastError();
 }

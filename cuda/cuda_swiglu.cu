@@ -37,8 +37,8 @@ extern "C" cudaError_t ft_cuda_launch_swiglu_fwd(float *out, const float *gate, 
 {
     if (n == 0)
         return cudaSuccess;
-    swiglu_fwd_kernel<<<ft_cuda_grid_for(n, SWIGLU_THREADS), SWIGLU_THREADS, 0, st>>>(out, gate,
-                                                                                     up, n);
+    FT_LAUNCH(swiglu_fwd_kernel, ft_cuda_grid_for(n, SWIGLU_THREADS), SWIGLU_THREADS, 0, st)
+    (out, gate, up, n);
     return cudaGetLastError();
 }
 
@@ -48,7 +48,7 @@ extern "C" cudaError_t ft_cuda_launch_swiglu_bwd(float *dgate, float *dup, const
 {
     if (n == 0)
         return cudaSuccess;
-    swiglu_bwd_kernel<<<ft_cuda_grid_for(n, SWIGLU_THREADS), SWIGLU_THREADS, 0, st>>>(
+    FT_LAUNCH(swiglu_bwd_kernel, ft_cuda_grid_for(n, SWIGLU_THREADS), SWIGLU_THREADS, 0, st)(
         dgate, dup, dout, gate, up, n);
     return cudaGetLastError();
 }
