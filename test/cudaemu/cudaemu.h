@@ -1,0 +1,108 @@
+/* The CPU execution harness for CUDA (./configure --with-cuda-emulation): the interface
+ * between its modules. Not a product header: nothing under src/ or cuda/ includes it
+ * (the kernels see only cudaemu_device.h, force-included by the build).
+ *
+ * Modules
+ *  - cudaemu_runtime.c   device memory, streams, events, device properties: the CUDA
+ *                        runtime API functions the backend calls, with the same names and
+ *                        signatures as <cuda_runtime_api.h>, linked instead of libcudart.
+ *  - cudaemu_stream.c    the lazy per-stream work queues and the happens-before checker.
+ *  - cudaemu_kernel.cc   kernel launches: blocks of cooperative fibers, barriers, shuffles,
+ *                        the launch checks.
+ *  - cudaemu_fiber.c     the fibers themselves (a hand-written x86-64/aarch64 switch,
+ *                        ucontext elsewhere).
+ *  - cudaemu_cublaslt.c  cuBLASLt on CBLAS, linked instead of libcublasLt.
+ *  - cudaemu_nccl.c      NCCL on MPI, linked instead of libnccl.
+ *
+ * Execution model. Work given to a stream (kernels, copies, memsets, matmuls, the landing
+ * of a collective's result, event records, waits) is queued, not run. It runs only when
+ * something forces it: a synchronisation (stream, event, device), a copy to pageable host
+ * memory, cudaFree, or a collective that needs its stream's inputs. Forcing runs exactly
+ * the work the forced point depends on (its stream's earlier work and, through event
+ * waits, other streams' work up to the recorded events) and nothing else, so work that a
+ * missing dependency leaves unordered runs as late as possible: a missing event wait reads
+ * stale or poisoned data. Independently of execution, every queued operation declares the
+ * device ranges it reads and writes, and a vector-clock happens-before check reports (and
+ * aborts on) any two accesses from different streams, one a write, that no event or
+ * synchronisation orders: a missing wait is reported even where the data happen to be
+ * right.
+ *
+ * Findings (a race, an access outside a live allocation, a divergent barrier, a bad launch
+ * configuration that the kernel-side checks see, a deadlock) are printed as one block
+ * starting "cudaemu: " with the operation, the kernel and its launch site, then abort():
+ * a test under the harness fails loudly at the first defect, as compute-sanitizer's
+ * --error-exitcode would make it. */
+#ifndef FT_CUDAEMU_H
+#define FT_CUDAEMU_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- findings */
+
+/* Prints "cudaemu: <message>" (and the operation being executed, if any) and aborts. */
+#if defined(__GNUC__)
+__attribute__((noreturn, format(printf, 1, 2)))
+#endif
+void cudaemu_fail(const char *fmt, ...);
+
+/* ---------------------------------------------------------------- device memory */
+
+/* A live device allocation containing p: its base and size; 0 if found, -1 if p is not
+ * inside any live allocation (freed, never allocated, or host memory). */
+int cudaemu_find_alloc(const void *p, void **base, size_t *bytes);
+
+/* Aborts with a finding unless [p, p+bytes) lies inside one live device allocation.
+ * `who` names the API call ("cublasLtMatmul"), `what` the operand ("A"). bytes == 0
+ * checks only that p is NULL or inside a live allocation. */
+void cudaemu_check_device_range(const void *p, size_t bytes, const char *who, const char *what);
+
+/* ---------------------------------------------------------------- stream work */
+
+/* A device range an operation reads or writes, for the happens-before check. */
+typedef struct cudaemu_access {
+    const void *p;
+    size_t bytes;
+    int write; /* 0: read only; 1: written (and possibly read) */
+} cudaemu_access;
+
+typedef void (*cudaemu_work_fn)(void *ctx);
+
+/* Queues work on stream s (NULL = the legacy default stream). `what` names it in findings
+ * ("kernel rmsnorm_fwd_kernel (cuda/cuda_rmsnorm.cu:115)"; copied). run(ctx) executes it
+ * when forced; free_ctx(ctx) (may be NULL) is called after it ran. The accesses are checked
+ * against the other streams at once (enqueue time: the order the host issued), and the
+ * array is copied. */
+void cudaemu_enqueue(cudaStream_t s, const char *what, cudaemu_work_fn run, void *ctx,
+                     void (*free_ctx)(void *), const cudaemu_access *acc, int n_acc);
+
+/* Runs everything queued on s so far (and whatever it waits on). */
+void cudaemu_force_stream(cudaStream_t s);
+
+/* The name of the operation being executed, for messages (NULL outside execution). */
+const char *cudaemu_current_work(void);
+
+/* ---------------------------------------------------------------- device */
+
+/* The emulated device model: 0 = A100 80GB (sm_80), 1 = H100 80GB SXM (sm_90). Chosen by
+ * CUDAEMU_DEVICE=a100|h100 (default a100). */
+int cudaemu_device_model(void);
+/* Largest dynamic shared memory per block with the opt-in (163 KiB on sm_80, 227 KiB on
+ * sm_90) and without it (48 KiB). */
+size_t cudaemu_smem_optin_max(void);
+#define CUDAEMU_SMEM_DEFAULT_MAX ((size_t)48 << 10)
+/* The opt-in set by cudaFuncSetAttribute(MaxDynamicSharedMemorySize) for a kernel. */
+size_t cudaemu_func_smem_limit(const void *func);
+/* Records a launch error for cudaGetLastError / cudaPeekAtLastError. */
+void cudaemu_set_last_error(cudaError_t e);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
