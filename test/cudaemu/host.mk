@@ -6,7 +6,10 @@ CUDAEMU_HOST_SOURCES = \
 	test/cudaemu/cudaemu_errors.c \
 	test/cudaemu/cudaemu_memory.c \
 	test/cudaemu/cudaemu_runtime.c \
-	test/cudaemu/cudaemu_stream.c
+	test/cudaemu/cudaemu_stream.c \
+	test/cudaemu/cudaemu_cublaslt.h \
+	test/cudaemu/cudaemu_cublaslt.c \
+	test/cudaemu/cudaemu_cublaslt_matmul.c
 EXTRA_DIST += test/cudaemu/emu_test_util.h
 
 if CUDA_EMULATION
@@ -16,5 +19,10 @@ TESTS += test/cudaemu/test_emu_runtime
 test_cudaemu_test_emu_runtime_SOURCES = test/cudaemu/test_emu_runtime.c test/cudaemu/emu_test_util.h
 test_cudaemu_test_emu_runtime_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 test_cudaemu_test_emu_runtime_LDADD = libftmpi.a $(FT_LIBS) $(CMOCKA_LIBS)
+check_PROGRAMS += test/cudaemu/test_emu_cublaslt
+TESTS += test/cudaemu/test_emu_cublaslt
+test_cudaemu_test_emu_cublaslt_SOURCES = test/cudaemu/test_emu_cublaslt.c test/cudaemu/emu_test_util.h
+test_cudaemu_test_emu_cublaslt_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+test_cudaemu_test_emu_cublaslt_LDADD = libftmpi.a $(FT_LIBS) $(CMOCKA_LIBS)
 endif
 endif
