@@ -49,7 +49,9 @@ static const char usage_text[] =
 static void print_version(void)
 {
     printf("ftmpi %s\n", PACKAGE_VERSION);
-#ifdef FT_HAVE_CUDA
+#if defined(FT_CUDA_EMULATION)
+    printf("backends: cpu cuda (on the CPU execution harness: a test build, no GPU used)\n");
+#elif defined(FT_HAVE_CUDA)
     printf("backends: cpu cuda\n");
 #else
     printf("backends: cpu\n");

@@ -89,9 +89,10 @@ static void print_startup(ft_trainer *t)
             c->intermediate_size, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
             c->vocab_size, c->tie_word_embeddings ? ", tied" : "");
     fprintf(t->out,
-            "ftmpi: %d rank%s, backend %s, zero_stage %d, global batch %d = %d ranks x micro %d x "
-            "accum %d, seq_len %d, %ld tokens/step\n",
-            t->comm->size, t->comm->size > 1 ? "s" : "", t->be->name, cfg->zero_stage,
+            "ftmpi: %d rank%s, backend %s, collectives %s, zero_stage %d, global batch %d = %d "
+            "ranks x micro %d x accum %d, seq_len %d, %ld tokens/step\n",
+            t->comm->size, t->comm->size > 1 ? "s" : "", t->be->name,
+            t->dev_comm ? t->dev_comm->name : t->comm->name, cfg->zero_stage,
             cfg->global_batch_size, t->comm->size, cfg->micro_batch_size, t->accum, t->seq_len,
             (long)cfg->global_batch_size * t->seq_len);
     fprintf(t->out,

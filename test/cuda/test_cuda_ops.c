@@ -101,15 +101,17 @@ static void report(const char *what, int ok, const char *fmt, ...)
     printf("\n");
 }
 
-/* Compares n floats; returns 1 if within tolerance. */
-static int close_enough(const char *what, const float *got, const float *ref, size_t n,
-                        float rtol)
+/* Compares n floats with |got - ref| <= floor + rtol * max|ref| + rtol * |ref|; returns 1
+ * if within tolerance. `floor` is an absolute term for outputs whose exact value may be 0
+ * everywhere (then max|ref| is rounding noise too). */
+static int close_enough_floor(const char *what, const float *got, const float *ref, size_t n,
+                              float rtol, double floor)
 {
     double maxref = 0.0;
     for (size_t i = 0; i < n; i++)
         if (isfinite(ref[i]) && fabs(ref[i]) > maxref)
             maxref = fabs(ref[i]);
-    double atol = rtol * maxref;
+    double atol = floor + rtol * maxref;
     double worst = 0.0;
     size_t worst_i = 0, bad = 0;
     for (size_t i = 0; i < n; i++) {
@@ -133,6 +135,21 @@ static int close_enough(const char *what, const float *got, const float *ref, si
     else
         report(what, 1, NULL);
     return bad == 0;
+}
+
+static int close_enough(const char *what, const float *got, const float *ref, size_t n,
+                        float rtol)
+{
+    return close_enough_floor(what, got, ref, n, rtol, 0.0);
+}
+
+static double max_abs(const float *x, size_t n)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++)
+        if (fabs(x[i]) > m)
+            m = fabs(x[i]);
+    return m;
 }
 
 static int bitwise(const char *what, const void *a, const void *b, size_t bytes)
@@ -457,10 +474,18 @@ static void test_attention_case(int batch, int seq, int n_heads, int n_kv, int h
     float *rdq_c = be_fetch(cpu, cdq, nq * 4), *rdq_g = be_fetch(gpu, gdq, nq * 4);
     float *rdk_c = be_fetch(cpu, cdk, nkv * 4), *rdk_g = be_fetch(gpu, gdk, nkv * 4);
     float *rdv_c = be_fetch(cpu, cdv, nkv * 4), *rdv_g = be_fetch(gpu, gdv, nkv * 4);
+    /* dq and dk are sums of P_ij (dO_i.v_j - dO_i.o_i) k_j (resp. q_i) scale: where a query
+     * sees one key (T = 1, or a one-token document) the two dot products are equal and the
+     * exact result is 0, but each backend keeps their rounding noise, up to eps hd |dO| |v|,
+     * times |k| scale = |k| / sqrt(hd). An absolute floor of 16x that keeps those cases
+     * compared without flagging noise (3e-5 at head_dim 256 with these inputs, whose dq is
+     * of order 1: it hides no bug). */
+    double noise = 16.0 * 6e-8 * sqrt((double)hd) * max_abs(dout, nq) * max_abs(v, nkv);
+    double floor_dq = noise * max_abs(k, nkv), floor_dk = noise * max_abs(q, nq);
     snprintf(what, sizeof what, "attention_bwd dq %s", tag);
-    close_enough(what, rdq_g, rdq_c, nq, 1e-4f);
+    close_enough_floor(what, rdq_g, rdq_c, nq, 1e-4f, floor_dq);
     snprintf(what, sizeof what, "attention_bwd dk %s", tag);
-    close_enough(what, rdk_g, rdk_c, nkv, 1e-4f);
+    close_enough_floor(what, rdk_g, rdk_c, nkv, 1e-4f, floor_dk);
     snprintf(what, sizeof what, "attention_bwd dv %s", tag);
     close_enough(what, rdv_g, rdv_c, nkv, 1e-4f);
 

@@ -109,6 +109,10 @@ size_t cudaemu_smem_optin_max(void);
 #define CUDAEMU_SMEM_DEFAULT_MAX ((size_t)48 << 10)
 /* The opt-in set by cudaFuncSetAttribute(MaxDynamicSharedMemorySize) for a kernel. */
 size_t cudaemu_func_smem_limit(const void *func);
+/* The thread order of kernel blocks (cudaemu_kernel.cc): "forward", "reverse", "random",
+ * "warp-serial"; from CUDAEMU_ORDER unless a test sets it. Returns -1 for an unknown name. */
+int cudaemu_set_thread_order(const char *name);
+
 /* Records a launch error for cudaGetLastError / cudaPeekAtLastError. */
 void cudaemu_set_last_error(cudaError_t e);
 

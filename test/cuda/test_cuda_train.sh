@@ -1,0 +1,44 @@
+#!/bin/sh
+# device = "cuda" trains like device = "cpu": for 1, 2 and 4 ranks at ZeRO stages 0-3,
+# with accumulation, optimizer offload and bf16 gradient reduction over NCCL, the per-step
+# losses agree with the CPU backend's 1-rank run to relative 1e-5 and the final weights to
+# absolute 1e-4. The CUDA kernels sum in other orders than the CPU's (block reductions,
+# flash-attention tiles), so agreement is to fp32 round-off, amplified a little by Adam
+# where |g| ~ eps (the CPU-only N-rank test holds 2e-5 / 1e-4 for the same reason).
+# bf16 reduction rounds every partial sum to 8 bits of mantissa: it is compared with the
+# CPU backend doing the same bf16 reduction over MPI, to the same tolerances.
+. "$(dirname "$0")/../train/lib.sh"
+. "$(dirname "$0")/lib.sh"
+"$GENDATA" --rows 96 --seq-len 32 --digits 2 train.h5 >/dev/null || fail "gendata"
+write_small_cfg small.cfg
+require_cuda_device small.cfg
+common="max_steps=3 global_batch_size=8 micro_batch_size=2 optimizer.warmup_steps=1"
+compare() { # TAG REF_LOG REF_WEIGHTS RUN_LOG RUN_WEIGHTS
+    losses "$2" > lref; losses "$4" > lrun
+    [ "$(wc -l < lrun)" -eq 3 ] || { cat "$4"; fail "$1: expected 3 steps"; }
+    same_losses lrun lref 1e-5 || fail "$1: losses differ from the CPU backend"
+    h5diff -d 1e-4 "$3" "$5" /model /model > diff.log 2>&1 ||
+        { head -20 diff.log; fail "$1: final weights differ from the CPU backend"; }
+    echo "$1: ok"
+}
+run_ranks 1 small.cfg $common device=cpu final_weights=cpu.h5 > cpu.log 2>&1 || { cat cpu.log; fail "cpu run"; }
+for n in 1 2 4; do
+    [ "$n" -gt 1 ] && ! have_mpirun && skip "mpirun not found"
+    for stage in 0 1 2 3; do
+        run_ranks $n small.cfg $common device=cuda zero_stage=$stage final_weights=gpu.h5 > gpu.log 2>&1 ||
+            { cat gpu.log; fail "cuda, $n ranks, stage $stage"; }
+        [ "$n" -gt 1 ] && { grep -q "collectives nccl" gpu.log || { cat gpu.log; fail "$n ranks did not use NCCL"; }; }
+        compare "cuda, $n ranks, stage $stage" cpu.log cpu.h5 gpu.log gpu.h5
+    done
+done
+# optimizer state offloaded to the host (the CPU backend updates, the device publishes)
+run_ranks 2 small.cfg $common device=cuda zero_stage=3 offload_optimizer=true final_weights=gpu.h5 > gpu.log 2>&1 ||
+    { cat gpu.log; fail "cuda offload"; }
+compare "cuda, 2 ranks, stage 3, optimizer offload" cpu.log cpu.h5 gpu.log gpu.h5
+# bf16 gradient reduction: NCCL's bf16 sum against MPI's on the CPU backend
+run_ranks 2 small.cfg $common device=cpu zero_stage=2 grad_reduce_dtype=bf16 final_weights=cpu16.h5 > cpu16.log 2>&1 ||
+    { cat cpu16.log; fail "cpu bf16 reduction"; }
+run_ranks 2 small.cfg $common device=cuda zero_stage=2 grad_reduce_dtype=bf16 final_weights=gpu16.h5 > gpu16.log 2>&1 ||
+    { cat gpu16.log; fail "cuda bf16 reduction"; }
+compare "cuda, 2 ranks, stage 2, bf16 gradient reduction" cpu16.log cpu16.h5 gpu16.log gpu16.h5
+echo "device = cuda agrees with device = cpu"
