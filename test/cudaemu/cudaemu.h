@@ -94,6 +94,10 @@ void cudaemu_force_stream(cudaStream_t s);
 /* The name of the operation being executed, for messages (NULL outside execution). */
 const char *cudaemu_current_work(void);
 
+/* Turns the happens-before check on or off from now on (tests; the environment's
+ * CUDAEMU_RACECHECK=0 turns it off from the start). */
+void cudaemu_set_racecheck(int enabled);
+
 /* ---------------------------------------------------------------- device */
 
 /* The emulated device model: 0 = A100 80GB (sm_80), 1 = H100 80GB SXM (sm_90). Chosen by

@@ -78,15 +78,18 @@ static struct CUstream_st g_streams[CUDAEMU_SLOTS] = { [0] = { .slot = 0, .in_us
 static cudaemu_clock g_host;
 static const char *g_current;
 
+static int g_racecheck = -1; /* -1: not yet read from the environment */
+
 int cudaemu_racecheck_enabled(void)
 {
-    static int enabled = -1;
-    if (enabled < 0) {
+    if (g_racecheck < 0) {
         const char *e = getenv("CUDAEMU_RACECHECK");
-        enabled = !(e && strcmp(e, "0") == 0);
+        g_racecheck = !(e && strcmp(e, "0") == 0);
     }
-    return enabled;
+    return g_racecheck;
 }
+
+void cudaemu_set_racecheck(int enabled) { g_racecheck = enabled != 0; }
 
 const char *cudaemu_current_work(void) { return g_current; }
 
