@@ -8,7 +8,7 @@
 # bf16 reduction rounds every partial sum to 8 bits of mantissa: it is compared with the
 # CPU backend doing the same bf16 reduction over MPI, to the same tolerances.
 . "$(dirname "$0")/../train/lib.sh"
-. "$(dirname "$0")/lib.sh"
+. "$S/test/cuda/lib.sh" || exit 99
 "$GENDATA" --rows 96 --seq-len 32 --digits 2 train.h5 >/dev/null || fail "gendata"
 write_small_cfg small.cfg
 require_cuda_device small.cfg

@@ -9,8 +9,11 @@ CUDAEMU_HOST_SOURCES = \
 	test/cudaemu/cudaemu_stream.c \
 	test/cudaemu/cudaemu_cublaslt.h \
 	test/cudaemu/cudaemu_cublaslt.c \
-	test/cudaemu/cudaemu_cublaslt_matmul.c
-EXTRA_DIST += test/cudaemu/emu_test_util.h
+	test/cudaemu/cudaemu_cublaslt_matmul.c \
+	test/cudaemu/cudaemu_nccl.h \
+	test/cudaemu/cudaemu_nccl.c \
+	test/cudaemu/cudaemu_nccl_types.c
+EXTRA_DIST += test/cudaemu/emu_test_util.h test/cudaemu/test_emu_nccl.sh
 
 if CUDA_EMULATION
 if HAVE_CMOCKA
@@ -24,5 +27,11 @@ TESTS += test/cudaemu/test_emu_cublaslt
 test_cudaemu_test_emu_cublaslt_SOURCES = test/cudaemu/test_emu_cublaslt.c test/cudaemu/emu_test_util.h
 test_cudaemu_test_emu_cublaslt_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 test_cudaemu_test_emu_cublaslt_LDADD = libftmpi.a $(FT_LIBS) $(CMOCKA_LIBS)
+# NCCL on MPI: the program on 1-4 ranks (the script runs it through test/run_mpi.sh)
+check_PROGRAMS += test/cudaemu/test_emu_nccl
+TESTS += test/cudaemu/test_emu_nccl.sh
+test_cudaemu_test_emu_nccl_SOURCES = test/cudaemu/test_emu_nccl.c test/cudaemu/emu_test_util.h
+test_cudaemu_test_emu_nccl_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+test_cudaemu_test_emu_nccl_LDADD = libftmpi.a $(FT_LIBS) $(CMOCKA_LIBS)
 endif
 endif
