@@ -77,6 +77,7 @@ enum cudaemu_warp_kind {
     CUDAEMU_BALLOT,
     CUDAEMU_ANY,
     CUDAEMU_ALL,
+    CUDAEMU_COLLECTIVE, /* cudaemu_warp_collective */
 };
 
 void cudaemu_syncthreads_at(const char *file, int line);
@@ -84,6 +85,17 @@ void cudaemu_syncthreads_at(const char *file, int line);
  * source lane's 64 value bits for shuffles, the vote for ballot/any/all). */
 uint64_t cudaemu_warp_op(enum cudaemu_warp_kind kind, unsigned mask, uint64_t value, int arg,
                          int width, const char *file, int line);
+
+/* A warp-wide instruction with its own semantics (mma, ldmatrix: cudaemu_warp_matrix.cc):
+ * every lane of `mask` arrives with its `lane_data`; the last to arrive calls
+ * complete(data) with the 32 lanes' pointers (NULL outside the mask), which reads every
+ * lane's inputs and writes every lane's outputs; then all lanes continue. */
+typedef void (*cudaemu_warp_complete_fn)(void *const lane_data[32]);
+void cudaemu_warp_collective(const char *name, unsigned mask, void *lane_data,
+                             cudaemu_warp_complete_fn complete, const char *file, int line);
+int cudaemu_lane_id(void);
+/* The running thread's slot for an extension's state; drop(state) runs when it exits. */
+void **cudaemu_thread_ext(void (*drop)(void *));
 
 #define __syncthreads() cudaemu_syncthreads_at(__FILE__, __LINE__)
 #define __syncwarp(...) cudaemu_syncwarp_at(__FILE__, __LINE__ __VA_OPT__(, ) __VA_ARGS__)

@@ -62,6 +62,13 @@ struct emu_thread {
     int arg;
     int width;
     uint64_t result;
+    /* a collective with a completion function (mma, ldmatrix) */
+    void *data;
+    cudaemu_warp_complete_fn complete;
+    const char *cname;
+    /* per-thread state of an extension (pending cp.async copies), dropped at exit */
+    void *ext;
+    void (*ext_drop)(void *);
 };
 
 struct grid_job {
@@ -232,7 +239,12 @@ int pick(emu_block *b)
 void thread_main(void *arg)
 {
     emu_thread *t = (emu_thread *)arg;
+    t->ext = NULL;
+    t->ext_drop = NULL;
     t->block->job->run(t->block->job->closure);
+    if (t->ext && t->ext_drop)
+        t->ext_drop(t->ext);
+    t->ext = NULL;
     t->state = T_DONE;
     t->block->done++;
     cudaemu_fiber_exit_to(t->fiber, cudaemu_fiber_main());
@@ -240,9 +252,9 @@ void thread_main(void *arg)
 
 const char *kind_name(int k)
 {
-    static const char *const names[] = {"__syncwarp", "__shfl_sync", "__shfl_up_sync",
+    static const char *const names[] = {"__syncwarp",   "__shfl_sync", "__shfl_up_sync",
                                         "__shfl_down_sync", "__shfl_xor_sync", "__ballot_sync",
-                                        "__any_sync", "__all_sync"};
+                                        "__any_sync",   "__all_sync",  "a warp-wide instruction"};
     return k >= 0 && k < (int)(sizeof names / sizeof names[0]) ? names[k] : "?";
 }
 
@@ -456,6 +468,27 @@ void complete_warp_op(emu_thread *self, int first, int count)
                          mask, self->file, self->line, l, kind_name(o->kind), o->mask, o->file,
                          o->line);
     }
+    if (self->kind == CUDAEMU_COLLECTIVE) {
+        void *data[32] = {0};
+        for (int l = 0; l < 32; l++) {
+            if (!lanes[l])
+                continue;
+            if (lanes[l]->complete != self->complete)
+                cudaemu_fail("%s: warp %d: lane %d executes %s at %s:%d while lane %d executes "
+                             "%s at %s:%d (the lanes must execute the same instruction)",
+                             b->job->what, first / 32, self->index - first, self->cname,
+                             self->file, self->line, l, lanes[l]->cname, lanes[l]->file,
+                             lanes[l]->line);
+            data[l] = lanes[l]->data;
+        }
+        self->complete(data);
+        for (int l = 0; l < 32; l++)
+            if (lanes[l]) {
+                lanes[l]->state = T_READY;
+                set_ready(b, first + l);
+            }
+        return;
+    }
     uint64_t vote = 0;
     for (int l = 0; l < 32; l++)
         if (lanes[l] && lanes[l]->value)
@@ -533,30 +566,31 @@ extern "C++" void cudaemu_syncthreads_at(const char *file, int line)
     cudaemu_fiber_switch(t->fiber, cudaemu_fiber_main());
 }
 
-extern "C++" uint64_t cudaemu_warp_op(enum cudaemu_warp_kind kind, unsigned mask, uint64_t value,
-                                      int arg, int width, const char *file, int line)
+namespace {
+
+/* A lane arrives at a warp collective: checks, waits for the lanes of the mask, and
+ * returns once the collective completed (its results are in the lanes' records). */
+void warp_arrive(emu_thread *t, int kind, unsigned mask, int width, const char *name,
+                 const char *file, int line)
 {
-    emu_thread *t = running_thread(kind_name(kind));
     emu_block *b = t->block;
     int first, count;
     warp_extent(t, &first, &count);
     int lane = t->index - first;
     if (width <= 0 || width > 32 || (width & (width - 1)))
         cudaemu_fail("%s: %s at %s:%d: width %d is not a power of two in 1..32", b->job->what,
-                     kind_name(kind), file, line, width);
+                     name, file, line, width);
     if (!(mask & (1u << lane)))
         cudaemu_fail("%s: %s at %s:%d: lane %d calls it with mask 0x%08x, which does not "
                      "contain the lane itself",
-                     b->job->what, kind_name(kind), file, line, lane, mask);
+                     b->job->what, name, file, line, lane, mask);
     if (count < 32 && (mask >> count))
         cudaemu_fail("%s: %s at %s:%d: mask 0x%08x names lanes %d..31, which do not exist "
                      "(the block has %d threads)",
-                     b->job->what, kind_name(kind), file, line, mask, count, b->n);
+                     b->job->what, name, file, line, mask, count, b->n);
     t->state = T_WARP;
     t->kind = kind;
     t->mask = mask;
-    t->value = value;
-    t->arg = arg;
     t->width = width;
     t->file = file;
     t->line = line;
@@ -568,14 +602,48 @@ extern "C++" uint64_t cudaemu_warp_op(enum cudaemu_warp_kind kind, unsigned mask
         if (o->state == T_DONE)
             cudaemu_fail("%s: %s at %s:%d: lane %d's mask 0x%08x names lane %d, which has "
                          "exited",
-                         b->job->what, kind_name(kind), file, line, lane, mask, l);
+                         b->job->what, name, file, line, lane, mask, l);
         if (o->state != T_WARP)
             all_here = 0;
     }
     if (all_here)
         complete_warp_op(t, first, count);
     cudaemu_fiber_switch(t->fiber, cudaemu_fiber_main());
+}
+
+} // namespace
+
+extern "C++" uint64_t cudaemu_warp_op(enum cudaemu_warp_kind kind, unsigned mask, uint64_t value,
+                                      int arg, int width, const char *file, int line)
+{
+    emu_thread *t = running_thread(kind_name(kind));
+    t->value = value;
+    t->arg = arg;
+    warp_arrive(t, kind, mask, width, kind_name(kind), file, line);
     return t->result;
+}
+
+extern "C++" void cudaemu_warp_collective(const char *name, unsigned mask, void *lane_data,
+                                          cudaemu_warp_complete_fn complete, const char *file,
+                                          int line)
+{
+    emu_thread *t = running_thread(name);
+    t->data = lane_data;
+    t->complete = complete;
+    t->cname = name;
+    warp_arrive(t, CUDAEMU_COLLECTIVE, mask, 32, name, file, line);
+}
+
+extern "C++" int cudaemu_lane_id(void)
+{
+    return running_thread("the lane id")->index % 32;
+}
+
+extern "C++" void **cudaemu_thread_ext(void (*drop)(void *))
+{
+    emu_thread *t = running_thread("per-thread state");
+    t->ext_drop = drop;
+    return &t->ext;
 }
 
 extern "C++" void cudaemu_launch_erased(const cudaemu_launch_desc *d, void *closure,
