@@ -9,6 +9,7 @@
  * Built like the kernels (host compiler, cudaemu_device.h force-included). Prints one
  * line per check and exits non-zero on the first failure. */
 #include "cuda_common.cuh"
+#include "emu_kernel_test.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -16,18 +17,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 static void *dev_alloc(size_t bytes)
 {
@@ -372,37 +361,6 @@ static void test_smem_poison(void)
     cudaFree(d);
 }
 
-/* Runs fn in a child; it must abort and print `expect` on stderr. */
-static void expect_finding(const char *name, void (*fn)(int), int arg, const char *expect)
-{
-    int pipefd[2];
-    if (pipe(pipefd) != 0)
-        exit(1);
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(pipefd[1], 2);
-        close(pipefd[0]);
-        alarm(20);
-        fn(arg);
-        _exit(0);
-    }
-    close(pipefd[1]);
-    char buf[4096];
-    size_t len = 0;
-    ssize_t r;
-    while ((r = read(pipefd[0], buf + len, sizeof buf - 1 - len)) > 0)
-        len += (size_t)r;
-    buf[len] = 0;
-    close(pipefd[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    int aborted = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
-    CHECK(aborted && strstr(buf, expect), "%s: want an abort saying \"%s\"; got %s, stderr: %s",
-          name, expect, aborted ? "abort" : "no abort", buf);
-    if (aborted && strstr(buf, expect))
-        printf("ok   finding: %s\n", name);
-}
 
 static void run_defect(int which)
 {
