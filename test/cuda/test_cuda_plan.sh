@@ -18,7 +18,7 @@ check() { # N ARGS...
     got=$(sed -n 's/^ftmpi: peak backend memory per rank: \([0-9]*\) bytes.*/\1/p' run.log)
     awk -v w="$want" -v g="$got" 'BEGIN { r = w / g; printf "planned %d, measured %d (%.3f)\n", w, g, r; exit !(r > 0.9 && r < 1.1) }' ||
         fail "$n ranks $*: planner off by more than 10 % of the backend's peak"
-    dev=$(sed -n 's/^cudaemu: .*device peak \([0-9]*\) bytes.*/\1/p' run.log | sort -n | tail -n 1)
+    dev=$(sed -n 's/^cudaemu: device memory: peak \([0-9]*\) bytes.*/\1/p' run.log | sort -n | tail -n 1)
     if [ -n "$dev" ]; then
         awk -v w="$want" -v d="$dev" 'BEGIN { printf "emulated device peak %d (%.3f of plan)\n", d, d / w; exit !(d >= w * 0.9 && d <= w * 1.1 + 67108864) }' ||
             fail "$n ranks $*: the emulated allocator's peak is not the plan plus the backend's fixed buffers"
