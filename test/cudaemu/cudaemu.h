@@ -65,8 +65,7 @@ void cudaemu_check_device_range(const void *p, size_t bytes, const char *who, co
 /* Device memory the program holds: the bytes of live device allocations (counted from
  * cudaMalloc/cudaMallocAsync until cudaFree/cudaFreeAsync is called, as the stream-
  * ordered pool sees them), and the largest that sum has been since the start or the last
- * cudaemu_memory_reset_peak. With CUDAEMU_REPORT=1, "cudaemu: device peak N bytes ..." is
- * printed at exit. */
+ * cudaemu_memory_reset_peak. With CUDAEMU_REPORT=1 a one-line summary is printed at exit. */
 void cudaemu_memory_usage(size_t *in_use, size_t *peak);
 void cudaemu_memory_reset_peak(void);
 

@@ -48,8 +48,8 @@ void cudaemu_memory_reset_peak(void) { g_peak = g_in_use; }
 static void report_at_exit(void)
 {
     fprintf(stderr,
-            "cudaemu: device peak %zu bytes (%.1f MiB); %zu bytes in %zu allocations still "
-            "live at exit\n",
+            "cudaemu: device memory: peak %zu bytes (%.1f MiB); %zu bytes in %zu allocations "
+            "still live at exit\n",
             g_peak, (double)g_peak / (1 << 20), g_in_use, g_live_blocks);
 }
 

@@ -580,7 +580,7 @@ static void test_h100_and_report(void **state)
     if (r.exit_code != 0)
         fprintf(stderr, "%s\n", r.err);
     assert_int_equal(r.exit_code, 0);
-    assert_non_null(strstr(r.err, "cudaemu: device peak 5000 bytes"));
+    assert_non_null(strstr(r.err, "cudaemu: device memory: peak 5000 bytes"));
     assert_non_null(strstr(r.err, "5000 bytes in 1 allocations still live at exit"));
     free(r.err);
 }
