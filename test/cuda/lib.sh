@@ -5,7 +5,7 @@
 
 # require_cuda_device CFG: skips unless one step on device = "cuda" starts.
 require_cuda_device() {
-    "$FTMPI" "$1" device=cuda max_steps=1 > probe.log 2>&1 && return 0
+    "$FTMPI" "$1" device=cuda max_steps=1 optimizer.warmup_steps=0 > probe.log 2>&1 && return 0
     grep -q "no usable CUDA device" probe.log && skip "no CUDA device (and not an emulation build)"
     cat probe.log
     fail "device = cuda does not run"

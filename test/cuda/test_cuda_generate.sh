@@ -6,7 +6,7 @@
 # round-off; the test needs the argmax and the sampled ids identical, which they are
 # unless two logits tie to ~1e-6 (this model's are separated by far more).
 . "$(dirname "$0")/../train/lib.sh"
-. "$(dirname "$0")/lib.sh"
+. "$S/test/cuda/lib.sh" || exit 99
 GEN="$B/ftmpi-generate"
 "$GENDATA" --rows 64 --seq-len 24 --digits 1 train.h5 > /dev/null || fail "gendata"
 write_small_cfg s.cfg

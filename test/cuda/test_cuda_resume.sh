@@ -7,7 +7,7 @@
 # tolerance of test_cuda_train.sh (relative 1e-5 per step, weights 1e-4): the file holds
 # the same state whichever backend wrote it.
 . "$(dirname "$0")/../train/lib.sh"
-. "$(dirname "$0")/lib.sh"
+. "$S/test/cuda/lib.sh" || exit 99
 "$GENDATA" --rows 128 --seq-len 32 --digits 2 train.h5 >/dev/null || fail "gendata"
 write_small_cfg s.cfg
 require_cuda_device s.cfg
@@ -44,7 +44,9 @@ if have_mpirun; then
 fi
 
 # across devices: the cuda checkpoint g1 continues on the cpu, and a cpu checkpoint on cuda
+# (the resumed runs above went on to step 8 in their directories: interrupt afresh)
 straight cpu 1 c1
+interrupted cuda 1 g1
 resume cpu 1 g1 g1-on-cpu
 losses straight-c1.log | tail -n 4 > la; losses resume-g1-on-cpu.log > lb
 same_losses lb la 1e-5 || fail "cuda checkpoint resumed on cpu: losses differ from the cpu run"

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Deliberate defects in the CUDA backend, and what in the harness catches each.
+
+    test/cudaemu/defects.py [--keep] [NAME ...]
+
+Makes a scratch worktree of HEAD, builds it once with --with-cuda-emulation, then for
+each defect: applies it (one exact textual change), rebuilds, runs the test that should
+catch it, and reports whether that test failed and the first line that says why. Exit
+status 0 when every defect was caught. The table it prints is the one in
+doc/cuda-emulation.md ("Deliberate defects"). Developer tool: it takes several minutes
+(a rebuild and a test per defect), so CI does not run it.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+OPS_ALL_ORDERS = "for o in forward reverse random warp-serial; do CUDAEMU_ORDER=$o ./test/cuda/test_cuda_ops || exit 1; done"
+TRAIN = "FT_CUDA_TRAIN_CASES='{}' make check TESTS=test/cuda/test_cuda_train.sh"
+
+# name, file, old text, new text, what the defect is, the command that must fail
+DEFECTS = [
+    ("barrier-rmsnorm-dw", "cuda/cuda_rmsnorm.cu",
+     "    red[threadIdx.y][threadIdx.x] = acc;\n    __syncthreads();\n",
+     "    red[threadIdx.y][threadIdx.x] = acc;\n",
+     "removed barrier: rmsnorm's dw partial sums read shared memory other warps write",
+     OPS_ALL_ORDERS),
+    ("barrier-attention-tile", "cuda/cuda_attention.cu",
+     "        __syncthreads(); /* the previous tile's Kt/Vs/Pt are no longer read */\n",
+     "",
+     "removed barrier: attention forward overwrites a K/V tile other warps still read",
+     OPS_ALL_ORDERS),
+    ("barrier-block-sum", "cuda/cuda_common.cuh",
+     "    __syncthreads(); /* `shared` may still be read from a previous call */\n",
+     "",
+     "removed barrier: a block reduction reuses its shared slots while a previous one reads them",
+     OPS_ALL_ORDERS),
+    ("bound-rmsnorm-fwd", "cuda/cuda_rmsnorm.cu",
+     "    for (int j = threadIdx.x; j < dim; j += blockDim.x)\n        yr[j] = xr[j] * rs * w[j];",
+     "    for (int j = threadIdx.x; j <= dim; j += blockDim.x)\n        yr[j] = xr[j] * rs * w[j];",
+     "off-by-one bound: rmsnorm forward writes one element past its row",
+     "./test/cuda/test_cuda_ops"),
+    ("bound-attention-tiles", "cuda/cuda_attention.cu",
+     "    const int nkt = (q0 + qn - 1) / BK + 1;",
+     "    const int nkt = (q0 + qn - 1) / BK;",
+     "off-by-one bound: attention forward skips the last key tile",
+     "./test/cuda/test_cuda_ops"),
+    ("bound-decode-keys", "cuda/cuda_attention_decode.cu",
+     "    const int n_keys = a.past + i + 1;",
+     "    const int n_keys = a.past + i;",
+     "off-by-one bound: decoding attention misses the newest key",
+     "make check TESTS=test/cuda/test_cuda_generate.sh"),
+    ("shuffle-mask", "cuda/cuda_common.cuh",
+     "        v += __shfl_xor_sync(FT_FULL_MASK, v, off);",
+     "        v += __shfl_xor_sync(0x0000ffffu, v, off);",
+     "warp sum shuffles with a half-warp mask",
+     "./test/cuda/test_cuda_ops"),
+    ("smem-opt-in", "cuda/cuda_attention.cu",
+     "    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,\n"
+     "                                         (int)C::smem);",
+     "    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,\n"
+     "                                         (int)C::smem / 2);",
+     "attention forward opts in to half the dynamic shared memory it launches with",
+     "./test/cuda/test_cuda_ops"),
+    ("missing-wait-collective", "cuda/comm_nccl.c",
+     "    cudaError_t e = cudaStreamWaitEvent(im->compute_stream, req->done, 0);",
+     "    cudaError_t e = cudaSuccess;",
+     "missing event wait: the compute stream uses a collective's result without waiting for it",
+     TRAIN.format("2:3")),
+    ("missing-wait-compute", "cuda/comm_nccl.c",
+     "    int rc = cudaEventRecord(ready, im->compute_stream) != cudaSuccess ||\n"
+     "             cudaStreamWaitEvent(im->comm_stream, ready, 0) != cudaSuccess;",
+     "    int rc = cudaEventRecord(ready, im->compute_stream) != cudaSuccess;",
+     "missing event wait: a collective reads gradients the compute stream may still be writing",
+     TRAIN.format("2:2")),
+    ("nccl-count", "cuda/comm_nccl.c",
+     "    return finish(im, ncclReduceScatter(in, out, count, ncclFloat32, ncclSum, im->nccl,",
+     "    return finish(im, ncclReduceScatter(in, out, count + 1, ncclFloat32, ncclSum, im->nccl,",
+     "wrong NCCL count: reduce-scatter of one element more per rank than the buffers hold",
+     TRAIN.format("2:2")),
+    ("cublaslt-ld", "cuda/cuda_matmul.c",
+     "    lt_check(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_32F, b_rows, b_cols, (int64_t)b_rows),",
+     "    lt_check(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_32F, b_rows, b_cols, (int64_t)b_cols),",
+     "wrong cuBLASLt leading dimension for the first operand",
+     "./test/cuda/test_cuda_ops"),
+    ("sum-squares-no-sync", "cuda/cuda_backend.c",
+     "    ft_cuda_check(cudaStreamSynchronize(st->stream), \"sum_squares (synchronize)\");\n",
+     "",
+     "missing synchronisation: the host reads sum_squares' pinned result before the copy ran",
+     "./test/cuda/test_cuda_ops"),
+]
+
+
+def run(cmd, cwd, timeout=900):
+    p = subprocess.run(cmd, cwd=cwd, shell=True, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=timeout)
+    return p.returncode, p.stdout.decode(errors="replace")
+
+
+def why(log):
+    """The first line that says what caught the defect."""
+    for pat in (r"^cudaemu: .*", r".*ftmpi: CUDA backend: .*", r"^FAIL[: ].*", r".*FAIL.*"):
+        for line in log.splitlines():
+            if re.match(pat, line):
+                return line.strip()[:160]
+    return "(failed; see log)"
+
+
+def main():
+    keep = "--keep" in sys.argv
+    names = [a for a in sys.argv[1:] if not a.startswith("--")]
+    top = subprocess.check_output(["git", "rev-parse", "--show-toplevel"]).decode().strip()
+    work = tempfile.mkdtemp(prefix="ftmpi-defects.")
+    tree = os.path.join(work, "tree")
+    subprocess.check_call(["git", "-C", top, "worktree", "add", "-q", "--detach", tree, "HEAD"])
+    build = os.path.join(tree, "build-emu")
+    rows = []
+    try:
+        rc, log = run("autoreconf -fi >/dev/null 2>&1 && mkdir -p build-emu && cd build-emu && "
+                      "../configure -q --enable-native --with-cuda-emulation && make -j2 >/dev/null "
+                      "&& make -j2 test/cuda/test_cuda_ops >/dev/null", tree, 1800)
+        if rc:
+            print(log[-3000:])
+            sys.exit("defects: the unmodified tree does not build")
+        for name, path, old, new, what, cmd in DEFECTS:
+            if names and name not in names:
+                continue
+            f = os.path.join(tree, path)
+            text = open(f).read()
+            if text.count(old) != 1:
+                sys.exit(f"defects: {name}: the text to change is not in {path} exactly once")
+            open(f, "w").write(text.replace(old, new))
+            rc, log = run("make -j2 >/dev/null 2>&1 && make -j2 test/cuda/test_cuda_ops >/dev/null 2>&1 && "
+                          + cmd, build)
+            if "make check" in cmd:
+                for m in re.findall(r"TESTS=(\S+)\.sh", cmd):
+                    tl = os.path.join(build, m + ".log")
+                    if os.path.exists(tl):
+                        log += open(tl).read()
+            caught = rc != 0
+            rows.append((name, what, cmd.split(" TESTS=")[-1] if "TESTS=" in cmd else
+                         ("test_cuda_ops, 4 orders" if cmd == OPS_ALL_ORDERS else "test_cuda_ops"),
+                         caught, why(log) if caught else "NOT CAUGHT"))
+            print(f"{'caught' if caught else 'MISSED'}: {name}: {rows[-1][4]}", flush=True)
+            open(f, "w").write(text)
+    finally:
+        if not keep:
+            subprocess.call(["git", "-C", top, "worktree", "remove", "--force", tree])
+            shutil.rmtree(work, ignore_errors=True)
+    print()
+    print("| defect | what | test | caught by |")
+    print("|---|---|---|---|")
+    for name, what, test, caught, line in rows:
+        print(f"| `{name}` | {what} | {test} | {line.replace('|', '/')} |")
+    sys.exit(0 if all(r[3] for r in rows) else 1)
+
+
+if __name__ == "__main__":
+    main()
