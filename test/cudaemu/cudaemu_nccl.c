@@ -125,8 +125,8 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId,
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->mpi);
     if (!ok) {
         fprintf(stderr,
-                "cudaemu: ncclCommInitRank: rank %d of %d: the ranks sharing this id are %d "
-                "and put this one at %d (every rank of the id must pass the same nranks and a "
+                "cudaemu: ncclCommInitRank: rank %d of %d: %d ranks share this id, and this "
+                "one is at position %d (every rank of an id must pass the same nranks and a "
                 "distinct rank)\n",
                 rank, nranks, size, me);
         MPI_Comm_free(&c->mpi);

@@ -8,7 +8,8 @@
  *    min), int32 and int8 sums, uint8 gathers; in place (NCCL's layouts) and out of place;
  *  - bf16 sums rounded to nearest even (2 ranks: one addition, so a known result);
  *  - a group: nothing is exchanged before ncclGroupEnd, everything right after;
- *  - two communicators over halves of the ranks (the id decides who is together);
+ *  - two communicators over halves of the ranks (the id decides who is together); ranks
+ *    that disagree on nranks or claim one rank twice are all refused;
  *  - findings: a count larger than the buffers (send side, and the gathered side), and a
  *    compute stream that reads the result without waiting for the collective's event;
  *    with the check off, that read sees the stale (poisoned) buffer.
@@ -281,6 +282,21 @@ static void test_split_communicators(void **state)
     MPI_Comm_free(&half);
 }
 
+/* Ranks that disagree on nranks, or claim the same rank, all get ncclInvalidArgument. */
+static void test_init_mismatch(void **state)
+{
+    (void)state;
+    ncclUniqueId id;
+    ncclComm_t c = NULL;
+    if (g_rank == 0)
+        NOK(ncclGetUniqueId(&id));
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    REQUIRE(ncclCommInitRank(&c, g_size + 1, id, g_rank) == ncclInvalidArgument && !c);
+    if (g_size > 1)
+        REQUIRE(ncclCommInitRank(&c, g_size, id, 0) == ncclInvalidArgument && !c);
+    REQUIRE(ncclCommInitRank(&c, g_size, id, g_size) == ncclInvalidArgument); /* rank >= nranks */
+}
+
 /* ------------------------------------------------------------ findings */
 
 static void allreduce_count_too_big(void *arg)
@@ -429,6 +445,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bf16_rounding),
         cmocka_unit_test(test_group),
         cmocka_unit_test(test_split_communicators),
+        cmocka_unit_test(test_init_mismatch),
         cmocka_unit_test(test_findings),
         cmocka_unit_test(test_misc),
     };

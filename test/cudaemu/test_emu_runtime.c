@@ -13,7 +13,9 @@
  *    cudaFreeAsync from another stream is reported, and so is freeing memory another
  *    stream uses unordered; the legacy default stream orders with blocking streams and
  *    not with non-blocking ones;
- *  - device: the A100 figures, the opt-in shared memory limit, last/sticky errors. */
+ *  - device: the A100 figures, the opt-in shared memory limit, last/sticky errors; with
+ *    CUDAEMU_DEVICE=h100 the H100's, CUDAEMU_DEVICES sets the count, and CUDAEMU_REPORT=1
+ *    prints the peak and what is still live at exit. */
 #include "emu_test_util.h"
 
 #include <math.h>
@@ -433,8 +435,9 @@ static void test_free_async(void **state)
     CHECK(cudaStreamDestroy(s));
 }
 
-/* The legacy default stream orders with blocking streams: no finding, right data. */
-static void legacy_with(unsigned flags)
+/* The legacy default stream orders with blocking streams: no finding, right data.
+ * Returns 0 when the data are right (no cmocka assert: children run this too). */
+static int legacy_with(unsigned flags)
 {
     cudaStream_t s;
     float *d = dev_floats(4), h[4] = { 1, 2, 3, 4 }, back[4];
@@ -442,21 +445,22 @@ static void legacy_with(unsigned flags)
     cudaMemsetAsync(d, 0, sizeof h, s);
     cudaMemcpyAsync(d, h, sizeof h, cudaMemcpyHostToDevice, NULL);
     cudaMemcpyAsync(back, d, sizeof back, cudaMemcpyDeviceToHost, s);
-    assert_memory_equal(back, h, sizeof h);
+    int wrong = memcmp(back, h, sizeof h) != 0;
     cudaStreamDestroy(s);
     cudaFree(d);
+    return wrong;
 }
 
 static void legacy_nonblocking(void *arg)
 {
     (void)arg;
-    legacy_with(cudaStreamNonBlocking);
+    (void)legacy_with(cudaStreamNonBlocking);
 }
 
 static void test_legacy_stream(void **state)
 {
     (void)state;
-    legacy_with(cudaStreamDefault);
+    assert_int_equal(legacy_with(cudaStreamDefault), 0);
     expect_finding(legacy_nonblocking, NULL, "race", "the legacy default stream", NULL);
 }
 
@@ -537,6 +541,50 @@ static void test_device(void **state)
     assert_string_equal(cudaGetErrorName(cudaErrorNotReady), "cudaErrorNotReady");
 }
 
+/* Run with CUDAEMU_DEVICE=h100 CUDAEMU_DEVICES=2 CUDAEMU_REPORT=1 (a fresh process: the
+ * environment is read once): the H100's figures and limits, and the exit report. */
+static int h100_main(void)
+{
+    int n = 0, v = 0;
+    struct cudaDeviceProp p;
+    static const char kernel = 0;
+    void *d = NULL;
+    int ok = cudaGetDeviceCount(&n) == cudaSuccess && n == 2 &&
+             cudaSetDevice(2) == cudaErrorInvalidDevice &&
+             cudaGetDeviceProperties(&p, 1) == cudaSuccess && p.major == 9 && p.minor == 0 &&
+             p.multiProcessorCount == 132 && p.sharedMemPerBlockOptin == 232448 &&
+             cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0) == cudaSuccess &&
+             v == 232448 && cudaemu_smem_optin_max() == 232448 &&
+             cudaFuncSetAttribute(&kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 232448) ==
+                 cudaSuccess &&
+             cudaFuncSetAttribute(&kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 232449) ==
+                 cudaErrorInvalidValue &&
+             cudaemu_func_smem_limit(&kernel) == 232448 && cudaMalloc(&d, 5000) == cudaSuccess;
+    return ok ? 0 : 1; /* d stays live: the report counts it */
+}
+
+static void run_h100(void *arg)
+{
+    (void)arg;
+    setenv("CUDAEMU_DEVICE", "h100", 1);
+    setenv("CUDAEMU_DEVICES", "2", 1);
+    setenv("CUDAEMU_REPORT", "1", 1);
+    execl("/proc/self/exe", g_self, "--h100", (char *)NULL);
+    _exit(99);
+}
+
+static void test_h100_and_report(void **state)
+{
+    (void)state;
+    child_result r = run_in_child(run_h100, NULL);
+    if (r.exit_code != 0)
+        fprintf(stderr, "%s\n", r.err);
+    assert_int_equal(r.exit_code, 0);
+    assert_non_null(strstr(r.err, "cudaemu: device memory: peak 5000 bytes"));
+    assert_non_null(strstr(r.err, "5000 bytes in 1 allocations still live at exit"));
+    free(r.err);
+}
+
 static void sticky_error(void *arg)
 {
     (void)arg;
@@ -565,6 +613,8 @@ int main(int argc, char **argv)
     g_self = argv[0];
     if (argc > 1 && strcmp(argv[1], "--stale-read") == 0)
         return stale_read_main();
+    if (argc > 1 && strcmp(argv[1], "--h100") == 0)
+        return h100_main();
     unsetenv("CUDAEMU_DEVICES");
     unsetenv("CUDAEMU_DEVICE");
     unsetenv("CUDAEMU_RACECHECK");
@@ -583,6 +633,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_many_ops),
         cmocka_unit_test(test_device),
         cmocka_unit_test(test_sticky_error),
+        cmocka_unit_test(test_h100_and_report),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
