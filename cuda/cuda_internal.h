@@ -120,6 +120,15 @@ cudaError_t ft_cuda_launch_attention_bwd(float *dq, float *dk, float *dv, const 
                                          const float *k, const float *v, const int32_t *segment,
                                          ft_attn_shape s, void *scratch, cudaStream_t st);
 
+/* ---- cuda_attention_tc.cu: tensor-core forward (bf16 q/k/v as raw bits, fp32 out/lse;
+ * the layouts and semantics of ft_cuda_launch_attention_fwd). Needs head_dim % 8 == 0 and
+ * <= 256 (ft_cuda_attention_tc_supported); not yet wired into the vtable (issue #12). */
+int ft_cuda_attention_tc_supported(ft_attn_shape s);
+cudaError_t ft_cuda_launch_attention_fwd_bf16(float *out, float *lse, const uint16_t *q,
+                                              const uint16_t *k, const uint16_t *v,
+                                              const int32_t *segment, ft_attn_shape s,
+                                              cudaStream_t st);
+
 /* ---- cuda_attention_decode.cu ---- */
 size_t ft_cuda_attention_decode_scratch_bytes(int past, int n_new, int n_heads);
 cudaError_t ft_cuda_launch_attention_decode(float *out, const float *q, const float *k_cache,

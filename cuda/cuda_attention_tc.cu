@@ -1,0 +1,290 @@
+/* Flash attention forward on tensor cores (sm_80+): bf16 q, k, v; fp32 scores, softmax
+ * statistics and output; the FlashAttention-2 work split. First step of the bf16 recipe
+ * (issue #12): the backward, document-tile skipping and bf16 outputs follow.
+ *
+ * Notation as in cuda_attention.cu: s_ij = scale q_i.k_j, query i sees key j iff j <= i
+ * and segment[j] == segment[i]; o_i = sum_j softmax_j(s_ij) v_j, lse_i = ln sum_j e^s_ij.
+ *
+ * Work split. One block of 4 warps per (64-query tile, head, batch row); warp w owns query
+ * rows 16w .. 16w+15 of the tile for the whole pass (its O accumulator and its softmax
+ * statistics stay in registers: no atomics, no inter-warp reduction). The block walks the
+ * key tiles up to the diagonal (causal bound), BK keys at a time, staged in shared memory
+ * by cp.async with double buffering: tile t+1 is in flight while tile t is used.
+ *
+ * Per key tile, per warp (fragments in cuda_mma.cuh's notation):
+ *   S = Q K^T     Q fragments (ldmatrix.x4 of the Q tile, loaded once), K^T fragments
+ *                 (ldmatrix.x2 of K rows: K row-major is K^T's "col" layout); fp32 acc
+ *   mask, online softmax in base 2 on S's accumulator registers: each lane holds two
+ *                 rows (g, g+8) x two columns per 8-key group; row max and sum over the
+ *                 four lanes of a quad (shuffles xor 1, 2)
+ *   O += P V      P re-packed to bf16 A fragments straight from S's registers (the
+ *                 accumulator layout of two 8-key groups is the A layout of 16 keys), V
+ *                 fragments by ldmatrix.x2.trans of V rows (row-major K x N)
+ * Shared memory rows are padded by 8 bf16 (16 bytes) so that the 8 rows an ldmatrix
+ * phase reads fall in distinct bank groups.
+ *
+ * Requirements: head_dim a multiple of 8 and at most 256 (cp.async moves 16-byte
+ * chunks of a head's row; real models use 64, 80, 96, 128, 256); the caller falls back to
+ * the fp32 kernel otherwise. */
+#include "cuda_common.cuh"
+#include "cuda_mma.cuh"
+
+#define TC_WARPS 4
+#define TC_THREADS (TC_WARPS * 32)
+#define TC_BQ 64
+#define TC_PAD 8
+#define TC_LOG2E 1.4426950408889634f
+#define TC_LN2 0.6931471805599453f
+
+struct TcArgs {
+    int seq, hd, group;
+    size_t q_stride, kv_stride; /* elements per token */
+    float scale_log2;
+    const int32_t *segment;
+};
+
+template <int HDMAX, int BK>
+struct TcCfg {
+    static constexpr int PITCH = HDMAX + TC_PAD; /* bf16 per smem row */
+    static constexpr size_t smem = (size_t)(TC_BQ + 4 * BK) * PITCH * sizeof(uint16_t);
+};
+
+/* Stages rows t0 .. t0+n-1 of one head (hd bf16 each) into dst[row][PITCH] with cp.async;
+ * rows >= n and features >= hd are zero-filled. */
+template <int HDMAX, int ROWS>
+__device__ __forceinline__ void tc_stage(uint16_t *dst, const uint16_t *base, size_t stride,
+                                         int t0, int n, int hd)
+{
+    constexpr int CHUNKS = HDMAX / 8; /* 16-byte chunks per row */
+    for (int idx = threadIdx.x; idx < ROWS * CHUNKS; idx += TC_THREADS) {
+        int r = idx / CHUNKS, c = idx % CHUNKS;
+        int d0 = c * 8;
+        bool valid = r < n && d0 < hd;
+        const uint16_t *src = valid ? base + (size_t)(t0 + r) * stride + d0 : base;
+        ft_cp_async_16(dst + r * TcCfg<HDMAX, 8>::PITCH + d0, src, valid ? 16 : 0);
+    }
+}
+
+__device__ __forceinline__ uint32_t tc_pack_bf16(float lo, float hi)
+{
+    /* round to nearest even, as __float2bfloat16_rn does */
+    uint32_t a = __float_as_uint(lo), b = __float_as_uint(hi);
+    a += 0x7fffu + ((a >> 16) & 1u);
+    b += 0x7fffu + ((b >> 16) & 1u);
+    return (a >> 16) | (b & 0xffff0000u);
+}
+
+template <int HDMAX, int BK>
+__global__ void __launch_bounds__(TC_THREADS)
+    attn_fwd_tc_kernel(float *__restrict__ out, float *__restrict__ lse,
+                       const uint16_t *__restrict__ q, const uint16_t *__restrict__ k,
+                       const uint16_t *__restrict__ v, TcArgs a)
+{
+    typedef TcCfg<HDMAX, BK> C;
+    constexpr int P = C::PITCH, KS = HDMAX / 16, NT = BK / 8, DT = HDMAX / 8;
+    FT_DYNAMIC_SMEM(uint16_t, smem);
+    uint16_t *Qs = smem;                 /* [BQ][P] */
+    uint16_t *Ks = Qs + TC_BQ * P;       /* [2][BK][P] */
+    uint16_t *Vs = Ks + 2 * BK * P;      /* [2][BK][P] */
+
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int g = lane / 4, t = lane % 4;
+    const int nqt = (a.seq + TC_BQ - 1) / TC_BQ;
+    const int qt = nqt - 1 - (int)blockIdx.x; /* the longest rows first */
+    const int h = blockIdx.y, b = blockIdx.z, hk = h / a.group;
+    const int q0 = qt * TC_BQ, qn = min(TC_BQ, a.seq - q0);
+    const uint16_t *qb = q + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
+    const uint16_t *kb = k + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
+    const uint16_t *vb = v + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
+
+    const int nkt = (q0 + qn - 1) / BK + 1; /* key tiles up to the diagonal */
+    tc_stage<HDMAX, TC_BQ>(Qs, qb, a.q_stride, q0, qn, a.hd);
+    tc_stage<HDMAX, BK>(Ks, kb, a.kv_stride, 0, min(BK, a.seq), a.hd);
+    tc_stage<HDMAX, BK>(Vs, vb, a.kv_stride, 0, min(BK, a.seq), a.hd);
+    ft_cp_async_commit();
+
+    /* this lane's two query rows (absolute) and their segments */
+    const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
+    const int seg0 = a.segment && r0 < a.seq ? a.segment[(size_t)b * a.seq + r0] : 0;
+    const int seg1 = a.segment && r1 < a.seq ? a.segment[(size_t)b * a.seq + r1] : 0;
+
+    uint32_t qa[KS][4];
+    float o[DT][4];
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+#pragma unroll
+    for (int d = 0; d < DT; d++)
+        o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
+
+    for (int kt = 0; kt < nkt; kt++) {
+        const int k0 = kt * BK, buf = kt & 1;
+        ft_cp_async_wait<0>();
+        __syncthreads(); /* tile kt visible to all; everyone is done with tile kt-1 */
+        if (kt == 0) {
+#pragma unroll
+            for (int ks = 0; ks < KS; ks++)
+                ft_ldmatrix<4, false>(qa[ks], Qs + (warp * 16 + lane % 16) * P + ks * 16 +
+                                                  8 * (lane / 16));
+        }
+        if (kt + 1 < nkt) { /* prefetch the next tile into the other buffer */
+            int nk0 = k0 + BK;
+            tc_stage<HDMAX, BK>(Ks + (buf ^ 1) * BK * P, kb, a.kv_stride, nk0,
+                                min(BK, a.seq - nk0), a.hd);
+            tc_stage<HDMAX, BK>(Vs + (buf ^ 1) * BK * P, vb, a.kv_stride, nk0,
+                                min(BK, a.seq - nk0), a.hd);
+        }
+        ft_cp_async_commit();
+        const uint16_t *Kt = Ks + buf * BK * P, *Vt = Vs + buf * BK * P;
+
+        /* S = Q K^T, this warp's 16 rows x BK keys */
+        float s[NT][4];
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+            for (int ks = 0; ks < KS; ks++) {
+                uint32_t kf[2];
+                ft_ldmatrix<2, false>(kf, Kt + (n * 8 + lane % 8) * P + ks * 16 +
+                                              8 * ((lane / 8) % 2));
+                ft_mma_m16n8k16_bf16(s[n], qa[ks], kf, s[n]);
+            }
+        }
+
+        /* mask, scale to base 2, online softmax for rows r0 (s[.][0..1]) and r1 ([2..3]) */
+        float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int row = e < 2 ? r0 : r1, col = k0 + n * 8 + 2 * t + (e & 1);
+                bool vis = col <= row && col < a.seq && row < a.seq;
+                if (vis && a.segment)
+                    vis = a.segment[(size_t)b * a.seq + col] == (e < 2 ? seg0 : seg1);
+                float x = vis ? s[n][e] * a.scale_log2 : -INFINITY;
+                s[n][e] = x;
+                if (e < 2)
+                    mx0 = fmaxf(mx0, x);
+                else
+                    mx1 = fmaxf(mx1, x);
+            }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(FT_FULL_MASK, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(FT_FULL_MASK, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(FT_FULL_MASK, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(FT_FULL_MASK, mx1, 2));
+        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+        /* a row that has seen nothing keeps m = -inf: reference 0 avoids inf - inf */
+        const float ref0 = mn0 == -INFINITY ? 0.0f : mn0, ref1 = mn1 == -INFINITY ? 0.0f : mn1;
+        const float al0 = exp2f(m0 - ref0), al1 = exp2f(m1 - ref1);
+        m0 = mn0;
+        m1 = mn1;
+        float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+            s[n][0] = exp2f(s[n][0] - ref0);
+            s[n][1] = exp2f(s[n][1] - ref0);
+            s[n][2] = exp2f(s[n][2] - ref1);
+            s[n][3] = exp2f(s[n][3] - ref1);
+            sum0 += s[n][0] + s[n][1];
+            sum1 += s[n][2] + s[n][3];
+        }
+        sum0 += __shfl_xor_sync(FT_FULL_MASK, sum0, 1);
+        sum0 += __shfl_xor_sync(FT_FULL_MASK, sum0, 2);
+        sum1 += __shfl_xor_sync(FT_FULL_MASK, sum1, 1);
+        sum1 += __shfl_xor_sync(FT_FULL_MASK, sum1, 2);
+        l0 = l0 * al0 + sum0;
+        l1 = l1 * al1 + sum1;
+#pragma unroll
+        for (int d = 0; d < DT; d++) {
+            o[d][0] *= al0;
+            o[d][1] *= al0;
+            o[d][2] *= al1;
+            o[d][3] *= al1;
+        }
+
+        /* O += P V: 16 keys (two 8-key groups of S) per k-step */
+#pragma unroll
+        for (int j = 0; j < BK / 16; j++) {
+            uint32_t pa[4] = {tc_pack_bf16(s[2 * j][0], s[2 * j][1]),
+                              tc_pack_bf16(s[2 * j][2], s[2 * j][3]),
+                              tc_pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]),
+                              tc_pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
+#pragma unroll
+            for (int d = 0; d < DT; d++) {
+                uint32_t vf[2];
+                ft_ldmatrix<2, true>(vf, Vt + (j * 16 + lane % 16) * P + d * 8);
+                ft_mma_m16n8k16_bf16(o[d], pa, vf, o[d]);
+            }
+        }
+    }
+    ft_cp_async_wait<0>(); /* no copy may still target shared memory at exit */
+
+    /* o / l; lse = ln 2 (m + log2 l); rows that saw nothing: 0 and -inf */
+    const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+    float *ob = out + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
+#pragma unroll
+    for (int d = 0; d < DT; d++) {
+        int c = d * 8 + 2 * t;
+        if (c >= a.hd)
+            continue;
+        if (r0 < a.seq) {
+            ob[(size_t)r0 * a.q_stride + c] = o[d][0] * inv0;
+            ob[(size_t)r0 * a.q_stride + c + 1] = o[d][1] * inv0;
+        }
+        if (r1 < a.seq) {
+            ob[(size_t)r1 * a.q_stride + c] = o[d][2] * inv1;
+            ob[(size_t)r1 * a.q_stride + c + 1] = o[d][3] * inv1;
+        }
+    }
+    if (t == 0) {
+        float *lb = lse + ((size_t)b * gridDim.y + h) * a.seq;
+        if (r0 < a.seq)
+            lb[r0] = l0 > 0.0f ? TC_LN2 * (m0 + log2f(l0)) : -INFINITY;
+        if (r1 < a.seq)
+            lb[r1] = l1 > 0.0f ? TC_LN2 * (m1 + log2f(l1)) : -INFINITY;
+    }
+}
+
+template <int HDMAX, int BK>
+static cudaError_t tc_fwd_run(float *out, float *lse, const uint16_t *q, const uint16_t *k,
+                              const uint16_t *v, const TcArgs &a, ft_attn_shape s, cudaStream_t st)
+{
+    typedef TcCfg<HDMAX, BK> C;
+    void (*kern)(float *, float *, const uint16_t *, const uint16_t *, const uint16_t *, TcArgs) =
+        attn_fwd_tc_kernel<HDMAX, BK>;
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)C::smem);
+    if (e != cudaSuccess)
+        return e;
+    dim3 grid((unsigned)((s.seq_len + TC_BQ - 1) / TC_BQ), (unsigned)s.n_heads,
+              (unsigned)s.batch);
+    FT_LAUNCH(kern, grid, TC_THREADS, C::smem, st)(out, lse, q, k, v, a);
+    return cudaGetLastError();
+}
+
+extern "C" int ft_cuda_attention_tc_supported(ft_attn_shape s)
+{
+    return s.head_dim > 0 && s.head_dim <= 256 && s.head_dim % 8 == 0;
+}
+
+extern "C" cudaError_t ft_cuda_launch_attention_fwd_bf16(float *out, float *lse, const uint16_t *q,
+                                                         const uint16_t *k, const uint16_t *v,
+                                                         const int32_t *segment, ft_attn_shape s,
+                                                         cudaStream_t st)
+{
+    if (s.batch <= 0 || s.seq_len <= 0)
+        return cudaSuccess;
+    if (!ft_cuda_attention_tc_supported(s))
+        return cudaErrorInvalidValue;
+    TcArgs a;
+    a.seq = s.seq_len;
+    a.hd = s.head_dim;
+    a.group = s.n_heads / s.n_kv_heads;
+    a.q_stride = (size_t)s.n_heads * s.head_dim;
+    a.kv_stride = (size_t)s.n_kv_heads * s.head_dim;
+    a.scale_log2 = TC_LOG2E / sqrtf((float)s.head_dim);
+    a.segment = segment;
+    if (s.head_dim <= 64)
+        return tc_fwd_run<64, 64>(out, lse, q, k, v, a, s, st);
+    if (s.head_dim <= 128)
+        return tc_fwd_run<128, 64>(out, lse, q, k, v, a, s, st);
+    return tc_fwd_run<256, 32>(out, lse, q, k, v, a, s, st);
+}

@@ -1,0 +1,159 @@
+/* The tensor-core attention forward (cuda/cuda_attention_tc.cu) against the CPU backend's
+ * fp32 flash attention on the same bf16-rounded inputs: causal, document masks (packed
+ * and scattered ids), GQA, odd lengths (1, 37, 100, 130), head dims 64, 80, 128, 256.
+ *
+ * Tolerances. The scores are exact bf16 products summed in fp32, so lse agrees to fp32
+ * round-off (relative 1e-5 of |lse| + 1e-5). The output multiplies probabilities rounded
+ * to bf16 (relative error <= 2^-9) by V and sums over keys: |err| <= 2^-9 max|v| per
+ * query, so out is checked to 4e-3 * max|v| + 1e-3 |ref|.
+ *
+ * Runs on a GPU or on the CPU execution harness; exit 77 (SKIP) without a device. */
+#include "backend/backend.h"
+#include "cuda_internal.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures, checks;
+static uint64_t rng = 0x853c49e6748fea9bull;
+
+static float uniform(float lo, float hi)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return lo + (hi - lo) * (float)((rng >> 40) & 0xffffff) / 16777216.0f;
+}
+
+static uint16_t bf16_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static float bf16_value(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+static void *dev_copy(const void *h, size_t bytes)
+{
+    void *d = NULL;
+    if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) {
+        fprintf(stderr, "cudaMalloc failed\n");
+        exit(1);
+    }
+    if (h && bytes)
+        cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice);
+    return d;
+}
+
+static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, int hd, int seg_kind)
+{
+    ft_attn_shape s = {batch, seq, heads, kv, hd};
+    size_t tokens = (size_t)batch * seq, nq = tokens * heads * hd, nkv = tokens * kv * hd;
+    size_t nl = (size_t)batch * heads * seq;
+    uint16_t *qb = malloc(nq * 2), *kb = malloc(nkv * 2), *vb = malloc(nkv * 2);
+    float *qf = malloc(nq * 4), *kf = malloc(nkv * 4), *vf = malloc(nkv * 4);
+    int32_t *seg = seg_kind ? malloc(tokens * 4) : NULL;
+    for (size_t i = 0; i < nq; i++)
+        qf[i] = bf16_value(qb[i] = bf16_bits(uniform(-2, 2)));
+    for (size_t i = 0; i < nkv; i++) {
+        kf[i] = bf16_value(kb[i] = bf16_bits(uniform(-2, 2)));
+        vf[i] = bf16_value(vb[i] = bf16_bits(uniform(-1, 1)));
+    }
+    for (size_t i = 0; seg && i < tokens; i++) /* packed documents, or scattered ids */
+        seg[i] = seg_kind == 1 ? (int32_t)((i % seq) / 23) : (int32_t)((i * 7) % 3);
+
+    /* reference: the CPU backend's fp32 attention on the bf16 values */
+    float *cq = cpu->ops->alloc(cpu, nq * 4), *ck = cpu->ops->alloc(cpu, nkv * 4);
+    float *cv = cpu->ops->alloc(cpu, nkv * 4), *co = cpu->ops->alloc(cpu, nq * 4);
+    float *cl = cpu->ops->alloc(cpu, nl * 4);
+    int32_t *cs = seg ? cpu->ops->alloc(cpu, tokens * 4) : NULL;
+    cpu->ops->upload(cpu, cq, qf, nq * 4);
+    cpu->ops->upload(cpu, ck, kf, nkv * 4);
+    cpu->ops->upload(cpu, cv, vf, nkv * 4);
+    if (seg)
+        cpu->ops->upload(cpu, cs, seg, tokens * 4);
+    cpu->ops->attention_fwd(cpu, co, cl, cq, ck, cv, cs, s);
+    float *ro = malloc(nq * 4), *rl = malloc(nl * 4);
+    cpu->ops->download(cpu, ro, co, nq * 4);
+    cpu->ops->download(cpu, rl, cl, nl * 4);
+
+    void *dq = dev_copy(qb, nq * 2), *dk = dev_copy(kb, nkv * 2), *dv = dev_copy(vb, nkv * 2);
+    void *ds = seg ? dev_copy(seg, tokens * 4) : NULL;
+    float *dout = dev_copy(NULL, nq * 4), *dlse = dev_copy(NULL, nl * 4);
+    cudaError_t e = ft_cuda_launch_attention_fwd_bf16(dout, dlse, dq, dk, dv, ds, s, 0);
+    float *go = malloc(nq * 4), *gl = malloc(nl * 4);
+    cudaMemcpy(go, dout, nq * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(gl, dlse, nl * 4, cudaMemcpyDeviceToHost);
+
+    double worst_o = 0, worst_l = 0;
+    size_t bad = 0;
+    for (size_t i = 0; i < nq; i++) {
+        double err = fabs((double)go[i] - ro[i]), lim = 4e-3 + 1e-3 * fabs(ro[i]);
+        if (!(err <= lim))
+            bad++;
+        if (err / lim > worst_o || err != err)
+            worst_o = err != err ? INFINITY : err / lim;
+    }
+    for (size_t i = 0; i < nl; i++) {
+        double err = fabs((double)gl[i] - rl[i]), lim = 1e-5 + 1e-5 * fabs(rl[i]);
+        if (!(err <= lim))
+            bad++;
+        if (err / lim > worst_l || err != err)
+            worst_l = err != err ? INFINITY : err / lim;
+    }
+    checks++;
+    int ok = e == cudaSuccess && bad == 0;
+    printf("%s attention_fwd_bf16 B=%d T=%d H=%d KV=%d D=%d seg=%s: worst out %.2f, lse %.2f "
+           "of tolerance%s\n",
+           ok ? "ok  " : "FAIL", batch, seq, heads, kv, hd,
+           seg_kind == 0 ? "none" : seg_kind == 1 ? "docs" : "scattered", worst_o, worst_l,
+           e == cudaSuccess ? "" : " (launch failed)");
+    failures += !ok;
+
+    cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(dout), cudaFree(dlse);
+    if (ds)
+        cudaFree(ds);
+    void *c[] = {cq, ck, cv, co, cl, cs};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        if (c[i])
+            cpu->ops->free(cpu, c[i]);
+    free(qb), free(kb), free(vb), free(qf), free(kf), free(vf), free(seg);
+    free(ro), free(rl), free(go), free(gl);
+}
+
+int main(void)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        printf("SKIP: no CUDA device\n");
+        return 77;
+    }
+    ft_backend *cpu = NULL;
+    ft_error err;
+    ft_error_clear(&err);
+    if (ft_backend_cpu_create(&cpu, &err) != 0) {
+        fprintf(stderr, "cpu backend: %s\n", err.msg);
+        return 1;
+    }
+    check_case(cpu, 2, 100, 4, 2, 64, 0);
+    check_case(cpu, 2, 100, 4, 2, 64, 1);
+    check_case(cpu, 1, 130, 2, 1, 128, 1);
+    check_case(cpu, 1, 130, 4, 4, 128, 2);
+    check_case(cpu, 1, 37, 2, 2, 256, 0);
+    check_case(cpu, 2, 1, 2, 1, 64, 0);
+    check_case(cpu, 1, 70, 3, 1, 80, 1);
+    ft_backend_destroy(cpu);
+    printf("%d checks, %d failed\n", checks, failures);
+    return failures ? 1 : 0;
+}
