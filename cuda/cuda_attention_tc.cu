@@ -26,53 +26,7 @@
  * Requirements: head_dim a multiple of 8 and at most 256 (cp.async moves 16-byte
  * chunks of a head's row; real models use 64, 80, 96, 128, 256); the caller falls back to
  * the fp32 kernel otherwise. */
-#include "cuda_common.cuh"
-#include "cuda_mma.cuh"
-
-#define TC_WARPS 4
-#define TC_THREADS (TC_WARPS * 32)
-#define TC_BQ 64
-#define TC_PAD 8
-#define TC_LOG2E 1.4426950408889634f
-#define TC_LN2 0.6931471805599453f
-
-struct TcArgs {
-    int seq, hd, group;
-    size_t q_stride, kv_stride; /* elements per token */
-    float scale_log2;
-    const int32_t *segment;
-};
-
-template <int HDMAX, int BK>
-struct TcCfg {
-    static constexpr int PITCH = HDMAX + TC_PAD; /* bf16 per smem row */
-    static constexpr size_t smem = (size_t)(TC_BQ + 4 * BK) * PITCH * sizeof(uint16_t);
-};
-
-/* Stages rows t0 .. t0+n-1 of one head (hd bf16 each) into dst[row][PITCH] with cp.async;
- * rows >= n and features >= hd are zero-filled. */
-template <int HDMAX, int ROWS>
-__device__ __forceinline__ void tc_stage(uint16_t *dst, const uint16_t *base, size_t stride,
-                                         int t0, int n, int hd)
-{
-    constexpr int CHUNKS = HDMAX / 8; /* 16-byte chunks per row */
-    for (int idx = threadIdx.x; idx < ROWS * CHUNKS; idx += TC_THREADS) {
-        int r = idx / CHUNKS, c = idx % CHUNKS;
-        int d0 = c * 8;
-        bool valid = r < n && d0 < hd;
-        const uint16_t *src = valid ? base + (size_t)(t0 + r) * stride + d0 : base;
-        ft_cp_async_16(dst + r * TcCfg<HDMAX, 8>::PITCH + d0, src, valid ? 16 : 0);
-    }
-}
-
-__device__ __forceinline__ uint32_t tc_pack_bf16(float lo, float hi)
-{
-    /* round to nearest even, as __float2bfloat16_rn does */
-    uint32_t a = __float_as_uint(lo), b = __float_as_uint(hi);
-    a += 0x7fffu + ((a >> 16) & 1u);
-    b += 0x7fffu + ((b >> 16) & 1u);
-    return (a >> 16) | (b & 0xffff0000u);
-}
+#include "cuda_attention_tc.cuh"
 
 template <int HDMAX, int BK>
 __global__ void __launch_bounds__(TC_THREADS)
@@ -105,8 +59,7 @@ __global__ void __launch_bounds__(TC_THREADS)
 
     /* this lane's two query rows (absolute) and their segments */
     const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
-    const int seg0 = a.segment && r0 < a.seq ? a.segment[(size_t)b * a.seq + r0] : 0;
-    const int seg1 = a.segment && r1 < a.seq ? a.segment[(size_t)b * a.seq + r1] : 0;
+    const int seg0 = tc_segment(a, b, r0), seg1 = tc_segment(a, b, r1);
 
     uint32_t qa[KS][4];
     float o[DT][4];
@@ -155,10 +108,9 @@ __global__ void __launch_bounds__(TC_THREADS)
         for (int n = 0; n < NT; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                int row = e < 2 ? r0 : r1, col = k0 + n * 8 + 2 * t + (e & 1);
-                bool vis = col <= row && col < a.seq && row < a.seq;
-                if (vis && a.segment)
-                    vis = a.segment[(size_t)b * a.seq + col] == (e < 2 ? seg0 : seg1);
+                int col = k0 + n * 8 + 2 * t + (e & 1);
+                bool vis = e < 2 ? tc_visible(a, b, r0, col, seg0)
+                                 : tc_visible(a, b, r1, col, seg1);
                 float x = vis ? s[n][e] * a.scale_log2 : -INFINITY;
                 s[n][e] = x;
                 if (e < 2)
@@ -274,14 +226,7 @@ extern "C" cudaError_t ft_cuda_launch_attention_fwd_bf16(float *out, float *lse,
         return cudaSuccess;
     if (!ft_cuda_attention_tc_supported(s))
         return cudaErrorInvalidValue;
-    TcArgs a;
-    a.seq = s.seq_len;
-    a.hd = s.head_dim;
-    a.group = s.n_heads / s.n_kv_heads;
-    a.q_stride = (size_t)s.n_heads * s.head_dim;
-    a.kv_stride = (size_t)s.n_kv_heads * s.head_dim;
-    a.scale_log2 = TC_LOG2E / sqrtf((float)s.head_dim);
-    a.segment = segment;
+    TcArgs a = tc_args(s, segment);
     if (s.head_dim <= 64)
         return tc_fwd_run<64, 64>(out, lse, q, k, v, a, s, st);
     if (s.head_dim <= 128)

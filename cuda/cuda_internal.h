@@ -128,6 +128,15 @@ cudaError_t ft_cuda_launch_attention_fwd_bf16(float *out, float *lse, const uint
                                               const uint16_t *k, const uint16_t *v,
                                               const int32_t *segment, ft_attn_shape s,
                                               cudaStream_t st);
+/* ---- cuda_attention_tc_bwd.cu: its backward (bf16 dout; fp32 out, lse; fp32 dq/dk/dv
+ * overwritten); scratch: ft_cuda_attention_bwd_bf16_scratch_bytes. */
+size_t ft_cuda_attention_bwd_bf16_scratch_bytes(ft_attn_shape s);
+cudaError_t ft_cuda_launch_attention_bwd_bf16(float *dq, float *dk, float *dv,
+                                              const uint16_t *dout, const float *out,
+                                              const float *lse, const uint16_t *q,
+                                              const uint16_t *k, const uint16_t *v,
+                                              const int32_t *segment, ft_attn_shape s,
+                                              void *scratch, cudaStream_t st);
 
 /* ---- cuda_attention_decode.cu ---- */
 size_t ft_cuda_attention_decode_scratch_bytes(int past, int n_new, int n_heads);

@@ -1,11 +1,15 @@
-/* The tensor-core attention forward (cuda/cuda_attention_tc.cu) against the CPU backend's
- * fp32 flash attention on the same bf16-rounded inputs: causal, document masks (packed
- * and scattered ids), GQA, odd lengths (1, 37, 100, 130), head dims 64, 80, 128, 256.
+/* The tensor-core attention (cuda/cuda_attention_tc*.cu) against the CPU backend's fp32
+ * flash attention on the same bf16-rounded inputs: causal, document masks (packed and
+ * scattered ids), GQA, odd lengths (1, 37, 100, 130), head dims 64, 80, 128, 256; forward
+ * and backward (the backward from the CPU's forward results, so it is compared alone).
  *
  * Tolerances. The scores are exact bf16 products summed in fp32, so lse agrees to fp32
  * round-off (relative 1e-5 of |lse| + 1e-5). The output multiplies probabilities rounded
  * to bf16 (relative error <= 2^-9) by V and sums over keys: |err| <= 2^-9 max|v| per
- * query, so out is checked to 4e-3 * max|v| + 1e-3 |ref|.
+ * query, so out is checked to 4e-3 * max|v| + 1e-3 |ref|. The backward rounds P and dS
+ * to bf16 before their products (dV = P^T dO, dQ = dS K, dK = dS^T Q): errors of 2^-9 of
+ * each term, so the gradients are checked to 1e-2 of their largest magnitude plus 1e-2
+ * relative.
  *
  * Runs on a GPU or on the CPU execution harness; exit 77 (SKIP) without a device. */
 #include "backend/backend.h"
@@ -54,6 +58,24 @@ static void *dev_copy(const void *h, size_t bytes)
     if (h && bytes)
         cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice);
     return d;
+}
+
+/* worst |got - ref| / (floor + afrac max|ref| + rtol |ref|) over n values. `floor` is an
+ * absolute term for gradients that are exactly 0 (a query that sees one key: dP = D), where
+ * max|ref| is rounding noise too (as in test_cuda_ops). */
+static double worst_ratio(const float *got, const float *ref, size_t n, double afrac, double rtol,
+                          double floor)
+{
+    double maxref = 0, worst = 0;
+    for (size_t i = 0; i < n; i++)
+        maxref = fabs(ref[i]) > maxref ? fabs(ref[i]) : maxref;
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - ref[i]);
+        double lim = floor + afrac * maxref + rtol * fabs(ref[i]);
+        double r = err != err ? INFINITY : (lim > 0 ? err / lim : (err > 0 ? INFINITY : 0));
+        worst = r > worst ? r : worst;
+    }
+    return worst;
 }
 
 static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, int hd, int seg_kind)
@@ -120,6 +142,46 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
            seg_kind == 0 ? "none" : seg_kind == 1 ? "docs" : "scattered", worst_o, worst_l,
            e == cudaSuccess ? "" : " (launch failed)");
     failures += !ok;
+
+    /* backward from the CPU's forward results: dO rounded to bf16 for both */
+    uint16_t *dob = malloc(nq * 2);
+    float *dof = malloc(nq * 4);
+    for (size_t i = 0; i < nq; i++)
+        dof[i] = bf16_value(dob[i] = bf16_bits(uniform(-1, 1)));
+    float *cdo = cpu->ops->alloc(cpu, nq * 4), *cdq = cpu->ops->alloc(cpu, nq * 4);
+    float *cdk = cpu->ops->alloc(cpu, nkv * 4), *cdv = cpu->ops->alloc(cpu, nkv * 4);
+    cpu->ops->upload(cpu, cdo, dof, nq * 4);
+    cpu->ops->attention_bwd(cpu, cdq, cdk, cdv, cdo, co, cl, cq, ck, cv, cs, s);
+    float *rdq = malloc(nq * 4), *rdk = malloc(nkv * 4), *rdv = malloc(nkv * 4);
+    cpu->ops->download(cpu, rdq, cdq, nq * 4);
+    cpu->ops->download(cpu, rdk, cdk, nkv * 4);
+    cpu->ops->download(cpu, rdv, cdv, nkv * 4);
+    void *ddo = dev_copy(dob, nq * 2), *dro = dev_copy(ro, nq * 4), *drl = dev_copy(rl, nl * 4);
+    float *ddq = dev_copy(NULL, nq * 4), *ddk = dev_copy(NULL, nkv * 4), *ddv = dev_copy(NULL, nkv * 4);
+    void *scratch = dev_copy(NULL, ft_cuda_attention_bwd_bf16_scratch_bytes(s));
+    e = ft_cuda_launch_attention_bwd_bf16(ddq, ddk, ddv, ddo, dro, drl, dq, dk, dv, ds, s, scratch, 0);
+    float *gdq = malloc(nq * 4), *gdk = malloc(nkv * 4), *gdv = malloc(nkv * 4);
+    cudaMemcpy(gdq, ddq, nq * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(gdk, ddk, nkv * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(gdv, ddv, nkv * 4, cudaMemcpyDeviceToHost);
+    /* dP - D noise: eps sqrt(hd) |dO| |v| (|dO| <= 1, |v| <= 1), times |k| or |q| <= 2 */
+    double floor = 16.0 * 6e-8 * sqrt((double)hd) * 2.0;
+    double wq = worst_ratio(gdq, rdq, nq, 1e-2, 1e-2, floor);
+    double wk = worst_ratio(gdk, rdk, nkv, 1e-2, 1e-2, floor);
+    double wv = worst_ratio(gdv, rdv, nkv, 1e-2, 1e-2, floor);
+    checks++;
+    ok = e == cudaSuccess && wq <= 1 && wk <= 1 && wv <= 1;
+    printf("%s attention_bwd_bf16 B=%d T=%d H=%d KV=%d D=%d seg=%s: worst dq %.2f, dk %.2f, "
+           "dv %.2f of tolerance%s\n",
+           ok ? "ok  " : "FAIL", batch, seq, heads, kv, hd,
+           seg_kind == 0 ? "none" : seg_kind == 1 ? "docs" : "scattered", wq, wk, wv,
+           e == cudaSuccess ? "" : " (launch failed)");
+    failures += !ok;
+    cudaFree(ddo), cudaFree(dro), cudaFree(drl), cudaFree(ddq), cudaFree(ddk), cudaFree(ddv);
+    cudaFree(scratch);
+    cpu->ops->free(cpu, cdo), cpu->ops->free(cpu, cdq), cpu->ops->free(cpu, cdk);
+    cpu->ops->free(cpu, cdv);
+    free(dob), free(dof), free(rdq), free(rdk), free(rdv), free(gdq), free(gdk), free(gdv);
 
     cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(dout), cudaFree(dlse);
     if (ds)

@@ -1,0 +1,338 @@
+/* Flash attention backward on tensor cores (sm_80+): bf16 q, k, v, dO; fp32 O, lse and
+ * gradients. Deterministic, no atomics, the split of cuda_attention.cu's fp32 backward:
+ *
+ *   D_i   = dO_i . O_i                                   (tc_bwd_dot_kernel)
+ *   p_ij  = exp(s_ij - lse_i),  dP_ij = dO_i . v_j,  dS_ij = p_ij (dP_ij - D_i)
+ *   dV_j  = sum_i p_ij dO_i,  dK_j = scale sum_i dS_ij q_i   (tc_bwd_dkdv_kernel: one
+ *           block per (64-key tile, kv head, batch row); warp w owns keys 16w..16w+15 and
+ *           walks every query tile at or past the diagonal of every query head of its
+ *           GQA group, so each dK/dV element is summed by one thread in a fixed order)
+ *   dQ_i  = scale sum_j dS_ij k_j                          (tc_bwd_dq_kernel: one block
+ *           per (64-query tile, head, batch row); warp w owns 16 query rows)
+ *
+ * Every product is an m16n8k16 mma (cuda_mma.cuh). The dK/dV kernel computes the
+ * transposed tiles S^T = K Q^T and dP^T = V dO^T, so that its rows are its own keys and the
+ * probabilities repack, as in the forward, from accumulator registers into the A operand of
+ * dV += P^T dO and dK += dS^T Q. B operands come from shared memory by ldmatrix: a
+ * row-major token tile is the "col" layout of its transpose (plain ldmatrix, for Q^T,
+ * dO^T, K^T, V^T) and the row-major K x N layout itself (ldmatrix.trans, for dO, Q, K).
+ * Tiles are staged with cp.async; one buffer each (double buffering comes with the
+ * tuning on a GPU). P and dS enter the tensor cores rounded to bf16; everything else
+ * stays fp32. */
+#include "cuda_attention_tc.cuh"
+
+#define TC_BK 64
+
+/* D_i = sum_d dO_id O_id, one warp per (batch row, head, token); D is [batch, heads, seq]. */
+__global__ void tc_bwd_dot_kernel(float *__restrict__ Dv, const uint16_t *__restrict__ dout,
+                                  const float *__restrict__ out, TcArgs a, int heads, size_t rows)
+{
+    const int lane = threadIdx.x % 32;
+    const size_t warps = (size_t)gridDim.x * blockDim.x / 32;
+    /* the loop bound is the same for every lane of a warp: the shuffles see full warps */
+    for (size_t r = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < rows; r += warps) {
+        int t = (int)(r % a.seq), h = (int)((r / a.seq) % heads);
+        size_t b = r / ((size_t)a.seq * heads);
+        size_t base = (b * a.seq + t) * a.q_stride + (size_t)h * a.hd;
+        float sum = 0.0f;
+        for (int d = lane; d < a.hd; d += 32)
+            sum = fmaf(__uint_as_float((uint32_t)dout[base + d] << 16), out[base + d], sum);
+        sum = ft_warp_sum(sum);
+        if (lane == 0)
+            Dv[r] = sum;
+    }
+}
+
+template <int HDMAX>
+struct TcBwdCfg {
+    static constexpr int P = HDMAX + TC_PAD;
+    /* two 64-row token tiles of each operand kind, and per-query lse and D */
+    static constexpr size_t smem =
+        (size_t)(2 * TC_BQ + 2 * TC_BK) * P * sizeof(uint16_t) + 2 * TC_BQ * sizeof(float);
+};
+
+/* Rows g and g+8 of an m16n8 accumulator tile as the bf16 A operand of the next product:
+ * 8-column groups 2j and 2j+1 of x form k-step j. */
+#define TC_REPACK(x, j)                                                                            \
+    {tc_pack_bf16(x[2 * (j)][0], x[2 * (j)][1]), tc_pack_bf16(x[2 * (j)][2], x[2 * (j)][3]),      \
+     tc_pack_bf16(x[2 * (j) + 1][0], x[2 * (j) + 1][1]),                                         \
+     tc_pack_bf16(x[2 * (j) + 1][2], x[2 * (j) + 1][3])}
+
+template <int HDMAX>
+__global__ void __launch_bounds__(TC_THREADS)
+    tc_bwd_dkdv_kernel(float *__restrict__ dk, float *__restrict__ dv,
+                       const uint16_t *__restrict__ dout, const float *__restrict__ lse,
+                       const float *__restrict__ Dv, const uint16_t *__restrict__ q,
+                       const uint16_t *__restrict__ k, const uint16_t *__restrict__ v, TcArgs a,
+                       int heads)
+{
+    constexpr int P = TcBwdCfg<HDMAX>::P, KS = HDMAX / 16, NQ = TC_BQ / 8, DT = HDMAX / 8;
+    FT_DYNAMIC_SMEM(uint16_t, smem);
+    uint16_t *Ks = smem, *Vs = Ks + TC_BK * P, *Qs = Vs + TC_BK * P, *dOs = Qs + TC_BQ * P;
+    float *lse_s = (float *)(dOs + TC_BQ * P), *D_s = lse_s + TC_BQ;
+
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    const int k0 = (int)blockIdx.x * TC_BK, kn = min(TC_BK, a.seq - k0);
+    const int hk = blockIdx.y, b = blockIdx.z;
+    const uint16_t *kb = k + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
+    const uint16_t *vb = v + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
+    tc_stage<HDMAX, TC_BK>(Ks, kb, a.kv_stride, k0, kn, a.hd);
+    tc_stage<HDMAX, TC_BK>(Vs, vb, a.kv_stride, k0, kn, a.hd);
+    ft_cp_async_commit();
+    ft_cp_async_wait<0>();
+    __syncthreads();
+    uint32_t ka[KS][4], va[KS][4];
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) {
+        int off = (warp * 16 + lane % 16) * P + ks * 16 + 8 * (lane / 16);
+        ft_ldmatrix<4, false>(ka[ks], Ks + off);
+        ft_ldmatrix<4, false>(va[ks], Vs + off);
+    }
+    const int kr0 = k0 + warp * 16 + g, kr1 = kr0 + 8; /* this lane's two keys */
+    float dka[DT][4], dva[DT][4];
+#pragma unroll
+    for (int d = 0; d < DT; d++)
+        for (int e = 0; e < 4; e++)
+            dka[d][e] = dva[d][e] = 0.0f;
+
+    const int nqt = (a.seq + TC_BQ - 1) / TC_BQ;
+    for (int gi = 0; gi < a.group; gi++) {
+        const int h = hk * a.group + gi;
+        const uint16_t *qb = q + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
+        const uint16_t *ob = dout + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
+        const float *lb = lse + ((size_t)b * heads + h) * a.seq;
+        const float *Db = Dv + ((size_t)b * heads + h) * a.seq;
+        for (int qt = k0 / TC_BQ; qt < nqt; qt++) { /* queries before k0 see none of the keys */
+            const int q0 = qt * TC_BQ, qn = min(TC_BQ, a.seq - q0);
+            __syncthreads(); /* the previous query tile is no longer read */
+            tc_stage<HDMAX, TC_BQ>(Qs, qb, a.q_stride, q0, qn, a.hd);
+            tc_stage<HDMAX, TC_BQ>(dOs, ob, a.q_stride, q0, qn, a.hd);
+            ft_cp_async_commit();
+            for (int i = threadIdx.x; i < TC_BQ; i += TC_THREADS) {
+                lse_s[i] = i < qn ? lb[q0 + i] * TC_LOG2E : 0.0f;
+                D_s[i] = i < qn ? Db[q0 + i] : 0.0f;
+            }
+            ft_cp_async_wait<0>();
+            __syncthreads();
+
+            /* S^T = K Q^T and dP^T = V dO^T: this warp's 16 keys x 64 queries */
+            float p[NQ][4], ds[NQ][4];
+#pragma unroll
+            for (int n = 0; n < NQ; n++) {
+                for (int e = 0; e < 4; e++)
+                    p[n][e] = ds[n][e] = 0.0f;
+#pragma unroll
+                for (int ks = 0; ks < KS; ks++) {
+                    int off = (n * 8 + lane % 8) * P + ks * 16 + 8 * ((lane / 8) % 2);
+                    uint32_t qf[2], of[2];
+                    ft_ldmatrix<2, false>(qf, Qs + off);
+                    ft_ldmatrix<2, false>(of, dOs + off);
+                    ft_mma_m16n8k16_bf16(p[n], ka[ks], qf, p[n]);
+                    ft_mma_m16n8k16_bf16(ds[n], va[ks], of, ds[n]);
+                }
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int qi = n * 8 + 2 * t + (e & 1), qc = q0 + qi, key = e < 2 ? kr0 : kr1;
+                    bool vis = tc_visible(a, b, qc, key, tc_segment(a, b, qc));
+                    float pe = vis ? exp2f(p[n][e] * a.scale_log2 - lse_s[qi]) : 0.0f;
+                    p[n][e] = pe;
+                    ds[n][e] = pe * (ds[n][e] - D_s[qi]);
+                }
+            }
+            /* dV += P^T dO, dK += dS^T Q: 16 queries per k-step */
+#pragma unroll
+            for (int j = 0; j < NQ / 2; j++) {
+                uint32_t pa[4] = TC_REPACK(p, j), sa[4] = TC_REPACK(ds, j);
+#pragma unroll
+                for (int d = 0; d < DT; d++) {
+                    int off = (j * 16 + lane % 16) * P + d * 8;
+                    uint32_t of[2], qf[2];
+                    ft_ldmatrix<2, true>(of, dOs + off);
+                    ft_ldmatrix<2, true>(qf, Qs + off);
+                    ft_mma_m16n8k16_bf16(dva[d], pa, of, dva[d]);
+                    ft_mma_m16n8k16_bf16(dka[d], sa, qf, dka[d]);
+                }
+            }
+        }
+    }
+    const float scale = a.scale_log2 / TC_LOG2E;
+    float *dkb = dk + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
+    float *dvb = dv + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
+#pragma unroll
+    for (int d = 0; d < DT; d++) {
+        int c = d * 8 + 2 * t;
+        if (c >= a.hd)
+            continue;
+        for (int e = 0; e < 4; e++) {
+            int key = e < 2 ? kr0 : kr1;
+            if (key < a.seq) {
+                dkb[(size_t)key * a.kv_stride + c + (e & 1)] = dka[d][e] * scale;
+                dvb[(size_t)key * a.kv_stride + c + (e & 1)] = dva[d][e];
+            }
+        }
+    }
+}
+
+template <int HDMAX>
+__global__ void __launch_bounds__(TC_THREADS)
+    tc_bwd_dq_kernel(float *__restrict__ dq, const uint16_t *__restrict__ dout,
+                     const float *__restrict__ lse, const float *__restrict__ Dv,
+                     const uint16_t *__restrict__ q, const uint16_t *__restrict__ k,
+                     const uint16_t *__restrict__ v, TcArgs a, int heads)
+{
+    constexpr int P = TcBwdCfg<HDMAX>::P, KS = HDMAX / 16, NK = TC_BK / 8, DT = HDMAX / 8;
+    FT_DYNAMIC_SMEM(uint16_t, smem);
+    uint16_t *Qs = smem, *dOs = Qs + TC_BQ * P, *Ks = dOs + TC_BQ * P, *Vs = Ks + TC_BK * P;
+
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    const int nqt = (a.seq + TC_BQ - 1) / TC_BQ;
+    const int qt = nqt - 1 - (int)blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const int hk = h / a.group, q0 = qt * TC_BQ, qn = min(TC_BQ, a.seq - q0);
+    const uint16_t *qb = q + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
+    const uint16_t *ob = dout + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
+    const uint16_t *kb = k + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
+    const uint16_t *vb = v + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
+    tc_stage<HDMAX, TC_BQ>(Qs, qb, a.q_stride, q0, qn, a.hd);
+    tc_stage<HDMAX, TC_BQ>(dOs, ob, a.q_stride, q0, qn, a.hd);
+    ft_cp_async_commit();
+    ft_cp_async_wait<0>();
+    __syncthreads();
+    uint32_t qa[KS][4], oa[KS][4];
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) {
+        int off = (warp * 16 + lane % 16) * P + ks * 16 + 8 * (lane / 16);
+        ft_ldmatrix<4, false>(qa[ks], Qs + off);
+        ft_ldmatrix<4, false>(oa[ks], dOs + off);
+    }
+    const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
+    const int seg0 = tc_segment(a, b, r0), seg1 = tc_segment(a, b, r1);
+    const size_t row_base = ((size_t)b * heads + h) * a.seq;
+    const float lse0 = r0 < a.seq ? lse[row_base + r0] * TC_LOG2E : 0.0f;
+    const float lse1 = r1 < a.seq ? lse[row_base + r1] * TC_LOG2E : 0.0f;
+    const float D0 = r0 < a.seq ? Dv[row_base + r0] : 0.0f;
+    const float D1 = r1 < a.seq ? Dv[row_base + r1] : 0.0f;
+    float dqa[DT][4];
+#pragma unroll
+    for (int d = 0; d < DT; d++)
+        for (int e = 0; e < 4; e++)
+            dqa[d][e] = 0.0f;
+
+    const int nkt = (q0 + qn - 1) / TC_BK + 1;
+    for (int kt = 0; kt < nkt; kt++) {
+        const int k0 = kt * TC_BK, kn = min(TC_BK, a.seq - k0);
+        __syncthreads(); /* the previous key tile is no longer read */
+        tc_stage<HDMAX, TC_BK>(Ks, kb, a.kv_stride, k0, kn, a.hd);
+        tc_stage<HDMAX, TC_BK>(Vs, vb, a.kv_stride, k0, kn, a.hd);
+        ft_cp_async_commit();
+        ft_cp_async_wait<0>();
+        __syncthreads();
+        float p[NK][4], ds[NK][4];
+#pragma unroll
+        for (int n = 0; n < NK; n++) {
+            for (int e = 0; e < 4; e++)
+                p[n][e] = ds[n][e] = 0.0f;
+#pragma unroll
+            for (int ks = 0; ks < KS; ks++) {
+                int off = (n * 8 + lane % 8) * P + ks * 16 + 8 * ((lane / 8) % 2);
+                uint32_t kf[2], vf[2];
+                ft_ldmatrix<2, false>(kf, Ks + off);
+                ft_ldmatrix<2, false>(vf, Vs + off);
+                ft_mma_m16n8k16_bf16(p[n], qa[ks], kf, p[n]);
+                ft_mma_m16n8k16_bf16(ds[n], oa[ks], vf, ds[n]);
+            }
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int col = k0 + n * 8 + 2 * t + (e & 1);
+                bool vis = e < 2 ? tc_visible(a, b, r0, col, seg0)
+                                 : tc_visible(a, b, r1, col, seg1);
+                float pe = vis ? exp2f(p[n][e] * a.scale_log2 - (e < 2 ? lse0 : lse1)) : 0.0f;
+                p[n][e] = pe;
+                ds[n][e] = pe * (ds[n][e] - (e < 2 ? D0 : D1));
+            }
+        }
+        /* dQ += dS K: 16 keys per k-step */
+#pragma unroll
+        for (int j = 0; j < NK / 2; j++) {
+            uint32_t sa[4] = TC_REPACK(ds, j);
+#pragma unroll
+            for (int d = 0; d < DT; d++) {
+                uint32_t kf[2];
+                ft_ldmatrix<2, true>(kf, Ks + (j * 16 + lane % 16) * P + d * 8);
+                ft_mma_m16n8k16_bf16(dqa[d], sa, kf, dqa[d]);
+            }
+        }
+    }
+    const float scale = a.scale_log2 / TC_LOG2E;
+    float *dqb = dq + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
+#pragma unroll
+    for (int d = 0; d < DT; d++) {
+        int c = d * 8 + 2 * t;
+        if (c >= a.hd)
+            continue;
+        for (int e = 0; e < 4; e++) {
+            int row = e < 2 ? r0 : r1;
+            if (row < a.seq)
+                dqb[(size_t)row * a.q_stride + c + (e & 1)] = dqa[d][e] * scale;
+        }
+    }
+}
+
+template <int HDMAX>
+static cudaError_t tc_bwd_run(float *dq, float *dk, float *dv, const uint16_t *dout,
+                              const float *lse, const float *Dv, const uint16_t *q,
+                              const uint16_t *k, const uint16_t *v, const TcArgs &a,
+                              ft_attn_shape s, cudaStream_t st)
+{
+    const size_t smem = TcBwdCfg<HDMAX>::smem;
+    void (*kkv)(float *, float *, const uint16_t *, const float *, const float *,
+                const uint16_t *, const uint16_t *, const uint16_t *, TcArgs, int) =
+        tc_bwd_dkdv_kernel<HDMAX>;
+    void (*kq)(float *, const uint16_t *, const float *, const float *, const uint16_t *,
+               const uint16_t *, const uint16_t *, TcArgs, int) = tc_bwd_dq_kernel<HDMAX>;
+    cudaError_t e = cudaFuncSetAttribute(kkv, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)smem);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess)
+        return e;
+    dim3 gkv((unsigned)((s.seq_len + TC_BK - 1) / TC_BK), (unsigned)s.n_kv_heads,
+             (unsigned)s.batch);
+    FT_LAUNCH(kkv, gkv, TC_THREADS, smem, st)(dk, dv, dout, lse, Dv, q, k, v, a, s.n_heads);
+    e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return e;
+    dim3 gq((unsigned)((s.seq_len + TC_BQ - 1) / TC_BQ), (unsigned)s.n_heads, (unsigned)s.batch);
+    FT_LAUNCH(kq, gq, TC_THREADS, smem, st)(dq, dout, lse, Dv, q, k, v, a, s.n_heads);
+    return cudaGetLastError();
+}
+
+extern "C" size_t ft_cuda_attention_bwd_bf16_scratch_bytes(ft_attn_shape s)
+{
+    return (size_t)s.batch * s.n_heads * s.seq_len * sizeof(float);
+}
+
+extern "C" cudaError_t ft_cuda_launch_attention_bwd_bf16(float *dq, float *dk, float *dv,
+                                                         const uint16_t *dout, const float *out,
+                                                         const float *lse, const uint16_t *q,
+                                                         const uint16_t *k, const uint16_t *v,
+                                                         const int32_t *segment, ft_attn_shape s,
+                                                         void *scratch, cudaStream_t st)
+{
+    if (s.batch <= 0 || s.seq_len <= 0)
+        return cudaSuccess;
+    if (!ft_cuda_attention_tc_supported(s))
+        return cudaErrorInvalidValue;
+    TcArgs a = tc_args(s, segment);
+    float *Dv = (float *)scratch;
+    size_t rows = (size_t)s.batch * s.n_heads * s.seq_len;
+    FT_LAUNCH(tc_bwd_dot_kernel, ft_cuda_grid_for(rows * 32, 256), 256, 0, st)
+    (Dv, dout, out, a, s.n_heads, rows);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return e;
+    if (s.head_dim <= 64)
+        return tc_bwd_run<64>(dq, dk, dv, dout, lse, Dv, q, k, v, a, s, st);
+    if (s.head_dim <= 128)
+        return tc_bwd_run<128>(dq, dk, dv, dout, lse, Dv, q, k, v, a, s, st);
+    return tc_bwd_run<256>(dq, dk, dv, dout, lse, Dv, q, k, v, a, s, st);
+}
