@@ -414,7 +414,7 @@ static void test_attention_case(int batch, int seq, int n_heads, int n_kv, int h
     char what[192], tag[128];
     snprintf(tag, sizeof tag, "B=%d T=%d H=%d KV=%d D=%d seg=%s", batch, seq, n_heads, n_kv, hd,
              seg_kind == 0 ? "none" : seg_kind == 1 ? "docs" : "scattered");
-    ft_attn_shape s = {batch, seq, n_heads, n_kv, hd};
+    ft_attn_shape s = {batch, seq, n_heads, n_kv, hd, 0};
     size_t tokens = (size_t)batch * seq;
     size_t nq = tokens * n_heads * hd, nkv = tokens * n_kv * hd;
     size_t nl = (size_t)batch * n_heads * seq;
