@@ -60,6 +60,24 @@ static int require_false(const char *path, const json_t *root, const char *key,
     return 0;
 }
 
+/* transformers 5's layer_types, when present, must list only "full_attention". */
+static int require_full_attention(const char *path, const json_t *root, ft_error *err)
+{
+    const json_t *types = json_object_get(root, "layer_types");
+    size_t i;
+    json_t *t;
+    if (!types || json_is_null(types))
+        return 0;
+    if (!json_is_array(types))
+        return ft_fail(err, "%s: \"layer_types\" must be a list", path);
+    json_array_foreach(types, i, t) {
+        if (!json_is_string(t) || strcmp(json_string_value(t), "full_attention") != 0)
+            return ft_fail(err, "%s: layer_types[%zu] is not \"full_attention\"; ftmpi trains "
+                           "this family with full attention in every layer", path, i);
+    }
+    return 0;
+}
+
 /* What each family adds to or removes from the Llama fields:
  *   llama    attention_bias and mlp_bias must be false (ftmpi's Llama has none)
  *   qwen2    always has q/k/v biases (no switch); use_sliding_window must be false
@@ -75,11 +93,13 @@ static int read_family_fields(const char *path, const json_t *root, ft_model_con
         return require_false(path, root, "attention_bias", "ftmpi's Llama has no biases", err) ||
                require_false(path, root, "mlp_bias", "ftmpi's Llama has no biases", err);
     case FT_FAMILY_QWEN2:
-        return require_false(path, root, "use_sliding_window", no_window, err);
+        return require_false(path, root, "use_sliding_window", no_window, err) ||
+               require_full_attention(path, root, err);
     case FT_FAMILY_QWEN3:
         return require_false(path, root, "attention_bias",
                              "ftmpi's Qwen3 has no q/k/v/o biases", err) ||
-               require_false(path, root, "use_sliding_window", no_window, err);
+               require_false(path, root, "use_sliding_window", no_window, err) ||
+               require_full_attention(path, root, err);
     case FT_FAMILY_MISTRAL: {
         const json_t *w = json_object_get(root, "sliding_window");
         if (!w) {
