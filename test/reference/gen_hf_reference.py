@@ -108,7 +108,7 @@ CASES = [
     ("hf_tied",        1003, 20000.0,    None,           True,  [[25], [25]], "llama", {}),
     # Qwen2: q/k/v biases; packed rows untied, single documents tied (Qwen2.5-0.5B style)
     ("hf_qwen2",       1101, 1000000.0,  None,           False, [[9, 7, 9], [14, 11]], "qwen2", {}),
-    ("hf_qwen2_tied",  1102, 1000000.0,  None,           True,  [[25], [25]], "qwen2", {}),
+    ("hf_qwen2_tied",  1104, 1000000.0,  None,           True,  [[25], [25]], "qwen2", {}),
     # Qwen3: q/k RMSNorm per head, head_dim 24 != hidden / heads = 16
     ("hf_qwen3",       1201, 1000000.0,  None,           False, [[9, 7, 9], [14, 11]], "qwen3",
      {"head_dim": 24}),
