@@ -269,22 +269,22 @@ int ft_hf_config_read(const char *path, ft_model_config *c, ft_hf_config_info *i
     if (get_int(path, root, "num_key_value_heads", false, c->num_attention_heads, 1,
                 &c->num_key_value_heads, err))
         goto done;
+    /* head_dim when absent: Qwen3Config's default is 128; the others derive it */
     const json_t *hd = json_object_get(root, "head_dim");
-    if ((!hd || json_is_null(hd)) && c->family == FT_FAMILY_QWEN3) {
-        /* Qwen3Config's default is 128, not hidden_size / heads */
-        if (!hd)
+    const bool hd_given = hd && !json_is_null(hd);
+    int hd_default = 0;
+    if (c->family == FT_FAMILY_QWEN3) {
+        hd_default = 128;
+        if (!hd_given)
             add_note(info, "head_dim absent: using 128 (the Qwen3 default)");
-        c->head_dim = 128;
-    } else if ((!hd || json_is_null(hd)) && c->hidden_size % c->num_attention_heads != 0) {
+    } else if (c->hidden_size % c->num_attention_heads == 0) {
+        hd_default = c->hidden_size / c->num_attention_heads;
+    } else if (!hd_given) {
         ft_fail(err, "%s: hidden_size %d is not a multiple of num_attention_heads %d and "
                 "\"head_dim\" is not given", path, c->hidden_size, c->num_attention_heads);
         goto done;
     }
-    if ((c->family != FT_FAMILY_QWEN3 &&
-         get_int(path, root, "head_dim", false, c->hidden_size / c->num_attention_heads, 1,
-                 &c->head_dim, err)) ||
-        (c->family == FT_FAMILY_QWEN3 && hd && !json_is_null(hd) &&
-         get_int(path, root, "head_dim", false, 128, 1, &c->head_dim, err)) ||
+    if (get_int(path, root, "head_dim", false, hd_default, 1, &c->head_dim, err) ||
         read_rope(path, root, c, info, err) ||
         read_token_id(path, root, "bos_token_id", &c->bos_token_id, info, err) ||
         read_token_id(path, root, "eos_token_id", &c->eos_token_id, info, err))

@@ -36,6 +36,10 @@ expect_fail 1 '"use_sliding_window" is true; ftmpi trains this family with full 
 edit_config tiny_qwen3 qwen3_layers 's/"full_attention"/"sliding_attention"/'
 expect_fail 1 'layer_types[0] is not "full_attention"' "$CONVERT" import qwen3_layers out.h5
 
+# Qwen3 without head_dim means Qwen3Config's 128, not hidden / heads (here 24 was used)
+edit_config tiny_qwen3 qwen3_nohd '/"head_dim"/d'
+expect_fail 1 "config.json implies [512,64]" "$CONVERT" import qwen3_nohd out.h5
+
 # a Qwen3 directory whose config.json is Qwen2's: the q/k norms are unexpected
 edit_config tiny_qwen3 as_qwen2 's/"model_type": "qwen3"/"model_type": "qwen2"/; s/Qwen3ForCausalLM/Qwen2ForCausalLM/'
 expect_fail 1 "is not part of a Qwen2ForCausalLM model with this config.json" \
