@@ -57,6 +57,9 @@
  * cannot contain a visible pair and is skipped (with increasing ids per packed
  * row this skips every tile before the query's document). Tile pairs entirely
  * below the diagonal and inside one document need no element-wise mask.
+ * With a sliding window W (Mistral; query i also needs key j > i - W), tile
+ * pairs whose last key is at or before the first query minus W are skipped, and
+ * every other pair takes the element-wise mask (attn_in_window).
  *
  * Everything runs on the backend's stream; the only temporary memory (segment
  * ranges, D) comes from the caller's scratch. */
@@ -78,7 +81,20 @@ struct AttnArgs {
     const int32_t *segment; /* [batch * seq] or NULL */
     const int2 *seg_range;  /* [batch][ngran] (min, max) of each granule, or NULL */
     int ngran;
+    int window;             /* 0: none; else query i sees only keys j > i - window */
 };
+
+/* The sliding-window part of vis(i, j). */
+__device__ __forceinline__ bool attn_in_window(const AttnArgs &a, int i, int j)
+{
+    return a.window == 0 || j > i - a.window;
+}
+
+/* True when no key of [k0, k0+kn) is inside the window of a query >= q0. */
+__device__ __forceinline__ bool attn_tile_before_window(const AttnArgs &a, int q0, int k0, int kn)
+{
+    return a.window > 0 && k0 + kn - 1 <= q0 - a.window;
+}
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -123,7 +139,9 @@ __device__ __forceinline__ int2 attn_tile_range(const AttnArgs &a, int b, int t0
 __device__ __forceinline__ int attn_classify(const AttnArgs &a, int b, int q0, int k0, int kn,
                                              int bk, int2 qr)
 {
-    bool full = (k0 + kn - 1 <= q0) && kn == bk;
+    if (attn_tile_before_window(a, q0, k0, kn))
+        return 0;
+    bool full = (k0 + kn - 1 <= q0) && kn == bk && a.window == 0;
     if (a.segment) {
         int2 kr = attn_tile_range(a, b, k0, kn);
         if (kr.y < qr.x || kr.x > qr.y)
@@ -275,7 +293,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
 #pragma unroll
                 for (int c = 0; c < CK; c++) {
                     int i = q0 + ty * RQ + r, jl = tx + 16 * c, j = k0 + jl;
-                    bool vis = j <= i && jl < kn && (!a.segment || segk[jl] == segq[r]);
+                    bool vis = j <= i && jl < kn && (!a.segment || segk[jl] == segq[r]) &&
+                               attn_in_window(a, i, j);
                     if (!vis)
                         s[r][c] = -INFINITY;
                 }
@@ -485,7 +504,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
             for (int c = 0; c < CK; c++) {
                 int i = q0 + ty * RQ + r, jl = tx + 16 * c, j = k0 + jl;
                 bool vis = kind == 2 ||
-                           (j <= i && jl < kn && (!a.segment || segk[jl] == segq[r]));
+                           (j <= i && jl < kn && (!a.segment || segk[jl] == segq[r]) &&
+                            attn_in_window(a, i, j));
                 float p = vis ? exp2f(s[r][c] * a.scale_log2 - lse2[r]) : 0.0f;
                 dSt[jl * (BQ + 1) + ty * RQ + r] = p * (dp[r][c] - Dr[r]);
             }
@@ -584,7 +604,9 @@ __global__ void __launch_bounds__(ATT_THREADS)
             const int q0 = qt * BQ, qn = min(BQ, a.seq - q0);
             int2 qr = a.segment ? attn_tile_range(a, b, q0, qn) : make_int2(0, 0);
             /* attn_classify with the roles of the ranges as in the forward. */
-            bool full = (k0 + kn - 1 <= q0) && kn == BK && qn == BQ;
+            if (attn_tile_before_window(a, q0, k0, kn))
+                break; /* later query tiles are further past the window */
+            bool full = (k0 + kn - 1 <= q0) && kn == BK && qn == BQ && a.window == 0;
             if (a.segment) {
                 if (kr.y < qr.x || kr.x > qr.y)
                     continue;
@@ -635,7 +657,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
                 for (int c = 0; c < CQ; c++) {
                     int jl = ty * RK + r, j = k0 + jl, il = tx + 16 * c, i = q0 + il;
                     bool vis = full || (j <= i && il < qn && jl < kn &&
-                                        (!a.segment || segq[il] == segk[r]));
+                                        (!a.segment || segq[il] == segk[r]) &&
+                                        attn_in_window(a, i, j));
                     float p = vis ? exp2f(s[r][c] * a.scale_log2 - lse2s[il]) : 0.0f;
                     Ps[il * (BK + 1) + jl] = p;
                     dSs[il * (BK + 1) + jl] = p * (dp[r][c] - Ds[il]);
@@ -702,6 +725,7 @@ static AttnArgs attn_args(ft_attn_shape s, const int32_t *segment, void *seg_scr
     a.segment = segment;
     a.ngran = (s.seq_len + ATT_GRAN - 1) / ATT_GRAN;
     a.seg_range = segment ? (const int2 *)seg_scratch : NULL;
+    a.window = s.window > 0 ? s.window : 0;
     return a;
 }
 

@@ -2,7 +2,8 @@
  *
  * For new token i (absolute position p = past + i) and query head h, with kv head
  * g = h / (n_heads / n_kv_heads) and scale = 1/sqrt(head_dim):
- *   s_j = k_j . (scale q)      for every cached key j <= p
+ *   s_j = k_j . (scale q)      for every cached key j <= p (and, with a sliding
+ *                              window W > 0, j > p - W: the keys start at first)
  *   m   = max_j s_j,   w_j = exp(s_j - m),   l = sum_j w_j
  *   o   = (sum_j w_j v_j) / l
  * The scale is folded into q before the dot products, like the CPU kernels.
@@ -25,7 +26,7 @@
 #define DEC_HDMAX 256
 
 struct DecodeArgs {
-    int past, n_new, n_heads, group, hd;
+    int past, n_new, n_heads, group, hd, window;
     size_t q_stride, kv_stride, score_stride;
     float scale;
 };
@@ -39,7 +40,9 @@ attention_decode_kernel(float *__restrict__ out, const float *__restrict__ q,
     __shared__ float red[FT_WARP];
     const int h = blockIdx.x, i = blockIdx.y;
     const int g = h / a.group, hd = a.hd;
-    const int n_keys = a.past + i + 1;
+    const int last = a.past + i; /* the token's own position */
+    const int first = a.window > 0 && last - a.window + 1 > 0 ? last - a.window + 1 : 0;
+    const int n_keys = last - first + 1;
     const int lane = threadIdx.x % FT_WARP, warp = threadIdx.x / FT_WARP;
     const int nwarps = blockDim.x / FT_WARP;
     const float *qrow = q + (size_t)i * a.q_stride + (size_t)h * hd;
@@ -50,7 +53,7 @@ attention_decode_kernel(float *__restrict__ out, const float *__restrict__ q,
     __syncthreads();
 
     /* 1. scores, one warp per key */
-    const float *kbase = k_cache + (size_t)g * hd;
+    const float *kbase = k_cache + (size_t)first * a.kv_stride + (size_t)g * hd;
     for (int j = warp; j < n_keys; j += nwarps) {
         const float *kj = kbase + (size_t)j * a.kv_stride;
         float s = 0.0f;
@@ -77,7 +80,7 @@ attention_decode_kernel(float *__restrict__ out, const float *__restrict__ q,
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
 
     /* 3. output, one thread per feature */
-    const float *vbase = v_cache + (size_t)g * hd;
+    const float *vbase = v_cache + (size_t)first * a.kv_stride + (size_t)g * hd;
     float *orow = out + (size_t)i * a.q_stride + (size_t)h * hd;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float acc = 0.0f;
@@ -98,7 +101,7 @@ extern "C" cudaError_t ft_cuda_launch_attention_decode(float *out, const float *
                                                        const float *k_cache,
                                                        const float *v_cache, int past,
                                                        int n_new, int n_heads, int n_kv_heads,
-                                                       int head_dim, void *scratch,
+                                                       int head_dim, int window, void *scratch,
                                                        cudaStream_t st)
 {
     if (n_new <= 0 || n_heads <= 0 || past < 0)
@@ -112,6 +115,7 @@ extern "C" cudaError_t ft_cuda_launch_attention_decode(float *out, const float *
     a.n_heads = n_heads;
     a.group = n_heads / n_kv_heads;
     a.hd = head_dim;
+    a.window = window > 0 ? window : 0;
     a.q_stride = (size_t)n_heads * head_dim;
     a.kv_stride = (size_t)n_kv_heads * head_dim;
     a.score_stride = (size_t)(past + n_new);

@@ -342,10 +342,10 @@ static void cuda_attention_bwd(ft_backend *be, float *dq, float *dk, float *dv, 
 
 static void cuda_attention_decode(ft_backend *be, float *out, const float *q,
                                   const float *k_cache, const float *v_cache, int past, int n_new,
-                                  int n_heads, int n_kv_heads, int head_dim)
+                                  int n_heads, int n_kv_heads, int head_dim, int window)
 {
     ft_attn_shape s = { .batch = 1, .seq_len = past + n_new, .n_heads = n_heads,
-                        .n_kv_heads = n_kv_heads, .head_dim = head_dim };
+                        .n_kv_heads = n_kv_heads, .head_dim = head_dim, .window = window };
     attn_check_shape(s, "attention_decode");
     if (past < 0 || n_new < 0 || n_new > 65535) {
         fprintf(stderr, "ftmpi: CUDA backend: attention_decode: unsupported past=%d n_new=%d\n",
@@ -357,9 +357,19 @@ static void cuda_attention_decode(ft_backend *be, float *out, const float *q,
     void *scratch =
         ft_cuda_scratch(be, ft_cuda_attention_decode_scratch_bytes(past, n_new, n_heads));
     ft_cuda_check(ft_cuda_launch_attention_decode(out, q, k_cache, v_cache, past, n_new, n_heads,
-                                                  n_kv_heads, head_dim, scratch,
+                                                  n_kv_heads, head_dim, window, scratch,
                                                   ft_cuda_stream(be)),
                   "attention_decode");
+}
+
+static void cuda_bias_add(ft_backend *be, float *y, const float *b, int rows, int dim)
+{
+    ft_cuda_check(ft_cuda_launch_bias_add(y, b, rows, dim, ft_cuda_stream(be)), "bias_add");
+}
+
+static void cuda_bias_grad(ft_backend *be, float *db, const float *dy, int rows, int dim)
+{
+    ft_cuda_check(ft_cuda_launch_bias_grad(db, dy, rows, dim, ft_cuda_stream(be)), "bias_grad");
 }
 
 static void cuda_swiglu_fwd(ft_backend *be, float *out, const float *gate, const float *up,
@@ -498,6 +508,8 @@ static const ft_backend_ops cuda_ops = {
     .attention_fwd = cuda_attention_fwd,
     .attention_bwd = cuda_attention_bwd,
     .attention_decode = cuda_attention_decode,
+    .bias_add = cuda_bias_add,
+    .bias_grad = cuda_bias_grad,
     .swiglu_fwd = cuda_swiglu_fwd,
     .swiglu_bwd = cuda_swiglu_bwd,
     .embedding_fwd = cuda_embedding_fwd,

@@ -143,7 +143,13 @@ size_t ft_cuda_attention_decode_scratch_bytes(int past, int n_new, int n_heads);
 cudaError_t ft_cuda_launch_attention_decode(float *out, const float *q, const float *k_cache,
                                             const float *v_cache, int past, int n_new,
                                             int n_heads, int n_kv_heads, int head_dim,
-                                            void *scratch, cudaStream_t st);
+                                            int window, void *scratch, cudaStream_t st);
+
+/* ---- cuda_qwen2.cu ---- */
+cudaError_t ft_cuda_launch_bias_add(float *y, const float *b, int rows, int dim,
+                                    cudaStream_t st);
+cudaError_t ft_cuda_launch_bias_grad(float *db, const float *dy, int rows, int dim,
+                                     cudaStream_t st);
 
 #ifdef __cplusplus
 }

@@ -35,6 +35,9 @@ typedef struct ft_attn_shape {
     int n_heads;
     int n_kv_heads;
     int head_dim;
+    /* Sliding window (Mistral): query i also needs j > i - window, i.e. it sees at
+     * most `window` keys, itself included. 0: no window (plain causal). */
+    int window;
 } ft_attn_shape;
 
 typedef struct ft_adamw_params {
@@ -88,8 +91,10 @@ typedef struct ft_backend_ops {
                  const int32_t *pos, int tokens, int n_heads, int head_dim, bool inverse);
 
     /* Causal attention with document masking (flash attention: tiled, online softmax).
-     * Query token i of a row attends key token j of the same row iff j <= i and
-     * segment[j] == segment[i]; segment == NULL means one document per row.
+     * Query token i of a row attends key token j of the same row iff j <= i,
+     * segment[j] == segment[i] and, when s.window > 0, j > i - s.window; segment ==
+     * NULL means one document per row. Key tiles wholly outside the window are
+     * skipped, so a window makes long sequences cost O(T x window).
      * out [tokens, n_heads*head_dim] overwrite; lse [batch, n_heads, seq_len] overwrite
      * (natural-log sum of exp of the scaled scores, kept for the backward).
      * Scale is 1/sqrt(head_dim). */
@@ -104,13 +109,21 @@ typedef struct ft_backend_ops {
      * only). One sequence: q [n_new, n_heads*head_dim] holds the queries of positions
      * past .. past+n_new-1; k_cache and v_cache [>= past+n_new, n_kv_heads*head_dim]
      * hold the keys (after RoPE) and values of positions 0 .. past+n_new-1, the new
-     * tokens' included. New token i attends keys j <= past + i (causal, one document).
+     * tokens' included. New token i attends keys j <= past + i (causal, one document)
+     * and, when window > 0, j > past + i - window (the sliding window of attention_fwd).
      * out [n_new, n_heads*head_dim] overwrite. Scale 1/sqrt(head_dim); GQA by
      * indexing as in attention_fwd. Equals attention_fwd on the whole sequence, at
      * the new rows, up to rounding. */
     void (*attention_decode)(ft_backend *be, float *out, const float *q, const float *k_cache,
                              const float *v_cache, int past, int n_new, int n_heads,
-                             int n_kv_heads, int head_dim);
+                             int n_kv_heads, int head_dim, int window);
+
+    /* Bias of a linear layer (Qwen2's q/k/v projections).
+     * y[rows, dim] += b[dim], the same b added to every row. */
+    void (*bias_add)(ft_backend *be, float *y, const float *b, int rows, int dim);
+    /* Its gradient: db[dim] += sum over rows of dy[rows, dim] (accumulate), each
+     * column summed in row order, so the result does not depend on threads. */
+    void (*bias_grad)(ft_backend *be, float *db, const float *dy, int rows, int dim);
 
     /* out = silu(gate) * up over n elements (overwrite). */
     void (*swiglu_fwd)(ft_backend *be, float *out, const float *gate, const float *up, size_t n);

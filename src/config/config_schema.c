@@ -18,11 +18,16 @@ _Static_assert(sizeof(ft_optimizer_type) == sizeof(int), "enum size");
 _Static_assert(sizeof(ft_schedule_type) == sizeof(int), "enum size");
 _Static_assert(sizeof(ft_dtype) == sizeof(int), "enum size");
 _Static_assert(sizeof(ft_rope_scaling_type) == sizeof(int), "enum size");
+_Static_assert(sizeof(ft_model_family) == sizeof(int), "enum size");
 
 /* The order of names must follow the enum values: the stored value is the index. */
 static const char *const device_names[] = {"cpu", "cuda", NULL};
 static const char *const dtype_names[] = {"fp32", "bf16", NULL};
 static const char *const rope_scaling_names[] = {"none", "llama3", NULL};
+/* In ft_model_family order (model/family.h). */
+static const char *const family_names[] = {"llama", "qwen2", "qwen3", "mistral", NULL};
+_Static_assert(sizeof family_names / sizeof family_names[0] == FT_FAMILY_COUNT + 1,
+               "one name per model family");
 static const char *const optimizer_names[] = {"adamw", "sgd", NULL};
 static const char *const schedule_names[] = {"cosine", "linear", "constant", NULL};
 
@@ -85,6 +90,8 @@ const ft_config_key ft_config_keys[] = {
 
     /* model = { ... } */
     STRING("model.weights", model_weights, 0, NULL, NULL, "HDF5 weights to start from; the shape then comes from the file and the shape keys must be absent"),
+    ENUM("model.family", model.family, SHAPE, 0, family_names, "model family: llama, qwen2 (q/k/v biases), qwen3 (q/k RMSNorm), mistral (sliding window)"),
+    INT("model.sliding_window", model.sliding_window, SHAPE, 0, INT_MAX, 0, "mistral: each token attends to itself and the previous sliding_window-1 tokens; 0: no window"),
     INT("model.vocab_size", model.vocab_size, SHAPE_REQ, 1, INT_MAX, 0, "vocabulary size (rows of the embedding)"),
     INT("model.hidden_size", model.hidden_size, SHAPE_REQ, 1, INT_MAX, 0, "model width"),
     INT("model.intermediate_size", model.intermediate_size, SHAPE_REQ, 1, INT_MAX, 0, "SwiGLU hidden width"),

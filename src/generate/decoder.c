@@ -23,6 +23,7 @@ struct ft_decoder {
     float *h;                   /* [n, H] residual after attention */
     float *gate, *up, *act;     /* [n, I] */
     float *xf, *rstd_f, *logits; /* head of the last token: [H], [1], [V] */
+    float *proj, *rstd_qk;      /* qk_norm only: q or k before its norm [n, Q], 1/rms [n, nh] */
 };
 
 /* ---------------------------------------------------------------- lifetime */
@@ -83,6 +84,10 @@ int ft_decoder_create(ft_decoder **out, const ft_model_layout *layout, ft_backen
     d->xf = balloc(d, H, &failed);
     d->rstd_f = balloc(d, 1, &failed);
     d->logits = balloc(d, V, &failed);
+    if (ft_model_family_of(c)->qk_norm) {
+        d->proj = balloc(d, N * Q, &failed);
+        d->rstd_qk = balloc(d, N * (size_t)c->num_attention_heads, &failed);
+    }
     d->host_i32 = malloc(2 * N * sizeof(int32_t));
     float *cos_h = malloc(cap * half * sizeof(float) + 1);
     float *sin_h = malloc(cap * half * sizeof(float) + 1);
@@ -111,7 +116,7 @@ void ft_decoder_free(ft_decoder *d)
     ft_backend *be = d->be;
     float *bufs[] = { d->rope_cos, d->rope_sin, (float *)d->ids, (float *)d->pos, d->x, d->xn,
                       d->rstd, d->q, d->att, d->lse, d->h, d->gate, d->up, d->act, d->xf,
-                      d->rstd_f, d->logits };
+                      d->rstd_f, d->logits, d->proj, d->rstd_qk };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         be->ops->free(be, bufs[i]);
     ft_kv_cache_free(&d->cache);
@@ -133,6 +138,23 @@ static void linear_fwd(ft_backend *be, float *z, const float *a, const float *w,
     be->ops->matmul(be, z, a, w, n, out, in, false, true, 1.0f, beta);
 }
 
+/* z = RoPE(QKNorm(xn W^T + b)) over n_heads heads: block.c's project_rotate. */
+static void project_rotate(ft_decoder *d, float *z, const float *w, const float *bias,
+                           const float *norm_w, int n, int n_heads)
+{
+    ft_backend *be = d->be;
+    const ft_model_config *c = &d->layout->config;
+    const int H = c->hidden_size, hd = c->head_dim, out = n_heads * hd;
+    float *proj = norm_w ? d->proj : z;
+    linear_fwd(be, proj, d->xn, w, n, out, H, 0.0f);
+    if (bias)
+        be->ops->bias_add(be, proj, bias, n, out);
+    if (norm_w)
+        be->ops->rmsnorm_fwd(be, z, d->rstd_qk, proj, norm_w, n * n_heads, hd,
+                             (float)c->rms_norm_eps);
+    be->ops->rope(be, z, d->rope_cos, d->rope_sin, d->pos, n, n_heads, hd, false);
+}
+
 /* One block on the chunk's n tokens at positions past .. past+n-1; x is replaced by
  * the block's output. Mirrors ft_block_forward (src/model/block.c) op by op; the
  * only difference is where k and v go (the cache) and which attention reads them. */
@@ -143,7 +165,7 @@ static void block_forward(ft_decoder *d, int layer, const float *flat, int past,
     const ft_unit_layout *u = &d->layout->units[ft_layout_block_unit(layer)];
     const float *w[FT_BLK_N_TENSORS];
     for (int i = 0; i < FT_BLK_N_TENSORS; i++)
-        w[i] = flat + u->tensors[i].offset;
+        w[i] = u->slot[i] >= 0 ? flat + u->tensors[u->slot[i]].offset : NULL;
     const int H = c->hidden_size, I = c->intermediate_size, nh = c->num_attention_heads;
     const int nkv = c->num_key_value_heads, hd = c->head_dim;
     const int Q = nh * hd, KV = nkv * hd;
@@ -153,20 +175,20 @@ static void block_forward(ft_decoder *d, int layer, const float *flat, int past,
 
     /* attention branch: h = x + Attn(rmsnorm(x)) */
     be->ops->rmsnorm_fwd(be, d->xn, d->rstd, d->x, w[FT_BLK_ATTN_NORM], n, H, eps);
-    linear_fwd(be, d->q, d->xn, w[FT_BLK_Q], n, Q, H, 0.0f);
-    linear_fwd(be, k_new, d->xn, w[FT_BLK_K], n, KV, H, 0.0f);
+    project_rotate(d, d->q, w[FT_BLK_Q], w[FT_BLK_Q_BIAS], w[FT_BLK_Q_NORM], n, nh);
+    project_rotate(d, k_new, w[FT_BLK_K], w[FT_BLK_K_BIAS], w[FT_BLK_K_NORM], n, nkv);
     linear_fwd(be, v_new, d->xn, w[FT_BLK_V], n, KV, H, 0.0f);
-    be->ops->rope(be, d->q, d->rope_cos, d->rope_sin, d->pos, n, nh, hd, false);
-    be->ops->rope(be, k_new, d->rope_cos, d->rope_sin, d->pos, n, nkv, hd, false);
+    if (w[FT_BLK_V_BIAS])
+        be->ops->bias_add(be, v_new, w[FT_BLK_V_BIAS], n, KV);
     if (past == 0) {
         /* the whole sequence so far is this chunk: the trainer's attention */
         ft_attn_shape s = { .batch = 1, .seq_len = n, .n_heads = nh, .n_kv_heads = nkv,
-                            .head_dim = hd };
+                            .head_dim = hd, .window = c->sliding_window };
         be->ops->attention_fwd(be, d->att, d->lse, d->q, d->cache.k[layer], d->cache.v[layer],
                                NULL, s);
     } else {
         be->ops->attention_decode(be, d->att, d->q, d->cache.k[layer], d->cache.v[layer], past,
-                                  n, nh, nkv, hd);
+                                  n, nh, nkv, hd, c->sliding_window);
     }
     be->ops->copy(be, d->h, d->x, (size_t)n * H * sizeof(float));
     linear_fwd(be, d->h, d->att, w[FT_BLK_O], n, H, Q, 1.0f);

@@ -50,13 +50,68 @@ static int get_real(const char *path, const json_t *obj, const char *where, cons
 }
 
 /* A boolean field that must be false when present (features ftmpi lacks). */
-static int require_false(const char *path, const json_t *root, const char *key, ft_error *err)
+static int require_false(const char *path, const json_t *root, const char *key,
+                         const char *why, ft_error *err)
 {
     const json_t *j = json_object_get(root, key);
     if (j && !json_is_null(j) && !json_is_false(j))
-        return ft_fail(err, "%s: \"%s\" is %s; ftmpi's Llama has no biases (needs false)", path,
-                       key, json_is_true(j) ? "true" : "not a boolean");
+        return ft_fail(err, "%s: \"%s\" is %s; %s (needs false)", path, key,
+                       json_is_true(j) ? "true" : "not a boolean", why);
     return 0;
+}
+
+/* transformers 5's layer_types, when present, must list only "full_attention". */
+static int require_full_attention(const char *path, const json_t *root, ft_error *err)
+{
+    const json_t *types = json_object_get(root, "layer_types");
+    size_t i;
+    json_t *t;
+    if (!types || json_is_null(types))
+        return 0;
+    if (!json_is_array(types))
+        return ft_fail(err, "%s: \"layer_types\" must be a list", path);
+    json_array_foreach(types, i, t) {
+        if (!json_is_string(t) || strcmp(json_string_value(t), "full_attention") != 0)
+            return ft_fail(err, "%s: layer_types[%zu] is not \"full_attention\"; ftmpi trains "
+                           "this family with full attention in every layer", path, i);
+    }
+    return 0;
+}
+
+/* What each family adds to or removes from the Llama fields:
+ *   llama    attention_bias and mlp_bias must be false (ftmpi's Llama has none)
+ *   qwen2    always has q/k/v biases (no switch); use_sliding_window must be false
+ *   qwen3    attention_bias (q/k/v/o biases) and use_sliding_window must be false
+ *   mistral  sliding_window: a size, null (none) or absent (MistralConfig's 4096) */
+static int read_family_fields(const char *path, const json_t *root, ft_model_config *c,
+                              ft_hf_config_info *info, ft_error *err)
+{
+    static const char no_window[] = "ftmpi trains this family with full attention; its "
+                                    "sliding-window layers are not supported";
+    switch (c->family) {
+    case FT_FAMILY_LLAMA:
+        return require_false(path, root, "attention_bias", "ftmpi's Llama has no biases", err) ||
+               require_false(path, root, "mlp_bias", "ftmpi's Llama has no biases", err);
+    case FT_FAMILY_QWEN2:
+        return require_false(path, root, "use_sliding_window", no_window, err) ||
+               require_full_attention(path, root, err);
+    case FT_FAMILY_QWEN3:
+        return require_false(path, root, "attention_bias",
+                             "ftmpi's Qwen3 has no q/k/v/o biases", err) ||
+               require_false(path, root, "use_sliding_window", no_window, err) ||
+               require_full_attention(path, root, err);
+    case FT_FAMILY_MISTRAL: {
+        const json_t *w = json_object_get(root, "sliding_window");
+        if (!w) {
+            add_note(info, "sliding_window absent: using 4096 (the Mistral default)");
+            c->sliding_window = 4096;
+            return 0;
+        }
+        return get_int(path, root, "sliding_window", false, 0, 1, &c->sliding_window, err);
+    }
+    default:
+        return ft_fail(err, "%s: internal: family %d has no config reader", path, (int)c->family);
+    }
 }
 
 static int read_token_id(const char *path, const json_t *root, const char *key, int *id,
@@ -143,15 +198,22 @@ static int read_rope(const char *path, const json_t *root, ft_model_config *c,
     return 0;
 }
 
-static int check_model_kind(const char *path, const json_t *root, ft_error *err)
+/* The family from model_type, confirmed by architectures when present (the causal
+ * LM class of that family must be listed). */
+static int check_model_kind(const char *path, const json_t *root, ft_model_config *c,
+                            ft_error *err)
 {
     const json_t *mt = json_object_get(root, "model_type");
     if (!json_is_string(mt))
-        return ft_fail(err, "%s: field \"model_type\" is missing (a Llama config.json has "
-                       "\"model_type\": \"llama\")", path);
-    if (strcmp(json_string_value(mt), "llama") != 0)
-        return ft_fail(err, "%s: model_type is \"%s\", not a Llama model; ftmpi-convert handles "
-                       "model_type \"llama\" (LlamaForCausalLM)", path, json_string_value(mt));
+        return ft_fail(err, "%s: field \"model_type\" is missing (e.g. \"model_type\": "
+                       "\"llama\"; ftmpi has %s)", path, ft_family_names());
+    const ft_family_info *fam = ft_family_by_name(json_string_value(mt));
+    if (!fam)
+        return ft_fail(err, "%s: model_type is \"%s\", not a family ftmpi has; ftmpi-convert "
+                       "handles model_type %s (LlamaForCausalLM, Qwen2ForCausalLM, "
+                       "Qwen3ForCausalLM, MistralForCausalLM)", path, json_string_value(mt),
+                       ft_family_names());
+    c->family = fam->family;
     const json_t *arch = json_object_get(root, "architectures");
     if (arch && !json_is_null(arch)) {
         bool found = false;
@@ -160,10 +222,11 @@ static int check_model_kind(const char *path, const json_t *root, ft_error *err)
         if (!json_is_array(arch))
             return ft_fail(err, "%s: \"architectures\" must be a list", path);
         json_array_foreach(arch, i, a) found |= json_is_string(a) &&
-                                               strcmp(json_string_value(a), "LlamaForCausalLM") == 0;
+                                               strcmp(json_string_value(a), fam->architecture) == 0;
         if (!found)
-            return ft_fail(err, "%s: \"architectures\" does not list LlamaForCausalLM; "
-                           "ftmpi-convert handles causal-LM Llama checkpoints", path);
+            return ft_fail(err, "%s: \"architectures\" does not list %s; ftmpi-convert handles "
+                           "the causal-LM class of model_type \"%s\"", path, fam->architecture,
+                           fam->name);
     }
     const json_t *act = json_object_get(root, "hidden_act");
     if (act && (!json_is_string(act) || strcmp(json_string_value(act), "silu") != 0))
@@ -189,7 +252,7 @@ int ft_hf_config_read(const char *path, ft_model_config *c, ft_hf_config_info *i
         ft_fail(err, "%s: not a JSON object", path);
         goto done;
     }
-    if (check_model_kind(path, root, err) ||
+    if (check_model_kind(path, root, c, err) ||
         get_int(path, root, "vocab_size", true, 0, 1, &c->vocab_size, err) ||
         get_int(path, root, "hidden_size", true, 0, 1, &c->hidden_size, err) ||
         get_int(path, root, "intermediate_size", true, 0, 1, &c->intermediate_size, err) ||
@@ -198,8 +261,7 @@ int ft_hf_config_read(const char *path, ft_model_config *c, ft_hf_config_info *i
         get_int(path, root, "max_position_embeddings", true, 0, 1, &c->max_position_embeddings,
                 err) ||
         get_real(path, root, "", "rms_norm_eps", true, 0, &c->rms_norm_eps, err) ||
-        require_false(path, root, "attention_bias", err) ||
-        require_false(path, root, "mlp_bias", err))
+        read_family_fields(path, root, c, info, err))
         goto done;
     if (!json_object_get(root, "num_key_value_heads") ||
         json_is_null(json_object_get(root, "num_key_value_heads")))
@@ -207,14 +269,22 @@ int ft_hf_config_read(const char *path, ft_model_config *c, ft_hf_config_info *i
     if (get_int(path, root, "num_key_value_heads", false, c->num_attention_heads, 1,
                 &c->num_key_value_heads, err))
         goto done;
+    /* head_dim when absent: Qwen3Config's default is 128; the others derive it */
     const json_t *hd = json_object_get(root, "head_dim");
-    if ((!hd || json_is_null(hd)) && c->hidden_size % c->num_attention_heads != 0) {
+    const bool hd_given = hd && !json_is_null(hd);
+    int hd_default = 0;
+    if (c->family == FT_FAMILY_QWEN3) {
+        hd_default = 128;
+        if (!hd_given)
+            add_note(info, "head_dim absent: using 128 (the Qwen3 default)");
+    } else if (c->hidden_size % c->num_attention_heads == 0) {
+        hd_default = c->hidden_size / c->num_attention_heads;
+    } else if (!hd_given) {
         ft_fail(err, "%s: hidden_size %d is not a multiple of num_attention_heads %d and "
                 "\"head_dim\" is not given", path, c->hidden_size, c->num_attention_heads);
         goto done;
     }
-    if (get_int(path, root, "head_dim", false, c->hidden_size / c->num_attention_heads, 1,
-                &c->head_dim, err) ||
+    if (get_int(path, root, "head_dim", false, hd_default, 1, &c->head_dim, err) ||
         read_rope(path, root, c, info, err) ||
         read_token_id(path, root, "bos_token_id", &c->bos_token_id, info, err) ||
         read_token_id(path, root, "eos_token_id", &c->eos_token_id, info, err))
@@ -276,8 +346,13 @@ int ft_hf_config_write(const char *path, const ft_model_config *c, const char *t
     char eps[40], theta[40];
     fmt_real(eps, sizeof eps, c->rms_norm_eps);
     fmt_real(theta, sizeof theta, c->rope_theta);
-    fprintf(fp, "{\n  \"architectures\": [\n    \"LlamaForCausalLM\"\n  ],\n");
-    fprintf(fp, "  \"attention_bias\": false,\n  \"attention_dropout\": 0.0,\n");
+    const ft_family_info *fam = ft_model_family_of(c);
+    const bool llama = c->family == FT_FAMILY_LLAMA, qwen3 = c->family == FT_FAMILY_QWEN3;
+    const bool qwen = c->family == FT_FAMILY_QWEN2 || qwen3;
+    fprintf(fp, "{\n  \"architectures\": [\n    \"%s\"\n  ],\n", fam->architecture);
+    if (llama || qwen3)
+        fprintf(fp, "  \"attention_bias\": false,\n");
+    fprintf(fp, "  \"attention_dropout\": 0.0,\n");
     put_token(fp, "bos_token_id", c->bos_token_id);
     put_token(fp, "eos_token_id", c->eos_token_id);
     fprintf(fp, "  \"head_dim\": %d,\n", c->head_dim);
@@ -285,11 +360,17 @@ int ft_hf_config_write(const char *path, const ft_model_config *c, const char *t
     fprintf(fp, "  \"initializer_range\": 0.02,\n  \"intermediate_size\": %d,\n",
             c->intermediate_size);
     fprintf(fp, "  \"max_position_embeddings\": %d,\n", c->max_position_embeddings);
-    fprintf(fp, "  \"mlp_bias\": false,\n  \"model_type\": \"llama\",\n");
+    if (qwen)
+        fprintf(fp, "  \"max_window_layers\": %d,\n", c->num_hidden_layers);
+    if (llama)
+        fprintf(fp, "  \"mlp_bias\": false,\n");
+    fprintf(fp, "  \"model_type\": \"%s\",\n", fam->name);
     fprintf(fp, "  \"num_attention_heads\": %d,\n  \"num_hidden_layers\": %d,\n",
             c->num_attention_heads, c->num_hidden_layers);
     fprintf(fp, "  \"num_key_value_heads\": %d,\n", c->num_key_value_heads);
-    fprintf(fp, "  \"pretraining_tp\": 1,\n  \"rms_norm_eps\": %s,\n", eps);
+    if (llama)
+        fprintf(fp, "  \"pretraining_tp\": 1,\n");
+    fprintf(fp, "  \"rms_norm_eps\": %s,\n", eps);
     if (c->rope_scaling.type == FT_ROPE_SCALING_LLAMA3) {
         const ft_rope_scaling *s = &c->rope_scaling;
         char f[40], lo[40], hi[40];
@@ -304,9 +385,16 @@ int ft_hf_config_write(const char *path, const ft_model_config *c, const char *t
         fprintf(fp, "  \"rope_scaling\": null,\n");
     }
     fprintf(fp, "  \"rope_theta\": %s,\n", theta);
+    if (fam->sliding_window && c->sliding_window > 0)
+        fprintf(fp, "  \"sliding_window\": %d,\n", c->sliding_window);
+    else if (!llama)
+        fprintf(fp, "  \"sliding_window\": null,\n");
     fprintf(fp, "  \"tie_word_embeddings\": %s,\n", c->tie_word_embeddings ? "true" : "false");
     fprintf(fp, "  \"torch_dtype\": \"%s\",\n", torch_dtype);
-    fprintf(fp, "  \"use_cache\": true,\n  \"vocab_size\": %d\n}\n", c->vocab_size);
+    fprintf(fp, "  \"use_cache\": true,\n");
+    if (qwen)
+        fprintf(fp, "  \"use_sliding_window\": false,\n");
+    fprintf(fp, "  \"vocab_size\": %d\n}\n", c->vocab_size);
     int bad = ferror(fp);
     bad |= fflush(fp) != 0 || fsync(fileno(fp)) != 0;
     bad |= fclose(fp) != 0;

@@ -48,6 +48,22 @@ int ft_weights_read_config(const ft_h5file *f, ft_model_config *c, ft_error *err
         goto done;
     if (ft_h5_attr_exists(g, "eos_token_id") && read_int(f, g, "eos_token_id", &c->eos_token_id, err))
         goto done;
+    /* family: absent in files from before the families (all Llama) */
+    if (ft_h5_attr_exists(g, "model_family")) {
+        char fam_name[32];
+        if (ft_h5_attr_read_str(f, g, "model_family", fam_name, sizeof fam_name, err))
+            goto done;
+        const ft_family_info *fam = ft_family_by_name(fam_name);
+        if (!fam) {
+            ft_fail(err, "%s: /config model_family '%s' is not one ftmpi has (%s)", f->path,
+                    fam_name, ft_family_names());
+            goto done;
+        }
+        c->family = fam->family;
+    }
+    if (ft_h5_attr_exists(g, "sliding_window") &&
+        read_int(f, g, "sliding_window", &c->sliding_window, err))
+        goto done;
     if (strcmp(rope_type, "llama3") == 0) {
         ft_rope_scaling *s = &c->rope_scaling;
         s->type = FT_ROPE_SCALING_LLAMA3;
@@ -93,6 +109,11 @@ int ft_weights_write_config(const ft_h5file *f, const ft_model_config *c, ft_err
     int rc = 0;
     for (size_t i = 0; i < sizeof ints / sizeof ints[0] && !rc; i++)
         rc = ft_h5_attr_write_i64(f, g, ints[i].name, ints[i].v, err);
+    /* Llama files keep their pre-family attributes exactly (no model_family). */
+    if (!rc && c->family != FT_FAMILY_LLAMA)
+        rc = ft_h5_attr_write_str(f, g, "model_family", ft_model_family_of(c)->name, err);
+    if (!rc && c->sliding_window > 0)
+        rc = ft_h5_attr_write_i64(f, g, "sliding_window", c->sliding_window, err);
     if (!rc)
         rc = ft_h5_attr_write_f64(f, g, "rms_norm_eps", c->rms_norm_eps, err);
     if (!rc)

@@ -3,19 +3,28 @@
  *   y = h + Wdown (silu(Wgate n) * (Wup n)),  n = RMSNorm(h)
  * Linear layers use HF's [out, in] weights: z = a W^T, so
  *   da = dz W  and  dW += dz^T a.
+ *
+ * The families (model/family.h) differ only in how q and k are made and in the
+ * attention mask:
+ *   q = RoPE(QKNorm(n Wq^T + bq))     (k likewise; v = n Wv^T + bv)
+ * with the biases b present for qwen2 (db = sum over tokens of dz) and QKNorm an
+ * RMSNorm over each head's head_dim values with one [head_dim] weight shared by
+ * the heads (qwen3): on the [tokens, heads*head_dim] tensor it is the ordinary
+ * RMSNorm op on tokens*heads rows of head_dim. Mistral's sliding window is a field
+ * of the attention shape (m->attn.window), set once at model creation.
  */
 #include "model/model_internal.h"
 
 void ft_block_params_bind(const ft_unit_layout *u, const float *flat, ft_block_params *p)
 {
     for (int i = 0; i < FT_BLK_N_TENSORS; i++)
-        p->w[i] = flat + u->tensors[i].offset;
+        p->w[i] = u->slot[i] >= 0 ? flat + u->tensors[u->slot[i]].offset : NULL;
 }
 
 void ft_block_grads_bind(const ft_unit_layout *u, float *flat, ft_block_grads *g)
 {
     for (int i = 0; i < FT_BLK_N_TENSORS; i++)
-        g->g[i] = flat + u->tensors[i].offset;
+        g->g[i] = u->slot[i] >= 0 ? flat + u->tensors[u->slot[i]].offset : NULL;
 }
 
 /* z[N,out] (+)= a[N,in] W^T */
@@ -33,6 +42,49 @@ static void linear_bwd(ft_backend *be, float *da, float *dw, const float *dz, co
     be->ops->matmul(be, dw, dz, a, out, in, n, true, false, 1.0f, 1.0f);
 }
 
+/* z = RoPE(QKNorm(a W^T + b)) for q (or k): n_heads heads. Without qk_norm the
+ * projection goes straight into z; with it into z_raw, normalised into z. */
+static void project_rotate(ft_model *m, float *z, float *z_raw, float *rstd, const float *a,
+                           const float *w, const float *bias, const float *norm_w, int n_heads)
+{
+    ft_backend *be = m->be;
+    const ft_model_config *c = &m->layout.config;
+    const int N = m->in.tokens, H = c->hidden_size, out = n_heads * c->head_dim;
+    float *proj = norm_w ? z_raw : z;
+    linear_fwd(be, proj, a, w, N, out, H, 0.0f);
+    if (bias)
+        be->ops->bias_add(be, proj, bias, N, out);
+    if (norm_w)
+        be->ops->rmsnorm_fwd(be, z, rstd, proj, norm_w, N * n_heads, c->head_dim,
+                             (float)c->rms_norm_eps);
+    be->ops->rope(be, z, m->rope_cos, m->rope_sin, m->in.pos, N, n_heads, c->head_dim, false);
+}
+
+/* Backward of project_rotate given dz (the attention's dq or dk; destroyed):
+ * dz_raw = QKNorm^T(RoPE^T dz) into dz_raw (qk_norm) or in place, bias and weight
+ * grads accumulate, da (+)= dz_raw W with beta_da. */
+static void project_rotate_bwd(ft_model *m, float *da, float *dw, float *db, float *dnorm_w,
+                               float *dz, float *dz_raw, const float *z_raw, const float *rstd,
+                               const float *a, const float *w, const float *norm_w, int n_heads,
+                               float beta_da)
+{
+    ft_backend *be = m->be;
+    const ft_model_config *c = &m->layout.config;
+    const int N = m->in.tokens, H = c->hidden_size, out = n_heads * c->head_dim;
+    /* The rotation is orthogonal: its backward is the rotation by -angle. */
+    be->ops->rope(be, dz, m->rope_cos, m->rope_sin, m->in.pos, N, n_heads, c->head_dim, true);
+    float *dproj = dz;
+    if (norm_w) {
+        be->ops->zero(be, dz_raw, (size_t)N * out * sizeof(float));
+        be->ops->rmsnorm_bwd(be, dz_raw, dnorm_w, dz, z_raw, norm_w, rstd, N * n_heads,
+                             c->head_dim);
+        dproj = dz_raw;
+    }
+    if (db)
+        be->ops->bias_grad(be, db, dproj, N, out);
+    linear_bwd(be, da, dw, dproj, a, w, N, out, H, beta_da);
+}
+
 void ft_block_forward(ft_model *m, const ft_block_params *p, const float *x, float *y,
                       ft_block_acts *a)
 {
@@ -45,13 +97,13 @@ void ft_block_forward(ft_model *m, const ft_block_params *p, const float *x, flo
     const int32_t *seg = m->in.has_segments ? m->in.segment : NULL;
 
     be->ops->rmsnorm_fwd(be, a->xn1, a->rstd1, x, p->w[FT_BLK_ATTN_NORM], N, H, eps);
-    linear_fwd(be, a->q, a->xn1, p->w[FT_BLK_Q], N, Q, H, 0.0f);
-    linear_fwd(be, a->k, a->xn1, p->w[FT_BLK_K], N, KV, H, 0.0f);
+    project_rotate(m, a->q, a->q_raw, a->rstd_q, a->xn1, p->w[FT_BLK_Q], p->w[FT_BLK_Q_BIAS],
+                   p->w[FT_BLK_Q_NORM], c->num_attention_heads);
+    project_rotate(m, a->k, a->k_raw, a->rstd_k, a->xn1, p->w[FT_BLK_K], p->w[FT_BLK_K_BIAS],
+                   p->w[FT_BLK_K_NORM], c->num_key_value_heads);
     linear_fwd(be, a->v, a->xn1, p->w[FT_BLK_V], N, KV, H, 0.0f);
-    be->ops->rope(be, a->q, m->rope_cos, m->rope_sin, m->in.pos, N, c->num_attention_heads,
-                  c->head_dim, false);
-    be->ops->rope(be, a->k, m->rope_cos, m->rope_sin, m->in.pos, N, c->num_key_value_heads,
-                  c->head_dim, false);
+    if (p->w[FT_BLK_V_BIAS])
+        be->ops->bias_add(be, a->v, p->w[FT_BLK_V_BIAS], N, KV);
     be->ops->attention_fwd(be, a->att, a->lse, a->q, a->k, a->v, seg, m->attn);
     be->ops->copy(be, a->h, x, (size_t)N * H * sizeof(float));
     linear_fwd(be, a->h, a->att, p->w[FT_BLK_O], N, H, Q, 1.0f);
@@ -89,13 +141,14 @@ void ft_block_backward(ft_model *m, const ft_block_params *p, ft_block_grads *g,
     linear_bwd(be, s->datt, g->g[FT_BLK_O], s->dh, a->att, p->w[FT_BLK_O], N, H, Q, 0.0f);
     be->ops->attention_bwd(be, s->dq, s->dk, s->dv, s->datt, a->att, a->lse, a->q, a->k, a->v,
                            seg, m->attn);
-    /* The rotation is orthogonal: its backward is the rotation by -angle. */
-    be->ops->rope(be, s->dq, m->rope_cos, m->rope_sin, m->in.pos, N, c->num_attention_heads,
-                  c->head_dim, true);
-    be->ops->rope(be, s->dk, m->rope_cos, m->rope_sin, m->in.pos, N, c->num_key_value_heads,
-                  c->head_dim, true);
-    linear_bwd(be, s->dxn, g->g[FT_BLK_Q], s->dq, a->xn1, p->w[FT_BLK_Q], N, Q, H, 0.0f);
-    linear_bwd(be, s->dxn, g->g[FT_BLK_K], s->dk, a->xn1, p->w[FT_BLK_K], N, KV, H, 1.0f);
+    project_rotate_bwd(m, s->dxn, g->g[FT_BLK_Q], g->g[FT_BLK_Q_BIAS], g->g[FT_BLK_Q_NORM], s->dq,
+                       s->dq_raw, a->q_raw, a->rstd_q, a->xn1, p->w[FT_BLK_Q],
+                       p->w[FT_BLK_Q_NORM], c->num_attention_heads, 0.0f);
+    project_rotate_bwd(m, s->dxn, g->g[FT_BLK_K], g->g[FT_BLK_K_BIAS], g->g[FT_BLK_K_NORM], s->dk,
+                       s->dk_raw, a->k_raw, a->rstd_k, a->xn1, p->w[FT_BLK_K],
+                       p->w[FT_BLK_K_NORM], c->num_key_value_heads, 1.0f);
+    if (g->g[FT_BLK_V_BIAS])
+        be->ops->bias_grad(be, g->g[FT_BLK_V_BIAS], s->dv, N, KV);
     linear_bwd(be, s->dxn, g->g[FT_BLK_V], s->dv, a->xn1, p->w[FT_BLK_V], N, KV, H, 1.0f);
     be->ops->copy(be, dx, s->dh, NH);
     be->ops->rmsnorm_bwd(be, dx, g->g[FT_BLK_ATTN_NORM], s->dxn, x, p->w[FT_BLK_ATTN_NORM],

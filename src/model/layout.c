@@ -62,15 +62,22 @@ int ft_model_layout_build(ft_model_layout *layout, const ft_model_config *c, ft_
     set_tensor(emb, 0, "model.embed_tokens.weight", 2, V, H);
     finish_unit(emb);
 
+    const ft_family_info *fam = ft_model_family_of(c);
+    const int n_block = FT_BLK_MLP_NORM + 1 + (fam->qkv_bias ? 3 : 0) + (fam->qk_norm ? 2 : 0);
     for (int l = 0; l < L; l++) {
         ft_unit_layout *u = &layout->units[ft_layout_block_unit(l)];
-        if (alloc_unit(u, FT_UNIT_BLOCK, l, FT_BLK_N_TENSORS, err))
+        if (alloc_unit(u, FT_UNIT_BLOCK, l, n_block, err))
             goto fail;
         char n[FT_TENSOR_NAME_MAX];
+        int next = 0;
+        for (int i = 0; i < FT_BLK_N_TENSORS; i++)
+            u->slot[i] = -1;
+        /* 2-D tensors first, then 1-D (norms, biases): the decay range leads. */
 #define BLOCK_TENSOR(idx, suffix, nd, d0, d1)                                   \
     do {                                                                        \
         snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix);                 \
-        set_tensor(u, idx, n, nd, d0, d1);                                      \
+        u->slot[idx] = next;                                                    \
+        set_tensor(u, next++, n, nd, d0, d1);                                   \
     } while (0)
         BLOCK_TENSOR(FT_BLK_Q, "self_attn.q_proj.weight", 2, q_out, H);
         BLOCK_TENSOR(FT_BLK_K, "self_attn.k_proj.weight", 2, kv_out, H);
@@ -81,6 +88,15 @@ int ft_model_layout_build(ft_model_layout *layout, const ft_model_config *c, ft_
         BLOCK_TENSOR(FT_BLK_DOWN, "mlp.down_proj.weight", 2, H, I);
         BLOCK_TENSOR(FT_BLK_ATTN_NORM, "input_layernorm.weight", 1, H, 1);
         BLOCK_TENSOR(FT_BLK_MLP_NORM, "post_attention_layernorm.weight", 1, H, 1);
+        if (fam->qkv_bias) {
+            BLOCK_TENSOR(FT_BLK_Q_BIAS, "self_attn.q_proj.bias", 1, q_out, 1);
+            BLOCK_TENSOR(FT_BLK_K_BIAS, "self_attn.k_proj.bias", 1, kv_out, 1);
+            BLOCK_TENSOR(FT_BLK_V_BIAS, "self_attn.v_proj.bias", 1, kv_out, 1);
+        }
+        if (fam->qk_norm) {
+            BLOCK_TENSOR(FT_BLK_Q_NORM, "self_attn.q_norm.weight", 1, c->head_dim, 1);
+            BLOCK_TENSOR(FT_BLK_K_NORM, "self_attn.k_norm.weight", 1, c->head_dim, 1);
+        }
 #undef BLOCK_TENSOR
         finish_unit(u);
     }

@@ -30,10 +30,15 @@ typedef struct ft_tensor_info {
     size_t numel;
 } ft_tensor_info;
 
-/* Fixed tensor order inside a block unit. */
+/* The tensors a block can have, in their order inside a block unit. A family
+ * (model/family.h) has the first nine and some of the rest; a unit lists only the
+ * ones its family has, in this order, and slot[] maps each to its index there. */
 enum ft_block_tensor {
     FT_BLK_Q, FT_BLK_K, FT_BLK_V, FT_BLK_O, FT_BLK_GATE, FT_BLK_UP, FT_BLK_DOWN,
-    FT_BLK_ATTN_NORM, FT_BLK_MLP_NORM, FT_BLK_N_TENSORS
+    FT_BLK_ATTN_NORM, FT_BLK_MLP_NORM,
+    FT_BLK_Q_BIAS, FT_BLK_K_BIAS, FT_BLK_V_BIAS, /* qwen2 */
+    FT_BLK_Q_NORM, FT_BLK_K_NORM,                 /* qwen3 */
+    FT_BLK_N_TENSORS
 };
 /* Fixed tensor order inside the head unit (FT_HEAD_LM absent when tied). */
 enum ft_head_tensor { FT_HEAD_LM = 0 };
@@ -46,6 +51,8 @@ typedef struct ft_unit_layout {
     size_t numel;              /* sum of tensor numels */
     size_t decay_numel;        /* leading elements that get weight decay (2-D tensors) */
     int first_tensor;          /* index of tensors[0] in the model-wide tensor order */
+    int slot[FT_BLK_N_TENSORS]; /* blocks: index in tensors[] of each ft_block_tensor, -1
+                                 * when the family has none (unused for embed/head) */
 } ft_unit_layout;
 
 typedef struct ft_model_layout {

@@ -27,6 +27,16 @@ int ft_model_config_validate(const ft_model_config *c, ft_error *err)
     FT_POSITIVE(max_position_embeddings);
 #undef FT_POSITIVE
 
+    const ft_family_info *fam = ft_model_family_of(c);
+    if (!fam)
+        return ft_fail(err, "family: unknown model family %d (ftmpi has %s)", (int)c->family,
+                       ft_family_names());
+    if (c->sliding_window < 0)
+        return ft_fail(err, "sliding_window: %d must be >= 0 (0: no window)", c->sliding_window);
+    if (c->sliding_window > 0 && !fam->sliding_window)
+        return ft_fail(err, "sliding_window: %d is set but %s models have no sliding window "
+                       "(only mistral has one here)", c->sliding_window, fam->name);
+
     if (c->num_attention_heads % c->num_key_value_heads != 0)
         return ft_fail(err, "num_key_value_heads: %d does not divide num_attention_heads (%d)",
                        c->num_key_value_heads, c->num_attention_heads);
@@ -83,6 +93,11 @@ long long ft_model_config_param_count(const ft_model_config *c)
                           + nh * hd * H      /* o_proj */
                           + 3 * H * I        /* gate, up, down */
                           + 2 * H;           /* input and post-attention RMSNorm */
+    const ft_family_info *fam = ft_model_family_of(c);
+    if (fam && fam->qkv_bias)
+        per_layer += nh * hd + 2 * nkv * hd;     /* q, k, v biases */
+    if (fam && fam->qk_norm)
+        per_layer += 2 * hd;                     /* q_norm, k_norm (one head wide) */
     return V * H                             /* embedding */
            + L * per_layer + H               /* final norm */
            + (c->tie_word_embeddings ? 0 : V * H); /* lm_head */

@@ -1,9 +1,11 @@
-/* Shape of a Llama-architecture model: the fields of HF config.json that ftmpi uses. */
+/* Shape of a Llama-like model (Llama, Qwen2, Qwen3, Mistral: model/family.h): the
+ * fields of HF config.json that ftmpi uses. */
 #ifndef FT_MODEL_LLAMA_CONFIG_H
 #define FT_MODEL_LLAMA_CONFIG_H
 
 #include <stdbool.h>
 
+#include "model/family.h"
 #include "util/error.h"
 
 typedef enum ft_rope_scaling_type {
@@ -20,6 +22,8 @@ typedef struct ft_rope_scaling {
 } ft_rope_scaling;
 
 typedef struct ft_model_config {
+    ft_model_family family;      /* the architecture; 0 (llama) when zero-initialised */
+    int sliding_window;          /* mistral: attention sees the last W positions; 0: none */
     int vocab_size;
     int hidden_size;             /* model width (dim) */
     int intermediate_size;       /* SwiGLU hidden width */
@@ -39,6 +43,12 @@ typedef struct ft_model_config {
 /* Checks that the shape is one the model can run: positive sizes, heads dividing
  * evenly, even head_dim for RoPE, sane rope scaling. The message names the field. */
 int ft_model_config_validate(const ft_model_config *c, ft_error *err);
+
+/* The family's switches (q/k/v biases, q/k norm) for this config. */
+static inline const ft_family_info *ft_model_family_of(const ft_model_config *c)
+{
+    return ft_family_info_of(c->family);
+}
 
 /* Parameter count (embedding, blocks, final norm, untied head). */
 long long ft_model_config_param_count(const ft_model_config *c);

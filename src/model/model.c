@@ -51,6 +51,12 @@ static void alloc_block_acts(ft_model *m, ft_block_acts *a, size_t N, int *faile
     a->gate = alloc_f32(m, N * I, failed);
     a->up = alloc_f32(m, N * I, failed);
     a->act = alloc_f32(m, N * I, failed);
+    if (ft_model_family_of(c)->qk_norm) {
+        a->q_raw = alloc_f32(m, N * Q, failed);
+        a->k_raw = alloc_f32(m, N * KV, failed);
+        a->rstd_q = alloc_f32(m, N * (size_t)c->num_attention_heads, failed);
+        a->rstd_k = alloc_f32(m, N * (size_t)c->num_key_value_heads, failed);
+    }
 }
 
 static void free_block_acts(ft_backend *be, ft_block_acts *a)
@@ -113,6 +119,10 @@ static int allocate_buffers(ft_model *m)
     s->dgate = alloc_f32(m, N * I, &failed);
     s->dup = alloc_f32(m, N * I, &failed);
     s->dact = alloc_f32(m, N * I, &failed);
+    if (ft_model_family_of(c)->qk_norm) {
+        s->dq_raw = alloc_f32(m, N * Q, &failed);
+        s->dk_raw = alloc_f32(m, N * KV, &failed);
+    }
     m->dres[0] = alloc_f32(m, N * H, &failed);
     m->dres[1] = alloc_f32(m, N * H, &failed);
     m->xf = alloc_f32(m, N * H, &failed);
@@ -142,7 +152,8 @@ int ft_model_create(ft_model **out, const ft_model_layout *layout, ft_backend *b
     resolve_chunk_rows(m);
     m->attn = (ft_attn_shape){ .batch = opt->max_batch, .seq_len = opt->seq_len,
                                .n_heads = c->num_attention_heads,
-                               .n_kv_heads = c->num_key_value_heads, .head_dim = c->head_dim };
+                               .n_kv_heads = c->num_key_value_heads, .head_dim = c->head_dim,
+                               .window = c->sliding_window };
 
     const size_t half = (size_t)c->head_dim / 2;
     int failed = allocate_buffers(m);

@@ -11,11 +11,15 @@ typedef struct ft_block_acts {
     float *att, *lse;        /* attention output and log-sum-exp */
     float *h, *xn2, *rstd2;  /* residual after attention, mlp-norm output, 1/rms */
     float *gate, *up, *act;  /* SwiGLU inputs and output */
+    /* qk_norm families only (NULL otherwise): q and k before their per-head
+     * RMSNorm, and its 1/rms per (token, head) */
+    float *q_raw, *k_raw, *rstd_q, *rstd_k;
 } ft_block_acts;
 
 /* Gradient scratch of one block's backward (shared by all blocks). */
 typedef struct ft_block_scratch {
     float *dh, *dxn, *datt, *dq, *dk, *dv, *dgate, *dup, *dact;
+    float *dq_raw, *dk_raw; /* qk_norm only: gradients of q_raw, k_raw */
 } ft_block_scratch;
 
 /* Per-micro-batch inputs on the backend. */

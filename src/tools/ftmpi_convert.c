@@ -1,4 +1,4 @@
-/* ftmpi-convert: offline conversion between Hugging Face Llama checkpoints
+/* ftmpi-convert: offline conversion between Hugging Face Llama-family checkpoints
  * (config.json + safetensors) and ftmpi's HDF5 weights/checkpoint files.
  *
  * One process, no GPU. MPI is initialised only because the HDF5 library here is the
@@ -12,7 +12,8 @@
 
 const char cv_usage_main[] =
     "NAME\n"
-    "    ftmpi-convert - convert Llama weights between Hugging Face and ftmpi formats\n"
+    "    ftmpi-convert - convert Llama, Qwen2, Qwen3 and Mistral weights between Hugging\n"
+    "    Face and ftmpi formats\n"
     "\n"
     "SYNOPSIS\n"
     "    ftmpi-convert import HF_DIR OUT.h5 [--dtype bf16|fp32|auto] [--allow-extra]\n"
@@ -22,7 +23,8 @@ const char cv_usage_main[] =
     "    ftmpi-convert help [import|export|inspect]\n"
     "\n"
     "DESCRIPTION\n"
-    "    import   reads a Hugging Face LlamaForCausalLM directory (config.json and\n"
+    "    import   reads a Hugging Face LlamaForCausalLM, Qwen2ForCausalLM,\n"
+    "             Qwen3ForCausalLM or MistralForCausalLM directory (config.json and\n"
     "             model.safetensors or model.safetensors.index.json + shards) and\n"
     "             writes an ftmpi weights file (HDF5, doc/formats.md).\n"
     "    export   writes a Hugging Face directory from an ftmpi weights file or\n"
@@ -45,14 +47,15 @@ const char cv_usage_main[] =
 
 const char cv_usage_import[] =
     "NAME\n"
-    "    ftmpi-convert import - Hugging Face Llama directory -> ftmpi weights file\n"
+    "    ftmpi-convert import - Hugging Face model directory -> ftmpi weights file\n"
     "\n"
     "SYNOPSIS\n"
     "    ftmpi-convert import HF_DIR OUT.h5 [--dtype bf16|fp32|auto] [--allow-extra]\n"
     "                         [--buffer-size SIZE] [--stats] [--quiet]\n"
     "\n"
     "DESCRIPTION\n"
-    "    Reads HF_DIR/config.json (model_type \"llama\"; LlamaForCausalLM) and the\n"
+    "    Reads HF_DIR/config.json (model_type llama, qwen2, qwen3 or mistral, with\n"
+    "    the matching *ForCausalLM in architectures) and the\n"
     "    weights in HF_DIR/model.safetensors or in the shards listed by\n"
     "    HF_DIR/model.safetensors.index.json, and writes OUT.h5 with /config and one\n"
     "    /model/<name> dataset per parameter (each with a content_hash attribute).\n"
@@ -85,7 +88,7 @@ const char cv_usage_export[] =
     "                         [--buffer-size SIZE] [--stats] [--quiet]\n"
     "\n"
     "DESCRIPTION\n"
-    "    Writes OUT_DIR/config.json (LlamaForCausalLM, with rope_scaling and\n"
+    "    Writes OUT_DIR/config.json (the family's *ForCausalLM, with rope_scaling and\n"
     "    torch_dtype) and the weights as OUT_DIR/model.safetensors when they fit in\n"
     "    one shard, else as model-0000K-of-0000N.safetensors shards plus\n"
     "    model.safetensors.index.json. Every shard carries the metadata\n"

@@ -1,4 +1,4 @@
-/* ftmpi-convert import: a Hugging Face Llama directory (config.json + safetensors,
+/* ftmpi-convert import: a Hugging Face Llama-family directory (config.json + safetensors,
  * single or sharded) -> an ftmpi weights file.
  *
  * Everything is checked before the output is created (config, the set of tensors,
@@ -175,10 +175,10 @@ static int map_tensors(hf_model *m, const import_opts *o, const ft_st_index *idx
         }
     }
     if (n_extra && !o->allow_extra)
-        return ft_fail(err, "%s: tensor '%s' is not part of a Llama model with this config.json"
+        return ft_fail(err, "%s: tensor '%s' is not part of a %s model with this config.json"
                        "%s (%d unexpected tensor%s; check num_hidden_layers and "
                        "tie_word_embeddings, or pass --allow-extra to skip them)",
-                       first_extra_file, first_extra,
+                       first_extra_file, first_extra, ft_model_family_of(&m->config)->architecture,
                        strcmp(first_extra, "lm_head.weight") == 0 && m->config.tie_word_embeddings
                            ? " (tie_word_embeddings is true)" : "",
                        n_extra, n_extra == 1 ? "" : "s");

@@ -83,9 +83,10 @@ static void print_startup(ft_trainer *t)
     ft_engine_memory mem = ft_engine_memory_usage(t->engine);
     const double MiB = 1024.0 * 1024.0;
     fprintf(t->out,
-            "ftmpi: model %lld params (%d layers, hidden %d, ffn %d, heads %d/%d kv, head_dim %d, "
-            "vocab %d%s)\n",
-            ft_model_config_param_count(c), c->num_hidden_layers, c->hidden_size,
+            "ftmpi: model %s, %lld params (%d layers, hidden %d, ffn %d, heads %d/%d kv, "
+            "head_dim %d, vocab %d%s)\n",
+            ft_model_family_of(c)->name, ft_model_config_param_count(c), c->num_hidden_layers,
+            c->hidden_size,
             c->intermediate_size, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
             c->vocab_size, c->tie_word_embeddings ? ", tied" : "");
     fprintf(t->out,

@@ -69,7 +69,7 @@ int main(int argc, char **argv)
     int nh = argc > 2 ? atoi(argv[2]) : 8;
     int nkv = argc > 3 ? atoi(argv[3]) : 2;
     int hd = argc > 4 ? atoi(argv[4]) : 64;
-    ft_attn_shape s = {1, T, nh, nkv, hd};
+    ft_attn_shape s = {1, T, nh, nkv, hd, 0};
     size_t nq = (size_t)T * nh * hd, nkvn = (size_t)T * nkv * hd;
     double fwd_flops = 4.0 * nh * hd * (double)T * (T + 1) / 2.0;
     double bwd_flops = 2.5 * fwd_flops;

@@ -33,9 +33,9 @@ void ref_rope(double *x, const int32_t *pos, int tokens, int n_heads, int head_d
         }
 }
 
-static int visible(const int32_t *segment, int b, int T, int i, int j)
+static int visible(const int32_t *segment, int window, int b, int T, int i, int j)
 {
-    if (j > i)
+    if (j > i || (window > 0 && j <= i - window))
         return 0;
     return !segment || segment[(size_t)b * T + j] == segment[(size_t)b * T + i];
 }
@@ -50,7 +50,7 @@ static double ref_attention_row(double *p, const double *q, const double *k,
     double m = -INFINITY;
     for (int j = 0; j < T; j++) {
         p[j] = -INFINITY;
-        if (!visible(segment, b, T, i, j))
+        if (!visible(segment, s.window, b, T, i, j))
             continue;
         const double *kj = k + ((size_t)b * T + j) * s.n_kv_heads * hd + (size_t)kvh * hd;
         double dot = 0.0;

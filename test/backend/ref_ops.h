@@ -16,7 +16,8 @@ void ref_rmsnorm_fwd(double *y, const double *x, const double *w, int rows, int 
 void ref_rope(double *x, const int32_t *pos, int tokens, int n_heads, int head_dim, double theta,
               int inverse);
 
-/* Naive attention: materialises each row of scores, masks (causal + segments),
+/* Naive attention: materialises each row of scores, masks (causal + segments +
+ * the sliding window s.window: j <= i - window is masked),
  * softmax in double. lse may be NULL. A row that sees nothing gets out = 0 and
  * lse = -inf. */
 void ref_attention_fwd(double *out, double *lse, const double *q, const double *k,

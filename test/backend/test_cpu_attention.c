@@ -206,7 +206,7 @@ static void test_tiled_matches_naive(void **state)
         for (size_t b = 0; b < sizeof hds / sizeof *hds; b++)
             for (size_t c = 0; c < 2; c++)
                 for (size_t e = 0; e < 2; e++) {
-                    ft_attn_shape s = {2, seqs[a], heads[c][0], heads[c][1], hds[b]};
+                    ft_attn_shape s = {2, seqs[a], heads[c][0], heads[c][1], hds[b], 0};
                     attn_data d = attn_data_make(s, kinds[e], seed++, 1.5f);
                     attn_ref ref = attn_ref_make(&d);
                     for (int i = 0; i < nbe; i++) {
@@ -228,6 +228,46 @@ static void test_tiled_matches_naive(void **state)
     assert_true(ok);
 }
 
+/* Sliding window (Mistral) == naive attention with the window mask: windows of
+ * 1 (only itself), smaller than a tile, one tile, across tile edges and longer
+ * than the sequence, with and without documents; T = 200 and window 5 skip most
+ * key tiles, so the skipping is checked as well as the element-wise mask. */
+static void test_sliding_window_matches_naive(void **state)
+{
+    (void)state;
+    ft_backend *bes[3];
+    int nbe = make_backends(bes);
+    const int seqs[] = {7, 65, 130, 200};
+    const int windows[] = {1, 5, 64, 70, 500};
+    const seg_kind kinds[] = {SEG_NONE, SEG_DOCS};
+    bool ok = true;
+    int cases = 0;
+    uint64_t seed = 4000;
+    for (size_t a = 0; a < sizeof seqs / sizeof *seqs; a++)
+        for (size_t w = 0; w < sizeof windows / sizeof *windows; w++)
+            for (size_t e = 0; e < 2; e++) {
+                ft_attn_shape s = {2, seqs[a], 4, 2, 16, windows[w]};
+                attn_data d = attn_data_make(s, kinds[e], seed++, 1.5f);
+                attn_ref ref = attn_ref_make(&d);
+                for (int i = 0; i < nbe; i++) {
+                    char label[128];
+                    snprintf(label, sizeof label, "[%s T=%d window=%d %s]",
+                             isa_names[ft_cpu_isa_of(bes[i])], s.seq_len, s.window,
+                             kinds[e] == SEG_DOCS ? "docs" : "causal");
+                    attn_result res = attn_run(bes[i], &d);
+                    ok &= attn_matches_ref(label, &res, &ref, &d);
+                    attn_result_free(&res);
+                    cases++;
+                }
+                attn_ref_free(&ref);
+                attn_data_free(&d);
+            }
+    fprintf(stderr, "  sliding window vs naive: %d cases over %d ISA variant(s)\n", cases, nbe);
+    for (int i = 0; i < nbe; i++)
+        ft_backend_destroy(bes[i]);
+    assert_true(ok);
+}
+
 /* Segment ids that repeat non-contiguously, large scores (peaked softmax: |s|
  * up to ~100), a single row. */
 static void test_scattered_ids_and_large_scores(void **state)
@@ -241,10 +281,10 @@ static void test_scattered_ids_and_large_scores(void **state)
         seg_kind kind;
         float amp;
     } cases[] = {
-        {{1, 130, 4, 2, 64}, SEG_SCATTERED, 1.0f},
-        {{3, 97, 2, 1, 32}, SEG_SCATTERED, 1.0f},
-        {{2, 130, 4, 1, 64}, SEG_DOCS, 5.0f},
-        {{1, 200, 2, 2, 128}, SEG_NONE, 4.0f},
+        {{1, 130, 4, 2, 64, 0}, SEG_SCATTERED, 1.0f},
+        {{3, 97, 2, 1, 32, 0}, SEG_SCATTERED, 1.0f},
+        {{2, 130, 4, 1, 64, 0}, SEG_DOCS, 5.0f},
+        {{1, 200, 2, 2, 128, 0}, SEG_NONE, 4.0f},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         attn_data d = attn_data_make(cases[c].s, cases[c].kind, 100 + c, cases[c].amp);
@@ -317,9 +357,12 @@ static void test_gradients_match_finite_differences(void **state)
     ft_backend *bes[3];
     int nbe = make_backends(bes);
     bool ok = true;
-    ok &= attn_fd_check(bes, nbe, (ft_attn_shape){2, 11, 4, 2, 8}, SEG_DOCS, 11);
-    ok &= attn_fd_check(bes, nbe, (ft_attn_shape){1, 67, 2, 1, 16}, SEG_NONE, 12);
-    ok &= attn_fd_check(bes, nbe, (ft_attn_shape){1, 70, 2, 2, 16}, SEG_DOCS, 13);
+    ok &= attn_fd_check(bes, nbe, (ft_attn_shape){2, 11, 4, 2, 8, 0}, SEG_DOCS, 11);
+    ok &= attn_fd_check(bes, nbe, (ft_attn_shape){1, 67, 2, 1, 16, 0}, SEG_NONE, 12);
+    ok &= attn_fd_check(bes, nbe, (ft_attn_shape){1, 70, 2, 2, 16, 0}, SEG_DOCS, 13);
+    /* sliding window: 3 keys inside a document, 9 keys across a tile edge */
+    ok &= attn_fd_check(bes, nbe, (ft_attn_shape){2, 11, 4, 2, 8, 3}, SEG_DOCS, 14);
+    ok &= attn_fd_check(bes, nbe, (ft_attn_shape){1, 70, 2, 1, 16, 9}, SEG_NONE, 15);
     for (int i = 0; i < nbe; i++)
         ft_backend_destroy(bes[i]);
     assert_true(ok);
@@ -331,7 +374,7 @@ static void test_documents_equal_separate_sequences(void **state)
     (void)state;
     ft_backend *bes[3];
     int nbe = make_backends(bes);
-    ft_attn_shape s = {2, 150, 8, 2, 32};
+    ft_attn_shape s = {2, 150, 8, 2, 32, 0};
     attn_data d = attn_data_make(s, SEG_DOCS, 21, 1.5f);
     int nh = s.n_heads, nkv = s.n_kv_heads, hd = s.head_dim, T = s.seq_len;
     bool ok = true;
@@ -345,7 +388,7 @@ static void test_documents_equal_separate_sequences(void **state)
                 int len = 1;
                 while (t0 + len < T && d.seg[(size_t)b * T + t0 + len] == id)
                     len++;
-                ft_attn_shape one = {1, len, nh, nkv, hd};
+                ft_attn_shape one = {1, len, nh, nkv, hd, 0};
                 attn_data alone = attn_data_make(one, SEG_NONE, 0, 1.0f);
                 for (int t = 0; t < len; t++) {
                     size_t src = (size_t)b * T + t0 + t;
@@ -397,7 +440,7 @@ static void test_deterministic_across_thread_counts(void **state)
 {
     (void)state;
     ft_backend *be = bt_backend_create();
-    ft_attn_shape s = {2, 200, 8, 2, 64};
+    ft_attn_shape s = {2, 200, 8, 2, 64, 0};
     attn_data d = attn_data_make(s, SEG_DOCS, 31, 1.5f);
     int saved = omp_get_max_threads();
     omp_set_num_threads(1);
@@ -422,6 +465,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiled_matches_naive),
+        cmocka_unit_test(test_sliding_window_matches_naive),
         cmocka_unit_test(test_scattered_ids_and_large_scores),
         cmocka_unit_test(test_gradients_match_finite_differences),
         cmocka_unit_test(test_documents_equal_separate_sequences),

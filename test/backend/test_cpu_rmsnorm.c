@@ -104,11 +104,22 @@ static void test_rmsnorm_parallel_path(void **state)
     check_rmsnorm(300, 131, 2);
 }
 
+/* Qwen3's q/k norm: the op on a [tokens, heads * head_dim] tensor viewed as
+ * tokens * heads rows of head_dim, with one [head_dim] weight (13 tokens x 4
+ * heads of 24; 600 x 8 heads of 128 for the threaded path). */
+static void test_rmsnorm_per_head(void **state)
+{
+    (void)state;
+    check_rmsnorm(13 * 4, 24, 1);
+    check_rmsnorm(600 * 8, 128, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rmsnorm_small),
         cmocka_unit_test(test_rmsnorm_parallel_path),
+        cmocka_unit_test(test_rmsnorm_per_head),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,8 @@
 # its step-k checkpoint (FTMPI_FAULT=ckpt:saved), restarted with resume = "auto", bitwise: the same loss lines and identical final
 # weights, for 1 and 4 ranks at ZeRO stage 3, with accumulation (4 and 1 micro-batches)
 # and a non-constant (warmup + cosine) schedule; also bf16 parameters at stage 1 on 2
-# ranks, stage 0 (replicated optimizer state) on 2 ranks and stage 2 on 3 ranks.
+# ranks, stage 0 (replicated optimizer state) on 2 ranks and stage 2 on 3 ranks; and
+# Qwen2, Qwen3 and Mistral models on 2 ranks.
 . "$(dirname "$0")/../train/lib.sh"
 "$GENDATA" --rows 128 --seq-len 32 --digits 2 train.h5 >/dev/null || fail "gendata"
 write_small_cfg s.cfg
@@ -29,3 +30,7 @@ check 4
 check 2 model.param_dtype=bf16 zero_stage=1
 check 2 zero_stage=0
 check 3 zero_stage=2 global_batch_size=6
+# the families: q/k/v biases (tied head), q/k norms with bf16 parameters, a sliding window
+check 2 model.family=qwen2 model.tie_word_embeddings=true
+check 2 model.family=qwen3 model.head_dim=24 model.param_dtype=bf16
+check 2 model.family=mistral model.sliding_window=5 zero_stage=1

@@ -13,11 +13,14 @@ seconds) and reports each; exits 1 if any failed, 2 on a usage error.
 1. safetensors: every shard (model.safetensors, or those in
    model.safetensors.index.json) opens with safe_open, carries
    __metadata__ format = "pt", and the tensors are exactly the names and shapes a
-   LlamaForCausalLM with the export's config.json has, every one of dtype DTYPE
+   model of the export's config.json has (Llama, Qwen2's q/k/v biases, Qwen3's
+   q/k norms), every one of dtype DTYPE
    (bf16 or fp32); an index maps each tensor to the shard that holds it and its
    metadata.total_size is the sum of the tensor bytes.
-2. transformers: LlamaForCausalLM.from_pretrained(EXPORT_DIR, dtype=torch.float32)
-   loads with no missing, unexpected or mismatched weights, and its logits on the
+2. transformers: AutoModelForCausalLM.from_pretrained(EXPORT_DIR, dtype=torch.float32)
+   is the class config.json's architectures names (LlamaForCausalLM,
+   Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM), loads with no
+   missing, unexpected or mismatched weights, and its logits on the
    golden file's token ids equal the golden logits (made from the source HF
    directory by gen_export_golden.py) within
    max |diff| <= GOLDEN_RTOL * max(1, max |golden|), GOLDEN_RTOL = 1e-5.
@@ -43,7 +46,7 @@ import sys
 import torch
 import transformers
 from safetensors import safe_open
-from transformers import LlamaForCausalLM
+from transformers import AutoModelForCausalLM
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 GOLDEN_RTOL = 1e-5   # logits vs golden, relative to max(1, max |golden|)
@@ -63,6 +66,7 @@ def expected_shapes(cfg):
     nh = cfg["num_attention_heads"]
     nkv = cfg.get("num_key_value_heads") or nh
     hd = cfg.get("head_dim") or h // nh
+    family = cfg["model_type"]
     out = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,)}
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
@@ -77,6 +81,13 @@ def expected_shapes(cfg):
             p + "mlp.up_proj.weight": (inter, h),
             p + "mlp.down_proj.weight": (h, inter),
         })
+        if family == "qwen2":
+            out.update({p + "self_attn.q_proj.bias": (nh * hd,),
+                        p + "self_attn.k_proj.bias": (nkv * hd,),
+                        p + "self_attn.v_proj.bias": (nkv * hd,)})
+        if family == "qwen3":
+            out.update({p + "self_attn.q_norm.weight": (hd,),
+                        p + "self_attn.k_norm.weight": (hd,)})
     if not cfg.get("tie_word_embeddings", False):
         out["lm_head.weight"] = (v, h)
     return out
@@ -118,8 +129,11 @@ def check_safetensors(d, dtype):
 
 
 def load(d):
-    model, info = LlamaForCausalLM.from_pretrained(d, dtype=torch.float32,
-                                                   output_loading_info=True)
+    model, info = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32,
+                                                       output_loading_info=True)
+    arch = json.load(open(os.path.join(d, "config.json")))["architectures"][0]
+    if type(model).__name__ != arch:
+        fail(f"from_pretrained({d}) built {type(model).__name__}, config.json names {arch}")
     for what in ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"):
         if info.get(what):
             fail(f"from_pretrained({d}): {what} {sorted(info[what])}")

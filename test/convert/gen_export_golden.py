@@ -6,8 +6,9 @@ test/data/convert/). Needs torch and transformers from pip:
 
     python3 test/convert/gen_export_golden.py test/data/convert
 
-For each committed tiny Hugging Face directory (tiny_bf16, tiny_fp32), loads it with
-transformers' LlamaForCausalLM.from_pretrained(dir, dtype=torch.float32), runs a
+For each committed tiny Hugging Face directory (tiny_bf16, tiny_fp32 and the
+families' tiny_qwen2, tiny_qwen3, tiny_mistral), loads it with transformers'
+AutoModelForCausalLM.from_pretrained(dir, dtype=torch.float32), runs a
 fixed 2x16 batch of token ids (stored in the golden file) and writes the float32
 logits to test/data/convert/<model>.logits.json:
 
@@ -26,9 +27,9 @@ import sys
 
 import torch
 import transformers
-from transformers import LlamaForCausalLM
+from transformers import AutoModelForCausalLM
 
-MODELS = ("tiny_bf16", "tiny_fp32")
+MODELS = ("tiny_bf16", "tiny_fp32", "tiny_qwen2", "tiny_qwen3", "tiny_mistral")
 BATCH, SEQ = 2, 16
 
 
@@ -49,9 +50,12 @@ def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "test/data/convert"
     torch.set_num_threads(1)
     transformers.utils.logging.disable_progress_bar()
+    only = sys.argv[2:]  # model names to (re)generate; all without
     for name in MODELS:
-        model = LlamaForCausalLM.from_pretrained(os.path.join(root, name),
-                                                 dtype=torch.float32).eval()
+        if only and name not in only:
+            continue
+        model = AutoModelForCausalLM.from_pretrained(os.path.join(root, name),
+                                                     dtype=torch.float32).eval()
         vocab = model.config.vocab_size
         ids = fixed_ids(vocab)
         with torch.no_grad():

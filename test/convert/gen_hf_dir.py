@@ -9,8 +9,13 @@ test/data/convert/). Needs torch, transformers and safetensors from pip:
 Two models, saved with save_pretrained and a small max_shard_size so that each is
 split over several shards with a model.safetensors.index.json:
 
-  tiny_bf16/  bfloat16, tied embeddings, Llama 3.1-style rope_scaling, eos list
-  tiny_fp32/  float32, untied (lm_head.weight), no rope_scaling, GQA
+  tiny_bf16/    bfloat16, tied embeddings, Llama 3.1-style rope_scaling, eos list
+  tiny_fp32/    float32, untied (lm_head.weight), no rope_scaling, GQA
+  tiny_qwen2/   Qwen2ForCausalLM, bfloat16, tied, q/k/v biases
+  tiny_qwen3/   Qwen3ForCausalLM, float32, untied, q/k norms, head_dim 24 (not 64/4)
+  tiny_mistral/ MistralForCausalLM, bfloat16, untied, sliding_window 8
+
+    python3 test/convert/gen_hf_dir.py test/data/convert tiny_qwen2 ...   # only these
 
 The weights are random (seeded), so the files are small and reproducible for a
 given torch version; the tests only need them to be valid HF checkpoints.
@@ -19,7 +24,8 @@ import os
 import sys
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
+                          Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 
 def build(out_dir, dtype, tied, llama3_rope, max_shard_size, seed):
@@ -49,11 +55,15 @@ def build(out_dir, dtype, tied, llama3_rope, max_shard_size, seed):
             else None
         ),
     )
-    model = LlamaForCausalLM(cfg)
-    # Norm weights are initialised to exactly 1: perturb them so a mix-up shows.
+    save(LlamaForCausalLM(cfg), out_dir, dtype, max_shard_size)
+
+
+def save(model, out_dir, dtype, max_shard_size):
+    # Norm weights are initialised to exactly 1 and biases to 0: perturb them so a
+    # mix-up shows.
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
+            if name.endswith("norm.weight") or name.endswith(".bias"):
                 p.add_(0.1 * torch.randn_like(p))
     model = model.to(dtype)
     os.makedirs(out_dir, exist_ok=True)
@@ -64,10 +74,35 @@ def build(out_dir, dtype, tied, llama3_rope, max_shard_size, seed):
         os.remove(gen)
 
 
+SHAPE = dict(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+             rms_norm_eps=1e-6, rope_theta=1000000.0, bos_token_id=1, eos_token_id=2)
+
+
+def build_family(out_dir, config_cls, model_cls, dtype, tied, max_shard_size, seed, **extra):
+    torch.manual_seed(seed)
+    cfg = config_cls(tie_word_embeddings=tied, **SHAPE, **extra)
+    save(model_cls(cfg), out_dir, dtype, max_shard_size)
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "test/data/convert"
-    build(os.path.join(root, "tiny_bf16"), torch.bfloat16, True, True, "80KB", 11)
-    build(os.path.join(root, "tiny_fp32"), torch.float32, False, False, "150KB", 12)
+    only = sys.argv[2:]
+    want = lambda name: not only or name in only
+    if want("tiny_bf16"):
+        build(os.path.join(root, "tiny_bf16"), torch.bfloat16, True, True, "80KB", 11)
+    if want("tiny_fp32"):
+        build(os.path.join(root, "tiny_fp32"), torch.float32, False, False, "150KB", 12)
+    if want("tiny_qwen2"):
+        build_family(os.path.join(root, "tiny_qwen2"), Qwen2Config, Qwen2ForCausalLM,
+                     torch.bfloat16, True, "80KB", 13, use_sliding_window=False)
+    if want("tiny_qwen3"):
+        build_family(os.path.join(root, "tiny_qwen3"), Qwen3Config, Qwen3ForCausalLM,
+                     torch.float32, False, "150KB", 14, head_dim=24, use_sliding_window=False,
+                     attention_bias=False)
+    if want("tiny_mistral"):
+        build_family(os.path.join(root, "tiny_mistral"), MistralConfig, MistralForCausalLM,
+                     torch.bfloat16, False, "80KB", 15, sliding_window=8)
 
 
 if __name__ == "__main__":

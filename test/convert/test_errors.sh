@@ -21,9 +21,29 @@ expect_fail 1 "tensor 'model.layers.0.mlp.gate_proj.weight' has shape [128,64], 
 edit_config tiny_fp32 no_hidden '/"hidden_size"/d'
 expect_fail 1 'no_hidden/config.json: field "hidden_size" is missing' "$CONVERT" import no_hidden out.h5
 
+edit_config tiny_fp32 neox 's/"model_type": "llama"/"model_type": "gpt_neox"/'
+expect_fail 1 'neox/config.json: model_type is "gpt_neox", not a family ftmpi has' \
+    "$CONVERT" import neox out.h5
+
+# the family's class must be listed: a Mistral model_type with Llama's architectures
 edit_config tiny_fp32 mistral 's/"model_type": "llama"/"model_type": "mistral"/'
-expect_fail 1 'mistral/config.json: model_type is "mistral", not a Llama model' \
-    "$CONVERT" import mistral out.h5
+expect_fail 1 'does not list MistralForCausalLM' "$CONVERT" import mistral out.h5
+
+# Qwen's sliding-window layers are not supported
+edit_config tiny_qwen2 qwen_window 's/"use_sliding_window": false/"use_sliding_window": true/'
+expect_fail 1 '"use_sliding_window" is true; ftmpi trains this family with full attention' \
+    "$CONVERT" import qwen_window out.h5
+edit_config tiny_qwen3 qwen3_layers 's/"full_attention"/"sliding_attention"/'
+expect_fail 1 'layer_types[0] is not "full_attention"' "$CONVERT" import qwen3_layers out.h5
+
+# Qwen3 without head_dim means Qwen3Config's 128, not hidden / heads (here 24 was used)
+edit_config tiny_qwen3 qwen3_nohd '/"head_dim"/d'
+expect_fail 1 "config.json implies [512,64]" "$CONVERT" import qwen3_nohd out.h5
+
+# a Qwen3 directory whose config.json is Qwen2's: the q/k norms are unexpected
+edit_config tiny_qwen3 as_qwen2 's/"model_type": "qwen3"/"model_type": "qwen2"/; s/Qwen3ForCausalLM/Qwen2ForCausalLM/'
+expect_fail 1 "is not part of a Qwen2ForCausalLM model with this config.json" \
+    "$CONVERT" import as_qwen2 out.h5
 
 edit_config tiny_fp32 arch 's/"LlamaForCausalLM"/"LlamaForSequenceClassification"/'
 expect_fail 1 "does not list LlamaForCausalLM" "$CONVERT" import arch out.h5
@@ -36,7 +56,7 @@ expect_fail 1 '"attention_bias" is true' "$CONVERT" import bias out.h5
 
 # tied config but lm_head.weight present: unexpected unless --allow-extra
 edit_config tiny_fp32 tied 's/"tie_word_embeddings": false/"tie_word_embeddings": true/'
-expect_fail 1 "tensor 'lm_head.weight' is not part of a Llama model with this config.json (tie_word_embeddings is true)" \
+expect_fail 1 "tensor 'lm_head.weight' is not part of a LlamaForCausalLM model with this config.json (tie_word_embeddings is true)" \
     "$CONVERT" import tied out.h5
 "$CONVERT" import -q --allow-extra tied tied.h5 2> warn.txt || fail "--allow-extra"
 grep -q "skipping 1 tensor" warn.txt || fail "no warning for the skipped tensor"

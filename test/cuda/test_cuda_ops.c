@@ -426,12 +426,13 @@ static int32_t *make_segments(int batch, int seq, int kind)
     return s;
 }
 
-static void test_attention_case(int batch, int seq, int n_heads, int n_kv, int hd, int seg_kind)
+static void test_attention_case(int batch, int seq, int n_heads, int n_kv, int hd, int seg_kind,
+                                int window)
 {
     char what[192], tag[128];
-    snprintf(tag, sizeof tag, "B=%d T=%d H=%d KV=%d D=%d seg=%s", batch, seq, n_heads, n_kv, hd,
-             seg_kind == 0 ? "none" : seg_kind == 1 ? "docs" : "scattered");
-    ft_attn_shape s = {batch, seq, n_heads, n_kv, hd};
+    snprintf(tag, sizeof tag, "B=%d T=%d H=%d KV=%d D=%d seg=%s window=%d", batch, seq, n_heads,
+             n_kv, hd, seg_kind == 0 ? "none" : seg_kind == 1 ? "docs" : "scattered", window);
+    ft_attn_shape s = {batch, seq, n_heads, n_kv, hd, window};
     size_t tokens = (size_t)batch * seq;
     size_t nq = tokens * n_heads * hd, nkv = tokens * n_kv * hd;
     size_t nl = (size_t)batch * n_heads * seq;
@@ -525,16 +526,54 @@ static void test_attention(void)
                      * head layouts rotate through the masks. */
                     if (seg != 0 && (size_t)seg != h && !(h == 0 && seg == 1))
                         continue;
-                    test_attention_case(2, seqs[t], heads[h][0], heads[h][1], dims[d], seg);
+                    test_attention_case(2, seqs[t], heads[h][0], heads[h][1], dims[d], seg, 0);
                 }
     /* Head dims that use the generic paths (not 64/128) and the 256 class. */
-    test_attention_case(2, 70, 4, 2, 80, 1);
-    test_attention_case(2, 33, 2, 1, 2, 0);
-    test_attention_case(1, 100, 2, 2, 200, 1);
-    test_attention_case(2, 77, 2, 1, 256, 2);
+    test_attention_case(2, 70, 4, 2, 80, 1, 0);
+    test_attention_case(2, 33, 2, 1, 2, 0, 0);
+    test_attention_case(1, 100, 2, 2, 200, 1, 0);
+    test_attention_case(2, 77, 2, 1, 256, 2, 0);
     /* Longer rows: many tiles, skipping before the document start. */
-    test_attention_case(1, 600, 4, 1, 64, 1);
-    test_attention_case(1, 300, 2, 2, 128, 1);
+    test_attention_case(1, 600, 4, 1, 64, 1, 0);
+    test_attention_case(1, 300, 2, 2, 128, 1, 0);
+    /* Sliding window (Mistral): only itself, inside a tile, across tiles with
+     * most key tiles skipped, with documents and scattered ids. */
+    test_attention_case(2, 70, 4, 2, 80, 2, 1);
+    test_attention_case(2, 130, 4, 2, 64, 1, 5);
+    test_attention_case(1, 600, 4, 1, 64, 0, 100);
+    test_attention_case(1, 300, 2, 2, 128, 1, 64);
+}
+
+/* ---------------------------------------------------------------- bias (qwen2) */
+
+static void test_bias_case(int rows, int dim)
+{
+    char what[96];
+    size_t n = (size_t)rows * dim;
+    float *y = host_random(n, -2, 2), *b = host_random(dim, -1, 1), *dy = host_random(n, -1, 1);
+    float *db = host_random(dim, -1, 1); /* bias_grad accumulates onto it */
+    float *cy = be_dup(cpu, y, n * 4), *cb = be_dup(cpu, b, dim * 4), *cdy = be_dup(cpu, dy, n * 4);
+    float *gy = be_dup(gpu, y, n * 4), *gb = be_dup(gpu, b, dim * 4), *gdy = be_dup(gpu, dy, n * 4);
+    float *cdb = be_dup(cpu, db, dim * 4), *gdb = be_dup(gpu, db, dim * 4);
+    cpu->ops->bias_add(cpu, cy, cb, rows, dim);
+    gpu->ops->bias_add(gpu, gy, gb, rows, dim);
+    cpu->ops->bias_grad(cpu, cdb, cdy, rows, dim);
+    gpu->ops->bias_grad(gpu, gdb, gdy, rows, dim);
+    float *r1 = be_fetch(cpu, cy, n * 4), *r2 = be_fetch(gpu, gy, n * 4);
+    snprintf(what, sizeof what, "bias_add %dx%d", rows, dim);
+    bitwise(what, r1, r2, n * 4); /* one fp32 add per element on both */
+    free(r1), free(r2);
+    r1 = be_fetch(cpu, cdb, dim * 4), r2 = be_fetch(gpu, gdb, dim * 4);
+    snprintf(what, sizeof what, "bias_grad %dx%d", rows, dim);
+    close_enough(what, r2, r1, dim, 1e-5f);
+    free(r1), free(r2);
+    void *cfree[] = {cy, cb, cdy, cdb};
+    void *gfree[] = {gy, gb, gdy, gdb};
+    for (int i = 0; i < 4; i++) {
+        cpu->ops->free(cpu, cfree[i]);
+        gpu->ops->free(gpu, gfree[i]);
+    }
+    free(y), free(b), free(dy), free(db);
 }
 
 /* ---------------------------------------------------------------- swiglu */
@@ -771,7 +810,11 @@ int main(void)
     test_rope_case(13, 3, 16);
     test_rope_case(130, 4, 64);
     test_rope_case(7, 2, 128);
+    test_rmsnorm_case(13 * 4, 24); /* qwen3's per-head q/k norm: tokens x heads rows */
     test_attention();
+    test_bias_case(1, 3);
+    test_bias_case(300, 896);
+    test_bias_case(4097, 130);
     test_swiglu();
     test_embedding_case(50, 130, 300);
     test_embedding_case(1000, 64, 5000);

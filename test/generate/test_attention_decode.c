@@ -4,6 +4,8 @@
  *    and even; out is pre-filled with NaN to check it is overwritten;
  *  - CPU against the trainer's flash-attention forward on the whole sequence, at
  *    the new rows (what cached decoding relies on);
+ *  - the same with a sliding window (Mistral) of 1, 5 and 64 keys, shorter and
+ *    longer than the cache;
  *  - CUDA against CPU when the build has CUDA and the machine a GPU (else skipped).
  * Tolerance: |err| <= 2e-5 * max|ref| + 1e-6 (fp32 sums over up to ~300 keys). */
 #include <math.h>
@@ -25,13 +27,15 @@
 #define ABS 1e-6
 
 typedef struct shape {
-    int past, n_new, n_heads, n_kv, hd;
+    int past, n_new, n_heads, n_kv, hd, window; /* window 0: none */
 } shape;
 
 static const shape shapes[] = {
-    { 0, 1, 1, 1, 4 },   { 0, 1, 4, 2, 8 },    { 7, 1, 4, 2, 8 },   { 5, 3, 4, 1, 16 },
-    { 0, 17, 8, 2, 16 }, { 130, 1, 8, 8, 32 }, { 63, 66, 4, 2, 5 }, { 200, 4, 6, 3, 64 },
-    { 300, 1, 2, 1, 128 },
+    { 0, 1, 1, 1, 4, 0 },   { 0, 1, 4, 2, 8, 0 },    { 7, 1, 4, 2, 8, 0 },   { 5, 3, 4, 1, 16, 0 },
+    { 0, 17, 8, 2, 16, 0 }, { 130, 1, 8, 8, 32, 0 }, { 63, 66, 4, 2, 5, 0 }, { 200, 4, 6, 3, 64, 0 },
+    { 300, 1, 2, 1, 128, 0 },
+    { 9, 3, 4, 2, 8, 5 },  { 0, 17, 4, 2, 16, 5 }, { 130, 2, 8, 2, 32, 64 },
+    { 3, 2, 2, 1, 8, 1 },  { 2, 1, 2, 2, 8, 64 },
 };
 
 static float *rand_buf(size_t n, uint64_t seed, float scale)
@@ -42,7 +46,8 @@ static float *rand_buf(size_t n, uint64_t seed, float scale)
     return p;
 }
 
-/* o_i = softmax_j<=past+i (q_i.k_j / sqrt(hd)) v_j in double. */
+/* o_i = softmax_j (q_i.k_j / sqrt(hd)) v_j in double, over past+i-window < j <=
+ * past+i (no lower bound without a window). */
 static void ref_decode(double *out, const float *q, const float *k, const float *v, shape s)
 {
     const int group = s.n_heads / s.n_kv;
@@ -53,9 +58,12 @@ static void ref_decode(double *out, const float *q, const float *k, const float 
     for (int i = 0; i < s.n_new; i++)
         for (int h = 0; h < s.n_heads; h++) {
             const int g = h / group, nk = s.past + i + 1;
+            const int j0 = s.window > 0 && nk - s.window > 0 ? nk - s.window : 0;
             const float *qi = q + i * qs + (size_t)h * s.hd;
             double m = -INFINITY, l = 0.0;
-            for (int j = 0; j < nk; j++) {
+            for (int j = 0; j < j0; j++)
+                sc[j] = -INFINITY; /* exp(-inf - m) = 0: outside the window */
+            for (int j = j0; j < nk; j++) {
                 double d = 0.0;
                 for (int c = 0; c < s.hd; c++)
                     d += (double)qi[c] * k[j * ks + (size_t)g * s.hd + c];
@@ -91,7 +99,8 @@ static float *run_decode(ft_backend *be, const float *q, const float *k, const f
     be->ops->upload(be, dk, k, nkv * sizeof(float));
     be->ops->upload(be, dv, v, nkv * sizeof(float));
     be->ops->upload(be, dout, out, nq * sizeof(float));
-    be->ops->attention_decode(be, dout, dq, dk, dv, s.past, s.n_new, s.n_heads, s.n_kv, s.hd);
+    be->ops->attention_decode(be, dout, dq, dk, dv, s.past, s.n_new, s.n_heads, s.n_kv, s.hd,
+                              s.window);
     be->ops->download(be, out, dout, nq * sizeof(float));
     be->ops->sync(be);
     be->ops->free(be, dq);
@@ -138,8 +147,8 @@ static void test_cpu_vs_reference(void **state)
         ref_decode(want, q, k, v, s);
         float *got = run_decode(be, q, k, v, s);
         char what[128];
-        snprintf(what, sizeof what, "past=%d new=%d heads=%d/%d hd=%d", s.past, s.n_new,
-                 s.n_heads, s.n_kv, s.hd);
+        snprintf(what, sizeof what, "past=%d new=%d heads=%d/%d hd=%d window=%d", s.past,
+                 s.n_new, s.n_heads, s.n_kv, s.hd, s.window);
         expect_close_d(got, want, nq, what);
         free(q), free(k), free(v), free(want), free(got);
     }
@@ -164,7 +173,7 @@ static void test_cpu_vs_flash(void **state)
         float *flash = malloc((size_t)T * qs * sizeof(float));
         float *lse = malloc((size_t)T * s.n_heads * sizeof(float));
         ft_attn_shape as = { .batch = 1, .seq_len = T, .n_heads = s.n_heads,
-                             .n_kv_heads = s.n_kv, .head_dim = s.hd };
+                             .n_kv_heads = s.n_kv, .head_dim = s.hd, .window = s.window };
         be->ops->attention_fwd(be, flash, lse, qall, k, v, NULL, as);
         double *want = malloc((size_t)s.n_new * qs * sizeof *want);
         for (size_t i = 0; i < (size_t)s.n_new * qs; i++)

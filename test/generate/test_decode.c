@@ -171,8 +171,9 @@ static void test_random_tiny(void **state)
 
 static void test_hf_weights(void **state)
 {
-    const char *files[] = { "hf_basic.h5", "hf_tied.h5", "hf_llama3rope.h5" };
-    for (int f = 0; f < 3; f++) {
+    const char *files[] = { "hf_basic.h5", "hf_tied.h5", "hf_llama3rope.h5", "hf_qwen2.h5",
+                            "hf_qwen2_tied.h5", "hf_qwen3.h5", "hf_mistral.h5" };
+    for (int f = 0; f < (int)(sizeof files / sizeof files[0]); f++) {
         ft_gen_params *p = load_hf(files[f]);
         check_against_full(p, 7, 24, 0, 10 + (uint64_t)f, files[f]);
         check_against_full(p, 40, 24, 0, 20 + (uint64_t)f, files[f]); /* up to max_pos 64 */
@@ -186,6 +187,11 @@ static void test_chunked_prefill(void **state)
     ft_gen_params *p = load_hf("hf_basic.h5");
     check_against_full(p, 23, 8, 5, 30, "hf_basic, chunks of 5");
     check_against_full(p, 23, 8, 1, 31, "hf_basic, chunks of 1");
+    ft_gen_params_free(p);
+    /* sliding window of 5: chunks and single tokens see only the window's keys */
+    p = load_hf("hf_mistral.h5");
+    check_against_full(p, 23, 8, 5, 32, "hf_mistral, chunks of 5");
+    check_against_full(p, 23, 8, 1, 33, "hf_mistral, chunks of 1");
     ft_gen_params_free(p);
 }
 

@@ -3,8 +3,10 @@
 
     python3 test/reference/gen_hf_reference.py --out test/data/hf
 
-Builds tiny random fp32 ``LlamaForCausalLM`` models on the CPU (eager attention,
-dropout 0) and writes one HDF5 file per case.  Each file is a valid ftmpi weights
+Builds tiny random fp32 causal LMs of each family ftmpi trains
+(``LlamaForCausalLM``, ``Qwen2ForCausalLM``, ``Qwen3ForCausalLM``,
+``MistralForCausalLM``) on the CPU (eager attention, dropout 0) and writes one HDF5
+file per case.  Each file is a valid ftmpi weights
 file (``/config`` + ``/model/<HF name>``, root attrs ``ftmpi_format="weights"``,
 ``format_version=1``, see doc/formats.md) plus:
 
@@ -48,7 +50,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 import transformers
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
+                          Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 GENERATOR = "gen_hf_reference.py"
 FORMAT_VERSION = 1
@@ -86,11 +89,32 @@ LLAMA3_SCALING = {
 #                                       i=2..7 -> 167 .. 2.4e6 (> 64: divided by factor 8)
 # so all three branches are exercised; build_model() asserts this.
 
+# Family -> (config class, model class, config keywords beyond BASE). The keywords
+# switch off what ftmpi does not train (Qwen's sliding-window layers, Qwen3's o/q/k/v
+# biases) and name what it does.
+FAMILIES = {
+    "llama": (LlamaConfig, LlamaForCausalLM,
+              dict(attention_bias=False, mlp_bias=False, pretraining_tp=1)),
+    "qwen2": (Qwen2Config, Qwen2ForCausalLM, dict(use_sliding_window=False)),
+    "qwen3": (Qwen3Config, Qwen3ForCausalLM, dict(use_sliding_window=False,
+                                                  attention_bias=False)),
+    "mistral": (MistralConfig, MistralForCausalLM, dict()),
+}
+
 CASES = [
-    # name,            seed, rope_theta, rope_scaling,   tied,  documents per row
-    ("hf_basic",       1001, 50000.0,    None,           False, [[25], [25]]),
-    ("hf_llama3rope",  1002, 500000.0,   LLAMA3_SCALING, False, [[9, 7, 9], [14, 11]]),
-    ("hf_tied",        1003, 20000.0,    None,           True,  [[25], [25]]),
+    # name,            seed, rope_theta, rope_scaling,   tied,  documents per row, family, extra config
+    ("hf_basic",       1001, 50000.0,    None,           False, [[25], [25]], "llama", {}),
+    ("hf_llama3rope",  1002, 500000.0,   LLAMA3_SCALING, False, [[9, 7, 9], [14, 11]], "llama", {}),
+    ("hf_tied",        1003, 20000.0,    None,           True,  [[25], [25]], "llama", {}),
+    # Qwen2: q/k/v biases; packed rows untied, single documents tied (Qwen2.5-0.5B style)
+    ("hf_qwen2",       1101, 1000000.0,  None,           False, [[9, 7, 9], [14, 11]], "qwen2", {}),
+    ("hf_qwen2_tied",  1104, 1000000.0,  None,           True,  [[25], [25]], "qwen2", {}),
+    # Qwen3: q/k RMSNorm per head, head_dim 24 != hidden / heads = 16
+    ("hf_qwen3",       1201, 1000000.0,  None,           False, [[9, 7, 9], [14, 11]], "qwen3",
+     {"head_dim": 24}),
+    # Mistral: sliding window of 5 keys; a whole row of 24 inputs and a packed row
+    ("hf_mistral",     1301, 1000000.0,  None,           False, [[25], [14, 11]], "mistral",
+     {"sliding_window": 5}),
 ]
 
 
@@ -127,26 +151,34 @@ def ref_inv_freq(theta, hd, scaling):
     return out, branches
 
 
-def build_model(seed, theta, scaling, tied):
+def build_model(seed, theta, scaling, tied, family, extra):
+    config_cls, model_cls, family_kw = FAMILIES[family]
     kw = dict(BASE)
     kw.update(rope_theta=theta, tie_word_embeddings=tied, attention_dropout=0.0,
-              attention_bias=False, mlp_bias=False, hidden_act="silu", pretraining_tp=1,
-              use_cache=False)
+              hidden_act="silu", use_cache=False)
+    kw.update(family_kw)
+    kw.update(extra)
     if scaling is not None:
         # legacy spelling; transformers >= 5 folds it into config.rope_parameters
         kw["rope_scaling"] = dict(scaling)
-    cfg = LlamaConfig(**kw)
-    model = LlamaForCausalLM._from_config(cfg, attn_implementation="eager")
+    cfg = config_cls(**kw)
+    model = model_cls._from_config(cfg, attn_implementation="eager")
+    assert model.config.head_dim == kw["head_dim"]
+    assert getattr(model.config, "sliding_window", None) == extra.get("sliding_window"), \
+        getattr(model.config, "sliding_window", None)
     assert model.config._attn_implementation == "eager"
     model.float().eval()  # eval(): no dropout anywhere (dropout is 0 anyway)
 
     # Explicit seeded init, independent of HF's _init_weights: N(0, 0.02) for matrices,
-    # 1 + 0.1 N(0, 1) for RMSNorm weights (so norm gradients are non-trivial).
+    # 1 + 0.1 N(0, 1) for RMSNorm weights (so norm gradients are non-trivial),
+    # N(0, 0.1) for biases (large enough to move the logits).
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():  # tied head appears once (as embed_tokens)
             if p.ndim == 2:
                 p.copy_(torch.randn(p.shape, generator=g) * 0.02)
+            elif name.endswith(".bias"):
+                p.copy_(0.1 * torch.randn(p.shape, generator=g))
             else:
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
     if tied:
@@ -156,7 +188,7 @@ def build_model(seed, theta, scaling, tied):
 
     # RoPE sanity: HF's inv_freq must match the formula above (and, for llama3,
     # hit all three branches); no attention scaling for llama3.
-    ref, branches = ref_inv_freq(theta, BASE["head_dim"], scaling)
+    ref, branches = ref_inv_freq(theta, model.config.head_dim, scaling)
     hf = model.model.rotary_emb.inv_freq.double().numpy()
     assert np.allclose(hf, ref, rtol=1e-6, atol=0), (hf, ref)
     assert float(model.model.rotary_emb.attention_scaling) == 1.0
@@ -233,9 +265,10 @@ def sha256(path):
 
 # ----------------------------------------------------------------------------- main work
 
-def write_case(out_dir, name, seed, theta, scaling, tied, docs):
+def write_case(out_dir, name, seed, theta, scaling, tied, docs, family, extra):
     torch.manual_seed(seed)
-    model, g = build_model(seed, theta, scaling, tied)
+    model, g = build_model(seed, theta, scaling, tied, family, extra)
+    head_dim = model.config.head_dim
     tokens, mask, segment = make_batch(g, docs)
     init = {n: p.detach().clone() for n, p in param_dict(model).items()}
 
@@ -270,6 +303,14 @@ def write_case(out_dir, name, seed, theta, scaling, tied, docs):
             # document masking differs, i.e. the masking matters for this batch.
             packed = model(input_ids=tokens[:, :T], use_cache=False).logits
             assert not torch.allclose(packed, logits, atol=1e-4)
+
+        if extra.get("sliding_window"):
+            # the window matters for this batch: without it the logits differ
+            model.config.sliding_window = None
+            unwindowed = forward_docs(model, tokens, segment)
+            model.config.sliding_window = extra["sliding_window"]
+            assert not torch.allclose(unwindowed, logits, atol=1e-4)
+            assert torch.equal(forward_docs(model, tokens, segment), logits)
 
     # --- AdamW: 3 steps on the same batch, decay on 2-D params only
     params = param_dict(model)
@@ -315,7 +356,11 @@ def write_case(out_dir, name, seed, theta, scaling, tied, docs):
         for k in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
                   "num_attention_heads", "num_key_value_heads", "head_dim",
                   "max_position_embeddings"):
-            c.attrs[k] = np.int32(BASE[k])
+            c.attrs[k] = np.int32(head_dim if k == "head_dim" else BASE[k])
+        if family != "llama":  # Llama files keep their pre-family layout
+            c.attrs["model_family"] = sattr(family)
+        if extra.get("sliding_window"):
+            c.attrs["sliding_window"] = np.int32(extra["sliding_window"])
         c.attrs["rms_norm_eps"] = np.float64(BASE["rms_norm_eps"])
         c.attrs["rope_theta"] = np.float64(theta)
         c.attrs["tie_word_embeddings"] = np.int32(1 if tied else 0)
@@ -354,9 +399,9 @@ def write_case(out_dir, name, seed, theta, scaling, tied, docs):
             ag.create_group("step%d" % k).create_dataset("loss", data=np.float64(lk), **ds_kw)
         put_tensors(ag.create_group("after"), after)
 
-    print("%-15s theta=%-8g scaling=%-6s tied=%d docs=%-16s targets=%2d loss=%.7f "
+    print("%-15s %-7s theta=%-8g scaling=%-6s tied=%d docs=%-16s targets=%2d loss=%.7f "
           "adamw=[%s] %7d B sha256=%s" % (
-              name, theta, scaling["rope_type"] if scaling else "none", tied,
+              name, family, theta, scaling["rope_type"] if scaling else "none", tied,
               str([len(l) for l in docs]), n_targets, loss.item(),
               ", ".join("%.5f" % x for x in step_losses), os.path.getsize(path),
               sha256(path)[:16]))

@@ -17,6 +17,8 @@ check() { # N ARGS...
 }
 check 1 zero_stage=0 activation_checkpointing=false
 check 1 zero_stage=0 activation_checkpointing=true micro_batch_size=4
+# the families' extra buffers (qwen3: q/k before their norms) are planned too
+check 1 zero_stage=0 activation_checkpointing=false model.family=qwen3 model.head_dim=24
 if have_mpirun; then
     check 2 zero_stage=1 activation_checkpointing=true
     check 2 zero_stage=2 model.param_dtype=bf16 global_batch_size=16
@@ -28,6 +30,12 @@ fi
 grep -q "70.554 B parameters" p70.log || { cat p70.log; fail "70B parameter count"; }
 grep -E '^. +3 +yes +on ' p70.log | grep -q 'yes$' || { cat p70.log; fail "70B stage 3 + offload + ckpt should fit 80 GiB on 16 ranks"; }
 grep -E '^. +0 +no +off ' p70.log | grep -q 'no$' || { cat p70.log; fail "70B stage 0 cannot fit 80 GiB"; }
+# the families' decks: parameter counts of the public models (biases and q/k norms counted)
+for deck in "qwen2.5-7b 7.616" "qwen3-8b 8.191" "mistral-7b-v0.3 7.248"; do
+    set -- $deck
+    "$FTMPI" --plan "$S/input/$1.cfg" -np 8 --seq-len 4096 > pf.log 2>&1 || { cat pf.log; fail "$1 plan"; }
+    grep -q "$2 B parameters" pf.log || { cat pf.log; fail "$1 parameter count"; }
+done
 "$FTMPI" --plan "$S/input/llama3-70b.cfg" -np 0 > bad.log 2>&1 && fail "-np 0 accepted"
 grep -q "needs a positive integer" bad.log || fail "unclear -np error"
 echo "planner within 10 % of measured peaks"

@@ -2,7 +2,7 @@
 # The command-line path from a weights file: `ftmpi --eval-only` with model.weights =
 # an HF golden file and its batch as the dataset prints HF's loss (rel 1e-5).
 . "$(dirname "$0")/lib.sh"
-for case in hf_basic hf_llama3rope hf_tied; do
+for case in hf_basic hf_llama3rope hf_tied hf_qwen2 hf_qwen2_tied hf_qwen3 hf_mistral; do
     golden="$S/test/data/hf/$case.h5"
     "$B/test/train/hf_batch_to_dataset" "$golden" batch.h5 || fail "$case: converting the batch"
     cat > w.cfg <<CFG

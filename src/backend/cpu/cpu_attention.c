@@ -3,7 +3,8 @@
  *
  * Notation for one (batch row b, query head h): q_i, k_j, v_j, o_i are head_dim
  * vectors, scale = 1/sqrt(head_dim), s_ij = scale q_i.k_j, and query i sees key j
- * iff j <= i and segment[j] == segment[i] (vis(i, j)).
+ * iff j <= i, segment[j] == segment[i] and, with a sliding window W > 0 (Mistral),
+ * j > i - W (vis(i, j)).
  *
  * Forward, per block of 64 queries, over key tiles of 64 (online softmax):
  *   m_i  = running max of s_ij,  l_i = running sum of exp(s_ij - m_i),
@@ -42,6 +43,9 @@
  * (document masking; with increasing ids per packed row this skips every tile
  * before the query's own document). Only tiles that straddle the diagonal, a
  * document boundary or the end of the sequence pay for an element-wise mask.
+ * With a sliding window, key tiles whose last key is at or before the first
+ * query minus W are skipped too (every pair is outside the window), and tiles
+ * that straddle the window's lower edge are masked element-wise like the diagonal.
  *
  * Scratch: each thread mallocs its tiles (7 x 64 x head_dim + 2 x 64 x 64 floats)
  * for the duration of the call; the backward also mallocs D [batch, heads, T]. The vtable has no error path, so a failed
@@ -57,6 +61,7 @@
 
 typedef struct attn_geom {
     int batch, seq, n_heads, n_kv, hd, group, tiles;
+    int window;       /* 0: none; else query i sees keys j > i - window */
     size_t q_stride;  /* floats per token in q, out, dout, dq: n_heads * head_dim */
     size_t kv_stride; /* floats per token in k, v, dk, dv: n_kv_heads * head_dim */
     float scale;
@@ -76,6 +81,7 @@ static attn_geom attn_geom_of(ft_attn_shape s, const int32_t *segment)
     g.q_stride = (size_t)s.n_heads * (size_t)s.head_dim;
     g.kv_stride = (size_t)s.n_kv_heads * (size_t)s.head_dim;
     g.scale = 1.0f / sqrtf((float)s.head_dim);
+    g.window = s.window > 0 ? s.window : 0;
     g.segment = segment;
     return g;
 }
@@ -177,15 +183,25 @@ static bool segments_may_meet(const attn_geom *g, seg_range qr, seg_range kr)
     return !g->segment || (qr.lo <= kr.hi && kr.lo <= qr.hi);
 }
 
+/* False when every key of tile [k0, k0+kn) is outside the sliding window of every
+ * query of block [q0, ...): the last key k0+kn-1 <= q0 - window, the first query's
+ * lower edge (later queries' edges are higher still). */
+static bool window_may_meet(const attn_geom *g, int q0, int k0, int kn)
+{
+    return !g->window || k0 + kn - 1 > q0 - g->window;
+}
+
 /* Sets the score of every invisible (query i, key j) pair of a tile to -inf:
- * keys after the query (k0 + j > q0 + i) and keys of another document. The
- * score of pair (i, j) is s[i * i_stride + j * j_stride] (S or S^T layout).
- * Tiles fully below the diagonal and inside one document need nothing. */
+ * keys after the query (k0 + j > q0 + i), keys of another document and keys at
+ * or before q0 + i - window. The score of pair (i, j) is s[i * i_stride + j *
+ * j_stride] (S or S^T layout). Tiles fully below the diagonal, inside one
+ * document and inside every query's window need nothing. */
 static void mask_tile(float *s, size_t i_stride, size_t j_stride, const attn_geom *g, int b,
                       int q0, int qn, seg_range qr, int k0, int kn, seg_range kr)
 {
     bool one_doc = !g->segment || (qr.lo == qr.hi && kr.lo == kr.hi && qr.lo == kr.lo);
-    if (k0 + kn - 1 <= q0 && one_doc)
+    bool in_window = !g->window || k0 > q0 + qn - 1 - g->window;
+    if (k0 + kn - 1 <= q0 && one_doc && in_window)
         return;
     const int32_t *seg = g->segment ? g->segment + (size_t)b * g->seq : NULL;
     for (int i = 0; i < qn; i++) {
@@ -195,6 +211,12 @@ static void mask_tile(float *s, size_t i_stride, size_t j_stride, const attn_geo
         visible_end = visible_end > kn ? kn : visible_end < 0 ? 0 : visible_end;
         for (int j = visible_end; j < kn; j++)
             si[(size_t)j * j_stride] = -INFINITY;
+        if (!in_window) { /* keys j with k0 + j <= qi - window */
+            int window_start = qi - g->window + 1 - k0;
+            window_start = window_start > visible_end ? visible_end : window_start;
+            for (int j = 0; j < window_start; j++)
+                si[(size_t)j * j_stride] = -INFINITY;
+        }
         if (seg && !one_doc) {
             int32_t sq = seg[qi];
             for (int j = 0; j < visible_end; j++)
@@ -220,7 +242,7 @@ static void fwd_query_block(const ft_attn_tile_kernels *K, attn_scratch *sc, con
     for (int kb = 0; kb <= last_kb; kb++) {
         int k0 = kb * T_, kn = tile_len(g, k0);
         seg_range kr = segment_range(g, b, k0, kn);
-        if (!segments_may_meet(g, qr, kr))
+        if (!segments_may_meet(g, qr, kr) || !window_may_meet(g, q0, k0, kn))
             continue;
         const float *kr0 = k + row_offset(g, g->kv_stride, b, k0, kvh);
         const float *vr0 = v + row_offset(g, g->kv_stride, b, k0, kvh);
@@ -302,6 +324,8 @@ static void bwd_key_tile(const ft_attn_tile_kernels *K, attn_scratch *sc, const 
         for (int qb = kb; qb < g->tiles; qb++) { /* earlier query blocks precede the keys */
             int q0 = qb * T_, qn = tile_len(g, q0);
             seg_range qr = segment_range(g, b, q0, qn);
+            if (!window_may_meet(g, q0, k0, kn))
+                break; /* later query blocks are further past the window */
             if (!segments_may_meet(g, qr, kr))
                 continue;
             const float *qr0 = q + row_offset(g, g->q_stride, b, q0, h);
@@ -343,7 +367,7 @@ static void bwd_query_block(const ft_attn_tile_kernels *K, attn_scratch *sc, con
     for (int kb = 0; kb <= last_kb; kb++) {
         int k0 = kb * T_, kn = tile_len(g, k0);
         seg_range kr = segment_range(g, b, k0, kn);
-        if (!segments_may_meet(g, qr, kr))
+        if (!segments_may_meet(g, qr, kr) || !window_may_meet(g, q0, k0, kn))
             continue;
         const float *kr0 = k + row_offset(g, g->kv_stride, b, k0, kvh);
         const float *vr0 = v + row_offset(g, g->kv_stride, b, k0, kvh);

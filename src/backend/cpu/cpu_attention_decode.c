@@ -2,7 +2,8 @@
  *
  * For new token i (absolute position p = past + i) and query head h, with kv head
  * g = h / (n_heads / n_kv_heads) and scale = 1/sqrt(head_dim):
- *   s_j = k_j . (scale q)      for every cached key j <= p
+ *   s_j = k_j . (scale q)      for every cached key j <= p (and, with a sliding
+ *                              window W > 0, j > p - W)
  *   m   = max_j s_j,   w_j = exp(s_j - m),   l = sum_j w_j
  *   o   = (sum_j w_j v_j) / l
  * The scale is folded into q before the dot products, as the flash-attention
@@ -21,11 +22,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* One (token, head) pair: o[hd] from q[hd] against keys 0 .. n_keys-1 of kv head g. */
+/* One (token, head) pair: o[hd] from q[hd] against keys first .. first+n_keys-1 of
+ * kv head g. */
 static void decode_one(float *o, const float *q, const float *k_cache, const float *v_cache,
-                       size_t kv_stride, int g, int hd, int n_keys, float scale, float *scores,
-                       float *qs)
+                       size_t kv_stride, int g, int hd, int first, int n_keys, float scale,
+                       float *scores, float *qs)
 {
+    k_cache += (size_t)first * kv_stride;
+    v_cache += (size_t)first * kv_stride;
     for (int d = 0; d < hd; d++)
         qs[d] = q[d] * scale;
     float m = -INFINITY;
@@ -59,7 +63,7 @@ static void decode_one(float *o, const float *q, const float *k_cache, const flo
 
 void ft_cpu_attention_decode(ft_backend *be, float *out, const float *q, const float *k_cache,
                              const float *v_cache, int past, int n_new, int n_heads,
-                             int n_kv_heads, int head_dim)
+                             int n_kv_heads, int head_dim, int window)
 {
     if (n_new <= 0 || n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0 || past < 0)
         return;
@@ -82,9 +86,11 @@ void ft_cpu_attention_decode(ft_backend *be, float *out, const float *q, const f
 #pragma omp for schedule(static)
         for (long t = 0; t < tasks; t++) {
             const int i = (int)(t / n_heads), h = (int)(t % n_heads);
+            const int last = past + i; /* the token's own position */
+            const int first = window > 0 && last - window + 1 > 0 ? last - window + 1 : 0;
             decode_one(out + (size_t)i * q_stride + (size_t)h * head_dim,
                        q + (size_t)i * q_stride + (size_t)h * head_dim, k_cache, v_cache,
-                       kv_stride, h / group, head_dim, past + i + 1, scale, scratch,
+                       kv_stride, h / group, head_dim, first, last - first + 1, scale, scratch,
                        scratch + max_keys);
         }
         free(scratch);

@@ -56,7 +56,11 @@ void ft_cpu_attention_bwd(ft_backend *be, float *dq, float *dk, float *dv, const
 /* cpu_attention_decode.c */
 void ft_cpu_attention_decode(ft_backend *be, float *out, const float *q, const float *k_cache,
                              const float *v_cache, int past, int n_new, int n_heads,
-                             int n_kv_heads, int head_dim);
+                             int n_kv_heads, int head_dim, int window);
+
+/* cpu_bias.c */
+void ft_cpu_bias_add(ft_backend *be, float *y, const float *b, int rows, int dim);
+void ft_cpu_bias_grad(ft_backend *be, float *db, const float *dy, int rows, int dim);
 
 /* cpu_swiglu.c */
 void ft_cpu_swiglu_fwd(ft_backend *be, float *out, const float *gate, const float *up, size_t n);
