@@ -80,7 +80,7 @@ static double worst_ratio(const float *got, const float *ref, size_t n, double a
 
 static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, int hd, int seg_kind)
 {
-    ft_attn_shape s = {batch, seq, heads, kv, hd};
+    ft_attn_shape s = {batch, seq, heads, kv, hd, 0};
     size_t tokens = (size_t)batch * seq, nq = tokens * heads * hd, nkv = tokens * kv * hd;
     size_t nl = (size_t)batch * heads * seq;
     uint16_t *qb = malloc(nq * 2), *kb = malloc(nkv * 2), *vb = malloc(nkv * 2);
