@@ -1,0 +1,80 @@
+/* Tensor-core attention throughput: ftmpi's bf16 flash attention forward and backward
+ * (cuda/cuda_attention_tc*.cu) timed with CUDA events, causal, batch x heads chosen so
+ * that every sequence length processes the same tokens.
+ *
+ *   attention_tc_bench HEAD_DIM SEQ [BATCH HEADS]   prints one line:
+ *   tc_attention hd=.. seq=.. fwd_ms=.. fwd_tflops=.. bwd_ms=.. bwd_tflops=..
+ *
+ * FLOPs (FlashAttention's convention): forward 4 T^2 D per (batch, head), backward 2.5x
+ * that, both halved by the causal mask. Built and run by bench/gpu_attention.sh. */
+#include "backend/backend.h"
+#include "cuda_internal.h"
+
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static void *dev(size_t bytes)
+{
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        fprintf(stderr, "attention_tc_bench: out of device memory (%zu bytes)\n", bytes);
+        exit(1);
+    }
+    cudaMemset(p, 0, bytes); /* bf16 zeros; the timing does not depend on the values */
+    return p;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: attention_tc_bench HEAD_DIM SEQ [BATCH HEADS]\n");
+        return 2;
+    }
+    int hd = atoi(argv[1]), seq = atoi(argv[2]);
+    int heads = argc > 4 ? atoi(argv[4]) : 2048 / hd;
+    int batch = argc > 3 ? atoi(argv[3]) : (16384 / seq > 0 ? 16384 / seq : 1);
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        printf("no GPU\n");
+        return 77;
+    }
+    ft_attn_shape s = {batch, seq, heads, heads, hd, 0};
+    size_t n = (size_t)batch * seq * heads * hd, nl = (size_t)batch * heads * seq;
+    uint16_t *q = dev(n * 2), *k = dev(n * 2), *v = dev(n * 2), *dout = dev(n * 2);
+    float *out = dev(n * 4), *lse = dev(nl * 4), *dq = dev(n * 4), *dk = dev(n * 4);
+    float *dv = dev(n * 4);
+    void *scratch = dev(ft_cuda_attention_bwd_bf16_scratch_bytes(s));
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    float fwd_ms = 0, bwd_ms = 0;
+    const int reps = 10;
+    for (int pass = 0; pass < 2; pass++) { /* pass 0 warms up */
+        cudaEventRecord(a, 0);
+        for (int r = 0; r < reps; r++)
+            ft_cuda_launch_attention_fwd_bf16(out, lse, q, k, v, NULL, s, 0);
+        cudaEventRecord(b, 0);
+        cudaEventSynchronize(b);
+        cudaEventElapsedTime(&fwd_ms, a, b);
+        cudaEventRecord(a, 0);
+        for (int r = 0; r < reps; r++)
+            ft_cuda_launch_attention_bwd_bf16(dq, dk, dv, dout, out, lse, q, k, v, NULL, s,
+                                              scratch, 0);
+        cudaEventRecord(b, 0);
+        cudaEventSynchronize(b);
+        cudaEventElapsedTime(&bwd_ms, a, b);
+    }
+    if (cudaGetLastError() != cudaSuccess) {
+        fprintf(stderr, "attention_tc_bench: a launch failed\n");
+        return 1;
+    }
+    fwd_ms /= reps;
+    bwd_ms /= reps;
+    double flops = 4.0 * batch * heads * (double)seq * seq * hd / 2.0;
+    printf("tc_attention hd=%d seq=%d batch=%d heads=%d fwd_ms=%.3f fwd_tflops=%.1f bwd_ms=%.3f "
+           "bwd_tflops=%.1f\n",
+           hd, seq, batch, heads, fwd_ms, flops / fwd_ms / 1e9, bwd_ms,
+           2.5 * flops / bwd_ms / 1e9);
+    return 0;
+}
