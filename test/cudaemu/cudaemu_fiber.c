@@ -23,6 +23,7 @@
 #endif
 #endif
 #ifdef FIBER_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -158,6 +159,11 @@ void cudaemu_fiber_prepare(cudaemu_fiber *f, void (*entry)(void *), void *arg)
     f->entry = entry;
     f->arg = arg;
     f->fake_stack = NULL;
+#ifdef FIBER_ASAN
+    /* A stack reused from a finished fiber keeps the redzones of the frames that never
+     * returned (the fiber switched away for good): clear them for the new one. */
+    __asan_unpoison_memory_region(f->stack_lo, f->stack_size);
+#endif
     char *top = (char *)f->stack_lo + f->stack_size;
     if (use_ucontext()) {
         getcontext(&f->uc);
