@@ -14,9 +14,9 @@
 #include "config.h"
 #include "io/h5file.h"
 #include "io/weights.h"
+#include "train/ckpt_dir.h"
 #include "util/durable.h"
 
-#define LATEST_NAME "latest"
 
 typedef struct field_group {
     ft_state_field field;
@@ -104,8 +104,8 @@ static int publish(const char *dir, const char *name, const char *tmp, ft_error 
 {
     char path[1100], latest[1100], latest_tmp[1100];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(latest, sizeof latest, "%s/%s", dir, LATEST_NAME);
-    snprintf(latest_tmp, sizeof latest_tmp, "%s/%s.tmp", dir, LATEST_NAME);
+    snprintf(latest, sizeof latest, "%s/%s", dir, FT_CKPT_LATEST);
+    snprintf(latest_tmp, sizeof latest_tmp, "%s/%s.tmp", dir, FT_CKPT_LATEST);
     if (ft_commit_file(tmp, path, err))
         return -1;
     fault_point("renamed");
@@ -119,39 +119,6 @@ static int publish(const char *dir, const char *name, const char *tmp, ft_error 
     if (ft_commit_file(latest_tmp, latest, err))
         return -1;
     return 0;
-}
-
-static int by_name(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Rank 0: deletes the oldest step-*.h5 beyond keep (names sort by step). */
-static void prune(const char *dir, int keep)
-{
-    if (keep <= 0)
-        return;
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    char *names[4096];
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) && n < 4096) {
-        size_t len = strlen(de->d_name);
-        if (strncmp(de->d_name, "step-", 5) == 0 && len > 3 && !strcmp(de->d_name + len - 3, ".h5"))
-            names[n++] = strdup(de->d_name);
-    }
-    closedir(d);
-    qsort(names, (size_t)n, sizeof *names, by_name);
-    for (int i = 0; i < n; i++) {
-        if (i < n - keep && names[i]) {
-            char path[1100];
-            snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-            unlink(path);
-        }
-        free(names[i]);
-    }
 }
 
 /* mkdir -p */
@@ -239,7 +206,7 @@ int ft_checkpoint_save(const char *dir, const ft_run_config *cfg, const ft_model
         return rc ? -1 : ft_fail(err, "%s: another rank failed while writing", tmp);
     int prc = comm->rank == 0 ? publish(dir, name, tmp, err) : 0;
     if (comm->rank == 0 && !prc)
-        prune(dir, cfg->keep_last);
+        prc = ft_ckpt_prune(dir, cfg->keep_last, err);
     MPI_Allreduce(MPI_IN_PLACE, &prc, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (prc && comm->rank != 0)
         return ft_fail(err, "%s/%s: rank 0 could not complete the checkpoint", dir, name);
@@ -259,16 +226,10 @@ int ft_checkpoint_resolve(const ft_run_config *cfg, char **path, ft_error *err)
     }
     if (!cfg->checkpoint_dir)
         return ft_fail(err, "%s: resume = \"auto\" needs checkpoint_dir", cfg->path);
-    char latest[1100], name[512] = "";
-    snprintf(latest, sizeof latest, "%s/%s", cfg->checkpoint_dir, LATEST_NAME);
-    FILE *fp = fopen(latest, "r");
-    if (!fp)
-        return 0; /* nothing yet: a fresh start */
-    int got = fgets(name, sizeof name, fp) != NULL;
-    fclose(fp);
-    name[strcspn(name, "\r\n")] = '\0';
-    if (!got || !name[0] || strchr(name, '/'))
-        return ft_fail(err, "%s: does not name a checkpoint file; delete it to start fresh", latest);
+    char name[512];
+    const int got = ft_ckpt_read_latest(cfg->checkpoint_dir, name, sizeof name, err);
+    if (got)
+        return got < 0 ? -1 : 0; /* no `latest` yet: a fresh start */
     size_t len = strlen(cfg->checkpoint_dir) + strlen(name) + 2;
     *path = malloc(len);
     if (!*path)
