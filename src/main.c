@@ -170,9 +170,10 @@ static int parse_cli(int argc, char **argv, cli *c, int rank, int *code)
     return 0;
 }
 
-static int run(const cli *c, ft_comm *comm, int *code)
+/* *shared: the error (if any) is one that every rank holds alike (ft_error.shared). */
+static int run(const cli *c, ft_comm *comm, int *code, int *shared)
 {
-    ft_error err = { { 0 } };
+    ft_error err = { { 0 }, 0 };
     ft_run_config cfg;
     memset(&cfg, 0, sizeof cfg);
     if (ft_run_config_load(&cfg, c->config, c->n_overrides, c->overrides, &err)) {
@@ -205,7 +206,11 @@ static int run(const cli *c, ft_comm *comm, int *code)
     } else if (!rc) {
         rc = ft_trainer_run(&t, &err);
     }
-    if (rc)
+    /* an error every rank holds alike is printed once; a rank's own error names it */
+    *shared = rc && err.shared;
+    if (rc && *shared && comm->rank == 0)
+        fprintf(stderr, "ftmpi: %s\n", err.msg);
+    else if (rc && !*shared)
         fprintf(stderr, "ftmpi: rank %d: %s\n", comm->rank, err.msg);
     const int signalled = t.stopped_by_signal;
     ft_trainer_free(&t);
@@ -235,11 +240,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "ftmpi: rank %d: %s\n", rank, err.msg);
         MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
     }
-    int rc = run(&c, comm, &code);
+    int shared = 0;
+    int rc = run(&c, comm, &code, &shared);
     free(c.overrides);
     /* A runtime failure may have hit only some ranks while others wait in a
-     * collective: abort the job rather than hang. Config errors hit all alike. */
-    if (rc && code == EXIT_RUNTIME && size > 1)
+     * collective: abort the job rather than hang. Config errors, and errors the ranks
+     * agreed on, hit all alike: every rank ends by itself. */
+    if (rc && code == EXIT_RUNTIME && size > 1 && !shared)
         MPI_Abort(MPI_COMM_WORLD, code);
     ft_comm_destroy(comm);
     MPI_Finalize();

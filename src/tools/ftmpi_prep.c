@@ -279,7 +279,7 @@ static int run_codec(int argc, char **argv)
         fprintf(stderr, "ftmpi-prep %s: --tokenizer is required\n", argv[1]);
         return 2;
     }
-    ft_error err = { { 0 } };
+    ft_error err = { { 0 }, 0 };
     ft_tokenizer *t;
     if (ft_tokenizer_load(path, &t, &err) < 0) {
         fprintf(stderr, "ftmpi-prep: %s\n", err.msg);
@@ -314,7 +314,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "ftmpi-prep: %s; see ftmpi-prep --help\n", msg);
         status = 2;
     } else {
-        ft_error err = { { 0 } };
+        ft_error err = { { 0 }, 0 };
         if (prep_run(&o, MPI_COMM_WORLD, &err) < 0) {
             if (err.msg[0])
                 fprintf(stderr, "ftmpi-prep: %s\n", err.msg);

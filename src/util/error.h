@@ -14,6 +14,9 @@
 
 typedef struct ft_error {
     char msg[FT_ERROR_MAX];
+    /* Every rank holds this same error (ft_agree, or a failure all ranks reach alike):
+     * main() lets rank 0 print it once and ends the job without an abort. */
+    int shared;
 } ft_error;
 
 /* Formats the message (printf-style) into err (if non-NULL) and returns -1 so that
