@@ -193,7 +193,7 @@ static int run(const cli *c, ft_comm *comm, int *code, int *shared)
         return rc;
     }
     ft_trainer t;
-    int rc = ft_trainer_setup(&t, &cfg, comm, stdout, &err);
+    int rc = ft_trainer_setup(&t, &cfg, comm, stdout, c->eval_only, &err);
     if (!rc && c->eval_only) {
         const char *path = cfg.eval_data ? cfg.eval_data : cfg.train_data;
         double loss;

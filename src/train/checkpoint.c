@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -367,6 +368,23 @@ static int verify_hashes(const ft_h5file *f, const char *group, const ft_model_l
     return 0;
 }
 
+/* The /meta counters are trusted by the loop (step numbering, data order, AdamW's
+ * bias correction): a value ftmpi never writes means a damaged or forged file. */
+static int check_position(const char *path, int64_t step, int64_t opt_step, int64_t data_pos,
+                          ft_error *err)
+{
+    if (step < 0 || step > LONG_MAX / 2)
+        return ft_fail(err, "%s: /meta step %lld is not a step count; use another checkpoint",
+                       path, (long long)step);
+    if (opt_step < 0 || opt_step > step)
+        return ft_fail(err, "%s: /meta optimizer_step %lld is not within 0..step (%lld); use "
+                       "another checkpoint", path, (long long)opt_step, (long long)step);
+    if (data_pos < 0)
+        return ft_fail(err, "%s: /meta data_position %lld is negative; use another checkpoint",
+                       path, (long long)data_pos);
+    return 0;
+}
+
 int ft_checkpoint_load(const char *path, const ft_model_layout *layout, ft_engine *e,
                        ft_comm *comm, ft_ckpt_position *pos, bool direct_io, bool *direct,
                        ft_error *err)
@@ -408,6 +426,8 @@ int ft_checkpoint_load(const char *path, const ft_model_layout *layout, ft_engin
                      path);
     if (meta >= 0)
         H5Gclose(meta);
+    if (!rc)
+        rc = check_position(path, step, opt_step, data_pos, err);
     free(h);
     *direct = all_direct(&f);
     ft_h5_close(&f, NULL);

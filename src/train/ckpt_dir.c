@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <hdf5.h>
 #include <limits.h>
 #include <stdio.h>
@@ -135,4 +136,36 @@ int ft_ckpt_prune(const char *dir, int keep, ft_error *err)
     }
     free(v);
     return rc ? -1 : check_latest(dir, err);
+}
+
+int ft_ckpt_lock(const char *dir, int *fd, ft_error *err)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/.ftmpi-lock", dir);
+    *fd = open(path, O_RDWR | O_CREAT, 0666);
+    if (*fd < 0)
+        return ft_fail(err, "%s: cannot open the lock file: %s", path, strerror(errno));
+    struct flock lk = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+    if (fcntl(*fd, F_SETLK, &lk) != 0) {
+        const int code = errno;
+        char owner[300] = "";
+        const ssize_t got = pread(*fd, owner, sizeof owner - 1, 0);
+        owner[got > 0 ? got : 0] = '\0';
+        owner[strcspn(owner, "\r\n")] = '\0';
+        close(*fd);
+        *fd = -1;
+        if (code == EACCES || code == EAGAIN)
+            return ft_fail(err, "checkpoint_dir %s: in use by another running job (%s holds "
+                           "%s); give this run its own checkpoint_dir, or wait for that job",
+                           dir, owner[0] ? owner : "unknown process", path);
+        return ft_fail(err, "%s: cannot lock: %s", path, strerror(code));
+    }
+    char host[256] = "?", me[300];
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    const int n = snprintf(me, sizeof me, "pid %ld on %s\n", (long)getpid(), host);
+    if (ftruncate(*fd, 0) || pwrite(*fd, me, (size_t)n, 0) != n) {
+        /* the lock holds without the note; only the message of a second job is poorer */
+    }
+    return 0;
 }

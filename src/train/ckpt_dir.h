@@ -26,4 +26,10 @@ int ft_ckpt_read_latest(const char *dir, char *name, size_t len, ft_error *err);
  * never the one `latest` names, then checks the invariant above. */
 int ft_ckpt_prune(const char *dir, int keep, ft_error *err);
 
+/* Takes the directory's lock for this job: an fcntl write lock on <dir>/.ftmpi-lock,
+ * which holds "pid@host" of its owner. The kernel drops it when the process ends,
+ * however it ends. *fd: the open lock file, to keep open for the whole run (close it to
+ * release). -1 with a message naming the owner when another job holds it. */
+int ft_ckpt_lock(const char *dir, int *fd, ft_error *err);
+
 #endif

@@ -11,7 +11,9 @@
 #include "io/weights.h"
 #include "optim/schedule.h"
 #include "util/durable.h"
+#include "comm/agree.h"
 #include "train/checkpoint.h"
+#include "train/ckpt_dir.h"
 #include "train/loader.h"
 #include "train/metrics.h"
 #include "train/signals.h"
@@ -174,10 +176,23 @@ static int log_rank_placement(ft_trainer *t, ft_error *err)
     return 0;
 }
 
+/* One job per checkpoint_dir: a second job writing the same step files and `latest`
+ * would corrupt the first's history. Rank 0 holds the lock; every rank learns. */
+static int lock_checkpoint_dir(ft_trainer *t, ft_error *err)
+{
+    const char *dir = t->cfg->checkpoint_dir;
+    int rc = ft_checkpoint_prepare_dir(dir, t->comm, err);
+    if (rc)
+        return -1;
+    rc = t->comm->rank == 0 ? ft_ckpt_lock(dir, &t->ckpt_lock_fd, err) : 0;
+    return ft_agree(MPI_COMM_WORLD, rc, err);
+}
+
 int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FILE *out,
-                     ft_error *err)
+                     bool eval_only, ft_error *err)
 {
     memset(t, 0, sizeof *t);
+    t->ckpt_lock_fd = -1;
     t->cfg = cfg;
     t->comm = comm;
     t->out = comm->rank == 0 ? out : NULL;
@@ -218,7 +233,7 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     ft_model_options mo = { .max_batch = cfg->micro_batch_size, .seq_len = t->seq_len,
                             .activation_checkpointing = cfg->activation_checkpointing };
     char *resume_path = NULL;
-    if ((cfg->checkpoint_dir && ft_checkpoint_prepare_dir(cfg->checkpoint_dir, comm, err)) ||
+    if ((cfg->checkpoint_dir && !eval_only && lock_checkpoint_dir(t, err)) ||
         ft_checkpoint_resolve(cfg, &resume_path, err))
         return -1;
     int rc = ft_engine_create(&t->engine, &t->layout, t->be, t->dev_comm, &eo, err) ||
@@ -270,6 +285,8 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
 void ft_trainer_free(ft_trainer *t)
 {
     ft_watchdog_stop(t->watchdog);
+    if (t->ckpt_lock_fd >= 0)
+        close(t->ckpt_lock_fd);
     if (t->metrics)
         fclose(t->metrics);
     ft_loader_free(t->loader);
@@ -601,6 +618,10 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
         if (ft_trainer_step(t, step, &st, err))
             return ft_fail_context(err, "step %ld", step + 1);
         ft_watchdog_progress(t->watchdog, "logging and checkpointing");
+        if (st.n_targets == 0 && t->no_target_steps++ == 0 && t->out)
+            fprintf(t->out, "ftmpi: step %ld: no target token in the global batch (loss_mask "
+                            "0 in all its rows): the step learns nothing; check the data's "
+                            "loss_mask\n", step + 1);
         if (st.skipped) {
             skipped_total++;
             if (t->out)
