@@ -170,7 +170,7 @@ static int parse_cli(int argc, char **argv, cli *c, int rank, int *code)
     return 0;
 }
 
-/* *shared: the error (if any) is one that every rank holds alike (ft_error.shared). */
+/* *shared: the error (if any) is one that every rank holds alike (FT_ERR_SHARED). */
 static int run(const cli *c, ft_comm *comm, int *code, int *shared)
 {
     ft_error err = { { 0 }, 0 };
@@ -178,6 +178,13 @@ static int run(const cli *c, ft_comm *comm, int *code, int *shared)
     memset(&cfg, 0, sizeof cfg);
     if (ft_run_config_load(&cfg, c->config, c->n_overrides, c->overrides, &err)) {
         /* Every rank parsed the same text: rank 0 speaks for all. */
+        if (comm->rank == 0)
+            fprintf(stderr, "ftmpi: %s\n", err.msg);
+        ft_run_config_free(&cfg);
+        *code = EXIT_USAGE;
+        return -1;
+    }
+    if (!c->plan && ft_run_config_check_run(&cfg, comm->size, &err)) {
         if (comm->rank == 0)
             fprintf(stderr, "ftmpi: %s\n", err.msg);
         ft_run_config_free(&cfg);
@@ -207,7 +214,7 @@ static int run(const cli *c, ft_comm *comm, int *code, int *shared)
         rc = ft_trainer_run(&t, &err);
     }
     /* an error every rank holds alike is printed once; a rank's own error names it */
-    *shared = rc && err.shared;
+    *shared = rc && (err.flags & FT_ERR_SHARED);
     if (rc && *shared && comm->rank == 0)
         fprintf(stderr, "ftmpi: %s\n", err.msg);
     else if (rc && !*shared)
@@ -215,7 +222,8 @@ static int run(const cli *c, ft_comm *comm, int *code, int *shared)
     const int signalled = t.stopped_by_signal;
     ft_trainer_free(&t);
     ft_run_config_free(&cfg);
-    *code = rc ? EXIT_RUNTIME : signalled ? signalled : EXIT_OK;
+    *code = rc ? ((err.flags & FT_ERR_CONFIG) ? EXIT_USAGE : EXIT_RUNTIME)
+               : signalled ? signalled : EXIT_OK;
     return rc;
 }
 

@@ -6,7 +6,7 @@ void ft_share_error(MPI_Comm comm, int root, ft_error *err)
     ft_error *e = err ? err : &scratch;
     MPI_Bcast(e->msg, FT_ERROR_MAX, MPI_CHAR, root, comm);
     e->msg[FT_ERROR_MAX - 1] = '\0';
-    e->shared = 1;
+    e->flags |= FT_ERR_SHARED;
 }
 
 int ft_agree(MPI_Comm comm, int rc, ft_error *err)

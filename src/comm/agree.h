@@ -12,10 +12,10 @@
 
 /* Collective over comm. rc: this rank's result (0 = ok). Returns 0 when every rank
  * succeeded; else -1 on every rank with err (when non-NULL) set to the message of the
- * lowest failing rank and marked shared. */
+ * lowest failing rank and marked FT_ERR_SHARED. */
 int ft_agree(MPI_Comm comm, int rc, ft_error *err);
 
-/* Rank 0's message replaces every rank's, marked shared: for a failure that rank 0
+/* Rank 0's message replaces every rank's, marked FT_ERR_SHARED: for a failure that rank 0
  * decided (e.g. a file only rank 0 handles) after the others learnt that it failed. */
 void ft_share_error(MPI_Comm comm, int root, ft_error *err);
 

@@ -162,7 +162,7 @@ int ft_checkpoint_prepare_dir(const char *dir, ft_comm *comm, ft_error *err)
         return 0;
     ft_fail(err, "checkpoint_dir %s: %s", dir, msg);
     if (err)
-        err->shared = 1; /* every rank holds rank 0's verdict */
+        err->flags |= FT_ERR_SHARED; /* every rank holds rank 0's verdict */
     return -1;
 }
 

@@ -68,9 +68,10 @@ static int check_batch_geometry(ft_trainer *t, ft_error *err)
 {
     const ft_run_config *cfg = t->cfg;
     const int P = t->comm->size, mb = cfg->micro_batch_size, G = cfg->global_batch_size;
-    if (G % (mb * P) != 0)
-        return ft_fail(err, "%s: global_batch_size %d must be a multiple of micro_batch_size %d "
-                       "x %d ranks = %d", cfg->path, G, mb, P, mb * P);
+    if (ft_run_config_check_run(cfg, P, err)) {
+        err->flags |= FT_ERR_SHARED | FT_ERR_CONFIG; /* every rank sees the same */
+        return -1;
+    }
     t->accum = G / (mb * P);
     t->rows_per_rank = mb * t->accum;
     return 0;
@@ -225,6 +226,19 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
                        "for this model?)", cfg->train_data, di->vocab_size,
                        t->layout.config.vocab_size);
     t->seq_len = di->seq_len;
+    if (t->seq_len > t->layout.config.max_position_embeddings) {
+        /* the config's (or the weights file's) fault, found against the data */
+        if (cfg->model_weights)
+            ft_fail(err, "%s: seq_len %d exceeds the max_position_embeddings %d of model.weights "
+                    "%s; use data made with a shorter --seq-len", cfg->train_data, t->seq_len,
+                    t->layout.config.max_position_embeddings, cfg->model_weights);
+        else
+            ft_fail(err, "%s: %d is below data.train's seq_len %d (%s); raise it or use shorter "
+                    "rows", ft_run_config_where(cfg, "model.max_position_embeddings"),
+                    t->layout.config.max_position_embeddings, t->seq_len, cfg->train_data);
+        err->flags |= FT_ERR_SHARED | FT_ERR_CONFIG;
+        return -1;
+    }
 
     ft_engine_options eo = { .zero_stage = cfg->zero_stage, .param_dtype = cfg->param_dtype,
                              .optimizer = cfg->optimizer.type,

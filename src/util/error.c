@@ -11,7 +11,7 @@ int ft_fail(ft_error *err, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
         va_end(ap);
-        err->shared = 0;
+        err->flags = 0;
     }
     return -1;
 }
@@ -44,6 +44,6 @@ void ft_error_clear(ft_error *err)
 {
     if (err) {
         err->msg[0] = '\0';
-        err->shared = 0;
+        err->flags = 0;
     }
 }
