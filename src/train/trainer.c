@@ -1,5 +1,7 @@
 #include "train/trainer.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,6 +191,47 @@ static int lock_checkpoint_dir(ft_trainer *t, ft_error *err)
     return ft_agree(MPI_COMM_WORLD, rc, err);
 }
 
+/* final_weights is written after the last step: a directory that is missing or not
+ * writable is found now (rank 0 creates and removes its .tmp), not after training. */
+static int check_final_weights_path(ft_trainer *t, ft_error *err)
+{
+    int rc = 0;
+    if (t->comm->rank == 0) {
+        char tmp[1100];
+        snprintf(tmp, sizeof tmp, "%s.tmp", t->cfg->final_weights);
+        const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
+        if (fd < 0 && errno != EEXIST)
+            rc = ft_fail(err, "final_weights: %s: cannot write there: %s", t->cfg->final_weights,
+                         strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
+    }
+    return ft_agree(MPI_COMM_WORLD, rc, err);
+}
+
+/* data.eval is first read at the first evaluation, maybe hours in: a file that cannot
+ * serve is refused now, before step 1, with the checks the evaluation would make. */
+static int check_eval_data(ft_trainer *t, ft_error *err)
+{
+    const ft_run_config *cfg = t->cfg;
+    ft_dataset ev;
+    if (ft_dataset_open(&ev, cfg->eval_data, MPI_COMM_WORLD, err))
+        return ft_fail_context(err, "data.eval");
+    const ft_dataset_info di = ev.info;
+    ft_dataset_close(&ev);
+    if (di.seq_len != t->seq_len)
+        return ft_fail(err, "data.eval: %s: seq_len %d differs from data.train's %d (%s); "
+                       "prepare both with the same --seq-len", cfg->eval_data, di.seq_len,
+                       t->seq_len, cfg->train_data);
+    if (di.vocab_size > t->layout.config.vocab_size)
+        return ft_fail(err, "data.eval: %s: dataset vocab_size %d exceeds the model's %d (wrong "
+                       "tokenizer for this model?)", cfg->eval_data, di.vocab_size,
+                       t->layout.config.vocab_size);
+    return 0;
+}
+
 int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FILE *out,
                      bool eval_only, ft_error *err)
 {
@@ -239,6 +282,10 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
         err->flags |= FT_ERR_SHARED | FT_ERR_CONFIG;
         return -1;
     }
+
+    if ((cfg->eval_data && check_eval_data(t, err)) ||
+        (cfg->final_weights && check_final_weights_path(t, err)))
+        return -1;
 
     ft_engine_options eo = { .zero_stage = cfg->zero_stage, .param_dtype = cfg->param_dtype,
                              .optimizer = cfg->optimizer.type,

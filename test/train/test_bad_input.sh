@@ -56,3 +56,14 @@ if "$FTMPI" --version | grep -q '^backends: cpu$'; then
     expect 2 "command line: device=cuda: this ftmpi is built without CUDA" ok.cfg device=cuda
 fi
 echo "config errors found at run time: exit 2 with file:line or the override"
+
+# data.eval is checked at start-up, not at the first evaluation (steps later)
+"$GENDATA" --rows 8 --seq-len 24 short.h5 >/dev/null || fail "gendata short"
+expect 1 "data.eval: noeval.h5: cannot open" ok.cfg data.eval=noeval.h5 eval_every=4
+expect 1 "data.eval: junk.h5" ok.cfg data.eval=junk.h5 eval_every=4
+expect 1 "data.eval: short.h5: seq_len 24 differs from data.train's 32" ok.cfg data.eval=short.h5 eval_every=4
+cp train.h5 bigvocab.h5; "$B/test/ckpt/ckpt_set_meta" bigvocab.h5 /vocab_size 1000 || fail "set vocab"
+expect 1 "data.eval: bigvocab.h5: dataset vocab_size 1000 exceeds the model's 259" ok.cfg data.eval=bigvocab.h5 eval_every=4
+echo "bad data.eval refused before step 1"
+expect 1 "final_weights: nodir/w.h5: cannot write there" ok.cfg final_weights=nodir/w.h5
+echo "an unwritable final_weights refused before step 1"
