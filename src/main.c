@@ -171,7 +171,7 @@ static int parse_cli(int argc, char **argv, cli *c, int rank, int *code)
 }
 
 /* *shared: the error (if any) is one that every rank holds alike (FT_ERR_SHARED). */
-static int run(const cli *c, ft_comm *comm, int *code, int *shared)
+static int run(const cli *c, ft_comm *comm, ft_watchdog *wd, int *code, int *shared)
 {
     ft_error err = { { 0 }, 0 };
     ft_run_config cfg;
@@ -184,6 +184,7 @@ static int run(const cli *c, ft_comm *comm, int *code, int *shared)
         *code = EXIT_USAGE;
         return -1;
     }
+    ft_watchdog_configure(wd, c->plan ? 0.0 : cfg.comm_timeout, comm->rank);
     if (!c->plan && ft_run_config_check_run(&cfg, comm->size, &err)) {
         if (comm->rank == 0)
             fprintf(stderr, "ftmpi: %s\n", err.msg);
@@ -200,7 +201,7 @@ static int run(const cli *c, ft_comm *comm, int *code, int *shared)
         return rc;
     }
     ft_trainer t;
-    int rc = ft_trainer_setup(&t, &cfg, comm, stdout, c->eval_only, &err);
+    int rc = ft_trainer_setup(&t, &cfg, comm, stdout, c->eval_only, wd, &err);
     if (!rc && c->eval_only) {
         const char *path = cfg.eval_data ? cfg.eval_data : cfg.train_data;
         double loss;
@@ -227,13 +228,30 @@ static int run(const cli *c, ft_comm *comm, int *code, int *shared)
     return rc;
 }
 
+/* This process's rank as the launcher tells it, before MPI_Init (-1: unknown). */
+static int launcher_rank(void)
+{
+    const char *names[] = { "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (getenv(names[i]))
+            return atoi(getenv(names[i]));
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
+    /* Watched from the first moment: a rank that stops during MPI_Init, the config or
+     * set-up leaves the others waiting in a collective; until the config gives
+     * comm_timeout, its default applies. */
+    ft_watchdog *wd = ft_watchdog_start(FT_DEFAULT_COMM_TIMEOUT, launcher_rank());
+    ft_watchdog_progress(wd, "starting MPI");
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    ft_watchdog_configure(wd, FT_DEFAULT_COMM_TIMEOUT, rank);
+    ft_watchdog_progress(wd, "reading the command line and the config");
 
     cli c;
     int code = EXIT_OK;
@@ -249,14 +267,16 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
     }
     int shared = 0;
-    int rc = run(&c, comm, &code, &shared);
+    int rc = run(&c, comm, wd, &code, &shared);
     free(c.overrides);
     /* A runtime failure may have hit only some ranks while others wait in a
      * collective: abort the job rather than hang. Config errors, and errors the ranks
      * agreed on, hit all alike: every rank ends by itself. */
     if (rc && code == EXIT_RUNTIME && size > 1 && !shared)
         MPI_Abort(MPI_COMM_WORLD, code);
+    ft_watchdog_progress(wd, "finishing MPI");
     ft_comm_destroy(comm);
     MPI_Finalize();
+    ft_watchdog_stop(wd);
     return code;
 }

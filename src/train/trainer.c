@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,10 +233,27 @@ static int check_eval_data(ft_trainer *t, ft_error *err)
     return 0;
 }
 
+/* Marks progress and names the set-up phase. Test hook: FTMPI_FAULT=stop:<rank>:<phase>
+ * stops that rank (SIGSTOP) as it enters the phase whose name starts with <phase>, as a
+ * rank hung on a file system or stopped by hand would be. */
+static void enter_phase(ft_trainer *t, const char *phase)
+{
+    ft_watchdog_progress(t->watchdog, phase);
+    const char *f = getenv("FTMPI_FAULT");
+    char *rest = NULL;
+    if (!f || strncmp(f, "stop:", 5) != 0)
+        return;
+    const long r = strtol(f + 5, &rest, 10);
+    if (r == t->comm->rank && rest && *rest == ':' &&
+        strncmp(phase, rest + 1, strlen(rest + 1)) == 0)
+        raise(SIGSTOP);
+}
+
 int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FILE *out,
-                     bool eval_only, ft_error *err)
+                     bool eval_only, ft_watchdog *watchdog, ft_error *err)
 {
     memset(t, 0, sizeof *t);
+    t->watchdog = watchdog; /* main's: set-up is watched too (collective opens, loading) */
     t->ckpt_lock_fd = -1;
     t->cfg = cfg;
     t->comm = comm;
@@ -252,8 +270,10 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
             return ft_fail_context(err, "device \"cuda\" on rank %d (node-local rank %d)",
                                    comm->rank, comm->local_rank);
     }
+    enter_phase(t, "measuring the matmul peak");
     /* before any model state exists, so the probe never raises the memory high-water mark */
     t->peak_flops = cfg->peak_tflops > 0 ? cfg->peak_tflops * 1e12 : measure_matmul_flops(t->be);
+    enter_phase(t, "opening model.weights and data.train (collective)");
     if (resolve_model_shape(t, err) || check_batch_geometry(t, err))
         return -1;
     /* Collective open for validation and the file's description; the rows themselves
@@ -283,6 +303,7 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
         return -1;
     }
 
+    enter_phase(t, "checking data.eval, final_weights, checkpoint_dir");
     if ((cfg->eval_data && check_eval_data(t, err)) ||
         (cfg->final_weights && check_final_weights_path(t, err)))
         return -1;
@@ -297,12 +318,14 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     if ((cfg->checkpoint_dir && !eval_only && lock_checkpoint_dir(t, err)) ||
         ft_checkpoint_resolve(cfg, &resume_path, err))
         return -1;
+    enter_phase(t, "creating the engine and the model");
     int rc = ft_engine_create(&t->engine, &t->layout, t->be, t->dev_comm, &eo, err) ||
              ft_model_create(&t->model, &t->layout, t->be, &mo, err);
     if (!rc && resume_path) {
         ft_ckpt_position pos;
         bool direct = false;
         const double t0 = now_seconds();
+        enter_phase(t, "loading the resume checkpoint (collective)");
         rc = ft_checkpoint_load(resume_path, &t->layout, t->engine, comm, &pos,
                                 cfg->direct_io, &direct, err);
         t->start_step = pos.step;
@@ -316,11 +339,13 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
         if (rc)
             ft_fail_context(err, "resume");
     } else if (!rc) {
+        enter_phase(t, "loading model.weights or initializing (collective)");
         rc = load_parameters(t, err);
     }
     free(resume_path);
     if (rc)
         return -1;
+    enter_phase(t, "starting the data loader");
     if (ft_data_order_init(&t->order, di->rows, (uint64_t)cfg->seed, true, err) ||
         ft_loader_create(&t->loader, cfg->train_data, t->rows_per_rank, t->seq_len + 1,
                          cfg->data_prefetch, err))
@@ -336,7 +361,6 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     t->flops_per_token = flops_per_token(&t->layout.config, t->seq_len);
     if (comm->rank == 0 && cfg->metrics_file && !(t->metrics = ft_metrics_open(cfg->metrics_file)))
         return ft_fail(err, "metrics_file %s: cannot open for appending", cfg->metrics_file);
-    t->watchdog = ft_watchdog_start(cfg->comm_timeout, comm->rank);
     t->progress = comm->rank == 0 && cfg->progress && isatty(STDERR_FILENO);
     ft_signals_install();
     print_startup(t);
@@ -345,7 +369,6 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
 
 void ft_trainer_free(ft_trainer *t)
 {
-    ft_watchdog_stop(t->watchdog);
     if (t->ckpt_lock_fd >= 0)
         close(t->ckpt_lock_fd);
     if (t->metrics)
@@ -498,6 +521,8 @@ int ft_trainer_evaluate(ft_trainer *t, const char *path, long max_rows, double *
         double ls;
         long nt;
         rc = ft_model_eval_micro(t->model, &src, &b, &ls, &nt, err);
+        /* a long evaluation is progress, batch by batch, not a hang */
+        ft_watchdog_progress(t->watchdog, "evaluating");
         sums[0] += ls;
         sums[1] += (double)count_targets(t->loss_mask, n, W);
     }

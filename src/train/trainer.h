@@ -59,7 +59,7 @@ typedef struct ft_step_stats {
 /* eval_only: the run writes no checkpoint, so it neither takes checkpoint_dir's lock
  * (it may read a running job's checkpoints) nor needs the directory writable. */
 int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FILE *out,
-                     bool eval_only, ft_error *err);
+                     bool eval_only, struct ft_watchdog *watchdog, ft_error *err);
 void ft_trainer_free(ft_trainer *t);
 
 /* Runs optimizer step number `step` (0-based). */

@@ -9,8 +9,8 @@
 
 struct ft_watchdog {
     pthread_t thread;
-    double timeout;
-    int rank;
+    _Atomic double timeout; /* <= 0: watching no more */
+    atomic_int rank;
     char host[256];
     _Atomic double last;           /* monotonic seconds of the last progress */
     _Atomic(const char *) phase;
@@ -31,11 +31,12 @@ static void *watch(void *arg)
         struct timespec nap = { 0, 200 * 1000 * 1000 };
         nanosleep(&nap, NULL);
         const double idle = mono_now() - atomic_load(&w->last);
-        if (idle > w->timeout && !atomic_load(&w->stop)) {
+        const double timeout = atomic_load(&w->timeout);
+        if (timeout > 0 && idle > timeout && !atomic_load(&w->stop)) {
             fprintf(stderr,
                     "ftmpi: rank %d on %s: no progress for %.0f s while %s (comm_timeout %.0f s): "
                     "another rank died or hangs; aborting\n",
-                    w->rank, w->host, idle, atomic_load(&w->phase), w->timeout);
+                    atomic_load(&w->rank), w->host, idle, atomic_load(&w->phase), timeout);
             fflush(stderr);
             _exit(FT_EXIT_HUNG);
         }
@@ -61,6 +62,15 @@ ft_watchdog *ft_watchdog_start(double timeout, int rank)
         return NULL;
     }
     return w;
+}
+
+void ft_watchdog_configure(ft_watchdog *w, double timeout, int rank)
+{
+    if (!w)
+        return;
+    atomic_store(&w->last, mono_now());
+    atomic_store(&w->rank, rank);
+    atomic_store(&w->timeout, timeout);
 }
 
 void ft_watchdog_progress(ft_watchdog *w, const char *phase)

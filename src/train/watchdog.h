@@ -7,11 +7,16 @@
 #define FT_TRAIN_WATCHDOG_H
 
 #define FT_EXIT_HUNG 87
+/* the limit before the config is read: comm_timeout's default (config_schema.c) */
+#define FT_DEFAULT_COMM_TIMEOUT 600.0
 
 typedef struct ft_watchdog ft_watchdog;
 
-/* timeout <= 0: no watchdog (returns NULL). */
+/* timeout <= 0: no watchdog (returns NULL). rank: for the message (-1: not known yet). */
 ft_watchdog *ft_watchdog_start(double timeout, int rank);
+/* Changes the timeout (<= 0: stop watching, for good) and the rank named in the message,
+ * e.g. once the config is read; counts as progress. */
+void ft_watchdog_configure(ft_watchdog *w, double timeout, int rank);
 /* Marks progress and names what the rank does next (a string literal). */
 void ft_watchdog_progress(ft_watchdog *w, const char *phase);
 void ft_watchdog_stop(ft_watchdog *w);
