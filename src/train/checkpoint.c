@@ -391,8 +391,12 @@ int ft_checkpoint_load(const char *path, const ft_model_layout *layout, ft_engin
 {
     (void)comm;
     ft_h5file f;
-    if (ft_h5_open(&f, path, MPI_COMM_WORLD, err))
+    const int opened = ft_h5_open(&f, path, MPI_COMM_WORLD, err);
+    if (ft_agree(MPI_COMM_WORLD, opened, err)) { /* one line for all ranks */
+        if (opened == 0)
+            ft_h5_close(&f, NULL);
         return -1;
+    }
     if (direct_io)
         ft_h5_attach_raw(&f, MPI_COMM_WORLD, false);
     ft_model_config have;

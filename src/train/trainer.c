@@ -218,19 +218,26 @@ static int check_eval_data(ft_trainer *t, ft_error *err)
 {
     const ft_run_config *cfg = t->cfg;
     ft_dataset ev;
-    if (ft_dataset_open(&ev, cfg->eval_data, MPI_COMM_WORLD, err))
+    const int opened = ft_dataset_open(&ev, cfg->eval_data, MPI_COMM_WORLD, err);
+    if (ft_agree(MPI_COMM_WORLD, opened, err)) {
+        if (opened == 0)
+            ft_dataset_close(&ev);
         return ft_fail_context(err, "data.eval");
+    }
     const ft_dataset_info di = ev.info;
     ft_dataset_close(&ev);
+    int rc = 0;
     if (di.seq_len != t->seq_len)
-        return ft_fail(err, "data.eval: %s: seq_len %d differs from data.train's %d (%s); "
-                       "prepare both with the same --seq-len", cfg->eval_data, di.seq_len,
-                       t->seq_len, cfg->train_data);
-    if (di.vocab_size > t->layout.config.vocab_size)
-        return ft_fail(err, "data.eval: %s: dataset vocab_size %d exceeds the model's %d (wrong "
-                       "tokenizer for this model?)", cfg->eval_data, di.vocab_size,
-                       t->layout.config.vocab_size);
-    return 0;
+        rc = ft_fail(err, "data.eval: %s: seq_len %d differs from data.train's %d (%s); "
+                     "prepare both with the same --seq-len", cfg->eval_data, di.seq_len,
+                     t->seq_len, cfg->train_data);
+    else if (di.vocab_size > t->layout.config.vocab_size)
+        rc = ft_fail(err, "data.eval: %s: dataset vocab_size %d exceeds the model's %d (wrong "
+                     "tokenizer for this model?)", cfg->eval_data, di.vocab_size,
+                     t->layout.config.vocab_size);
+    if (rc)
+        err->flags |= FT_ERR_SHARED; /* the same facts on every rank: one line for all */
+    return rc;
 }
 
 /* Marks progress and names the set-up phase. Test hook: FTMPI_FAULT=stop:<rank>:<phase>
@@ -279,15 +286,22 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     /* Collective open for validation and the file's description; the rows themselves
      * are read by the loader through its own handle. */
     ft_dataset train;
-    if (ft_dataset_open(&train, cfg->train_data, MPI_COMM_WORLD, err))
+    const int opened = ft_dataset_open(&train, cfg->train_data, MPI_COMM_WORLD, err);
+    /* every rank opens the same file: one line for all, no abort (ft_agree) */
+    if (ft_agree(MPI_COMM_WORLD, opened, err)) {
+        if (opened == 0)
+            ft_dataset_close(&train);
         return ft_fail_context(err, "data.train");
+    }
     t->train_info = train.info;
     ft_dataset_close(&train);
     const ft_dataset_info *di = &t->train_info;
-    if (di->vocab_size > t->layout.config.vocab_size)
-        return ft_fail(err, "%s: dataset vocab_size %d exceeds the model's %d (wrong tokenizer "
-                       "for this model?)", cfg->train_data, di->vocab_size,
-                       t->layout.config.vocab_size);
+    if (di->vocab_size > t->layout.config.vocab_size) {
+        ft_fail(err, "%s: dataset vocab_size %d exceeds the model's %d (wrong tokenizer for "
+                "this model?)", cfg->train_data, di->vocab_size, t->layout.config.vocab_size);
+        err->flags |= FT_ERR_SHARED; /* every rank read the same attributes */
+        return -1;
+    }
     t->seq_len = di->seq_len;
     if (t->seq_len > t->layout.config.max_position_embeddings) {
         /* the config's (or the weights file's) fault, found against the data */
@@ -316,7 +330,7 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
                             .activation_checkpointing = cfg->activation_checkpointing };
     char *resume_path = NULL;
     if ((cfg->checkpoint_dir && !eval_only && lock_checkpoint_dir(t, err)) ||
-        ft_checkpoint_resolve(cfg, &resume_path, err))
+        ft_agree(MPI_COMM_WORLD, ft_checkpoint_resolve(cfg, &resume_path, err), err))
         return -1;
     enter_phase(t, "creating the engine and the model");
     int rc = ft_engine_create(&t->engine, &t->layout, t->be, t->dev_comm, &eo, err) ||
