@@ -19,6 +19,7 @@
 #include "train/ckpt_dir.h"
 #include "train/loader.h"
 #include "train/metrics.h"
+#include "train/plan.h"
 #include "train/signals.h"
 #include "train/watchdog.h"
 
@@ -192,6 +193,26 @@ static int lock_checkpoint_dir(ft_trainer *t, ft_error *err)
     return ft_agree(MPI_COMM_WORLD, rc, err);
 }
 
+/* The planner's arithmetic before any allocation: on the CPU backend every byte is host
+ * memory, and a run that cannot fit the node (ranks on it x bytes per rank) would grow
+ * until the kernel kills it with no message. */
+static int check_host_memory(ft_trainer *t, ft_error *err)
+{
+    double device = 0, host = 0;
+    if (ft_plan_rank_bytes(&t->layout, t->cfg, t->comm->size, t->seq_len, &device, &host, err))
+        return -1;
+    const double node = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    const double need = (device + host) * t->comm->local_size;
+    int rc = 0;
+    if (node > 0 && need > node)
+        rc = ft_fail(err, "%s: this run needs %.1f GiB per rank x %d rank%s on this node = %.1f GiB, "
+            "the node has %.1f GiB; see ftmpi --plan (more ranks, a higher zero_stage, "
+            "activation_checkpointing) or a smaller model", t->cfg->path,
+            (device + host) / 1073741824.0, t->comm->local_size, t->comm->local_size > 1 ? "s" : "",
+            need / 1073741824.0, node / 1073741824.0);
+    return ft_agree(MPI_COMM_WORLD, rc, err); /* nodes may differ: the ranks agree */
+}
+
 /* final_weights is written after the last step: a directory that is missing or not
  * writable is found now (rank 0 creates and removes its .tmp), not after training. */
 static int check_final_weights_path(ft_trainer *t, ft_error *err)
@@ -331,6 +352,8 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     char *resume_path = NULL;
     if ((cfg->checkpoint_dir && !eval_only && lock_checkpoint_dir(t, err)) ||
         ft_agree(MPI_COMM_WORLD, ft_checkpoint_resolve(cfg, &resume_path, err), err))
+        return -1;
+    if (strcmp(t->be->name, "cpu") == 0 && check_host_memory(t, err))
         return -1;
     enter_phase(t, "creating the engine and the model");
     int rc = ft_engine_create(&t->engine, &t->layout, t->be, t->dev_comm, &eo, err) ||

@@ -67,3 +67,7 @@ expect 1 "data.eval: bigvocab.h5: dataset vocab_size 1000 exceeds the model's 25
 echo "bad data.eval refused before step 1"
 expect 1 "final_weights: nodir/w.h5: cannot write there" ok.cfg final_weights=nodir/w.h5
 echo "an unwritable final_weights refused before step 1"
+# a model that cannot fit the node (~16 TB) is refused before allocating, not OOM-killed
+expect 1 "needs [0-9.]* GiB per rank x 1 rank on this node = [0-9.]* GiB, the node has" \
+    ok.cfg model.num_hidden_layers=65536 model.hidden_size=1024 model.intermediate_size=4096
+echo "a run larger than the node refused before allocating"
