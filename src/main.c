@@ -245,6 +245,9 @@ int main(int argc, char **argv)
      * comm_timeout, its default applies. */
     ft_watchdog *wd = ft_watchdog_start(FT_DEFAULT_COMM_TIMEOUT, launcher_rank());
     ft_watchdog_progress(wd, "starting MPI");
+    /* from the first moment: SIGTERM or SIGUSR1 during start-up must end in a documented
+     * code (85/84 after set-up), never the default 143/138 */
+    ft_signals_install();
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     int rank = 0, size = 1;

@@ -399,7 +399,6 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     if (comm->rank == 0 && cfg->metrics_file && !(t->metrics = ft_metrics_open(cfg->metrics_file)))
         return ft_fail(err, "metrics_file %s: cannot open for appending", cfg->metrics_file);
     t->progress = comm->rank == 0 && cfg->progress && isatty(STDERR_FILENO);
-    ft_signals_install();
     print_startup(t);
     return 0;
 }
@@ -733,6 +732,15 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
     const double tokens_per_step = (double)cfg->global_batch_size * t->seq_len;
     int skipped_total = 0;
     long last_saved = -1;
+    /* a signal during start-up (handlers are in place from main() on): nothing trained,
+     * nothing new to save; the documented codes, not the shell's 128 + signal */
+    if (stop_agreed(t)) {
+        t->stopped_by_signal = cfg->checkpoint_dir ? FT_EXIT_SIGNALLED : FT_EXIT_SIGNALLED_NO_CKPT;
+        if (t->out)
+            fprintf(t->out, "ftmpi: stop signal during start-up: nothing trained; exiting with "
+                            "%d\n", t->stopped_by_signal);
+        return 0;
+    }
     if (t->start_step >= cfg->max_steps && t->out)
         fprintf(t->out, "ftmpi: checkpoint is at step %ld of max_steps %ld: nothing to do\n",
                 t->start_step, cfg->max_steps);
