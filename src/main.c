@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "comm/mpi_io_env.h"
 #include "config/run_config.h"
 #include "train/plan.h"
 #include "train/signals.h"
@@ -248,6 +249,7 @@ int main(int argc, char **argv)
     /* from the first moment: SIGTERM or SIGUSR1 during start-up must end in a documented
      * code (85/84 after set-up), never the default 143/138 */
     ft_signals_install();
+    ft_mpi_io_env_defaults(); /* paths of 245 bytes and more (comm/mpi_io_env.h) */
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     int rank = 0, size = 1;

@@ -226,6 +226,20 @@ const char *ft_run_config_where(const ft_run_config *cfg, const char *path)
 
 int ft_run_config_check_run(const ft_run_config *cfg, int world_size, ft_error *err)
 {
+    /* every path ftmpi opens, and the names it derives from them (dir/step-N.h5.tmp,
+     * name.tmp), must fit its path buffers: refused now, not truncated mid-run */
+    static const char *const paths[] = { "data.train", "data.eval", "model.weights",
+                                         "checkpoint_dir", "final_weights", "metrics_file",
+                                         "resume" };
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        const ft_config_key *k = ft_config_find_key(paths[i]);
+        const char *v = k ? *(char *const *)((const char *)cfg + k->offset) : NULL;
+        const char *where = ft_run_config_where(cfg, paths[i]);
+        if (v && strlen(v) > FT_CONFIG_PATH_MAX) /* the override itself is cut short */
+            return ft_fail(err, "%.160s%s: a path of %zu bytes; ftmpi takes paths of up to %d "
+                           "bytes (use a shorter directory or a symbolic link)", where,
+                           strlen(where) > 160 ? "..." : "", strlen(v), FT_CONFIG_PATH_MAX);
+    }
 #ifndef FT_HAVE_CUDA
     if (cfg->device && strcmp(cfg->device, "cuda") == 0)
         return ft_fail(err, "%s: this ftmpi is built without CUDA (configure --with-cuda); use "

@@ -98,6 +98,7 @@ const char *ft_run_config_where(const ft_run_config *cfg, const char *path);
  * of message as ft_run_config_load: global_batch_size a multiple of micro_batch_size x
  * ranks, and a device this build has. (A config for other ranks or another build still
  * loads, e.g. for --plan.) */
+#define FT_CONFIG_PATH_MAX 1024 /* bytes of a path key (room for derived names) */
 int ft_run_config_check_run(const ft_run_config *cfg, int world_size, ft_error *err);
 
 /* Writes a description of every key (type, default, meaning) in the layout of

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/mpi_io_env.h"
 #include "prep/prep.h"
 #include "tokenizer/tok_jsonl.h"
 
@@ -302,6 +303,7 @@ int main(int argc, char **argv)
     prep_options o;
     char msg[512] = "";
     int parsed = parse_args(argc, argv, &o, msg, sizeof msg);
+    ft_mpi_io_env_defaults(); /* before MPI_Init: long paths (comm/mpi_io_env.h) */
     MPI_Init(&argc, &argv);
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
