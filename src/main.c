@@ -39,11 +39,13 @@ static const char usage_text[] =
     "peak memory per rank = max over ranks) on rank 0's standard output; errors on\n"
     "standard error as one line naming the file, the place and the problem.\n"
     "\n"
-    "Exit status: 0 success, 1 runtime error (I/O, numerical, out of memory),\n"
-    "2 bad command line or configuration, 85 stopped by SIGUSR1/SIGTERM after writing a\n"
-    "checkpoint (requeue the job; resume = \"auto\" continues), 84 stopped by a signal\n"
-    "without checkpoint_dir (nothing saved), 86 a second signal stopped it at once,\n"
-    "87 no progress for comm_timeout seconds (a rank died or hangs).\n"
+    "Exit status: 0 success, 1 runtime error (I/O, numerical, out of memory, a full\n"
+    "disk), 2 bad command line or configuration (also when found against the ranks, the\n"
+    "build or the data at start-up), 85 stopped by SIGUSR1/SIGTERM after writing a\n"
+    "checkpoint, or during start-up (requeue the job; resume = \"auto\" continues), 84\n"
+    "stopped by a signal without checkpoint_dir (nothing saved), 86 a second signal\n"
+    "stopped it at once, 87 no progress for comm_timeout seconds, from start-up on (a\n"
+    "rank died or hangs).\n"
     "\n"
     "Environment: OMP_NUM_THREADS sets CPU threads per rank.\n";
 
