@@ -253,11 +253,14 @@ int main(int argc, char **argv)
     ft_signals_install();
     ft_mpi_io_env_defaults(); /* paths of 245 bytes and more (comm/mpi_io_env.h) */
     int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    /* MULTIPLE: the watchdog thread's roll call (train/rollcall.h); the rest of ftmpi
+     * calls MPI from the main thread only */
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     ft_watchdog_configure(wd, FT_DEFAULT_COMM_TIMEOUT, rank);
+    ft_watchdog_attach_mpi(wd);
     ft_watchdog_progress(wd, "reading the command line and the config");
 
     cli c;

@@ -2,7 +2,8 @@
 # The watchdog covers start-up and loading, and a long evaluation is not a hang:
 # - a rank stopped while the ranks open the training data together, or while they load
 #   the resume checkpoint (test hook FTMPI_FAULT=stop:<rank>:<phase>), ends the job
-#   with exit 87 and the phase named, within comm_timeout (not a wait forever);
+#   with exit 87, the phase named and rank 1 named as the one missing (roll call),
+#   within comm_timeout (not a wait forever);
 # - an evaluation far longer than comm_timeout completes (progress per batch).
 . "$(dirname "$0")/../train/lib.sh"
 have_mpirun || skip "mpirun not found"
@@ -17,6 +18,9 @@ hang_case() { # PHASE-PREFIX PATTERN ARGS...
     [ $rc -eq 87 ] || { cat h.log; fail "$phase: exit $rc, not 87"; }
     [ $took -le 20 ] || fail "$phase: took $took s (comm_timeout 3)"
     grep -q "no progress for [0-9]* s while $pat" h.log || { cat h.log; fail "$phase: phase not named"; }
+    # the rank that is alive names the one that is missing (the watchdog's roll call)
+    grep -q "^ftmpi: rank 0 .*: rank 1 did not answer the roll call" h.log ||
+        { cat h.log; fail "$phase: the missing rank is not named"; }
     echo "rank 1 stopped while $phase: exit 87 in $took s"
 }
 hang_case opening "opening model.weights and data.train" max_steps=1
