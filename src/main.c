@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "comm/mpi_io_env.h"
 #include "config/run_config.h"
 #include "train/plan.h"
 #include "train/signals.h"
@@ -38,11 +39,13 @@ static const char usage_text[] =
     "peak memory per rank = max over ranks) on rank 0's standard output; errors on\n"
     "standard error as one line naming the file, the place and the problem.\n"
     "\n"
-    "Exit status: 0 success, 1 runtime error (I/O, numerical, out of memory),\n"
-    "2 bad command line or configuration, 85 stopped by SIGUSR1/SIGTERM after writing a\n"
-    "checkpoint (requeue the job; resume = \"auto\" continues), 84 stopped by a signal\n"
-    "without checkpoint_dir (nothing saved), 86 a second signal stopped it at once,\n"
-    "87 no progress for comm_timeout seconds (a rank died or hangs).\n"
+    "Exit status: 0 success, 1 runtime error (I/O, numerical, out of memory, a full\n"
+    "disk), 2 bad command line or configuration (also when found against the ranks, the\n"
+    "build or the data at start-up), 85 stopped by SIGUSR1/SIGTERM after writing a\n"
+    "checkpoint, or during start-up (requeue the job; resume = \"auto\" continues), 84\n"
+    "stopped by a signal without checkpoint_dir (nothing saved), 86 a second signal\n"
+    "stopped it at once, 87 no progress for comm_timeout seconds, from start-up on (a\n"
+    "rank died or hangs).\n"
     "\n"
     "Environment: OMP_NUM_THREADS sets CPU threads per rank.\n";
 
@@ -172,13 +175,22 @@ static int parse_cli(int argc, char **argv, cli *c, int rank, int *code)
     return 0;
 }
 
-static int run(const cli *c, ft_comm *comm, int *code)
+/* *shared: the error (if any) is one that every rank holds alike (FT_ERR_SHARED). */
+static int run(const cli *c, ft_comm *comm, ft_watchdog *wd, int *code, int *shared)
 {
-    ft_error err = { { 0 } };
+    ft_error err = { { 0 }, 0 };
     ft_run_config cfg;
     memset(&cfg, 0, sizeof cfg);
     if (ft_run_config_load(&cfg, c->config, c->n_overrides, c->overrides, &err)) {
         /* Every rank parsed the same text: rank 0 speaks for all. */
+        if (comm->rank == 0)
+            fprintf(stderr, "ftmpi: %s\n", err.msg);
+        ft_run_config_free(&cfg);
+        *code = EXIT_USAGE;
+        return -1;
+    }
+    ft_watchdog_configure(wd, c->plan ? 0.0 : cfg.comm_timeout, comm->rank);
+    if (!c->plan && ft_run_config_check_run(&cfg, comm->size, &err)) {
         if (comm->rank == 0)
             fprintf(stderr, "ftmpi: %s\n", err.msg);
         ft_run_config_free(&cfg);
@@ -194,7 +206,7 @@ static int run(const cli *c, ft_comm *comm, int *code)
         return rc;
     }
     ft_trainer t;
-    int rc = ft_trainer_setup(&t, &cfg, comm, stdout, &err);
+    int rc = ft_trainer_setup(&t, &cfg, comm, stdout, c->eval_only, wd, &err);
     if (!rc && c->eval_only) {
         const char *path = cfg.eval_data ? cfg.eval_data : cfg.train_data;
         double loss;
@@ -207,22 +219,51 @@ static int run(const cli *c, ft_comm *comm, int *code)
     } else if (!rc) {
         rc = ft_trainer_run(&t, &err);
     }
-    if (rc)
+    /* an error every rank holds alike is printed once; a rank's own error names it */
+    *shared = rc && (err.flags & FT_ERR_SHARED);
+    if (rc && *shared && comm->rank == 0)
+        fprintf(stderr, "ftmpi: %s\n", err.msg);
+    else if (rc && !*shared)
         fprintf(stderr, "ftmpi: rank %d: %s\n", comm->rank, err.msg);
     const int signalled = t.stopped_by_signal;
     ft_trainer_free(&t);
     ft_run_config_free(&cfg);
-    *code = rc ? EXIT_RUNTIME : signalled ? signalled : EXIT_OK;
+    *code = rc ? ((err.flags & FT_ERR_CONFIG) ? EXIT_USAGE : EXIT_RUNTIME)
+               : signalled ? signalled : EXIT_OK;
     return rc;
+}
+
+/* This process's rank as the launcher tells it, before MPI_Init (-1: unknown). */
+static int launcher_rank(void)
+{
+    const char *names[] = { "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (getenv(names[i]))
+            return atoi(getenv(names[i]));
+    return -1;
 }
 
 int main(int argc, char **argv)
 {
+    /* Watched from the first moment: a rank that stops during MPI_Init, the config or
+     * set-up leaves the others waiting in a collective; until the config gives
+     * comm_timeout, its default applies. */
+    ft_watchdog *wd = ft_watchdog_start(FT_DEFAULT_COMM_TIMEOUT, launcher_rank());
+    ft_watchdog_progress(wd, "starting MPI");
+    /* from the first moment: SIGTERM or SIGUSR1 during start-up must end in a documented
+     * code (85/84 after set-up), never the default 143/138 */
+    ft_signals_install();
+    ft_mpi_io_env_defaults(); /* paths of 245 bytes and more (comm/mpi_io_env.h) */
     int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    /* MULTIPLE: the watchdog thread's roll call (train/rollcall.h); the rest of ftmpi
+     * calls MPI from the main thread only */
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    ft_watchdog_configure(wd, FT_DEFAULT_COMM_TIMEOUT, rank);
+    ft_watchdog_attach_mpi(wd);
+    ft_watchdog_progress(wd, "reading the command line and the config");
 
     cli c;
     int code = EXIT_OK;
@@ -237,13 +278,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "ftmpi: rank %d: %s\n", rank, err.msg);
         MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
     }
-    int rc = run(&c, comm, &code);
+    int shared = 0;
+    int rc = run(&c, comm, wd, &code, &shared);
     free(c.overrides);
     /* A runtime failure may have hit only some ranks while others wait in a
-     * collective: abort the job rather than hang. Config errors hit all alike. */
-    if (rc && code == EXIT_RUNTIME && size > 1)
+     * collective: abort the job rather than hang. Config errors, and errors the ranks
+     * agreed on, hit all alike: every rank ends by itself. */
+    if (rc && code == EXIT_RUNTIME && size > 1 && !shared)
         MPI_Abort(MPI_COMM_WORLD, code);
+    ft_watchdog_progress(wd, "finishing MPI");
     ft_comm_destroy(comm);
     MPI_Finalize();
+    ft_watchdog_stop(wd);
     return code;
 }

@@ -106,17 +106,38 @@ static int validate_model(ft_config_state *st, ft_error *err)
     return ft_fail(err, "%s: model: %s", st->path, merr.msg);
 }
 
+/* Of two keys in conflict, the one to name: a command-line override when only one of
+ * them is (the value just given is the likelier mistake), else `a`. */
+static const ft_config_key *blame(const ft_config_state *st, const char *a, const char *b)
+{
+    const ft_config_key *ka = key(a), *kb = key(b);
+    const bool oa = st->origin[ft_config_key_index(ka)].override != NULL;
+    const bool ob = st->origin[ft_config_key_index(kb)].override != NULL;
+    return ob && !oa ? kb : ka;
+}
+
 static int check_cross_keys(ft_config_state *st, ft_error *err)
 {
     const ft_run_config *c = st->cfg;
-    if (c->optimizer.min_lr > c->optimizer.lr)
-        return ft_config_fail_at(st, key("optimizer.min_lr"), err,
-                                 "%g is greater than optimizer.lr (%g)", c->optimizer.min_lr,
-                                 c->optimizer.lr);
-    if (c->optimizer.warmup_steps > c->max_steps)
-        return ft_config_fail_at(st, key("optimizer.warmup_steps"), err,
-                                 "%ld is greater than max_steps (%ld)", c->optimizer.warmup_steps,
-                                 c->max_steps);
+    if (c->optimizer.min_lr > c->optimizer.lr) {
+        const ft_config_key *k = blame(st, "optimizer.min_lr", "optimizer.lr");
+        return k == key("optimizer.lr")
+                   ? ft_config_fail_at(st, k, err, "%g is less than optimizer.min_lr (%g)",
+                                       c->optimizer.lr, c->optimizer.min_lr)
+                   : ft_config_fail_at(st, k, err, "%g is greater than optimizer.lr (%g)",
+                                       c->optimizer.min_lr, c->optimizer.lr);
+    }
+    if (c->optimizer.warmup_steps > c->max_steps) {
+        const ft_config_key *k = blame(st, "optimizer.warmup_steps", "max_steps");
+        return k == key("max_steps")
+                   ? ft_config_fail_at(st, k, err, "%ld is less than optimizer.warmup_steps (%ld)",
+                                       c->max_steps, c->optimizer.warmup_steps)
+                   : ft_config_fail_at(st, k, err, "%ld is greater than max_steps (%ld)",
+                                       c->optimizer.warmup_steps, c->max_steps);
+    }
+    if (c->resume && strcmp(c->resume, "auto") == 0 && !c->checkpoint_dir)
+        return ft_config_fail_at(st, key("resume"), err,
+                                 "\"auto\" needs checkpoint_dir (where to look for `latest`)");
     if (c->eval_every > 0 && !c->eval_data)
         return ft_config_fail_at(st, key("eval_every"), err,
                                  "periodic evaluation needs data.eval (or set eval_every = 0)");

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "config/config_internal.h"
 
 int ft_config_fail_at(const ft_config_state *st, const ft_config_key *k, ft_error *err,
@@ -194,6 +195,65 @@ static int build_text(ft_run_config *cfg, const char *file_text, int n_overrides
     return 0;
 }
 
+/* The origin of every key as text, kept in cfg for messages after loading (origin[]
+ * points into the libconfig tree, which does not outlive the load). */
+static int record_where(ft_config_state *st)
+{
+    st->cfg->where = calloc(ft_config_n_keys, sizeof *st->cfg->where);
+    if (!st->cfg->where)
+        return -1;
+    for (size_t i = 0; i < ft_config_n_keys; i++) {
+        const ft_config_origin *o = &st->origin[i];
+        const char *k = ft_config_keys[i].path;
+        char buf[1200];
+        if (o->set && o->override)
+            snprintf(buf, sizeof buf, "command line: %s", o->override);
+        else if (o->set && o->file)
+            snprintf(buf, sizeof buf, "%s:%d: %s", o->file, o->line, k);
+        else
+            snprintf(buf, sizeof buf, "%s: %s", st->path, k);
+        if (!(st->cfg->where[i] = strdup(buf)))
+            return -1;
+    }
+    return 0;
+}
+
+const char *ft_run_config_where(const ft_run_config *cfg, const char *path)
+{
+    const ft_config_key *k = ft_config_find_key(path);
+    return k && cfg->where ? cfg->where[ft_config_key_index(k)] : path;
+}
+
+int ft_run_config_check_run(const ft_run_config *cfg, int world_size, ft_error *err)
+{
+    /* every path ftmpi opens, and the names it derives from them (dir/step-N.h5.tmp,
+     * name.tmp), must fit its path buffers: refused now, not truncated mid-run */
+    static const char *const paths[] = { "data.train", "data.eval", "model.weights",
+                                         "checkpoint_dir", "final_weights", "metrics_file",
+                                         "resume" };
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        const ft_config_key *k = ft_config_find_key(paths[i]);
+        const char *v = k ? *(char *const *)((const char *)cfg + k->offset) : NULL;
+        const char *where = ft_run_config_where(cfg, paths[i]);
+        if (v && strlen(v) > FT_CONFIG_PATH_MAX) /* the override itself is cut short */
+            return ft_fail(err, "%.160s%s: a path of %zu bytes; ftmpi takes paths of up to %d "
+                           "bytes (use a shorter directory or a symbolic link)", where,
+                           strlen(where) > 160 ? "..." : "", strlen(v), FT_CONFIG_PATH_MAX);
+    }
+#ifndef FT_HAVE_CUDA
+    if (cfg->device && strcmp(cfg->device, "cuda") == 0)
+        return ft_fail(err, "%s: this ftmpi is built without CUDA (configure --with-cuda); use "
+                       "device = \"cpu\"", ft_run_config_where(cfg, "device"));
+#endif
+    const long mb = cfg->micro_batch_size, G = cfg->global_batch_size;
+    if (world_size > 0 && G % (mb * world_size) != 0)
+        return ft_fail(err, "%s: %ld is not a multiple of micro_batch_size %ld x %d ranks = %ld; "
+                       "use a multiple, or another micro_batch_size or number of ranks",
+                       ft_run_config_where(cfg, "global_batch_size"), G, mb, world_size,
+                       mb * world_size);
+    return 0;
+}
+
 int ft_run_config_load(ft_run_config *cfg, const char *path, int n_overrides,
                        char *const *overrides, ft_error *err)
 {
@@ -236,7 +296,7 @@ int ft_run_config_load(ft_run_config *cfg, const char *path, int n_overrides,
             goto out;
     if (ft_config_finish(&st, err) < 0)
         goto out;
-    if (build_text(cfg, text, n_overrides, overrides) < 0) {
+    if (build_text(cfg, text, n_overrides, overrides) < 0 || record_where(&st) < 0) {
         ft_fail(err, "%s: out of memory", path);
         goto out;
     }
@@ -256,6 +316,9 @@ void ft_run_config_free(ft_run_config *cfg)
     for (size_t i = 0; i < ft_config_n_keys; i++)
         if (ft_config_keys[i].type == FT_KEY_STRING)
             free(*(char **)((char *)cfg + ft_config_keys[i].offset));
+    for (size_t i = 0; cfg->where && i < ft_config_n_keys; i++)
+        free(cfg->where[i]);
+    free(cfg->where);
     free(cfg->path);
     free(cfg->text);
     memset(cfg, 0, sizeof *cfg);

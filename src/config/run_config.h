@@ -76,6 +76,8 @@ typedef struct ft_run_config {
     bool progress;
 
     ft_optimizer_config optimizer; /* optimizer = { ... } (schedule keys live here too) */
+
+    char **where; /* per schema key: where its value came from (ft_run_config_where) */
 } ft_run_config;
 
 /* Reads `path`, applies the `key=value` overrides in order, validates everything.
@@ -86,6 +88,18 @@ int ft_run_config_load(ft_run_config *cfg, const char *path, int n_overrides,
                        char *const *overrides, ft_error *err);
 
 void ft_run_config_free(ft_run_config *cfg);
+
+/* Where key `path` (e.g. "model.max_position_embeddings") got its value, for a message
+ * about the configuration found after loading: "f.cfg:12: model.max_position_embeddings",
+ * "command line: model.max_position_embeddings=16", or "f.cfg: <key>" for a default. */
+const char *ft_run_config_where(const ft_run_config *cfg, const char *path);
+
+/* The checks of a config for a run of this build on world_size ranks, with the same kind
+ * of message as ft_run_config_load: global_batch_size a multiple of micro_batch_size x
+ * ranks, and a device this build has. (A config for other ranks or another build still
+ * loads, e.g. for --plan.) */
+#define FT_CONFIG_PATH_MAX 1024 /* bytes of a path key (room for derived names) */
+int ft_run_config_check_run(const ft_run_config *cfg, int world_size, ft_error *err);
 
 /* Writes a description of every key (type, default, meaning) in the layout of
  * doc/config.md, for `ftmpi --help-config` and to keep the doc true. */

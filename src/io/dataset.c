@@ -30,6 +30,10 @@ static int read_info(ft_dataset *ds, ft_error *err)
     if (in->seq_len < 1 || in->vocab_size < 1)
         return ft_fail(err, "%s: seq_len %d / vocab_size %d must be positive", f->path,
                        in->seq_len, in->vocab_size);
+    if (in->n_target_tokens <= 0)
+        return ft_fail(err, "%s: no target tokens (n_target_tokens %lld: every loss_mask is 0), "
+                       "nothing to learn from; check how the file was made", f->path,
+                       (long long)in->n_target_tokens);
     return 0;
 }
 
@@ -150,6 +154,24 @@ static int read_one(ft_dataset *ds, hid_t d, hid_t mem_type, size_t elem, const 
     return rc;
 }
 
+/* Every id below the file's vocab_size: an id beyond it means the file was written for
+ * another tokenizer (or is damaged), and would index past the embedding rows the
+ * start-up check sized for vocab_size. */
+static int check_token_ids(const ft_dataset *ds, const int64_t *rows, int n,
+                           const uint32_t *tokens, ft_error *err)
+{
+    const size_t W = (size_t)ds->info.seq_len + 1;
+    const uint32_t V = (uint32_t)ds->info.vocab_size;
+    for (int i = 0; i < n; i++)
+        for (size_t j = 0; j < W; j++)
+            if (tokens[(size_t)i * W + j] >= V)
+                return ft_fail(err, "%s: row %lld holds token id %u, not below the file's "
+                               "vocab_size %d (written with another tokenizer, or damaged)",
+                               ds->file.path, (long long)rows[i], tokens[(size_t)i * W + j],
+                               ds->info.vocab_size);
+    return 0;
+}
+
 int ft_dataset_read_rows(ft_dataset *ds, const int64_t *rows, int n, uint32_t *tokens,
                          uint8_t *loss_mask, int32_t *segment, ft_error *err)
 {
@@ -182,7 +204,7 @@ int ft_dataset_read_rows(ft_dataset *ds, const int64_t *rows, int n, uint32_t *t
                       segment, err);
     free(order);
     free(distinct);
-    return rc ? -1 : 0;
+    return rc || check_token_ids(ds, rows, n, tokens, err) ? -1 : 0;
 }
 
 static int write_rows(ft_h5file *f, const char *name, hid_t ftype, hid_t mtype, int64_t rows,

@@ -1,7 +1,9 @@
 #include "io/h5file.h"
 
 #include <stdio.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void quiet_hdf5(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
 
@@ -42,6 +44,14 @@ static int open_or_create(ft_h5file *f, const char *path, MPI_Comm comm, int cre
     quiet_hdf5();
     memset(f, 0, sizeof *f);
     f->id = -1;
+    /* what HDF5 and MPI-IO would report as pages of low-level errors (a directory gives
+     * ~60 lines of mca_fbtl_posix_preadv ... Is a directory), in one line */
+    struct stat st;
+    if (!create && stat(path, &st) != 0)
+        return ft_fail(err, "%s: cannot open: %s", path, strerror(errno));
+    if (!create && !S_ISREG(st.st_mode))
+        return ft_fail(err, "%s: is a %s, not an HDF5 file", path,
+                       S_ISDIR(st.st_mode) ? "directory" : "special file");
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     if (comm != MPI_COMM_NULL && (H5Pclose(fapl), make_fapl(comm, &fapl)))
         return ft_fail(err, "%s: cannot set up parallel HDF5 access", path);

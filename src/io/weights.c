@@ -486,11 +486,17 @@ static int transfer_range(const ft_h5file *f, const char *group, const ft_unit_l
                           size_t begin, size_t end, float *buf, int writing, uint64_t *hashes,
                           ft_error *err)
 {
-    for (int t = 0; t < u->n_tensors; t++)
+    /* A write goes on past a failed tensor (a full disk fails on some ranks only, at
+     * different tensors): every rank then makes the same sequence of collective HDF5
+     * calls, and the caller's ft_agree decides. The first error is the one reported. */
+    int rc = 0;
+    for (int t = 0; t < u->n_tensors && (writing || !rc); t++) {
+        ft_error later;
         if (transfer_tensor(f, group, &u->tensors[t], begin, end, buf, writing,
-                            hashes ? &hashes[t] : NULL, err))
-            return -1;
-    return 0;
+                            hashes ? &hashes[t] : NULL, rc ? &later : err))
+            rc = -1;
+    }
+    return rc;
 }
 
 int ft_weights_read_range(const ft_h5file *f, const char *group, const ft_unit_layout *u,

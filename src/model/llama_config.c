@@ -26,6 +26,11 @@ int ft_model_config_validate(const ft_model_config *c, ft_error *err)
     FT_POSITIVE(head_dim);
     FT_POSITIVE(max_position_embeddings);
 #undef FT_POSITIVE
+    /* a bound far above any real model (Llama 3.1 405B has 126) that keeps every count
+     * derived from it (units, tensors, layer indices) inside an int */
+    if (c->num_hidden_layers > FT_MAX_HIDDEN_LAYERS)
+        return ft_fail(err, "num_hidden_layers: %d exceeds the limit of %d", c->num_hidden_layers,
+                       FT_MAX_HIDDEN_LAYERS);
 
     const ft_family_info *fam = ft_model_family_of(c);
     if (!fam)

@@ -42,6 +42,9 @@ typedef struct ft_model_config {
 
 /* Checks that the shape is one the model can run: positive sizes, heads dividing
  * evenly, even head_dim for RoPE, sane rope scaling. The message names the field. */
+/* Upper bound of num_hidden_layers (see ft_model_config_validate). */
+#define FT_MAX_HIDDEN_LAYERS 65536
+
 int ft_model_config_validate(const ft_model_config *c, ft_error *err);
 
 /* The family's switches (q/k/v biases, q/k norm) for this config. */

@@ -70,7 +70,7 @@ static int on_record(void *vctx, json_t *obj, const char *text, size_t len, int6
                      ft_error *err)
 {
     read_ctx *c = vctx;
-    ft_error why = { { 0 } };
+    ft_error why = { { 0 }, 0 };
     int rc = obj ? prep_render_json(c->tpl, obj, &c->render, &why)
                  : prep_render_text(c->tpl, text, len, &c->render, &why);
     if (rc) {

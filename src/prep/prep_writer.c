@@ -1,11 +1,14 @@
 #include "prep/prep_writer.h"
 
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "io/h5file.h"
 #include "prep/prep_comm.h"
+#include "util/durable.h"
 
 /* The rank owning `row` of R rows over P ranks: the largest r with floor(R*r/P) <= row. */
 static int row_owner(int64_t row, int64_t R, int P) { return (int)(((row + 1) * P - 1) / R); }
@@ -62,6 +65,36 @@ static int write_collective(MPI_Comm comm, const char *path, const ft_dataset_in
     if (ft_h5_close(&f, rc ? NULL : err))
         rc = 1;
     return rc ? -1 : 0;
+}
+
+/* Writes the set under PATH.tmp and renames it to path once every rank's rows are in
+ * it (as checkpoints are): a killed or failed run leaves a previous file at path intact,
+ * and a failed one removes its partial .tmp. Collective. */
+static int write_and_commit(MPI_Comm comm, const char *path, const ft_dataset_info *info,
+                            const row_block *b, ft_error *err)
+{
+    int rank, P;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &P);
+    char tmp[PATH_MAX + 8];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return prep_agree(comm, ft_fail(err, "%s: path too long", path), err);
+    int rc = P == 1 ? ft_dataset_write(tmp, info, b->tokens, b->mask, b->seg, err)
+                    : write_collective(comm, tmp, info, b, err);
+    if (prep_agree(comm, rc, err)) {
+        if (rank == 0)
+            unlink(tmp);
+        return -1;
+    }
+    /* test hook: FTMPI_FAULT=prep:written kills every rank between the write and the
+     * rename, standing in for a job killed while writing */
+    const char *fault = getenv("FTMPI_FAULT");
+    if (fault && strcmp(fault, "prep:written") == 0)
+        raise(SIGKILL);
+    rc = rank == 0 ? ft_commit_file(tmp, path, err) : 0;
+    if (rc)
+        unlink(tmp);
+    return prep_agree(comm, rc, err);
 }
 
 /* Sends each local example of the set to the owner of its row and places what arrives in
@@ -200,11 +233,7 @@ int prep_write_set(MPI_Comm comm, const char *path, const prep_examples *ex, con
     st->targets = glob[0];
     st->padding = glob[1];
     st->tokens = R * W - glob[1];
-    if (P == 1)
-        rc = ft_dataset_write(path, &info, b.tokens, b.mask, b.seg, err);
-    else
-        rc = write_collective(comm, path, &info, &b, err);
-    rc = prep_agree(comm, rc, err);
+    rc = write_and_commit(comm, path, &info, &b, err);
 done:
     free(pos_of), free(b.tokens), free(b.mask), free(b.seg);
     return rc;

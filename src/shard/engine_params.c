@@ -264,16 +264,21 @@ int ft_engine_write_field(ft_engine *e, const ft_h5file *f, const char *group,
     float *host = malloc(e->max_shard * sizeof(float) + 16);
     if (!host)
         return ft_fail(err, "out of host memory");
+    /* on past a failed unit, so that every rank makes the same collective calls (see
+     * transfer_range in io/weights.c); the first error is the one reported */
     int rc = 0;
-    for (int u = 0; u < e->layout.n_units && !rc; u++) {
+    for (int u = 0; u < e->layout.n_units; u++) {
         size_t b, end;
+        ft_error later;
+        ft_error *e_u = rc ? &later : err;
         ft_engine_own_range(e, &e->units[u], &b, &end);
         const float *vals = own_field_values(e, u, field, b, end, host);
-        rc = !vals ? ft_fail(err, "out of host memory")
-                   : ft_weights_write_range_hashed(f, group, &e->layout.units[u], b, end, vals,
-                                                   hashes ? hashes + e->layout.units[u].first_tensor
-                                                          : NULL,
-                                                   err);
+        if (!vals ? ft_fail(e_u, "out of host memory")
+                  : ft_weights_write_range_hashed(f, group, &e->layout.units[u], b, end, vals,
+                                                  hashes ? hashes + e->layout.units[u].first_tensor
+                                                         : NULL,
+                                                  e_u))
+            rc = -1;
     }
     free(host);
     return rc;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "comm/mpi_io_env.h"
 #include "tools/ftmpi_convert.h"
 
 const char cv_usage_main[] =
@@ -157,6 +158,7 @@ static int dispatch(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    ft_mpi_io_env_defaults(); /* before MPI_Init: long paths (comm/mpi_io_env.h) */
     MPI_Init(&argc, &argv);
     int size = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -387,7 +387,7 @@ int cv_export_main(int argc, char **argv)
     if (prc)
         return prc < 0 ? CV_EXIT_OK : prc;
     double t0 = cv_now();
-    ft_error err = { { 0 } };
+    ft_error err = { { 0 }, 0 };
     uint64_t moved = 0;
     if (run_export(&o, &moved, &err))
         return cv_report(&err);

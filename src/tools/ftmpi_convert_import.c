@@ -364,7 +364,7 @@ int cv_import_main(int argc, char **argv)
         return prc < 0 ? CV_EXIT_OK : prc;
     double t0 = cv_now();
     hf_model m = { 0 };
-    ft_error err = { { 0 } };
+    ft_error err = { { 0 }, 0 };
     if (load_hf(&m, &o, &err)) {
         hf_model_free(&m);
         return cv_report(&err);

@@ -301,7 +301,7 @@ int cv_inspect_main(int argc, char **argv)
     if (argc - optind != 1)
         return cv_usage_error("inspect", "expected one FILE");
     o.path = argv[optind];
-    ft_error err = { { 0 } };
+    ft_error err = { { 0 }, 0 };
     if (!cv_exists(o.path) || cv_is_dir(o.path)) {
         ft_fail(&err, "%s: %s", o.path, cv_exists(o.path) ? "is a directory (give a .h5 or "
                 ".safetensors file)" : "no such file");

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/mpi_io_env.h"
 #include "io/dataset.h"
 #include "util/rng.h"
 
@@ -107,6 +108,7 @@ int main(int argc, char **argv)
     gen_options o;
     if (parse(argc, argv, &o))
         return 2;
+    ft_mpi_io_env_defaults(); /* before MPI_Init: long paths (comm/mpi_io_env.h) */
     MPI_Init(&argc, &argv);
     const size_t W = (size_t)o.seq_len + 1, n = (size_t)o.rows * W;
     uint32_t *tokens = malloc(n * sizeof *tokens);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "comm/mpi_io_env.h"
 #include "config.h"
 #include "generate/batch.h"
 #include "generate/session.h"
@@ -561,6 +562,7 @@ int main(int argc, char **argv)
     int p = parse(argc, argv, &c);
     if (p)
         return p > 0 ? EXIT_OK : EXIT_USAGE;
+    ft_mpi_io_env_defaults(); /* before MPI_Init: long paths (comm/mpi_io_env.h) */
     MPI_Init(&argc, &argv);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

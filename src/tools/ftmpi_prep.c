@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/mpi_io_env.h"
 #include "prep/prep.h"
 #include "tokenizer/tok_jsonl.h"
 
@@ -279,7 +280,7 @@ static int run_codec(int argc, char **argv)
         fprintf(stderr, "ftmpi-prep %s: --tokenizer is required\n", argv[1]);
         return 2;
     }
-    ft_error err = { { 0 } };
+    ft_error err = { { 0 }, 0 };
     ft_tokenizer *t;
     if (ft_tokenizer_load(path, &t, &err) < 0) {
         fprintf(stderr, "ftmpi-prep: %s\n", err.msg);
@@ -302,6 +303,7 @@ int main(int argc, char **argv)
     prep_options o;
     char msg[512] = "";
     int parsed = parse_args(argc, argv, &o, msg, sizeof msg);
+    ft_mpi_io_env_defaults(); /* before MPI_Init: long paths (comm/mpi_io_env.h) */
     MPI_Init(&argc, &argv);
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -314,7 +316,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "ftmpi-prep: %s; see ftmpi-prep --help\n", msg);
         status = 2;
     } else {
-        ft_error err = { { 0 } };
+        ft_error err = { { 0 }, 0 };
         if (prep_run(&o, MPI_COMM_WORLD, &err) < 0) {
             if (err.msg[0])
                 fprintf(stderr, "ftmpi-prep: %s\n", err.msg);

@@ -40,7 +40,7 @@ int main(int argc, char **argv)
     if (!path)
         return usage();
 
-    ft_error err = {{0}};
+    ft_error err = {{0}, 0};
     ft_tokenizer *t;
     if (ft_tokenizer_load(path, &t, &err) < 0) {
         fprintf(stderr, "ftmpi-tok: %s\n", err.msg);

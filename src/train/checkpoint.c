@@ -3,20 +3,23 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "config.h"
+#include "comm/agree.h"
 #include "io/h5file.h"
 #include "io/weights.h"
+#include "train/ckpt_dir.h"
 #include "util/durable.h"
 
-#define LATEST_NAME "latest"
 
 typedef struct field_group {
     ft_state_field field;
@@ -104,8 +107,8 @@ static int publish(const char *dir, const char *name, const char *tmp, ft_error 
 {
     char path[1100], latest[1100], latest_tmp[1100];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(latest, sizeof latest, "%s/%s", dir, LATEST_NAME);
-    snprintf(latest_tmp, sizeof latest_tmp, "%s/%s.tmp", dir, LATEST_NAME);
+    snprintf(latest, sizeof latest, "%s/%s", dir, FT_CKPT_LATEST);
+    snprintf(latest_tmp, sizeof latest_tmp, "%s/%s.tmp", dir, FT_CKPT_LATEST);
     if (ft_commit_file(tmp, path, err))
         return -1;
     fault_point("renamed");
@@ -119,39 +122,6 @@ static int publish(const char *dir, const char *name, const char *tmp, ft_error 
     if (ft_commit_file(latest_tmp, latest, err))
         return -1;
     return 0;
-}
-
-static int by_name(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Rank 0: deletes the oldest step-*.h5 beyond keep (names sort by step). */
-static void prune(const char *dir, int keep)
-{
-    if (keep <= 0)
-        return;
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    char *names[4096];
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) && n < 4096) {
-        size_t len = strlen(de->d_name);
-        if (strncmp(de->d_name, "step-", 5) == 0 && len > 3 && !strcmp(de->d_name + len - 3, ".h5"))
-            names[n++] = strdup(de->d_name);
-    }
-    closedir(d);
-    qsort(names, (size_t)n, sizeof *names, by_name);
-    for (int i = 0; i < n; i++) {
-        if (i < n - keep && names[i]) {
-            char path[1100];
-            snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-            unlink(path);
-        }
-        free(names[i]);
-    }
 }
 
 /* mkdir -p */
@@ -188,7 +158,106 @@ int ft_checkpoint_prepare_dir(const char *dir, ft_comm *comm, ft_error *err)
     /* every rank learns rank 0's verdict, so no rank waits for a checkpoint that
      * cannot happen */
     MPI_Bcast(msg, sizeof msg, MPI_CHAR, 0, MPI_COMM_WORLD);
-    return msg[0] ? ft_fail(err, "checkpoint_dir %s: %s", dir, msg) : 0;
+    if (!msg[0])
+        return 0;
+    ft_fail(err, "checkpoint_dir %s: %s", dir, msg);
+    if (err)
+        err->flags |= FT_ERR_SHARED; /* every rank holds rank 0's verdict */
+    return -1;
+}
+
+/* Rank 0, after every dataset exists: allocates the file's blocks up to its end of
+ * address space plus room for the metadata still to come (hash attributes), so that the
+ * tensor writes cannot meet a full disk. On failure the file goes back to its size, so
+ * that HDF5 can still close it. */
+static int reserve_space(const ft_h5file *f, const ft_model_layout *layout, ft_error *err)
+{
+    hsize_t size = 0;
+    if (H5Fget_filesize(f->id, &size) < 0)
+        return ft_fail(err, "%s: cannot get the file's size", f->path);
+    const off_t want = (off_t)size + (64 << 10) + 512 * 4 * (off_t)layout->total_tensors;
+    int fd = open(f->path, O_WRONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st))
+        return ft_fail(err, "%s: cannot open to allocate its space: %s", f->path,
+                       strerror(errno));
+    const int code = posix_fallocate(fd, 0, want);
+    /* EINVAL/EOPNOTSUPP: a file system without allocation; the writes will tell */
+    const int failed = code != 0 && code != EINVAL && code != EOPNOTSUPP;
+    if (failed && ftruncate(fd, st.st_size)) {
+        /* nothing more to give back: the error below is the one that matters */
+    }
+    close(fd);
+    if (failed)
+        return ft_fail(err, "%s: cannot allocate %.1f MB: %s", f->path, (double)want / 1e6,
+                       strerror(code));
+    return 0;
+}
+
+/* Writes every group of state into the open file f. Each rank writes its own slices and
+ * can fail alone (a full disk hits ranks at different tensors), so the ranks agree on
+ * the outcome after every phase (ft_agree) and all take the same collective path. */
+static int write_state(ft_h5file *f, const ft_run_config *cfg, const ft_model_layout *layout,
+                       ft_engine *e, ft_comm *comm, const ft_ckpt_position *pos, int seq_len,
+                       uint64_t *h, ft_error *err)
+{
+    const int nt = layout->total_tensors;
+    const ft_file_dtype model_dtype = cfg->param_dtype == FT_DTYPE_BF16 ? FT_FILE_BF16 : FT_FILE_F32;
+    int rc = ft_h5_write_kind(f, "checkpoint", err) ||
+             ft_weights_write_config(f, &layout->config, err) ||
+             write_meta(f, cfg, comm, pos, seq_len, err);
+    if (ft_agree(MPI_COMM_WORLD, rc, err))
+        return -1;
+    /* every dataset first, then the whole file's space at once: a full disk shows here,
+     * before any tensor byte, rather than at a different tensor on every rank */
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0] && !rc; g++)
+        if (ft_engine_has_field(e, groups[g].field))
+            rc = ft_weights_create_tensors(f, groups[g].group, layout,
+                                           g == 0 ? model_dtype : FT_FILE_F32, err);
+    if (ft_agree(MPI_COMM_WORLD, rc, err))
+        return -1;
+    rc = comm->rank == 0 ? reserve_space(f, layout, err) : 0;
+    if (ft_agree(MPI_COMM_WORLD, rc, err))
+        return -1;
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
+        if (!ft_engine_has_field(e, groups[g].field))
+            continue;
+        memset(h, 0, (size_t)nt * sizeof *h);
+        rc = ft_engine_write_field(e, f, groups[g].group, groups[g].field, h, err);
+        if (ft_agree(MPI_COMM_WORLD, rc, err) || reduce_hashes(h, nt, err))
+            return -1;
+        rc = write_hash_attrs(f, groups[g].group, layout, h, err);
+        if (ft_agree(MPI_COMM_WORLD, rc, err))
+            return -1;
+        if (g == 0)
+            fault_point("model");
+    }
+    return 0;
+}
+
+/* After a failed write (every rank, shared err): rank 0 removes the partial file and
+ * says what is left; a full file system is named as such, since that is what to fix. */
+static void abandon(const char *dir, const char *tmp, ft_comm *comm, ft_error *err)
+{
+    if (comm->rank == 0) {
+        struct statvfs vfs;
+        const int full = strstr(err->msg, strerror(ENOSPC)) != NULL ||
+                         strstr(err->msg, strerror(EDQUOT)) != NULL ||
+                         (statvfs(dir, &vfs) == 0 && vfs.f_bavail == 0);
+        unlink(tmp);
+        char latest[512], now[700];
+        ft_error ignored;
+        if (ft_ckpt_read_latest(dir, latest, sizeof latest, &ignored) == 0)
+            snprintf(now, sizeof now, "%s/%s still names %s", dir, FT_CKPT_LATEST, latest);
+        else
+            snprintf(now, sizeof now, "no earlier checkpoint in %s", dir);
+        if (full)
+            ft_fail(err, "checkpoint_dir %s: file system full while writing %s (removed); %s: "
+                    "free space there (or lower keep_last) and resume", dir, tmp, now);
+        else
+            ft_fail_context(err, "%s removed, %s", tmp, now);
+    }
+    ft_share_error(MPI_COMM_WORLD, 0, err);
 }
 
 int ft_checkpoint_save(const char *dir, const ft_run_config *cfg, const ft_model_layout *layout,
@@ -200,52 +269,42 @@ int ft_checkpoint_save(const char *dir, const ft_run_config *cfg, const ft_model
     char name[64], tmp[1100];
     snprintf(name, sizeof name, "step-%06ld.h5", pos->step);
     snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name);
-    const int nt = layout->total_tensors;
-    uint64_t *h = calloc((size_t)nt, sizeof *h);
+    uint64_t *h = calloc((size_t)layout->total_tensors, sizeof *h);
+    if (ft_agree(MPI_COMM_WORLD, h ? 0 : ft_fail(err, "out of host memory"), err)) {
+        free(h);
+        return -1;
+    }
     ft_h5file f;
-    if (!h)
-        return ft_fail(err, "out of host memory");
-    if (ft_h5_create(&f, tmp, MPI_COMM_WORLD, err)) {
+    if (ft_agree(MPI_COMM_WORLD, ft_h5_create(&f, tmp, MPI_COMM_WORLD, err), err)) {
         free(h);
         return -1;
     }
     if (cfg->direct_io)
         ft_h5_attach_raw(&f, MPI_COMM_WORLD, true);
     fault_point("created");
-    const ft_file_dtype model_dtype = cfg->param_dtype == FT_DTYPE_BF16 ? FT_FILE_BF16 : FT_FILE_F32;
-    int rc = ft_h5_write_kind(&f, "checkpoint", err) ||
-             ft_weights_write_config(&f, &layout->config, err) ||
-             write_meta(&f, cfg, comm, pos, seq_len, err);
-    for (size_t g = 0; g < sizeof groups / sizeof groups[0] && !rc; g++) {
-        if (!ft_engine_has_field(e, groups[g].field))
-            continue;
-        memset(h, 0, (size_t)nt * sizeof *h);
-        rc = ft_weights_create_tensors(&f, groups[g].group, layout,
-                                       g == 0 ? model_dtype : FT_FILE_F32, err) ||
-             ft_engine_write_field(e, &f, groups[g].group, groups[g].field, h, err) ||
-             reduce_hashes(h, nt, err) || write_hash_attrs(&f, groups[g].group, layout, h, err);
-        if (g == 0)
-            fault_point("model");
-    }
+    int rc = write_state(&f, cfg, layout, e, comm, pos, seq_len, h, err);
     free(h);
     *direct = all_direct(&f);
-    if (ft_h5_close(&f, rc ? NULL : err))
-        rc = 1;
+    /* the close flushes each rank's last bytes and HDF5's metadata: it can fail too */
+    ft_error close_err;
+    const int crc = ft_h5_close(&f, &close_err);
     fault_point("closed");
     /* every rank's data is in the file before rank 0 makes it visible */
-    int ok = !rc, all_ok = 0;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!all_ok)
-        return rc ? -1 : ft_fail(err, "%s: another rank failed while writing", tmp);
+    if (!rc && ft_agree(MPI_COMM_WORLD, crc, &close_err)) {
+        *err = close_err;
+        rc = -1;
+    }
+    if (rc) {
+        abandon(dir, tmp, comm, err);
+        return -1;
+    }
     int prc = comm->rank == 0 ? publish(dir, name, tmp, err) : 0;
     if (comm->rank == 0 && !prc)
-        prune(dir, cfg->keep_last);
-    MPI_Allreduce(MPI_IN_PLACE, &prc, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (prc && comm->rank != 0)
-        return ft_fail(err, "%s/%s: rank 0 could not complete the checkpoint", dir, name);
-    if (!prc)
-        fault_point("saved"); /* the job dies right after a complete checkpoint */
-    return prc ? -1 : 0;
+        prc = ft_ckpt_prune(dir, cfg->keep_last, err);
+    if (ft_agree(MPI_COMM_WORLD, prc, err))
+        return -1;
+    fault_point("saved"); /* the job dies right after a complete checkpoint */
+    return 0;
 }
 
 int ft_checkpoint_resolve(const ft_run_config *cfg, char **path, ft_error *err)
@@ -259,16 +318,10 @@ int ft_checkpoint_resolve(const ft_run_config *cfg, char **path, ft_error *err)
     }
     if (!cfg->checkpoint_dir)
         return ft_fail(err, "%s: resume = \"auto\" needs checkpoint_dir", cfg->path);
-    char latest[1100], name[512] = "";
-    snprintf(latest, sizeof latest, "%s/%s", cfg->checkpoint_dir, LATEST_NAME);
-    FILE *fp = fopen(latest, "r");
-    if (!fp)
-        return 0; /* nothing yet: a fresh start */
-    int got = fgets(name, sizeof name, fp) != NULL;
-    fclose(fp);
-    name[strcspn(name, "\r\n")] = '\0';
-    if (!got || !name[0] || strchr(name, '/'))
-        return ft_fail(err, "%s: does not name a checkpoint file; delete it to start fresh", latest);
+    char name[512];
+    const int got = ft_ckpt_read_latest(cfg->checkpoint_dir, name, sizeof name, err);
+    if (got)
+        return got < 0 ? -1 : 0; /* no `latest` yet: a fresh start */
     size_t len = strlen(cfg->checkpoint_dir) + strlen(name) + 2;
     *path = malloc(len);
     if (!*path)
@@ -315,14 +368,35 @@ static int verify_hashes(const ft_h5file *f, const char *group, const ft_model_l
     return 0;
 }
 
+/* The /meta counters are trusted by the loop (step numbering, data order, AdamW's
+ * bias correction): a value ftmpi never writes means a damaged or forged file. */
+static int check_position(const char *path, int64_t step, int64_t opt_step, int64_t data_pos,
+                          ft_error *err)
+{
+    if (step < 0 || step > LONG_MAX / 2)
+        return ft_fail(err, "%s: /meta step %lld is not a step count; use another checkpoint",
+                       path, (long long)step);
+    if (opt_step < 0 || opt_step > step)
+        return ft_fail(err, "%s: /meta optimizer_step %lld is not within 0..step (%lld); use "
+                       "another checkpoint", path, (long long)opt_step, (long long)step);
+    if (data_pos < 0)
+        return ft_fail(err, "%s: /meta data_position %lld is negative; use another checkpoint",
+                       path, (long long)data_pos);
+    return 0;
+}
+
 int ft_checkpoint_load(const char *path, const ft_model_layout *layout, ft_engine *e,
                        ft_comm *comm, ft_ckpt_position *pos, bool direct_io, bool *direct,
                        ft_error *err)
 {
     (void)comm;
     ft_h5file f;
-    if (ft_h5_open(&f, path, MPI_COMM_WORLD, err))
+    const int opened = ft_h5_open(&f, path, MPI_COMM_WORLD, err);
+    if (ft_agree(MPI_COMM_WORLD, opened, err)) { /* one line for all ranks */
+        if (opened == 0)
+            ft_h5_close(&f, NULL);
         return -1;
+    }
     if (direct_io)
         ft_h5_attach_raw(&f, MPI_COMM_WORLD, false);
     ft_model_config have;
@@ -356,6 +430,8 @@ int ft_checkpoint_load(const char *path, const ft_model_layout *layout, ft_engin
                      path);
     if (meta >= 0)
         H5Gclose(meta);
+    if (!rc)
+        rc = check_position(path, step, opt_step, data_pos, err);
     free(h);
     *direct = all_direct(&f);
     ft_h5_close(&f, NULL);

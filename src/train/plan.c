@@ -36,6 +36,24 @@ static int plan_seq_len(const ft_run_config *cfg, int given, int *seq_len, ft_er
     return 0;
 }
 
+int ft_plan_rank_bytes(const ft_model_layout *layout, const ft_run_config *cfg, int P, int T,
+                       double *device, double *host, ft_error *err)
+{
+    ft_engine_options eo = { .zero_stage = cfg->zero_stage, .param_dtype = cfg->param_dtype,
+                             .optimizer = cfg->optimizer.type,
+                             .offload_optimizer = cfg->offload_optimizer,
+                             .reduce_bf16 = cfg->grad_reduce_dtype == FT_DTYPE_BF16 };
+    ft_engine_memory m;
+    if (ft_engine_estimate(layout, P, &eo, &m, err))
+        return -1;
+    ft_model_options mo = { .max_batch = cfg->micro_batch_size, .seq_len = T,
+                            .activation_checkpointing = cfg->activation_checkpointing };
+    *device = (double)m.params + (double)m.grads + (double)m.optimizer + (double)m.gathered +
+              (double)m.scratch + (double)ft_model_estimate_activation_bytes(layout, &mo);
+    *host = (double)m.host;
+    return 0;
+}
+
 int ft_plan_print(FILE *out, const ft_run_config *cfg, const ft_plan_options *po, ft_error *err)
 {
     ft_model_config mc;

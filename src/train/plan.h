@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "config/run_config.h"
+#include "model/layout.h"
 
 typedef struct ft_plan_options {
     int world_size;      /* -np */
@@ -16,5 +17,10 @@ typedef struct ft_plan_options {
 } ft_plan_options;
 
 int ft_plan_print(FILE *out, const ft_run_config *cfg, const ft_plan_options *po, ft_error *err);
+
+/* Bytes one rank of this config allocates on the device and on the host (the same
+ * dry runs as the plan), for a world of P ranks and rows of seq_len T. */
+int ft_plan_rank_bytes(const ft_model_layout *layout, const ft_run_config *cfg, int P, int T,
+                       double *device, double *host, ft_error *err);
 
 #endif

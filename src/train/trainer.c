@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,9 +12,12 @@
 #include "io/weights.h"
 #include "optim/schedule.h"
 #include "util/durable.h"
+#include "comm/agree.h"
 #include "train/checkpoint.h"
+#include "train/ckpt_dir.h"
 #include "train/loader.h"
 #include "train/metrics.h"
+#include "train/preflight.h"
 #include "train/signals.h"
 #include "train/watchdog.h"
 
@@ -66,9 +70,10 @@ static int check_batch_geometry(ft_trainer *t, ft_error *err)
 {
     const ft_run_config *cfg = t->cfg;
     const int P = t->comm->size, mb = cfg->micro_batch_size, G = cfg->global_batch_size;
-    if (G % (mb * P) != 0)
-        return ft_fail(err, "%s: global_batch_size %d must be a multiple of micro_batch_size %d "
-                       "x %d ranks = %d", cfg->path, G, mb, P, mb * P);
+    if (ft_run_config_check_run(cfg, P, err)) {
+        err->flags |= FT_ERR_SHARED | FT_ERR_CONFIG; /* every rank sees the same */
+        return -1;
+    }
     t->accum = G / (mb * P);
     t->rows_per_rank = mb * t->accum;
     return 0;
@@ -176,10 +181,40 @@ static int log_rank_placement(ft_trainer *t, ft_error *err)
     return 0;
 }
 
+/* One job per checkpoint_dir: a second job writing the same step files and `latest`
+ * would corrupt the first's history. Rank 0 holds the lock; every rank learns. */
+static int lock_checkpoint_dir(ft_trainer *t, ft_error *err)
+{
+    const char *dir = t->cfg->checkpoint_dir;
+    int rc = ft_checkpoint_prepare_dir(dir, t->comm, err);
+    if (rc)
+        return -1;
+    rc = t->comm->rank == 0 ? ft_ckpt_lock(dir, &t->ckpt_lock_fd, err) : 0;
+    return ft_agree(MPI_COMM_WORLD, rc, err);
+}
+
+/* Marks progress and names the set-up phase. Test hook: FTMPI_FAULT=stop:<rank>:<phase>
+ * stops that rank (SIGSTOP) as it enters the phase whose name starts with <phase>, as a
+ * rank hung on a file system or stopped by hand would be. */
+static void enter_phase(ft_trainer *t, const char *phase)
+{
+    ft_watchdog_progress(t->watchdog, phase);
+    const char *f = getenv("FTMPI_FAULT");
+    char *rest = NULL;
+    if (!f || strncmp(f, "stop:", 5) != 0)
+        return;
+    const long r = strtol(f + 5, &rest, 10);
+    if (r == t->comm->rank && rest && *rest == ':' &&
+        strncmp(phase, rest + 1, strlen(rest + 1)) == 0)
+        raise(SIGSTOP);
+}
+
 int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FILE *out,
-                     ft_error *err)
+                     bool eval_only, ft_watchdog *watchdog, ft_error *err)
 {
     memset(t, 0, sizeof *t);
+    t->watchdog = watchdog; /* main's: set-up is watched too (collective opens, loading) */
+    t->ckpt_lock_fd = -1;
     t->cfg = cfg;
     t->comm = comm;
     t->out = comm->rank == 0 ? out : NULL;
@@ -195,23 +230,50 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
             return ft_fail_context(err, "device \"cuda\" on rank %d (node-local rank %d)",
                                    comm->rank, comm->local_rank);
     }
+    enter_phase(t, "measuring the matmul peak");
     /* before any model state exists, so the probe never raises the memory high-water mark */
     t->peak_flops = cfg->peak_tflops > 0 ? cfg->peak_tflops * 1e12 : measure_matmul_flops(t->be);
+    enter_phase(t, "opening model.weights and data.train (collective)");
     if (resolve_model_shape(t, err) || check_batch_geometry(t, err))
         return -1;
     /* Collective open for validation and the file's description; the rows themselves
      * are read by the loader through its own handle. */
     ft_dataset train;
-    if (ft_dataset_open(&train, cfg->train_data, MPI_COMM_WORLD, err))
+    const int opened = ft_dataset_open(&train, cfg->train_data, MPI_COMM_WORLD, err);
+    /* every rank opens the same file: one line for all, no abort (ft_agree) */
+    if (ft_agree(MPI_COMM_WORLD, opened, err)) {
+        if (opened == 0)
+            ft_dataset_close(&train);
         return ft_fail_context(err, "data.train");
+    }
     t->train_info = train.info;
     ft_dataset_close(&train);
     const ft_dataset_info *di = &t->train_info;
-    if (di->vocab_size > t->layout.config.vocab_size)
-        return ft_fail(err, "%s: dataset vocab_size %d exceeds the model's %d (wrong tokenizer "
-                       "for this model?)", cfg->train_data, di->vocab_size,
-                       t->layout.config.vocab_size);
+    if (di->vocab_size > t->layout.config.vocab_size) {
+        ft_fail(err, "%s: dataset vocab_size %d exceeds the model's %d (wrong tokenizer for "
+                "this model?)", cfg->train_data, di->vocab_size, t->layout.config.vocab_size);
+        err->flags |= FT_ERR_SHARED; /* every rank read the same attributes */
+        return -1;
+    }
     t->seq_len = di->seq_len;
+    if (t->seq_len > t->layout.config.max_position_embeddings) {
+        /* the config's (or the weights file's) fault, found against the data */
+        if (cfg->model_weights)
+            ft_fail(err, "%s: seq_len %d exceeds the max_position_embeddings %d of model.weights "
+                    "%s; use data made with a shorter --seq-len", cfg->train_data, t->seq_len,
+                    t->layout.config.max_position_embeddings, cfg->model_weights);
+        else
+            ft_fail(err, "%s: %d is below data.train's seq_len %d (%s); raise it or use shorter "
+                    "rows", ft_run_config_where(cfg, "model.max_position_embeddings"),
+                    t->layout.config.max_position_embeddings, t->seq_len, cfg->train_data);
+        err->flags |= FT_ERR_SHARED | FT_ERR_CONFIG;
+        return -1;
+    }
+
+    enter_phase(t, "checking data.eval, final_weights, checkpoint_dir");
+    if ((cfg->eval_data && ft_preflight_eval_data(t, err)) ||
+        (cfg->final_weights && ft_preflight_final_weights(t, err)))
+        return -1;
 
     ft_engine_options eo = { .zero_stage = cfg->zero_stage, .param_dtype = cfg->param_dtype,
                              .optimizer = cfg->optimizer.type,
@@ -220,15 +282,19 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     ft_model_options mo = { .max_batch = cfg->micro_batch_size, .seq_len = t->seq_len,
                             .activation_checkpointing = cfg->activation_checkpointing };
     char *resume_path = NULL;
-    if ((cfg->checkpoint_dir && ft_checkpoint_prepare_dir(cfg->checkpoint_dir, comm, err)) ||
-        ft_checkpoint_resolve(cfg, &resume_path, err))
+    if ((cfg->checkpoint_dir && !eval_only && lock_checkpoint_dir(t, err)) ||
+        ft_agree(MPI_COMM_WORLD, ft_checkpoint_resolve(cfg, &resume_path, err), err))
         return -1;
+    if (strcmp(t->be->name, "cpu") == 0 && ft_preflight_host_memory(t, err))
+        return -1;
+    enter_phase(t, "creating the engine and the model");
     int rc = ft_engine_create(&t->engine, &t->layout, t->be, t->dev_comm, &eo, err) ||
              ft_model_create(&t->model, &t->layout, t->be, &mo, err);
     if (!rc && resume_path) {
         ft_ckpt_position pos;
         bool direct = false;
         const double t0 = now_seconds();
+        enter_phase(t, "loading the resume checkpoint (collective)");
         rc = ft_checkpoint_load(resume_path, &t->layout, t->engine, comm, &pos,
                                 cfg->direct_io, &direct, err);
         t->start_step = pos.step;
@@ -242,11 +308,13 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
         if (rc)
             ft_fail_context(err, "resume");
     } else if (!rc) {
+        enter_phase(t, "loading model.weights or initializing (collective)");
         rc = load_parameters(t, err);
     }
     free(resume_path);
     if (rc)
         return -1;
+    enter_phase(t, "starting the data loader");
     if (ft_data_order_init(&t->order, di->rows, (uint64_t)cfg->seed, true, err) ||
         ft_loader_create(&t->loader, cfg->train_data, t->rows_per_rank, t->seq_len + 1,
                          cfg->data_prefetch, err))
@@ -262,16 +330,15 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     t->flops_per_token = flops_per_token(&t->layout.config, t->seq_len);
     if (comm->rank == 0 && cfg->metrics_file && !(t->metrics = ft_metrics_open(cfg->metrics_file)))
         return ft_fail(err, "metrics_file %s: cannot open for appending", cfg->metrics_file);
-    t->watchdog = ft_watchdog_start(cfg->comm_timeout, comm->rank);
     t->progress = comm->rank == 0 && cfg->progress && isatty(STDERR_FILENO);
-    ft_signals_install();
     print_startup(t);
     return 0;
 }
 
 void ft_trainer_free(ft_trainer *t)
 {
-    ft_watchdog_stop(t->watchdog);
+    if (t->ckpt_lock_fd >= 0)
+        close(t->ckpt_lock_fd);
     if (t->metrics)
         fclose(t->metrics);
     ft_loader_free(t->loader);
@@ -422,6 +489,8 @@ int ft_trainer_evaluate(ft_trainer *t, const char *path, long max_rows, double *
         double ls;
         long nt;
         rc = ft_model_eval_micro(t->model, &src, &b, &ls, &nt, err);
+        /* a long evaluation is progress, batch by batch, not a hang */
+        ft_watchdog_progress(t->watchdog, "evaluating");
         sums[0] += ls;
         sums[1] += (double)count_targets(t->loss_mask, n, W);
     }
@@ -595,6 +664,15 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
     const double tokens_per_step = (double)cfg->global_batch_size * t->seq_len;
     int skipped_total = 0;
     long last_saved = -1;
+    /* a signal during start-up (handlers are in place from main() on): nothing trained,
+     * nothing new to save; the documented codes, not the shell's 128 + signal */
+    if (stop_agreed(t)) {
+        t->stopped_by_signal = cfg->checkpoint_dir ? FT_EXIT_SIGNALLED : FT_EXIT_SIGNALLED_NO_CKPT;
+        if (t->out)
+            fprintf(t->out, "ftmpi: stop signal during start-up: nothing trained; exiting with "
+                            "%d\n", t->stopped_by_signal);
+        return 0;
+    }
     if (t->start_step >= cfg->max_steps && t->out)
         fprintf(t->out, "ftmpi: checkpoint is at step %ld of max_steps %ld: nothing to do\n",
                 t->start_step, cfg->max_steps);
@@ -603,6 +681,10 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
         if (ft_trainer_step(t, step, &st, err))
             return ft_fail_context(err, "step %ld", step + 1);
         ft_watchdog_progress(t->watchdog, "logging and checkpointing");
+        if (st.n_targets == 0 && t->no_target_steps++ == 0 && t->out)
+            fprintf(t->out, "ftmpi: step %ld: no target token in the global batch (loss_mask "
+                            "0 in all its rows): the step learns nothing; check the data's "
+                            "loss_mask\n", step + 1);
         if (st.skipped) {
             skipped_total++;
             if (t->out)

@@ -38,6 +38,8 @@ typedef struct ft_trainer {
     double peak_flops;   /* per rank, for MFU */
     double flops_per_token;
     int stopped_by_signal; /* 0, or the exit code a stop signal calls for */
+    int ckpt_lock_fd;      /* rank 0: checkpoint_dir's lock (train/ckpt_dir.h), or -1 */
+    long no_target_steps;  /* steps whose global batch had no target token */
     int progress;          /* draw the progress line (rank 0, stderr is a terminal) */
 } ft_trainer;
 
@@ -54,8 +56,10 @@ typedef struct ft_step_stats {
     double comm_wait;    /* seconds this rank blocked waiting for collectives */
 } ft_step_stats;
 
+/* eval_only: the run writes no checkpoint, so it neither takes checkpoint_dir's lock
+ * (it may read a running job's checkpoints) nor needs the directory writable. */
 int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FILE *out,
-                     ft_error *err);
+                     bool eval_only, struct ft_watchdog *watchdog, ft_error *err);
 void ft_trainer_free(ft_trainer *t);
 
 /* Runs optimizer step number `step` (0-based). */

@@ -1,5 +1,6 @@
 #include "train/watchdog.h"
 
+#include <mpi.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -7,14 +8,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "train/rollcall.h"
+
 struct ft_watchdog {
     pthread_t thread;
-    double timeout;
-    int rank;
+    _Atomic double timeout; /* <= 0: watching no more */
+    atomic_int rank;
     char host[256];
     _Atomic double last;           /* monotonic seconds of the last progress */
     _Atomic(const char *) phase;
     atomic_int stop;
+    MPI_Comm rollcall;        /* valid once has_rollcall is set */
+    atomic_int has_rollcall;
 };
 
 static double mono_now(void)
@@ -27,15 +32,39 @@ static double mono_now(void)
 static void *watch(void *arg)
 {
     ft_watchdog *w = arg;
+    double woke = mono_now();
     while (!atomic_load(&w->stop)) {
         struct timespec nap = { 0, 200 * 1000 * 1000 };
         nanosleep(&nap, NULL);
+        /* a nap of a second or more: this process itself was stopped (SIGSTOP, frozen)
+         * and has just been continued; the others are the ones to judge it, and a roll
+         * call now would only find them answering */
+        const double prev = woke;
+        woke = mono_now();
+        if (woke - prev > 1.0) {
+            atomic_store(&w->last, woke);
+            continue;
+        }
         const double idle = mono_now() - atomic_load(&w->last);
-        if (idle > w->timeout && !atomic_load(&w->stop)) {
+        const double timeout = atomic_load(&w->timeout);
+        if (timeout > 0 && idle > timeout && !atomic_load(&w->stop)) {
+            char who[512] = "another rank died or hangs";
+            if (atomic_load(&w->has_rollcall)) {
+                char missing[400];
+                /* long enough for the other ranks' watchdogs to fire as well */
+                const double grace = timeout / 2 < 2 ? 2 : timeout / 2 > 10 ? 10 : timeout / 2;
+                const int n = ft_rollcall(w->rollcall, grace, missing, sizeof missing);
+                if (n > 0)
+                    snprintf(who, sizeof who, "rank%s %s did not answer the roll call (stopped, "
+                             "dead, or stuck outside MPI)", n > 1 ? "s" : "", missing);
+                else
+                    snprintf(who, sizeof who, "every rank answered the roll call: a collective "
+                             "hangs (network or MPI)");
+            }
             fprintf(stderr,
                     "ftmpi: rank %d on %s: no progress for %.0f s while %s (comm_timeout %.0f s): "
-                    "another rank died or hangs; aborting\n",
-                    w->rank, w->host, idle, atomic_load(&w->phase), w->timeout);
+                    "%s; aborting\n",
+                    atomic_load(&w->rank), w->host, idle, atomic_load(&w->phase), timeout, who);
             fflush(stderr);
             _exit(FT_EXIT_HUNG);
         }
@@ -61,6 +90,28 @@ ft_watchdog *ft_watchdog_start(double timeout, int rank)
         return NULL;
     }
     return w;
+}
+
+void ft_watchdog_configure(ft_watchdog *w, double timeout, int rank)
+{
+    if (!w)
+        return;
+    atomic_store(&w->last, mono_now());
+    atomic_store(&w->rank, rank);
+    atomic_store(&w->timeout, timeout);
+}
+
+void ft_watchdog_attach_mpi(ft_watchdog *w)
+{
+    int provided = 0;
+    MPI_Query_thread(&provided);
+    if (!w || provided < MPI_THREAD_MULTIPLE)
+        return;
+    MPI_Comm dup;
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &dup) == MPI_SUCCESS) {
+        w->rollcall = dup;
+        atomic_store(&w->has_rollcall, 1);
+    }
 }
 
 void ft_watchdog_progress(ft_watchdog *w, const char *phase)

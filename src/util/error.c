@@ -11,6 +11,7 @@ int ft_fail(ft_error *err, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
         va_end(ap);
+        err->flags = 0;
     }
     return -1;
 }
@@ -41,6 +42,8 @@ int ft_fail_context(ft_error *err, const char *fmt, ...)
 
 void ft_error_clear(ft_error *err)
 {
-    if (err)
+    if (err) {
         err->msg[0] = '\0';
+        err->flags = 0;
+    }
 }

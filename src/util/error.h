@@ -14,7 +14,15 @@
 
 typedef struct ft_error {
     char msg[FT_ERROR_MAX];
+    int flags; /* FT_ERR_* */
 } ft_error;
+
+/* Every rank holds this same error (ft_agree, or a failure all ranks reach alike):
+ * main() lets rank 0 print it once and ends the job without an abort. */
+#define FT_ERR_SHARED 1
+/* The configuration is at fault (the message names its file:line or override), though
+ * found only at run time (e.g. against the data): exit code 2, as for the config. */
+#define FT_ERR_CONFIG 2
 
 /* Formats the message (printf-style) into err (if non-NULL) and returns -1 so that
  * callers can write `return ft_fail(err, "...", ...);`. */

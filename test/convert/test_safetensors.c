@@ -228,7 +228,7 @@ static void test_corrupt_files(void **state)
         const bad_case *c = &bad_cases[i];
         write_raw(path, c->json, c->header_len, c->data);
         ft_st_file f;
-        ft_error err = { { 0 } };
+        ft_error err = { { 0 }, 0 };
         int rc = ft_st_open(&f, path, 0, &err);
         if (rc == 0 || !strstr(err.msg, c->expect) || !strstr(err.msg, path)) {
             fprintf(stderr, "case '%s': rc %d, message '%s' (expected '%s')\n", c->what, rc,

@@ -149,7 +149,7 @@ static void read_check(ft_extent_io *x, uint64_t off, size_t n, const unsigned c
     unsigned char *buf = malloc(n ? n : 1);
     assert_non_null(buf);
     memset(buf, 0x5A, n);
-    ft_error err = { { 0 } };
+    ft_error err = { { 0 }, 0 };
     if (ft_extent_read(x, off, buf, n, &err) != 0) {
         fprintf(stderr, "%s: read [%llu, +%zu) failed: %s\n", what, (unsigned long long)off, n,
                 err.msg);
@@ -293,7 +293,7 @@ static size_t make_ranges(range *out, size_t cap, rng *r)
 static uint64_t write_pieces(ft_extent_io *x, uint64_t s, uint64_t e, const unsigned char *content,
                              unsigned char *scratch, rng *r)
 {
-    ft_error err = { { 0 } };
+    ft_error err = { { 0 }, 0 };
     for (uint64_t pos = s; pos < e;) {
         size_t n = piece_len(r, (size_t)(e - pos));
         memcpy(scratch, content + pos, n);
@@ -318,7 +318,7 @@ static void cover_file(const char *name, bool direct, uint64_t seed, bool *was_d
     assert_non_null(scratch);
 
     ft_extent_io *x = NULL;
-    ft_error err = { { 0 } };
+    ft_error err = { { 0 }, 0 };
     TEST_CHECK_OK(ft_extent_open(&x, path, true, direct, &err), &err);
     assert_non_null(x);
     uint64_t total = 0, want_direct = 0;
@@ -375,7 +375,7 @@ static void test_write_cover_cached(void **state)
 static ft_extent_io *open_reader(const char *path, bool direct)
 {
     ft_extent_io *x = NULL;
-    ft_error err = { { 0 } };
+    ft_error err = { { 0 }, 0 };
     TEST_CHECK_OK(ft_extent_open(&x, path, false, direct, &err), &err);
     assert_non_null(x);
     return x;
@@ -464,7 +464,7 @@ static void test_reads(void **state)
     if (ft_extent_is_direct(x))
         assert_true(db2 - db1 >= 17 * MiB); /* the big reads went direct */
 
-    ft_error err = { { 0 } };
+    ft_error err = { { 0 }, 0 };
     TEST_CHECK_OK(ft_extent_close(x, &err), &err);
 
     /* the same through the page cache only */
@@ -521,7 +521,7 @@ static void test_reads_many_announced(void **state)
     /* once the pending ranges are read, announcements are taken again */
     assert_int_equal(ft_extent_will_read(x, 5, 10), 0);
     read_check(x, 5, 10, g_ref, "announced after many");
-    ft_error err = { { 0 } };
+    ft_error err = { { 0 }, 0 };
     TEST_CHECK_OK(ft_extent_close(x, &err), &err);
 }
 
@@ -564,7 +564,7 @@ static void test_reads_fuzz(void **state)
             qn = 0;
         }
     }
-    ft_error err = { { 0 } };
+    ft_error err = { { 0 }, 0 };
     TEST_CHECK_OK(ft_extent_close(x, &err), &err);
 }
 
@@ -594,7 +594,7 @@ static void test_errors_truncated(void **state)
                               { 1 * MiB + 1, 3 * MiB + 4096 * 2 } };
         for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
             for (int announced = 0; announced < 2; announced++) {
-                ft_error err = { { 0 } };
+                ft_error err = { { 0 }, 0 };
                 size_t n = (size_t)(bad[i].end - bad[i].start);
                 if (announced)
                     assert_int_equal(ft_extent_will_read(x, bad[i].start, n), 0);
@@ -606,7 +606,7 @@ static void test_errors_truncated(void **state)
         }
         read_check(x, 0, size, g_ref, "the whole truncated file");
         free(buf);
-        ft_error err = { { 0 } };
+        ft_error err = { { 0 }, 0 };
         TEST_CHECK_OK(ft_extent_close(x, &err), &err);
     }
 }
@@ -623,7 +623,7 @@ static void test_errors_announced_past_end(void **state)
     for (int direct = 1; direct >= 0; direct--) {
         ft_extent_io *x = open_reader(path, direct);
         unsigned char buf[16384];
-        ft_error err = { { 0 } };
+        ft_error err = { { 0 }, 0 };
         assert_int_equal(ft_extent_will_read(x, 0, size + 100), 0);
         TEST_CHECK_OK(ft_extent_read(x, 0, buf, 100, &err), &err);
         assert_memory_equal(buf, g_ref, 100);
@@ -641,7 +641,7 @@ static void test_errors_open_missing(void **state)
     path_in(path, sizeof path, g_dir, "no_such_file");
     for (int writing = 0; writing < 2; writing++) {
         ft_extent_io *x = (ft_extent_io *)(uintptr_t)16; /* must be reset to NULL */
-        ft_error err = { { 0 } };
+        ft_error err = { { 0 }, 0 };
         assert_int_equal(ft_extent_open(&x, path, writing, true, &err), -1);
         assert_null(x);
         expect_msg(&err, path, NULL);
@@ -659,10 +659,10 @@ static void test_errors_write_readonly(void **state)
     make_file(path, g_ref, size);
     for (int direct = 1; direct >= 0; direct--) {
         ft_extent_io *x = open_reader(path, direct);
-        ft_error err = { { 0 } };
+        ft_error err = { { 0 }, 0 };
         /* refused at the call, whatever the range (1 byte, an interior, an edge) */
         for (int i = 0; i < 3; i++) {
-            ft_error e = { { 0 } };
+            ft_error e = { { 0 }, 0 };
             assert_int_equal(ft_extent_write(x, i == 0 ? 5 : i == 1 ? 4096 : 9000, g_ref2,
                                              i == 0 ? 1 : i == 1 ? 2 * 4096 : 100, &e),
                              -1);
@@ -684,14 +684,14 @@ static void test_errors_write_enospc(void **state)
         return;
     }
     ft_extent_io *x = NULL;
-    ft_error err = { { 0 } };
+    ft_error err = { { 0 }, 0 };
     TEST_CHECK_OK(ft_extent_open(&x, "/dev/full", true, false, &err), &err);
     int rc = ft_extent_write(x, 0, g_ref, 5 * MiB, &err);
     if (rc == 0)
         rc = ft_extent_flush(x, &err);
     assert_int_equal(rc, -1);
     expect_msg(&err, "/dev/full", strerror(ENOSPC));
-    ft_error err2 = { { 0 } };
+    ft_error err2 = { { 0 }, 0 };
     assert_int_equal(ft_extent_close(x, &err2), -1);
     expect_msg(&err2, "/dev/full", NULL);
 }
@@ -709,7 +709,7 @@ static void test_interleave(void **state)
     assert_non_null(model);
     assert_non_null(scratch);
     ft_extent_io *x = NULL;
-    ft_error err = { { 0 } };
+    ft_error err = { { 0 }, 0 };
     TEST_CHECK_OK(ft_extent_open(&x, path, true, true, &err), &err);
     rng r = { 6 };
 
@@ -774,7 +774,7 @@ static void round_trip(const char *path, bool *was_direct, uint64_t *direct_byte
     unsigned char *scratch = malloc(3 * MiB);
     assert_non_null(scratch);
     ft_extent_io *x = NULL;
-    ft_error err = { { 0 } };
+    ft_error err = { { 0 }, 0 };
     TEST_CHECK_OK(ft_extent_open(&x, path, true, true, &err), &err);
     uint64_t total = 0;
     for (size_t i = 0; i < nr; i++)

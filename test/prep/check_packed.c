@@ -73,7 +73,7 @@ int main(int argc, char **argv)
         return fputs("usage: check_packed DATASET.h5 DUMP.jsonl [--any-order]\n", stderr), 2;
     int any_order = argc > 3 && strcmp(argv[3], "--any-order") == 0;
     MPI_Init(&argc, &argv);
-    ft_error err = { { 0 } };
+    ft_error err = { { 0 }, 0 };
     ft_dataset ds;
     if (ft_dataset_open(&ds, argv[1], MPI_COMM_SELF, &err))
         return fprintf(stderr, "check_packed: %s\n", err.msg), 1;

@@ -81,7 +81,7 @@ static void test_bad_json(void **state)
     size_t n = sizeof cases / sizeof cases[0];
     for (size_t i = 0; i < n; i++) {
         ft_tokenizer *t = (ft_tokenizer *)1;
-        ft_error err = {{0}};
+        ft_error err = {{0}, 0};
         int rc = ft_tokenizer_load_buffer(cases[i].json, strlen(cases[i].json), "bad.json", &t, &err);
         if (rc != -1)
             fail_msg("case %zu (%s) loaded", i, cases[i].json);
@@ -97,7 +97,7 @@ static void test_minimal_valid(void **state)
     /* The base of the cases above is itself valid, so each case fails for its own reason. */
     static const char json[] = "{\"model\":" MODEL(",\"unk_token\":\"<unk>\",\"fuse_unk\":true") "}";
     ft_tokenizer *t;
-    ft_error err = {{0}};
+    ft_error err = {{0}, 0};
     assert_int_equal(ft_tokenizer_load_buffer(json, strlen(json), "ok.json", &t, &err), 0);
     int32_t *ids;
     size_t n;
@@ -125,7 +125,7 @@ static void test_truncated_file(void **state)
     static const size_t cuts[] = {0, 1, 100, 5000, 1000000};
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
         ft_tokenizer *t;
-        ft_error err = {{0}};
+        ft_error err = {{0}, 0};
         assert_int_equal(ft_tokenizer_load_buffer(buf, cuts[i], "cut.json", &t, &err), -1);
         expect_one_line(err.msg, "cut.json: ", "invalid JSON");
     }
@@ -136,7 +136,7 @@ static void test_missing_and_unreadable(void **state)
 {
     (void)state;
     ft_tokenizer *t;
-    ft_error err = {{0}};
+    ft_error err = {{0}, 0};
     assert_int_equal(ft_tokenizer_load("/nonexistent/tokenizer.json", &t, &err), -1);
     expect_one_line(err.msg, "/nonexistent/tokenizer.json: ", "cannot open");
     char *dir = tt_path("test/data/tokenizers");
@@ -150,7 +150,7 @@ static void test_bad_calls(void **state)
     (void)state;
     ft_tokenizer *t = tt_load("llama2");
     ft_tokenizer *t3 = tt_load("llama3");
-    ft_error err = {{0}};
+    ft_error err = {{0}, 0};
     char *text;
     size_t len;
     const int32_t ids[] = {15043, 32000};

@@ -63,7 +63,7 @@ static void check_tokenizer(const char *dir, const char *key)
             int32_t *exp = tt_ids(golden_get(rows[r], key, plain ? "n" : ""), &n_exp);
             int32_t *ids;
             size_t n;
-            ft_error err = {{0}};
+            ft_error err = {{0}, 0};
             /* alternate between the scratch-reusing and the one-shot entry points */
             int rc = (r % 2) ? ft_tokenizer_encode(t, s, len, !plain, &ids, &n, &err)
                              : ft_tokenizer_encode_with(t, scratch, s, len, !plain, &ids, &n, &err);
@@ -138,7 +138,7 @@ static void test_golden_decode(void **state)
         for (int skip = 0; skip < 2; skip++) {
             char *text;
             size_t len;
-            ft_error err = {{0}};
+            ft_error err = {{0}, 0};
             assert_int_equal(ft_tokenizer_decode(toks[k], ids, n, skip, &text, &len, &err), 0);
             if (!same_text(text, len, json_object_get(rows[r], skip ? "s" : "d")) && bad++ < 5)
                 fprintf(stderr, "golden_decode line %zu (skip_special=%d): got \"%s\"\n", r + 1,

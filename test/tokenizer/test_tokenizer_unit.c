@@ -23,7 +23,7 @@ static int32_t *encode(const ft_tokenizer *t, const char *s, size_t len, bool al
                        size_t *n)
 {
     int32_t *ids;
-    ft_error err = {{0}};
+    ft_error err = {{0}, 0};
     if (ft_tokenizer_encode(t, s, len, allow_special, &ids, n, &err) < 0)
         fail_msg("%s", err.msg);
     return ids;
@@ -32,7 +32,7 @@ static int32_t *encode(const ft_tokenizer *t, const char *s, size_t len, bool al
 static char *decode(const ft_tokenizer *t, const int32_t *ids, size_t n, bool skip, size_t *len)
 {
     char *text;
-    ft_error err = {{0}};
+    ft_error err = {{0}, 0};
     if (ft_tokenizer_decode(t, ids, n, skip, &text, len, &err) < 0)
         fail_msg("%s", err.msg);
     return text;
@@ -63,7 +63,7 @@ static void test_synthetic(void **state)
             char rel[256];
             snprintf(rel, sizeof rel, "test/tokenizer/%s", name);
             char *path = tt_path(rel);
-            ft_error err = {{0}};
+            ft_error err = {{0}, 0};
             if (ft_tokenizer_load(path, &t, &err) < 0)
                 fail_msg("%s", err.msg);
             free(path);
@@ -249,7 +249,7 @@ static void *encode_many(void *arg)
 {
     struct thread_job *job = arg;
     ft_tok_scratch *s = ft_tok_scratch_new(job->t);
-    ft_error err = {{0}};
+    ft_error err = {{0}, 0};
     for (int rep = 0; rep < 20; rep++) {
         free(job->ids);
         if (ft_tokenizer_encode_with(job->t, s, job->text, job->len, true, &job->ids, &job->n, &err) < 0)

@@ -38,7 +38,7 @@ static void check_vectors(const char *dir, const char *file, bool round_trip)
         int32_t *exp = tt_ids(json_object_get(rows[r], "ids"), &n_exp);
         int32_t *ids;
         size_t n;
-        ft_error err = {{0}};
+        ft_error err = {{0}, 0};
         assert_int_equal(ft_tokenizer_encode(t, json_string_value(text), json_string_length(text),
                                              true, &ids, &n, &err),
                          0);
@@ -93,7 +93,7 @@ static void expect_ids(const ft_tokenizer *t, const char *text, bool allow_speci
 {
     int32_t *ids;
     size_t n;
-    ft_error err = {{0}};
+    ft_error err = {{0}, 0};
     assert_int_equal(ft_tokenizer_encode(t, text, strlen(text), allow_special, &ids, &n, &err), 0);
     if (n != n_exp || memcmp(ids, exp, n * sizeof *ids) != 0) {
         print_ids("expected", exp, n_exp);
@@ -128,7 +128,7 @@ static void test_llama3_metadata(void **state)
     /* as plain text, special-token strings are ordinary characters */
     int32_t *ids;
     size_t n;
-    ft_error err = {{0}};
+    ft_error err = {{0}, 0};
     assert_int_equal(ft_tokenizer_encode(t, chat, strlen(chat), false, &ids, &n, &err), 0);
     for (size_t i = 0; i < n; i++)
         assert_true(ids[i] < 128000);

@@ -26,7 +26,7 @@ ft_tokenizer *tt_load(const char *dir)
     char rel[256];
     snprintf(rel, sizeof rel, "test/data/tokenizers/%s/tokenizer.json", dir);
     char *path = tt_path(rel);
-    ft_error err = {{0}};
+    ft_error err = {{0}, 0};
     ft_tokenizer *t = NULL;
     if (ft_tokenizer_load(path, &t, &err) < 0)
         fail_msg("%s", err.msg);

@@ -23,8 +23,11 @@ run_ranks 2 small.cfg model.param_dtype=bf16 > b2.log 2>&1 || { cat b2.log; fail
 run_ranks 1 small.cfg model.param_dtype=bf16 > b1.log 2>&1 || { cat b1.log; fail "bf16 1 rank"; }
 losses b1.log > lb1; losses b2.log > lb2
 same_losses lb2 lb1 2e-5 || fail "bf16: 2 ranks differ from 1 rank"
-# 8 sequences cannot split over 3 ranks x micro 2: a clear error, exit 1 or 2
-run_ranks 3 small.cfg > r3.log 2>&1 && fail "3 ranks with global batch 8 should fail"
-grep -q "global_batch_size 8 must be a multiple of micro_batch_size 2 x 3 ranks" r3.log ||
+# 8 sequences cannot split over 3 ranks x micro 2: a config error (exit 2), one line
+# naming the key's file:line
+run_ranks 3 small.cfg > r3.log 2>&1; rc=$?
+[ $rc -eq 2 ] || { cat r3.log; fail "3 ranks with global batch 8: exit $rc, not 2"; }
+grep -q "small.cfg:[0-9]*: global_batch_size: 8 is not a multiple of micro_batch_size 2 x 3 ranks" r3.log ||
     { cat r3.log; fail "unclear message for an uneven global batch"; }
+[ "$(grep -c '^ftmpi: ' r3.log)" -eq 1 ] || { cat r3.log; fail "not one line for an uneven global batch"; }
 echo "losses agree for 1, 2, 4 ranks (fp32 and bf16 params)"

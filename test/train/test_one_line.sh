@@ -1,0 +1,25 @@
+#!/bin/sh
+# A problem that every rank sees alike is one line, not one per rank followed by Open
+# MPI's MPI_ABORT banner; a directory given as a file is one line, not pages of
+# mca_fbtl_posix_preadv errors; binary garbage in `latest` is not echoed.
+. "$(dirname "$0")/lib.sh"
+have_mpirun || skip "mpirun not found"
+"$GENDATA" --rows 32 --seq-len 32 --digits 2 train.h5 >/dev/null || fail "gendata"
+write_small_cfg s.cfg
+common="global_batch_size=4 micro_batch_size=2 optimizer.warmup_steps=1"
+one_line() { # PATTERN DESCRIPTION ARGS...
+    pat=$1 what=$2; shift 2
+    run_ranks 2 s.cfg $common "$@" > o.log 2>&1 && { cat o.log; fail "$what: accepted"; }
+    [ "$(grep -c '^ftmpi: ' o.log)" -eq 1 ] || { cat o.log; fail "$what: not one ftmpi line"; }
+    grep -q -- "$pat" o.log || { cat o.log; fail "$what: message lacks '$pat'"; }
+    grep -Eq "MPI_ABORT|mca_fbtl|ORTE_ERROR_LOG" o.log && { cat o.log; fail "$what: MPI noise"; }
+    echo "$what: $(grep '^ftmpi: ' o.log)"
+}
+mkdir adir
+one_line "data.train: adir: is a directory, not an HDF5 file" "a directory as data.train" max_steps=1 data.train=adir
+one_line "resume: adir: is a directory, not an HDF5 file" "a directory as resume" max_steps=1 resume=adir
+one_line "data.eval: nothere.h5: cannot open: No such file" "a missing data.eval" max_steps=1 data.eval=nothere.h5
+mkdir ck; printf 'step-\001\002\377\033[2J.h5\n' > ck/latest
+one_line "ck/latest: does not name a checkpoint file" "binary garbage in latest" max_steps=1 checkpoint_dir=ck resume=auto
+if LC_ALL=C grep -q "$(printf '\033')" o.log; then fail "raw bytes of latest echoed"; fi
+echo "garbage in latest is not echoed"
