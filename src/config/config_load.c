@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config/config_internal.h"
 
@@ -23,19 +24,34 @@ int ft_config_fail_at(const ft_config_state *st, const ft_config_key *k, ft_erro
     return ft_fail(err, "%s: %s: %s", st->path, k->path, msg);
 }
 
-/* Reads the whole file; the text goes into cfg->text (checkpoint metadata) and is
- * searched for integer literals. */
-static char *read_text(const char *path, ft_error *err)
+/* Reads the whole file, at most FT_CONFIG_MAX_BYTES (run_config.h: libconfig's scanner is
+ * quadratic); the text is what libconfig parses, goes into cfg->text (checkpoint metadata)
+ * and is searched for integer literals. `what` names the file in messages ("" or
+ * "@include \"x\": " with the including file's place). */
+static char *read_text(const char *path, const char *what, ft_error *err)
 {
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        /* a FIFO or /dev/zero would block or never end */
+        ft_fail(err, "%s%s: not a regular file", what, path);
+        return NULL;
+    }
     FILE *f = fopen(path, "rb");
     if (!f) {
-        ft_fail(err, "%s: cannot open: %s", path, strerror(errno));
+        ft_fail(err, "%s%s: cannot open: %s", what, path, strerror(errno));
         return NULL;
     }
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);
     while (buf) {
         len += fread(buf + len, 1, cap - 1 - len, f);
+        if (len > FT_CONFIG_MAX_BYTES) {
+            fclose(f);
+            free(buf);
+            ft_fail(err, "%s%s: larger than %d bytes: not a config file? (ftmpi reads config "
+                    "files of at most 1 MiB)", what, path, FT_CONFIG_MAX_BYTES);
+            return NULL;
+        }
         if (len < cap - 1)
             break;
         char *bigger = realloc(buf, cap * 2);
@@ -50,12 +66,12 @@ static char *read_text(const char *path, ft_error *err)
     int read_error = ferror(f);
     fclose(f);
     if (!buf) {
-        ft_fail(err, "%s: out of memory reading the file", path);
+        ft_fail(err, "%s%s: out of memory reading the file", what, path);
         return NULL;
     }
     if (read_error) {
         free(buf);
-        ft_fail(err, "%s: read error", path);
+        ft_fail(err, "%s%s: read error", what, path);
         return NULL;
     }
     buf[len] = '\0';
@@ -166,6 +182,47 @@ static void dir_of(const char *path, char *out, size_t n)
         snprintf(out, n, "%.*s", (int)(slash - path), path);
 }
 
+/* Applies the size bound to every file that `text` (of file `file`) @includes, and to
+ * theirs, before libconfig reads them: each `@include "name"` at the start of a line, with
+ * name relative to dir (libconfig's include directory: the main file's). libconfig itself
+ * stops at 10 levels; deeper ones are left to its error. */
+static int check_includes(const char *text, const char *file, const char *dir, int depth,
+                          ft_error *err)
+{
+    int line = 1;
+    for (const char *p = text; *p && depth < 10; line++) {
+        const char *q = p;
+        while (*q == ' ' || *q == '\t')
+            q++;
+        if (strncmp(q, "@include", 8) == 0) {
+            q += 8;
+            while (*q == ' ' || *q == '\t')
+                q++;
+            const char *close = *q == '"' ? strchr(q + 1, '"') : NULL;
+            const char *eol = strchr(q, '\n');
+            if (close && (!eol || close < eol)) {
+                char name[4096], path[8192], what[4200];
+                snprintf(name, sizeof name, "%.*s", (int)(close - q - 1), q + 1);
+                if (name[0] == '/')
+                    snprintf(path, sizeof path, "%s", name);
+                else
+                    snprintf(path, sizeof path, "%s/%s", dir, name);
+                snprintf(what, sizeof what, "%s:%d: @include: ", file, line);
+                char *inner = read_text(path, what, err);
+                if (!inner)
+                    return -1;
+                int rc = check_includes(inner, path, dir, depth + 1, err);
+                free(inner);
+                if (rc < 0)
+                    return -1;
+            }
+        }
+        p = strchr(p, '\n');
+        p = p ? p + 1 : "";
+    }
+    return 0;
+}
+
 /* cfg->text = file text + "# override: k=v" lines. */
 static int build_text(ft_run_config *cfg, const char *file_text, int n_overrides,
                       char *const *overrides)
@@ -201,7 +258,7 @@ int ft_run_config_load(ft_run_config *cfg, const char *path, int n_overrides,
     if (!(cfg->path = strdup(path)))
         return ft_fail(err, "%s: out of memory", path);
 
-    char *text = read_text(path, err);
+    char *text = read_text(path, "", err);
     if (!text)
         return -1;
 
@@ -219,11 +276,15 @@ int ft_run_config_load(ft_run_config *cfg, const char *path, int n_overrides,
         goto out;
     }
 
-    /* Parse the file itself (rather than `text`) so libconfig knows file names for
-     * @include and for its own messages. */
-    if (!config_read_file(&lc, path)) {
+    /* libconfig parses `text`, the bounded copy read above, not the file again (which could
+     * have grown meanwhile); its messages and settings then name no file for the main file,
+     * and the code here puts `path` in. Included files are bounded before it opens them. */
+    if (check_includes(text, path, dir, 0, err) < 0)
+        goto out;
+    if (!config_read_string(&lc, text)) {
         if (config_error_type(&lc) == CONFIG_ERR_FILE_IO)
-            ft_fail(err, "%s: cannot open: %s", path, strerror(errno ? errno : EIO));
+            ft_fail(err, "%s: cannot open an @include'd file: %s", path,
+                    strerror(errno ? errno : EIO));
         else
             ft_fail(err, "%s:%d: %s", config_error_file(&lc) ? config_error_file(&lc) : path,
                     config_error_line(&lc), config_error_text(&lc));
