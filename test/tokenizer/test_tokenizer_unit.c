@@ -336,6 +336,30 @@ static void test_added_tokens_move_pool(void **state)
     ft_tokenizer_free(t);
 }
 
+/* A word whose symbols have no id and no unk_token encodes to nothing (as in HF), also the
+ * second time, from the word cache; fuzz_tokenizer_json found both paths computing NULL + 0
+ * (UBSan) when nothing had been produced yet (corpus: regress-bpe-empty-word-null). */
+static void test_word_without_ids(void **state)
+{
+    (void)state;
+    static const char json[] =
+        "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}";
+    ft_tokenizer *t = NULL;
+    ft_error err;
+    assert_int_equal(ft_tokenizer_load_buffer(json, strlen(json), "noids.json", &t, &err), 0);
+    ft_tok_scratch *s = ft_tok_scratch_new(t);
+    assert_non_null(s);
+    for (int pass = 0; pass < 2; pass++) {
+        int32_t *ids = NULL;
+        size_t n = 99;
+        assert_int_equal(ft_tokenizer_encode_with(t, s, "b", 1, false, &ids, &n, &err), 0);
+        assert_int_equal(n, 0);
+        free(ids);
+    }
+    ft_tok_scratch_free(s);
+    ft_tokenizer_free(t);
+}
+
 static void test_utf8_lossy(void **state)
 {
     (void)state;
@@ -369,6 +393,7 @@ int main(void)
         cmocka_unit_test(test_bytelevel_alphabet),
         cmocka_unit_test(test_utf8_lossy),
         cmocka_unit_test(test_added_tokens_move_pool),
+        cmocka_unit_test(test_word_without_ids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
