@@ -367,6 +367,37 @@ static int load_text(ft_run_config *c, const char *tail, ft_error *err)
     return rc;
 }
 
+/* @include relative to the main file's directory, and errors inside an included file naming
+ * it (libconfig parses the text ftmpi read, so these must keep working). */
+static void test_include(void **state)
+{
+    (void)state;
+    ft_run_config c;
+    ft_error err;
+    char inc[] = "/tmp/ftmpi_config_inc_XXXXXX";
+    int fd = mkstemp(inc);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs("data = { train = \"from_include.h5\"; };\n", f);
+    fclose(f);
+    char line[128];
+    snprintf(line, sizeof line, "@include \"%s\"\n", strrchr(inc, '/') + 1);
+    assert_int_equal(load_text(&c, line, &err), 0);
+    assert_string_equal(c.train_data, "from_include.h5");
+    ft_run_config_free(&c);
+
+    f = fopen(inc, "w");
+    fputs("data = { train = \"t\"; };\nseed = \"x\";\n", f);
+    fclose(f);
+    assert_int_equal(load_text(&c, line, &err), -1);
+    char want[64];
+    snprintf(want, sizeof want, "%s:2: seed", strrchr(inc, '/') + 1); /* as written */
+    if (!strstr(err.msg, want))
+        fail_msg("expected '%s' in: %s", want, err.msg);
+    ft_run_config_free(&c);
+    remove(inc);
+}
+
 /* libconfig's scanner is quadratic in a string's length (a 10 MB string took over 30 s):
  * files over FT_CONFIG_MAX_BYTES, their @includes and long overrides are refused at once,
  * with one line naming the file (issue #14, fuzzing). */
@@ -726,6 +757,7 @@ int main(void)
         cmocka_unit_test(test_doc_has_reference),
         cmocka_unit_test(test_doc_examples_load),
         cmocka_unit_test(test_free_is_safe),
+        cmocka_unit_test(test_include),
         cmocka_unit_test(test_size_limit),
         cmocka_unit_test(test_suggest),
         cmocka_unit_test(test_param_count),
