@@ -1,9 +1,11 @@
-/* The dataset reader's range checks of the root attributes (src/io/dataset.c): values that
+/* The dataset reader's checks of the root attributes (src/io/dataset.c, src/io/h5file.c):
+ * attributes that are arrays where one value is expected, and values that
  * do not fit the reader's int fields are refused with one line naming the file and the
  * attribute, never narrowed (fuzz_h5_dataset found seq_len = INT_MAX overflowing
  * seq_len + 1; test/fuzz/corpus/h5_dataset/regress-seq-len-int-max). */
 #include <mpi.h>
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -71,6 +73,40 @@ static void test_out_of_range(void **state)
     expect_refused("n_documents", -1, "n_documents = -1 is out of range 0..");
 }
 
+/* An attribute with several elements where one value is expected: HDF5 writes them all,
+ * which overran the reader's scalar (fuzz_h5_weights: stack-buffer-overflow; corpus
+ * test/fuzz/corpus/h5_weights/regress-array-attribute). */
+static void test_array_attribute(void **state)
+{
+    (void)state;
+    static const char *const names[] = { "format_version", "seq_len", "ftmpi_format" };
+    for (int i = 0; i < 3; i++) {
+        write_valid();
+        hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+        assert_true(f >= 0);
+        H5Adelete(f, names[i]);
+        hsize_t n = 4;
+        hid_t s = H5Screate_simple(1, &n, NULL);
+        const bool str = i == 2;
+        hid_t t = H5Tcopy(str ? H5T_C_S1 : H5T_STD_I64LE);
+        if (str)
+            H5Tset_size(t, 8);
+        hid_t a = H5Acreate2(f, names[i], t, s, H5P_DEFAULT, H5P_DEFAULT);
+        assert_true(a >= 0);
+        char data[64] = "dataset\0dataset\0dataset\0dataset";
+        H5Awrite(a, str ? t : H5T_NATIVE_INT64, data);
+        H5Aclose(a);
+        H5Tclose(t);
+        H5Sclose(s);
+        H5Fclose(f);
+        ft_dataset ds;
+        ft_error err;
+        assert_int_equal(ft_dataset_open(&ds, path, MPI_COMM_NULL, &err), -1);
+        if (!strstr(err.msg, str ? "not an ftmpi dataset file" : "is not a single value"))
+            fail_msg("%s: %s", names[i], err.msg);
+    }
+}
+
 static void test_valid_still_opens(void **state)
 {
     (void)state;
@@ -91,6 +127,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_still_opens),
         cmocka_unit_test(test_out_of_range),
+        cmocka_unit_test(test_array_attribute),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     unlink(path);
