@@ -182,15 +182,25 @@ static void dir_of(const char *path, char *out, size_t n)
         snprintf(out, n, "%.*s", (int)(slash - path), path);
 }
 
-/* Applies the size bound to every file that `text` (of file `file`) @includes, and to
- * theirs, before libconfig reads them: each `@include "name"` at the start of a line, with
- * name relative to dir (libconfig's include directory: the main file's). libconfig itself
- * stops at 10 levels; deeper ones are left to its error. */
-static int check_includes(const char *text, const char *file, const char *dir, int depth,
-                          ft_error *err)
+/* The files being included, outermost first, to refuse cycles: the scan below would follow
+ * a file that includes itself k times down to the depth limit, k^10 reads. (A file
+ * including distinct files many times over is as costly for libconfig itself: not bounded
+ * here.) */
+#define MAX_INCLUDE_DEPTH 10
+typedef struct include_stack {
+    dev_t dev[MAX_INCLUDE_DEPTH + 1];
+    ino_t ino[MAX_INCLUDE_DEPTH + 1];
+} include_stack;
+
+/* Applies the size bound to every file that `text` (of file `file`, at `depth` of stack)
+ * @includes, and to theirs, before libconfig reads them: each `@include "name"` at the
+ * start of a line, with name relative to dir (libconfig's include directory: the main
+ * file's). Beyond libconfig's own 10 levels its error stands. */
+static int check_includes(const char *text, const char *file, const char *dir,
+                          include_stack *stack, int depth, ft_error *err)
 {
     int line = 1;
-    for (const char *p = text; *p && depth < 10; line++) {
+    for (const char *p = text; *p && depth < MAX_INCLUDE_DEPTH; line++) {
         const char *q = p;
         while (*q == ' ' || *q == '\t')
             q++;
@@ -208,10 +218,19 @@ static int check_includes(const char *text, const char *file, const char *dir, i
                 else
                     snprintf(path, sizeof path, "%s/%s", dir, name);
                 snprintf(what, sizeof what, "%s:%d: @include: ", file, line);
+                struct stat st;
+                memset(&st, 0, sizeof st);
+                if (stat(path, &st) == 0)
+                    for (int i = 0; i <= depth; i++)
+                        if (stack->dev[i] == st.st_dev && stack->ino[i] == st.st_ino)
+                            return ft_fail(err, "%s%s: includes itself (an @include cycle)",
+                                           what, path);
                 char *inner = read_text(path, what, err);
                 if (!inner)
                     return -1;
-                int rc = check_includes(inner, path, dir, depth + 1, err);
+                stack->dev[depth + 1] = st.st_dev;
+                stack->ino[depth + 1] = st.st_ino;
+                int rc = check_includes(inner, path, dir, stack, depth + 1, err);
                 free(inner);
                 if (rc < 0)
                     return -1;
@@ -279,7 +298,14 @@ int ft_run_config_load(ft_run_config *cfg, const char *path, int n_overrides,
     /* libconfig parses `text`, the bounded copy read above, not the file again (which could
      * have grown meanwhile); its messages and settings then name no file for the main file,
      * and the code here puts `path` in. Included files are bounded before it opens them. */
-    if (check_includes(text, path, dir, 0, err) < 0)
+    include_stack stack;
+    struct stat self;
+    memset(&stack, 0, sizeof stack);
+    if (stat(path, &self) == 0) {
+        stack.dev[0] = self.st_dev;
+        stack.ino[0] = self.st_ino;
+    }
+    if (check_includes(text, path, dir, &stack, 0, err) < 0)
         goto out;
     if (!config_read_string(&lc, text)) {
         if (config_error_type(&lc) == CONFIG_ERR_FILE_IO)

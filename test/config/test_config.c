@@ -395,6 +395,16 @@ static void test_include(void **state)
     if (!strstr(err.msg, want))
         fail_msg("expected '%s' in: %s", want, err.msg);
     ft_run_config_free(&c);
+
+    /* a file that includes itself (8 times): refused at once, not followed 8^10 times */
+    f = fopen(inc, "w");
+    for (int i = 0; i < 8; i++)
+        fprintf(f, "%s", line);
+    fclose(f);
+    assert_int_equal(load_text(&c, line, &err), -1);
+    if (!strstr(err.msg, "includes itself (an @include cycle)") || !strstr(err.msg, inc))
+        fail_msg("expected the cycle naming %s: %s", inc, err.msg);
+    ft_run_config_free(&c);
     remove(inc);
 }
 
