@@ -14,12 +14,12 @@
 /* The fuzzer's temporary directory (created on first use). */
 const char *fuzz_tmpdir(void);
 
-/* Writes n bytes to <tmpdir>/<name> and returns its path (a static buffer per name slot:
- * valid until the next call with the same name). Aborts on an I/O error: that is the
- * harness failing, not the parser. */
+/* Writes n bytes to <tmpdir>/<name> and returns its path (one of 8 static buffers used in
+ * turn: valid for the next 7 calls of fuzz_write_file or fuzz_path; copy it to keep it).
+ * Aborts on an I/O error: that is the harness failing, not the parser. */
 const char *fuzz_write_file(const char *name, const void *data, size_t n);
 
-/* <tmpdir>/<name> (static buffer, as above). */
+/* <tmpdir>/<name> (a static buffer, as above). */
 const char *fuzz_path(const char *name);
 
 typedef struct fuzz_bytes {
