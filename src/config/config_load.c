@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config.h"
 #include "config/config_internal.h"
@@ -24,19 +25,34 @@ int ft_config_fail_at(const ft_config_state *st, const ft_config_key *k, ft_erro
     return ft_fail(err, "%s: %s: %s", st->path, k->path, msg);
 }
 
-/* Reads the whole file; the text goes into cfg->text (checkpoint metadata) and is
- * searched for integer literals. */
-static char *read_text(const char *path, ft_error *err)
+/* Reads the whole file, at most FT_CONFIG_MAX_BYTES (run_config.h: libconfig's scanner is
+ * quadratic); the text is what libconfig parses, goes into cfg->text (checkpoint metadata)
+ * and is searched for integer literals. `what` names the file in messages ("" or
+ * "@include \"x\": " with the including file's place). */
+static char *read_text(const char *path, const char *what, ft_error *err)
 {
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        /* a FIFO or /dev/zero would block or never end */
+        ft_fail(err, "%s%s: not a regular file", what, path);
+        return NULL;
+    }
     FILE *f = fopen(path, "rb");
     if (!f) {
-        ft_fail(err, "%s: cannot open: %s", path, strerror(errno));
+        ft_fail(err, "%s%s: cannot open: %s", what, path, strerror(errno));
         return NULL;
     }
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);
     while (buf) {
         len += fread(buf + len, 1, cap - 1 - len, f);
+        if (len > FT_CONFIG_MAX_BYTES) {
+            fclose(f);
+            free(buf);
+            ft_fail(err, "%s%s: larger than %d bytes: not a config file? (ftmpi reads config "
+                    "files of at most 1 MiB)", what, path, FT_CONFIG_MAX_BYTES);
+            return NULL;
+        }
         if (len < cap - 1)
             break;
         char *bigger = realloc(buf, cap * 2);
@@ -51,12 +67,12 @@ static char *read_text(const char *path, ft_error *err)
     int read_error = ferror(f);
     fclose(f);
     if (!buf) {
-        ft_fail(err, "%s: out of memory reading the file", path);
+        ft_fail(err, "%s%s: out of memory reading the file", what, path);
         return NULL;
     }
     if (read_error) {
         free(buf);
-        ft_fail(err, "%s: read error", path);
+        ft_fail(err, "%s%s: read error", what, path);
         return NULL;
     }
     buf[len] = '\0';
@@ -167,6 +183,66 @@ static void dir_of(const char *path, char *out, size_t n)
         snprintf(out, n, "%.*s", (int)(slash - path), path);
 }
 
+/* The files being included, outermost first, to refuse cycles: the scan below would follow
+ * a file that includes itself k times down to the depth limit, k^10 reads. (A file
+ * including distinct files many times over is as costly for libconfig itself: not bounded
+ * here.) */
+#define MAX_INCLUDE_DEPTH 10
+typedef struct include_stack {
+    dev_t dev[MAX_INCLUDE_DEPTH + 1];
+    ino_t ino[MAX_INCLUDE_DEPTH + 1];
+} include_stack;
+
+/* Applies the size bound to every file that `text` (of file `file`, at `depth` of stack)
+ * @includes, and to theirs, before libconfig reads them: each `@include "name"` at the
+ * start of a line, with name relative to dir (libconfig's include directory: the main
+ * file's). Beyond libconfig's own 10 levels its error stands. */
+static int check_includes(const char *text, const char *file, const char *dir,
+                          include_stack *stack, int depth, ft_error *err)
+{
+    int line = 1;
+    for (const char *p = text; *p && depth < MAX_INCLUDE_DEPTH; line++) {
+        const char *q = p;
+        while (*q == ' ' || *q == '\t')
+            q++;
+        if (strncmp(q, "@include", 8) == 0) {
+            q += 8;
+            while (*q == ' ' || *q == '\t')
+                q++;
+            const char *close = *q == '"' ? strchr(q + 1, '"') : NULL;
+            const char *eol = strchr(q, '\n');
+            if (close && (!eol || close < eol)) {
+                char name[4096], path[8192], what[4200];
+                snprintf(name, sizeof name, "%.*s", (int)(close - q - 1), q + 1);
+                if (name[0] == '/')
+                    snprintf(path, sizeof path, "%s", name);
+                else
+                    snprintf(path, sizeof path, "%s/%s", dir, name);
+                snprintf(what, sizeof what, "%s:%d: @include: ", file, line);
+                struct stat st;
+                memset(&st, 0, sizeof st);
+                if (stat(path, &st) == 0)
+                    for (int i = 0; i <= depth; i++)
+                        if (stack->dev[i] == st.st_dev && stack->ino[i] == st.st_ino)
+                            return ft_fail(err, "%s%s: includes itself (an @include cycle)",
+                                           what, path);
+                char *inner = read_text(path, what, err);
+                if (!inner)
+                    return -1;
+                stack->dev[depth + 1] = st.st_dev;
+                stack->ino[depth + 1] = st.st_ino;
+                int rc = check_includes(inner, path, dir, stack, depth + 1, err);
+                free(inner);
+                if (rc < 0)
+                    return -1;
+            }
+        }
+        p = strchr(p, '\n');
+        p = p ? p + 1 : "";
+    }
+    return 0;
+}
+
 /* cfg->text = file text + "# override: k=v" lines. */
 static int build_text(ft_run_config *cfg, const char *file_text, int n_overrides,
                       char *const *overrides)
@@ -261,7 +337,7 @@ int ft_run_config_load(ft_run_config *cfg, const char *path, int n_overrides,
     if (!(cfg->path = strdup(path)))
         return ft_fail(err, "%s: out of memory", path);
 
-    char *text = read_text(path, err);
+    char *text = read_text(path, "", err);
     if (!text)
         return -1;
 
@@ -279,11 +355,22 @@ int ft_run_config_load(ft_run_config *cfg, const char *path, int n_overrides,
         goto out;
     }
 
-    /* Parse the file itself (rather than `text`) so libconfig knows file names for
-     * @include and for its own messages. */
-    if (!config_read_file(&lc, path)) {
+    /* libconfig parses `text`, the bounded copy read above, not the file again (which could
+     * have grown meanwhile); its messages and settings then name no file for the main file,
+     * and the code here puts `path` in. Included files are bounded before it opens them. */
+    include_stack stack;
+    struct stat self;
+    memset(&stack, 0, sizeof stack);
+    if (stat(path, &self) == 0) {
+        stack.dev[0] = self.st_dev;
+        stack.ino[0] = self.st_ino;
+    }
+    if (check_includes(text, path, dir, &stack, 0, err) < 0)
+        goto out;
+    if (!config_read_string(&lc, text)) {
         if (config_error_type(&lc) == CONFIG_ERR_FILE_IO)
-            ft_fail(err, "%s: cannot open: %s", path, strerror(errno ? errno : EIO));
+            ft_fail(err, "%s: cannot open an @include'd file: %s", path,
+                    strerror(errno ? errno : EIO));
         else
             ft_fail(err, "%s:%d: %s", config_error_file(&lc) ? config_error_file(&lc) : path,
                     config_error_line(&lc), config_error_text(&lc));

@@ -48,6 +48,9 @@ int ft_config_apply_override(ft_config_state *st, const char *kv, ft_error *err)
     if (eq == kv)
         return ft_fail(err, "command line: %s: expected key=value (the key is empty)", kv);
     const char *value = eq + 1;
+    if (strlen(value) > FT_CONFIG_MAX_OVERRIDE) /* libconfig's scanner is quadratic */
+        return ft_fail(err, "command line: %.40s...: value longer than %d bytes", kv,
+                       FT_CONFIG_MAX_OVERRIDE);
     if (*value == '\0')
         return ft_fail(err, "command line: %s: expected key=value (the value is empty)", kv);
 

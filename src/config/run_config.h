@@ -80,6 +80,13 @@ typedef struct ft_run_config {
     char **where; /* per schema key: where its value came from (ft_run_config_where) */
 } ft_run_config;
 
+/* libconfig's scanner takes time quadratic in the length of a string literal (a 10 MB
+ * string: over 30 s), so ftmpi bounds what it hands it: a config file, and each file it
+ * @includes, may have at most FT_CONFIG_MAX_BYTES bytes (real ones have a few kB), and a
+ * command-line override at most FT_CONFIG_MAX_OVERRIDE. */
+#define FT_CONFIG_MAX_BYTES (1024 * 1024)
+#define FT_CONFIG_MAX_OVERRIDE (64 * 1024)
+
 /* Reads `path`, applies the `key=value` overrides in order, validates everything.
  * On error returns -1 with one line "file:line: key: problem" (or
  * "command line: key=value: problem"). cfg is owned by the caller: free with

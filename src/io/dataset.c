@@ -1,5 +1,6 @@
 #include "io/dataset.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,19 +9,25 @@ static int read_info(ft_dataset *ds, ft_error *err)
     ft_h5file *f = &ds->file;
     ft_dataset_info *in = &ds->info;
     int64_t v;
-#define INT_ATTR(name, field)                                            \
-    do {                                                                 \
-        if (ft_h5_attr_read_i64(f, f->id, name, &v, err))                \
-            return -1;                                                   \
-        field = v;                                                       \
+    /* Range-checked before narrowing: an int field must not silently wrap (seq_len
+     * 2^32+8 read as 8), and seq_len + 1, the row width used everywhere, must fit an int
+     * (fuzz_h5_dataset: seq_len = INT_MAX overflowed, UBSan). */
+#define INT_ATTR(name, field, lo, hi)                                                       \
+    do {                                                                                    \
+        if (ft_h5_attr_read_i64(f, f->id, name, &v, err))                                   \
+            return -1;                                                                      \
+        if (v < (int64_t)(lo) || v > (int64_t)(hi))                                         \
+            return ft_fail(err, "%s: attribute %s = %lld is out of range %lld..%lld", f->path, \
+                           name, (long long)v, (long long)(lo), (long long)(hi));           \
+        field = v;                                                                          \
     } while (0)
-    INT_ATTR("seq_len", in->seq_len);
-    INT_ATTR("vocab_size", in->vocab_size);
-    INT_ATTR("bos_token_id", in->bos_token_id);
-    INT_ATTR("eos_token_id", in->eos_token_id);
-    INT_ATTR("pad_token_id", in->pad_token_id);
-    INT_ATTR("n_documents", in->n_documents);
-    INT_ATTR("n_target_tokens", in->n_target_tokens);
+    INT_ATTR("seq_len", in->seq_len, 1, INT_MAX - 1);
+    INT_ATTR("vocab_size", in->vocab_size, 1, INT_MAX);
+    INT_ATTR("bos_token_id", in->bos_token_id, -1, INT_MAX);
+    INT_ATTR("eos_token_id", in->eos_token_id, -1, INT_MAX);
+    INT_ATTR("pad_token_id", in->pad_token_id, -1, INT_MAX);
+    INT_ATTR("n_documents", in->n_documents, 0, INT64_MAX);
+    INT_ATTR("n_target_tokens", in->n_target_tokens, 0, INT64_MAX);
 #undef INT_ATTR
     if (ft_h5_attr_read_str(f, f->id, "tokenizer_hash", in->tokenizer_hash,
                             sizeof in->tokenizer_hash, err) ||

@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -99,15 +100,30 @@ int ft_h5_close(ft_h5file *f, ft_error *err)
 
 bool ft_h5_attr_exists(hid_t loc, const char *name) { return H5Aexists(loc, name) > 0; }
 
+/* Whether attribute a holds exactly one element. H5Aread writes every element, so an array
+ * attribute where the readers expect one value would overflow their scalar (found by
+ * fuzz_h5_weights: a 2-element format_version overran an int64_t on the stack). */
+static bool is_single(hid_t a)
+{
+    hid_t space = H5Aget_space(a);
+    hssize_t n = space < 0 ? -1 : H5Sget_simple_extent_npoints(space);
+    if (space >= 0)
+        H5Sclose(space);
+    return n == 1;
+}
+
 static int attr_read(const ft_h5file *f, hid_t loc, const char *name, hid_t mem_type, void *v,
                      ft_error *err)
 {
     if (!ft_h5_attr_exists(loc, name))
         return ft_fail(err, "%s: attribute '%s' is missing", f->path, name);
     hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
-    herr_t rc = a < 0 ? -1 : H5Aread(a, mem_type, v);
+    const bool single = a >= 0 && is_single(a);
+    herr_t rc = single ? H5Aread(a, mem_type, v) : -1;
     if (a >= 0)
         H5Aclose(a);
+    if (a >= 0 && !single)
+        return ft_fail(err, "%s: attribute '%s' is not a single value", f->path, name);
     if (rc < 0)
         return ft_fail(err, "%s: attribute '%s' has the wrong type", f->path, name);
     return 0;
@@ -131,7 +147,7 @@ int ft_h5_attr_read_str(const ft_h5file *f, hid_t loc, const char *name, char *b
     hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
     hid_t t = a < 0 ? -1 : H5Aget_type(a);
     int rc = -1;
-    if (t >= 0 && H5Tget_class(t) == H5T_STRING) {
+    if (t >= 0 && H5Tget_class(t) == H5T_STRING && is_single(a)) {
         if (H5Tis_variable_str(t) > 0) {
             char *s = NULL;
             hid_t mt = H5Tcopy(H5T_C_S1);
@@ -144,17 +160,19 @@ int ft_h5_attr_read_str(const ft_h5file *f, hid_t loc, const char *name, char *b
             }
             H5Tclose(mt);
         } else {
+            /* on the heap: the size comes from the file */
             size_t n = H5Tget_size(t);
-            char tmp[n + 1];
+            char *tmp = n > 0 ? malloc(n + 1) : NULL;
             hid_t mt = H5Tcopy(H5T_C_S1);
             H5Tset_size(mt, n);
             H5Tset_cset(mt, H5Tget_cset(t));
             H5Tset_strpad(mt, H5Tget_strpad(t)); /* h5py writes NUL-padded, unterminated */
-            if (H5Aread(a, mt, tmp) >= 0) {
+            if (tmp && H5Aread(a, mt, tmp) >= 0) {
                 tmp[n] = '\0';
                 snprintf(buf, len, "%s", tmp);
                 rc = 0;
             }
+            free(tmp);
             H5Tclose(mt);
         }
     }
@@ -162,7 +180,7 @@ int ft_h5_attr_read_str(const ft_h5file *f, hid_t loc, const char *name, char *b
         H5Tclose(t);
     if (a >= 0)
         H5Aclose(a);
-    return rc ? ft_fail(err, "%s: attribute '%s' is not a string", f->path, name) : 0;
+    return rc ? ft_fail(err, "%s: attribute '%s' is not a single string", f->path, name) : 0;
 }
 
 static int attr_write(const ft_h5file *f, hid_t loc, const char *name, hid_t file_type,

@@ -236,7 +236,10 @@ int tok_bpe_encode(const ft_tokenizer *t, tok_bpe_work *w, const char *piece, si
             if (e->key_len == n && memcmp(e->key, piece, n) == 0) {
                 if (tok_ids_reserve(out, e->n_ids) < 0)
                     return -1;
-                memcpy(out->data + out->len, e->ids, e->n_ids * sizeof *e->ids);
+                /* a word may encode to no ids at all (symbols without an id and no unk_token),
+                 * and out may then still have no buffer: NULL + 0 is undefined in C */
+                if (e->n_ids > 0)
+                    memcpy(out->data + out->len, e->ids, e->n_ids * sizeof *e->ids);
                 out->len += e->n_ids;
                 return 0;
             }
@@ -250,7 +253,8 @@ int tok_bpe_encode(const ft_tokenizer *t, tok_bpe_work *w, const char *piece, si
         e->key_len = (uint8_t)n;
         e->n_ids = (uint8_t)produced;
         memcpy(e->key, piece, n);
-        memcpy(e->ids, out->data + before, produced * sizeof *e->ids);
+        if (produced > 0)
+            memcpy(e->ids, out->data + before, produced * sizeof *e->ids);
     }
     return 0;
 }

@@ -50,6 +50,13 @@ static int push_str(strlist *l, const char *s, size_t n)
     return 0;
 }
 
+/* String i. A list of empty strings has no byte buffer at all, and NULL + 0 is undefined
+ * in C (UBSan), hence the "" (found by fuzz_tokenizer_json). */
+static const char *str_at(const strlist *l, size_t i)
+{
+    return l->bytes.data ? l->bytes.data + l->off[i] : "";
+}
+
 static void strlist_free(strlist *l)
 {
     tok_buf_free(&l->bytes);
@@ -88,7 +95,7 @@ static int step_byte_level(const strlist *in, strlist *out)
     tok_buf raw = {0};
     int rc = 0;
     for (size_t i = 0; i < in->n && rc == 0; i++) {
-        const char *s = in->bytes.data + in->off[i];
+        const char *s = str_at(in, i);
         rc = tok_bytelevel_unmap(s, in->len[i], &raw);
         if (rc == 1)
             rc = tok_buf_append(&raw, s, in->len[i]);
@@ -106,7 +113,7 @@ static int step_byte_level(const strlist *in, strlist *out)
 static int step_replace(const tok_dec_step *st, const strlist *in, strlist *out)
 {
     for (size_t i = 0; i < in->n; i++) {
-        const char *s = in->bytes.data + in->off[i];
+        const char *s = str_at(in, i);
         size_t n = in->len[i];
         if (begin_str(out) < 0)
             return -1;
@@ -151,7 +158,7 @@ static int step_byte_fallback(const strlist *in, strlist *out)
     tok_buf run = {0};
     int rc = 0;
     for (size_t i = 0; i < in->n && rc == 0; i++) {
-        const char *s = in->bytes.data + in->off[i];
+        const char *s = str_at(in, i);
         int b = byte_token(s, in->len[i]);
         if (b >= 0) {
             char c = (char)b;
@@ -182,7 +189,7 @@ static int step_strip(const tok_dec_step *st, const strlist *in, strlist *out)
 {
     size_t cl = st->pattern_len;
     for (size_t i = 0; i < in->n; i++) {
-        const char *s = in->bytes.data + in->off[i];
+        const char *s = str_at(in, i);
         size_t a = 0, b = in->len[i];
         for (size_t k = 0; k < st->start && b - a >= cl && memcmp(s + a, st->pattern, cl) == 0; k++)
             a += cl;
@@ -238,7 +245,7 @@ int ft_tokenizer_decode(const ft_tokenizer *t, const int32_t *ids, size_t n, boo
     for (size_t i = 0; i < a.n; i++) {
         if (!t->has_decoder && i > 0 && tok_buf_append(&res, " ", 1) < 0)
             goto oom;
-        if (tok_buf_append(&res, a.bytes.data + a.off[i], a.len[i]) < 0)
+        if (tok_buf_append(&res, str_at(&a, i), a.len[i]) < 0)
             goto oom;
     }
     if (tok_buf_append(&res, "", 1) < 0)

@@ -201,6 +201,9 @@ static int parse_added(ft_tokenizer *t, json_t *added, int32_t model_size, table
         for (size_t j = 0; j < t->n_added; j++)
             if (t->added[j].len == clen && memcmp(t->added[j].content, c, clen) == 0)
                 return ft_fail(err, "%s: added_tokens[%zu]: \"%s\" is listed twice", t->name, i, c);
+        /* The index reads the string pool, which table_set below may move (realloc) as added
+         * tokens are appended: point it at the pool as it is now. */
+        t->by_string.pool = strs->pool.data;
         int32_t hf_id = hf_added_id(t, c, clen, model_size, max_assigned);
         if (hf_id != id)
             return ft_fail(err, "%s: added_tokens[%zu]: \"%s\" has id %ld but Hugging Face "

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -369,6 +370,113 @@ static int load_text(ft_run_config *c, const char *tail, ft_error *err)
     return rc;
 }
 
+/* @include relative to the main file's directory, and errors inside an included file naming
+ * it (libconfig parses the text ftmpi read, so these must keep working). */
+static void test_include(void **state)
+{
+    (void)state;
+    ft_run_config c;
+    ft_error err;
+    char inc[] = "/tmp/ftmpi_config_inc_XXXXXX";
+    int fd = mkstemp(inc);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs("data = { train = \"from_include.h5\"; };\n", f);
+    fclose(f);
+    char line[128];
+    snprintf(line, sizeof line, "@include \"%s\"\n", strrchr(inc, '/') + 1);
+    assert_int_equal(load_text(&c, line, &err), 0);
+    assert_string_equal(c.train_data, "from_include.h5");
+    ft_run_config_free(&c);
+
+    f = fopen(inc, "w");
+    fputs("data = { train = \"t\"; };\nseed = \"x\";\n", f);
+    fclose(f);
+    assert_int_equal(load_text(&c, line, &err), -1);
+    char want[64];
+    snprintf(want, sizeof want, "%s:2: seed", strrchr(inc, '/') + 1); /* as written */
+    if (!strstr(err.msg, want))
+        fail_msg("expected '%s' in: %s", want, err.msg);
+    ft_run_config_free(&c);
+
+    /* a file that includes itself (8 times): refused at once, not followed 8^10 times */
+    f = fopen(inc, "w");
+    for (int i = 0; i < 8; i++)
+        fprintf(f, "%s", line);
+    fclose(f);
+    assert_int_equal(load_text(&c, line, &err), -1);
+    if (!strstr(err.msg, "includes itself (an @include cycle)") || !strstr(err.msg, inc))
+        fail_msg("expected the cycle naming %s: %s", inc, err.msg);
+    ft_run_config_free(&c);
+    remove(inc);
+}
+
+/* libconfig's scanner is quadratic in a string's length (a 10 MB string took over 30 s):
+ * files over FT_CONFIG_MAX_BYTES, their @includes and long overrides are refused at once,
+ * with one line naming the file (issue #14, fuzzing). */
+static void test_size_limit(void **state)
+{
+    (void)state;
+    ft_run_config c;
+    ft_error err;
+    size_t n = FT_CONFIG_MAX_BYTES + 2;
+    char *big = malloc(n + 32);
+    assert_non_null(big);
+    /* one string literal of FT_CONFIG_MAX_BYTES bytes, the pathological case */
+    strcpy(big, "data = { train = \"");
+    size_t at = strlen(big);
+    memset(big + at, 'a', n - at);
+    strcpy(big + n, "\"; };\n");
+    double t0 = (double)clock() / CLOCKS_PER_SEC;
+    assert_int_equal(load_text(&c, big, &err), -1);
+    assert_true((double)clock() / CLOCKS_PER_SEC - t0 < 1.0);
+    assert_non_null(strstr(err.msg, "/tmp/ftmpi_config_test_"));
+    assert_non_null(strstr(err.msg, "larger than 1048576 bytes"));
+    assert_null(strchr(err.msg, '\n'));
+    ft_run_config_free(&c);
+
+    /* the same through @include: the message names the including line and the big file */
+    char inc[] = "/tmp/ftmpi_config_inc_XXXXXX";
+    int fd = mkstemp(inc);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(big, f);
+    fclose(f);
+    char line[128];
+    snprintf(line, sizeof line, "@include \"%s\"\n", inc);
+    assert_int_equal(load_text(&c, line, &err), -1);
+    assert_non_null(strstr(err.msg, ":5: @include: "));
+    assert_non_null(strstr(err.msg, inc));
+    assert_non_null(strstr(err.msg, "larger than"));
+    ft_run_config_free(&c);
+    remove(inc);
+
+    /* an @include of something that is not a regular file would block or never end */
+    assert_int_equal(load_text(&c, "@include \"/dev/zero\"\n", &err), -1);
+    assert_non_null(strstr(err.msg, "/dev/zero: not a regular file"));
+    ft_run_config_free(&c);
+
+    /* a file just under the limit still loads */
+    memset(big, ' ', FT_CONFIG_MAX_BYTES - 2 * sizeof minimal_head);
+    strcpy(big + FT_CONFIG_MAX_BYTES - 2 * sizeof minimal_head, "\ndata = { train = \"t\"; };\n");
+    assert_int_equal(load_text(&c, big, &err), 0);
+    ft_run_config_free(&c);
+
+    /* an override value over FT_CONFIG_MAX_OVERRIDE */
+    char *kv = malloc(FT_CONFIG_MAX_OVERRIDE + 32);
+    assert_non_null(kv);
+    strcpy(kv, "data.train=");
+    memset(kv + 11, 'x', FT_CONFIG_MAX_OVERRIDE + 1);
+    kv[11 + FT_CONFIG_MAX_OVERRIDE + 1] = '\0';
+    char *ov[] = { kv };
+    assert_int_equal(ft_run_config_load(&c, fixture("minimal.cfg"), 1, ov, &err), -1);
+    assert_non_null(strstr(err.msg, "command line: data.train=xxx"));
+    assert_non_null(strstr(err.msg, "value longer than 65536 bytes"));
+    ft_run_config_free(&c);
+    free(kv);
+    free(big);
+}
+
 static void test_integer_literals(void **state)
 {
     (void)state;
@@ -662,6 +770,8 @@ int main(void)
         cmocka_unit_test(test_doc_has_reference),
         cmocka_unit_test(test_doc_examples_load),
         cmocka_unit_test(test_free_is_safe),
+        cmocka_unit_test(test_include),
+        cmocka_unit_test(test_size_limit),
         cmocka_unit_test(test_suggest),
         cmocka_unit_test(test_param_count),
         cmocka_unit_test(test_model_validate),

@@ -312,6 +312,54 @@ static void check_lossy(const char *in, size_t n, const char *expect)
     tok_buf_free(&out);
 }
 
+/* Added tokens are appended to the string pool while the vocabulary index still reads it:
+ * a long new added token moves the pool, and the next added token that is already in the
+ * vocabulary must still be found there (fuzz_tokenizer_json found the index reading the
+ * freed pool; test/fuzz/corpus/tokenizer_json/regress-added-pool-moved). */
+static void test_added_tokens_move_pool(void **state)
+{
+    (void)state;
+    char long_token[600];
+    memset(long_token, 'x', sizeof long_token - 1);
+    long_token[sizeof long_token - 1] = '\0';
+    char json[2048];
+    snprintf(json, sizeof json,
+             "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"<s>\":1},\"merges\":[]},"
+             "\"added_tokens\":[{\"id\":2,\"content\":\"%s\",\"special\":true},"
+             "{\"id\":1,\"content\":\"<s>\",\"special\":true}]}",
+             long_token);
+    ft_tokenizer *t = NULL;
+    ft_error err;
+    assert_int_equal(ft_tokenizer_load_buffer(json, strlen(json), "pool.json", &t, &err), 0);
+    assert_int_equal(ft_tokenizer_token_id(t, "<s>"), 1);
+    assert_int_equal(ft_tokenizer_token_id(t, long_token), 2);
+    ft_tokenizer_free(t);
+}
+
+/* A word whose symbols have no id and no unk_token encodes to nothing (as in HF), also the
+ * second time, from the word cache; fuzz_tokenizer_json found both paths computing NULL + 0
+ * (UBSan) when nothing had been produced yet (corpus: regress-bpe-empty-word-null). */
+static void test_word_without_ids(void **state)
+{
+    (void)state;
+    static const char json[] =
+        "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}";
+    ft_tokenizer *t = NULL;
+    ft_error err;
+    assert_int_equal(ft_tokenizer_load_buffer(json, strlen(json), "noids.json", &t, &err), 0);
+    ft_tok_scratch *s = ft_tok_scratch_new(t);
+    assert_non_null(s);
+    for (int pass = 0; pass < 2; pass++) {
+        int32_t *ids = NULL;
+        size_t n = 99;
+        assert_int_equal(ft_tokenizer_encode_with(t, s, "b", 1, false, &ids, &n, &err), 0);
+        assert_int_equal(n, 0);
+        free(ids);
+    }
+    ft_tok_scratch_free(s);
+    ft_tokenizer_free(t);
+}
+
 static void test_utf8_lossy(void **state)
 {
     (void)state;
@@ -344,6 +392,8 @@ int main(void)
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_bytelevel_alphabet),
         cmocka_unit_test(test_utf8_lossy),
+        cmocka_unit_test(test_added_tokens_move_pool),
+        cmocka_unit_test(test_word_without_ids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
