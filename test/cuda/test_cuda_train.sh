@@ -43,4 +43,10 @@ run_ranks 2 small.cfg $common device=cpu zero_stage=2 grad_reduce_dtype=bf16 fin
 run_ranks 2 small.cfg $common device=cuda zero_stage=2 grad_reduce_dtype=bf16 final_weights=gpu16.h5 > gpu16.log 2>&1 ||
     { cat gpu16.log; fail "cuda bf16 reduction"; }
 compare "cuda, 2 ranks, stage 2, bf16 gradient reduction" cpu16.log cpu16.h5 gpu16.log gpu16.h5
+# stage 0 reduces with an all-reduce (bf16) instead of a reduce-scatter
+run_ranks 2 small.cfg $common device=cpu zero_stage=0 grad_reduce_dtype=bf16 final_weights=cpu16.h5 > cpu16.log 2>&1 ||
+    { cat cpu16.log; fail "cpu bf16 all-reduce"; }
+run_ranks 2 small.cfg $common device=cuda zero_stage=0 grad_reduce_dtype=bf16 final_weights=gpu16.h5 > gpu16.log 2>&1 ||
+    { cat gpu16.log; fail "cuda bf16 all-reduce"; }
+compare "cuda, 2 ranks, stage 0, bf16 gradient all-reduce" cpu16.log cpu16.h5 gpu16.log gpu16.h5
 echo "device = cuda agrees with device = cpu"

@@ -1,0 +1,207 @@
+/* The CUDA backend's edges and failure paths, each with its message: freeing a pointer it
+ * did not allocate, unsupported attention shapes and decode arguments, device memory
+ * exhausted for an allocation (NULL, not fatal) and for scratch (fatal, one line),
+ * zero-byte allocations and transfers, the allocation table growing past its first size,
+ * and creation without a device or with a device index that does not exist.
+ *
+ * The fatal cases run in forked children that must abort with the expected message. On a
+ * GPU build it needs a device (exit 77 otherwise); under the CPU execution harness the
+ * device count comes from CUDAEMU_DEVICES, which the no-device case sets to 0. */
+#define _POSIX_C_SOURCE 200809L
+#include "backend/backend.h"
+#include "comm/comm.h"
+
+#include <cuda_runtime.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int failures, checks;
+static ft_backend *gpu;
+
+static void check(int ok, const char *what)
+{
+    checks++;
+    failures += !ok;
+    printf("%s %s\n", ok ? "ok  " : "FAIL", what);
+}
+
+/* Runs fn() in a child; it must abort and say `expect` on stderr. */
+static void expect_abort(const char *what, void (*fn)(void), const char *expect)
+{
+    int fd[2];
+    if (pipe(fd) != 0)
+        exit(1);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 2);
+        close(fd[0]);
+        alarm(60);
+        fn();
+        _exit(0);
+    }
+    close(fd[1]);
+    char buf[4096];
+    size_t len = 0;
+    ssize_t r;
+    while ((r = read(fd[0], buf + len, sizeof buf - 1 - len)) > 0)
+        len += (size_t)r;
+    buf[len] = 0;
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    int ok = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && strstr(buf, expect);
+    if (!ok)
+        printf("  child said: %s\n", buf);
+    check(ok, what);
+}
+
+static void free_foreign(void)
+{
+    static float host[4];
+    gpu->ops->free(gpu, host);
+}
+
+static void free_twice(void)
+{
+    void *p = gpu->ops->alloc(gpu, 64);
+    gpu->ops->free(gpu, p);
+    gpu->ops->free(gpu, p);
+}
+
+static void attention_bad_head_dim(void)
+{
+    ft_attn_shape s = {1, 4, 2, 2, 300, 0};
+    float *x = gpu->ops->alloc(gpu, 4 * 2 * 300 * 4);
+    gpu->ops->attention_fwd(gpu, x, x, x, x, x, NULL, s);
+}
+
+static void attention_bad_groups(void)
+{
+    ft_attn_shape s = {1, 4, 3, 2, 16, 0};
+    float *x = gpu->ops->alloc(gpu, 4 * 3 * 16 * 4);
+    gpu->ops->attention_bwd(gpu, x, x, x, x, x, x, x, x, x, NULL, s);
+}
+
+static void decode_bad_past(void)
+{
+    float *x = gpu->ops->alloc(gpu, 1024);
+    gpu->ops->attention_decode(gpu, x, x, x, x, -1, 1, 2, 2, 16, 0);
+}
+
+/* rmsnorm_bwd's scratch for 2^30 rows of 4096 is 128 GiB: more than the device has. */
+static void scratch_exhausted(void)
+{
+    float *x = gpu->ops->alloc(gpu, 1024);
+    gpu->ops->rmsnorm_bwd(gpu, x, x, x, x, x, x, 1 << 30, 4096);
+}
+
+/* A machine without a device: this program again, in a fresh process whose harness
+ * reports none (CUDAEMU_DEVICES=0; the count is read once per process). */
+static const char *self_path;
+static void no_device(void)
+{
+    setenv("CUDAEMU_DEVICES", "0", 1);
+    execl(self_path, self_path, "--create-without-device", (char *)NULL);
+    _exit(4);
+}
+
+static int create_without_device(void)
+{
+    ft_backend *be = NULL;
+    ft_error err;
+    ft_error_clear(&err);
+    if (ft_backend_cuda_create(&be, 0, &err) == 0)
+        return 3;
+    fprintf(stderr, "%s\n", err.msg);
+    abort();
+}
+
+static void device_out_of_range(void)
+{
+    ft_backend *be = NULL;
+    ft_error err;
+    ft_error_clear(&err);
+    int count = 0;
+    cudaGetDeviceCount(&count);
+    if (ft_backend_cuda_create(&be, count, &err) == 0)
+        _exit(3);
+    fprintf(stderr, "%s\n", err.msg);
+    abort();
+}
+
+int main(int argc, char **argv)
+{
+    self_path = argv[0];
+    if (argc > 1 && strcmp(argv[1], "--create-without-device") == 0)
+        return create_without_device();
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        printf("SKIP: no CUDA device\n");
+        return 77;
+    }
+    ft_error err;
+    ft_error_clear(&err);
+    if (ft_backend_cuda_create(&gpu, 0, &err) != 0) {
+        fprintf(stderr, "cuda backend: %s\n", err.msg);
+        return 1;
+    }
+
+    /* allocation edges, in this process */
+    void *huge = gpu->ops->alloc(gpu, (size_t)100 << 30);
+    check(huge == NULL && gpu->bytes_in_use == 0,
+          "alloc beyond the device's memory returns NULL and counts nothing");
+    void *z1 = gpu->ops->alloc(gpu, 0), *z2 = gpu->ops->alloc(gpu, 0);
+    check(z1 && z2 && z1 != z2, "zero-byte allocations are distinct, freeable pointers");
+    gpu->ops->upload(gpu, z1, &err, 0);
+    gpu->ops->download(gpu, &err, z1, 0);
+    gpu->ops->copy(gpu, z2, z1, 0);
+    gpu->ops->zero(gpu, z1, 0);
+    gpu->ops->free(gpu, z1);
+    gpu->ops->free(gpu, z2);
+    gpu->ops->free(gpu, NULL);
+    enum { MANY = 1500 };
+    void **many = malloc(MANY * sizeof *many);
+    int all = 1;
+    for (int i = 0; i < MANY; i++) {
+        many[i] = gpu->ops->alloc(gpu, 100 + (size_t)i);
+        all = all && many[i];
+    }
+    size_t want = 0;
+    for (int i = 0; i < MANY; i++)
+        want += 100 + (size_t)i;
+    check(all && gpu->bytes_in_use == want, "1500 live allocations (the table grows) counted exactly");
+    for (int i = 0; i < MANY; i += 2)
+        gpu->ops->free(gpu, many[i]);
+    for (int i = 1; i < MANY; i += 2)
+        gpu->ops->free(gpu, many[i]);
+    check(gpu->bytes_in_use == 0 && gpu->peak_bytes >= want, "all freed; the peak stays");
+    free(many);
+
+    expect_abort("free of a pointer the backend did not allocate", free_foreign,
+                 "not a live allocation of this backend");
+    expect_abort("double free", free_twice, "not a live allocation of this backend");
+    expect_abort("attention with head_dim 300", attention_bad_head_dim, "unsupported shape");
+    expect_abort("attention with 3 heads over 2 kv heads", attention_bad_groups,
+                 "need n_heads a multiple of n_kv_heads");
+    expect_abort("decode with a negative past", decode_bad_past, "unsupported past=-1");
+    expect_abort("scratch larger than the device", scratch_exhausted,
+                 "out of device memory for");
+#ifdef FT_CUDA_EMULATION
+    expect_abort("no device", no_device, "no usable CUDA device");
+#endif
+    expect_abort("device index past the last", device_out_of_range, "does not exist");
+
+    ft_comm *c = NULL;
+    ft_error_clear(&err);
+    check(ft_comm_nccl_create(&c, NULL, &err) != 0 && strstr(err.msg, "needs the CUDA backend"),
+          "NCCL without the CUDA backend is refused with a message");
+
+    ft_backend_destroy(gpu);
+    printf("%d checks, %d failed\n", checks, failures);
+    return failures ? 1 : 0;
+}
