@@ -13,6 +13,7 @@
  *
  * Runs on a GPU or on the CPU execution harness; exit 77 (SKIP) without a device. */
 #include "backend/backend.h"
+#include "util/bf16.h"
 #include "cuda_internal.h"
 
 #include <cuda_runtime.h>
@@ -30,22 +31,6 @@ static float uniform(float lo, float hi)
     rng ^= rng >> 7;
     rng ^= rng << 17;
     return lo + (hi - lo) * (float)((rng >> 40) & 0xffffff) / 16777216.0f;
-}
-
-static uint16_t bf16_bits(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static float bf16_value(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
 }
 
 static void *dev_copy(const void *h, size_t bytes)
@@ -87,10 +72,10 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
     float *qf = malloc(nq * 4), *kf = malloc(nkv * 4), *vf = malloc(nkv * 4);
     int32_t *seg = seg_kind ? malloc(tokens * 4) : NULL;
     for (size_t i = 0; i < nq; i++)
-        qf[i] = bf16_value(qb[i] = bf16_bits(uniform(-2, 2)));
+        qf[i] = ft_bf16_to_f32(qb[i] = ft_f32_to_bf16(uniform(-2, 2)));
     for (size_t i = 0; i < nkv; i++) {
-        kf[i] = bf16_value(kb[i] = bf16_bits(uniform(-2, 2)));
-        vf[i] = bf16_value(vb[i] = bf16_bits(uniform(-1, 1)));
+        kf[i] = ft_bf16_to_f32(kb[i] = ft_f32_to_bf16(uniform(-2, 2)));
+        vf[i] = ft_bf16_to_f32(vb[i] = ft_f32_to_bf16(uniform(-1, 1)));
     }
     for (size_t i = 0; seg && i < tokens; i++) /* packed documents, or scattered ids */
         seg[i] = seg_kind == 1 ? (int32_t)((i % seq) / 23) : (int32_t)((i * 7) % 3);
@@ -147,7 +132,7 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
     uint16_t *dob = malloc(nq * 2);
     float *dof = malloc(nq * 4);
     for (size_t i = 0; i < nq; i++)
-        dof[i] = bf16_value(dob[i] = bf16_bits(uniform(-1, 1)));
+        dof[i] = ft_bf16_to_f32(dob[i] = ft_f32_to_bf16(uniform(-1, 1)));
     float *cdo = cpu->ops->alloc(cpu, nq * 4), *cdq = cpu->ops->alloc(cpu, nq * 4);
     float *cdk = cpu->ops->alloc(cpu, nkv * 4), *cdv = cpu->ops->alloc(cpu, nkv * 4);
     cpu->ops->upload(cpu, cdo, dof, nq * 4);

@@ -6,6 +6,7 @@
  * accounts (the same ring formulas). Device buffers on the CUDA backend for NCCL, host
  * buffers for MPI. Exit 77 without a device. */
 #include "backend/backend.h"
+#include "util/bf16.h"
 #include "comm/comm.h"
 
 #include <cuda_runtime.h>
@@ -25,22 +26,6 @@ static void check(int ok, const char *what)
     failures += !all;
     if (rank == 0)
         printf("%s %s\n", all ? "ok  " : "FAIL", what);
-}
-
-static uint16_t to_bf16(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static float from_bf16(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
 }
 
 static int wait_ok(ft_comm *c, ft_comm_request *req)
@@ -84,7 +69,7 @@ int main(int argc, char **argv)
     uint16_t *hb = malloc(n * 2), *hbm = malloc(n * 2), *gb = malloc(n * 2);
     for (size_t i = 0; i < n; i++) {
         h[i] = (float)((int)(i % 97) - 48 + rank * 3); /* integers: exact sums */
-        hb[i] = to_bf16(0.01f * (float)(i % 89) + 0.37f * (float)rank);
+        hb[i] = ft_f32_to_bf16(0.01f * (float)(i % 89) + 0.37f * (float)rank);
     }
     float *d = be->ops->alloc(be, n * 4), *dout = be->ops->alloc(be, per * 4);
     uint16_t *db = be->ops->alloc(be, n * 2), *dbout = be->ops->alloc(be, per * 2);
@@ -114,7 +99,7 @@ int main(int argc, char **argv)
     be->ops->download(be, gb, db, n * 2);
     double worst = 0;
     for (size_t i = 0; i < n; i++) {
-        double a = from_bf16(gb[i]), b = from_bf16(hbm[i]);
+        double a = ft_bf16_to_f32(gb[i]), b = ft_bf16_to_f32(hbm[i]);
         double r = fabs(a - b) / (fabs(b) + 1e-3);
         worst = r > worst ? r : worst;
     }
@@ -126,7 +111,7 @@ int main(int argc, char **argv)
     be->ops->download(be, gb, dbout, per * 2);
     worst = 0;
     for (size_t i = 0; i < per; i++) {
-        double a = from_bf16(gb[i]), b = from_bf16(hbm_out[i]);
+        double a = ft_bf16_to_f32(gb[i]), b = ft_bf16_to_f32(hbm_out[i]);
         double r = fabs(a - b) / (fabs(b) + 1e-3);
         worst = r > worst ? r : worst;
     }

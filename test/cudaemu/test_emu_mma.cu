@@ -12,6 +12,7 @@
 #include "cuda_common.cuh"
 #include "emu_kernel_test.h"
 #include "cuda_mma.cuh"
+#include "util/bf16.h"
 
 #include <math.h>
 #include <signal.h>
@@ -20,22 +21,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static uint16_t to_bf16(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even (inputs are finite) */
-    return (uint16_t)(u >> 16);
-}
-
-static float from_bf16(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
 
 static uint64_t rng = 0x243F6A8885A308D3ull;
 static float rnd(void)
@@ -208,7 +193,7 @@ static void reference(float *D, const uint16_t *A, const uint16_t *B, const floa
         for (int j = 0; j < 8; j++) {
             double s = C[i * 8 + j];
             for (int k = 0; k < 16; k++)
-                s += (double)from_bf16(A[i * 16 + k]) * (double)from_bf16(B[k * 8 + j]);
+                s += (double)ft_bf16_to_f32(A[i * 16 + k]) * (double)ft_bf16_to_f32(B[k * 8 + j]);
             D[i * 8 + j] = (float)s;
         }
 }
@@ -219,9 +204,9 @@ static void test_mma(void)
     float C[128], want[128], got[128];
     for (int trial = 0; trial < 4; trial++) {
         for (int i = 0; i < 256; i++)
-            A[i] = to_bf16(rnd() * (trial + 1));
+            A[i] = ft_f32_to_bf16(rnd() * (trial + 1));
         for (int i = 0; i < 128; i++) {
-            B[i] = to_bf16(rnd());
+            B[i] = ft_f32_to_bf16(rnd());
             C[i] = trial == 0 ? 0.0f : rnd();
         }
         reference(want, A, B, C);
