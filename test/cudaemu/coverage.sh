@@ -16,7 +16,7 @@ cd "$top"
 [ -x configure ] || autoreconf -fi >/dev/null
 mkdir -p "$dir"
 cd "$dir"
-flags="--coverage -O0 -g"
+flags="--coverage -O0 -g -DFT_COVERAGE"
 [ -f Makefile ] || ../configure -q --with-cuda-emulation CFLAGS="$flags" CXXFLAGS="$flags" LDFLAGS=--coverage
 make -j2 >/dev/null
 find . -name '*.gcda' -delete
