@@ -44,13 +44,10 @@ __device__ __forceinline__ void tc_stage(uint16_t *dst, const uint16_t *base, si
     }
 }
 
+/* Two fp32 as the bf16 pair of one mma operand register (lo in the lower half). */
 __device__ __forceinline__ uint32_t tc_pack_bf16(float lo, float hi)
 {
-    /* round to nearest even, as __float2bfloat16_rn does */
-    uint32_t a = __float_as_uint(lo), b = __float_as_uint(hi);
-    a += 0x7fffu + ((a >> 16) & 1u);
-    b += 0x7fffu + ((b >> 16) & 1u);
-    return (a >> 16) | (b & 0xffff0000u);
+    return (uint32_t)ft_bf16_from_f32(lo) | ((uint32_t)ft_bf16_from_f32(hi) << 16);
 }
 
 static inline TcArgs tc_args(ft_attn_shape s, const int32_t *segment)

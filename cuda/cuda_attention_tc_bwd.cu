@@ -36,7 +36,7 @@ __global__ void tc_bwd_dot_kernel(float *__restrict__ Dv, const uint16_t *__rest
         size_t base = (b * a.seq + t) * a.q_stride + (size_t)h * a.hd;
         float sum = 0.0f;
         for (int d = lane; d < a.hd; d += 32)
-            sum = fmaf(__uint_as_float((uint32_t)dout[base + d] << 16), out[base + d], sum);
+            sum = fmaf(ft_f32_from_bf16(dout[base + d]), out[base + d], sum);
         sum = ft_warp_sum(sum);
         if (lane == 0)
             Dv[r] = sum;

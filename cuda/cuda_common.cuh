@@ -90,6 +90,25 @@ __device__ __forceinline__ float ft_block_max(float v, float *shared)
     return ft_warp_max(r);
 }
 
+/* fp32 -> bf16 bits, round to nearest even by adding 0x7FFF plus the lowest kept bit and
+ * truncating (a carry past the mantissa bumps the exponent: overflow becomes inf, inf stays
+ * inf); NaN is not rounded (the carry could make it inf) but keeps sign and high payload
+ * with the quiet bit set. Bit-identical to the CPU backend (util/bf16.h). */
+__device__ __forceinline__ uint16_t ft_bf16_from_f32(float x)
+{
+    uint32_t u = __float_as_uint(x);
+    uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    uint32_t quiet_nan = (u >> 16) | 0x0040u;
+    bool is_nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
+    return (uint16_t)(is_nan ? quiet_nan : rounded);
+}
+
+/* bf16 bits -> fp32: exact. */
+__device__ __forceinline__ float ft_f32_from_bf16(uint16_t h)
+{
+    return __uint_as_float((uint32_t)h << 16);
+}
+
 /* sigma(g) = 1 / (1 + e^-g) with the accurate expf (not __expf): results should
  * agree with the CPU backend to a few ulp. */
 __device__ __forceinline__ float ft_sigmoid(float g)
