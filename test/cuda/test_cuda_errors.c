@@ -10,29 +10,17 @@
 #define _POSIX_C_SOURCE 200809L
 #include "backend/backend.h"
 #include "comm/comm.h"
+#include "../common/expect_abort.h"
 
 #include <cuda_runtime.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 static int failures, checks;
 static ft_backend *gpu;
 
-#ifdef FT_COVERAGE
-/* test/cudaemu/coverage.sh builds with -DFT_COVERAGE: a child that aborts would die before
- * gcov writes its counters, so the lines that lead to each abort would count as never run. */
-extern void __gcov_dump(void);
-static void flush_coverage_then_abort(int sig)
-{
-    __gcov_dump();
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-#endif
 
 static void check(int ok, const char *what)
 {
@@ -41,75 +29,51 @@ static void check(int ok, const char *what)
     printf("%s %s\n", ok ? "ok  " : "FAIL", what);
 }
 
-/* Runs fn() in a child; it must abort and say `expect` on stderr. */
-static void expect_abort(const char *what, void (*fn)(void), const char *expect)
+/* fn(0) must abort and say `expect` on stderr. */
+static void expect_abort(const char *what, void (*fn)(int), const char *expect)
 {
-    int fd[2];
-    if (pipe(fd) != 0)
-        exit(1);
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd[1], 2);
-        close(fd[0]);
-        alarm(60);
-#ifdef FT_COVERAGE
-        signal(SIGABRT, flush_coverage_then_abort);
-#endif
-        fn();
-        _exit(0);
-    }
-    close(fd[1]);
-    char buf[4096];
-    size_t len = 0;
-    ssize_t r;
-    while ((r = read(fd[0], buf + len, sizeof buf - 1 - len)) > 0)
-        len += (size_t)r;
-    buf[len] = 0;
-    close(fd[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    int ok = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && strstr(buf, expect);
+    char said[4096];
+    int ok = child_aborts_saying(fn, 0, expect, said, sizeof said);
     if (!ok)
-        printf("  child said: %s\n", buf);
+        printf("  child said: %s\n", said);
     check(ok, what);
 }
 
-static void free_foreign(void)
+static void free_foreign(int unused)
 {
     static float host[4];
     gpu->ops->free(gpu, host);
 }
 
-static void free_twice(void)
+static void free_twice(int unused)
 {
     void *p = gpu->ops->alloc(gpu, 64);
     gpu->ops->free(gpu, p);
     gpu->ops->free(gpu, p);
 }
 
-static void attention_bad_head_dim(void)
+static void attention_bad_head_dim(int unused)
 {
     ft_attn_shape s = {1, 4, 2, 2, 300, 0};
     float *x = gpu->ops->alloc(gpu, 4 * 2 * 300 * 4);
     gpu->ops->attention_fwd(gpu, x, x, x, x, x, NULL, s);
 }
 
-static void attention_bad_groups(void)
+static void attention_bad_groups(int unused)
 {
     ft_attn_shape s = {1, 4, 3, 2, 16, 0};
     float *x = gpu->ops->alloc(gpu, 4 * 3 * 16 * 4);
     gpu->ops->attention_bwd(gpu, x, x, x, x, x, x, x, x, x, NULL, s);
 }
 
-static void decode_bad_past(void)
+static void decode_bad_past(int unused)
 {
     float *x = gpu->ops->alloc(gpu, 1024);
     gpu->ops->attention_decode(gpu, x, x, x, x, -1, 1, 2, 2, 16, 0);
 }
 
 /* rmsnorm_bwd's scratch for 2^30 rows of 4096 is 128 GiB: more than the device has. */
-static void scratch_exhausted(void)
+static void scratch_exhausted(int unused)
 {
     float *x = gpu->ops->alloc(gpu, 1024);
     gpu->ops->rmsnorm_bwd(gpu, x, x, x, x, x, x, 1 << 30, 4096);
@@ -118,7 +82,7 @@ static void scratch_exhausted(void)
 /* A machine without a device: this program again, in a fresh process whose harness
  * reports none (CUDAEMU_DEVICES=0; the count is read once per process). */
 static const char *self_path;
-static void no_device(void)
+static void no_device(int unused)
 {
     setenv("CUDAEMU_DEVICES", "0", 1);
     execl(self_path, self_path, "--create-without-device", (char *)NULL);
@@ -127,9 +91,7 @@ static void no_device(void)
 
 static int create_without_device(void)
 {
-#ifdef FT_COVERAGE
-    signal(SIGABRT, flush_coverage_then_abort);
-#endif
+    expect_abort_prepare_child();
     ft_backend *be = NULL;
     ft_error err;
     ft_error_clear(&err);
@@ -139,7 +101,7 @@ static int create_without_device(void)
     abort();
 }
 
-static void device_out_of_range(void)
+static void device_out_of_range(int unused)
 {
     ft_backend *be = NULL;
     ft_error err;

@@ -4,12 +4,9 @@
 #ifndef FT_EMU_KERNEL_TEST_H
 #define FT_EMU_KERNEL_TEST_H
 
-#include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
+
+#include "../common/expect_abort.h"
 
 static int failures;
 
@@ -23,34 +20,13 @@ static int failures;
         }                                                                                          \
     } while (0)
 
-/* Runs fn(arg) in a forked child (a finding aborts the process); it must abort and say
- * `expect` on stderr. Prints "ok   finding: NAME" or counts a failure. */
+/* fn(arg) must abort and say `expect` on stderr (test/common/expect_abort.h). Prints
+ * "ok   finding: NAME" or counts a failure. */
 static void expect_finding(const char *name, void (*fn)(int), int arg, const char *expect)
 {
-    int pipefd[2];
-    if (pipe(pipefd) != 0)
-        exit(1);
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(pipefd[1], 2);
-        close(pipefd[0]);
-        alarm(20); /* a hang is a failure too */
-        fn(arg);
-        _exit(0);
-    }
-    close(pipefd[1]);
-    char buf[4096];
-    size_t len = 0;
-    ssize_t r;
-    while ((r = read(pipefd[0], buf + len, sizeof buf - 1 - len)) > 0)
-        len += (size_t)r;
-    buf[len] = 0;
-    close(pipefd[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    int ok = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && strstr(buf, expect);
-    CHECK(ok, "%s: want an abort saying \"%s\"; stderr: %s", name, expect, buf);
+    char said[4096];
+    int ok = child_aborts_saying(fn, arg, expect, said, sizeof said);
+    CHECK(ok, "%s: want an abort saying \"%s\"; stderr: %s", name, expect, said);
     if (ok)
         printf("ok   finding: %s\n", name);
 }
