@@ -45,8 +45,9 @@ void ft_cuda_check(cudaError_t st, const char *what);
 /* ---- cuda_elementwise.cu ---- */
 cudaError_t ft_cuda_launch_add(float *y, const float *x, size_t n, cudaStream_t st);
 cudaError_t ft_cuda_launch_scale(float *x, float s, size_t n, cudaStream_t st);
-/* x = beta == 0 ? 0 : beta * x (matmul with an empty inner dimension). */
-cudaError_t ft_cuda_launch_beta_scale(float *x, float beta, size_t n, cudaStream_t st);
+/* x = beta == 0 ? 0 : beta * x (matmul with an empty inner dimension); x stored as dt. */
+cudaError_t ft_cuda_launch_beta_scale(void *x, ft_dtype dt, float beta, size_t n,
+                                      cudaStream_t st);
 
 /* ---- cuda_swiglu.cu ---- */
 cudaError_t ft_cuda_launch_swiglu_fwd(float *out, const float *gate, const float *up, size_t n,

@@ -1,4 +1,7 @@
-/* Dense matmul through cuBLASLt, in strict fp32 (CUBLAS_COMPUTE_32F: no TF32).
+/* Dense matmul through cuBLASLt with fp32 accumulation (CUBLAS_COMPUTE_32F: no
+ * TF32). Operands are fp32 or bf16 each (ft_gemm_types): bf16 a and b run on the
+ * tensor cores with fp32 accumulation, and c may be fp32 (a weight gradient that
+ * accumulates, or logits) or bf16 (an activation, rounded once after alpha/beta).
  *
  * The vtable is row-major: c[m,n] = alpha * op(a) op(b) + beta * c, with a
  * stored [m,k] ([k,m] when trans_a) and b stored [k,n] ([n,k] when trans_b).
@@ -45,6 +48,13 @@ static unsigned ptr_align(const void *p)
     return a;
 }
 
+static cudaDataType_t lt_type(ft_dtype t) { return t == FT_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+static int types_equal(ft_gemm_types x, ft_gemm_types y)
+{
+    return x.a == y.a && x.b == y.b && x.c == y.c;
+}
+
 static void plan_destroy(ft_cuda_mm_plan *p)
 {
     if (!p->valid)
@@ -79,11 +89,11 @@ static void plan_build(ft_cuda_state *st, ft_cuda_mm_plan *p)
     lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
                                             sizeof op_second),
              "cublasLtMatmulDescSetAttribute(TRANSB)");
-    lt_check(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_32F, b_rows, b_cols, (int64_t)b_rows),
+    lt_check(cublasLtMatrixLayoutCreate(&p->la, lt_type(p->types.b), b_rows, b_cols, (int64_t)b_rows),
              "cublasLtMatrixLayoutCreate(b)");
-    lt_check(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_32F, a_rows, a_cols, (int64_t)a_rows),
+    lt_check(cublasLtMatrixLayoutCreate(&p->lb, lt_type(p->types.a), a_rows, a_cols, (int64_t)a_rows),
              "cublasLtMatrixLayoutCreate(a)");
-    lt_check(cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, (uint64_t)p->n, (uint64_t)p->m,
+    lt_check(cublasLtMatrixLayoutCreate(&p->lc, lt_type(p->types.c), (uint64_t)p->n, (uint64_t)p->m,
                                         (int64_t)p->n),
              "cublasLtMatrixLayoutCreate(c)");
 
@@ -115,24 +125,26 @@ static void plan_build(ft_cuda_state *st, ft_cuda_mm_plan *p)
     cublasLtMatmulPreferenceDestroy(pref);
     if (count < 1) {
         fprintf(stderr,
-                "ftmpi: CUDA backend: cuBLASLt has no fp32 algorithm for matmul m=%d n=%d k=%d "
-                "trans_a=%d trans_b=%d (alignments %u/%u/%u bytes)\n",
-                p->m, p->n, p->k, p->trans_a, p->trans_b, p->align_a, p->align_b, p->align_c);
+                "ftmpi: CUDA backend: cuBLASLt has no algorithm for matmul m=%d n=%d k=%d "
+                "trans_a=%d trans_b=%d a/b/c %s/%s/%s (alignments %u/%u/%u bytes)\n",
+                p->m, p->n, p->k, p->trans_a, p->trans_b, ft_dtype_name(p->types.a),
+                ft_dtype_name(p->types.b), ft_dtype_name(p->types.c), p->align_a, p->align_b,
+                p->align_c);
         abort();
     }
     p->algo = result.algo;
     p->valid = 1;
 }
 
-static ft_cuda_mm_plan *plan_get(ft_cuda_state *st, int m, int n, int k, int ta, int tb,
-                                 unsigned aa, unsigned ab, unsigned ac)
+static ft_cuda_mm_plan *plan_get(ft_cuda_state *st, ft_gemm_types t, int m, int n, int k, int ta,
+                                 int tb, unsigned aa, unsigned ab, unsigned ac)
 {
     ft_cuda_mm_plan *victim = &st->plans[0];
     st->mm_clock++;
     for (int i = 0; i < FT_CUDA_MM_PLANS; i++) {
         ft_cuda_mm_plan *p = &st->plans[i];
         if (p->valid && p->m == m && p->n == n && p->k == k && p->trans_a == ta &&
-            p->trans_b == tb && p->align_a == aa && p->align_b == ab && p->align_c == ac) {
+            p->trans_b == tb && types_equal(p->types, t) && p->align_a == aa && p->align_b == ab && p->align_c == ac) {
             p->last_use = st->mm_clock;
             return p;
         }
@@ -146,6 +158,7 @@ static ft_cuda_mm_plan *plan_get(ft_cuda_state *st, int m, int n, int k, int ta,
     victim->k = k;
     victim->trans_a = ta;
     victim->trans_b = tb;
+    victim->types = t;
     victim->align_a = aa;
     victim->align_b = ab;
     victim->align_c = ac;
@@ -154,19 +167,19 @@ static ft_cuda_mm_plan *plan_get(ft_cuda_state *st, int m, int n, int k, int ta,
     return victim;
 }
 
-void ft_cuda_matmul(ft_backend *be, float *c, const float *a, const float *b, int m, int n, int k,
-                    bool trans_a, bool trans_b, float alpha, float beta)
+void ft_cuda_matmul(ft_backend *be, ft_gemm_types t, void *c, const void *a, const void *b, int m,
+                    int n, int k, bool trans_a, bool trans_b, float alpha, float beta)
 {
     ft_cuda_state *st = ft_cuda_state_of(be);
     if (m <= 0 || n <= 0)
         return;
     if (k <= 0) {
         /* Empty inner dimension: c = beta * c (exactly 0 when beta == 0). */
-        ft_cuda_check(ft_cuda_launch_beta_scale(c, beta, (size_t)m * (size_t)n, st->stream),
+        ft_cuda_check(ft_cuda_launch_beta_scale(c, t.c, beta, (size_t)m * (size_t)n, st->stream),
                       "matmul (k = 0)");
         return;
     }
-    ft_cuda_mm_plan *p = plan_get(st, m, n, k, trans_a ? 1 : 0, trans_b ? 1 : 0, ptr_align(a),
+    ft_cuda_mm_plan *p = plan_get(st, t, m, n, k, trans_a ? 1 : 0, trans_b ? 1 : 0, ptr_align(a),
                                   ptr_align(b), ptr_align(c));
     lt_check(cublasLtMatmul(st->lt, p->desc, &alpha, b, p->la, a, p->lb, &beta, c, p->lc, c,
                             p->lc, &p->algo, st->lt_workspace, FT_CUDA_LT_WORKSPACE, st->stream),

@@ -18,6 +18,7 @@
 typedef struct ft_cuda_mm_plan {
     int m, n, k;
     int trans_a, trans_b;
+    ft_gemm_types types;
     unsigned align_a, align_b, align_c; /* bytes, powers of two <= 256 */
     int valid;
     unsigned long last_use;
@@ -55,8 +56,8 @@ static inline ft_cuda_state *ft_cuda_state_of(const ft_backend *be)
 }
 
 /* cuda_matmul.c */
-void ft_cuda_matmul(ft_backend *be, float *c, const float *a, const float *b, int m, int n, int k,
-                    bool trans_a, bool trans_b, float alpha, float beta);
+void ft_cuda_matmul(ft_backend *be, ft_gemm_types t, void *c, const void *a, const void *b, int m,
+                    int n, int k, bool trans_a, bool trans_b, float alpha, float beta);
 void ft_cuda_matmul_release(ft_cuda_state *st);
 
 #endif

@@ -3,9 +3,18 @@
  * these operations, so they never know where a tensor lives.
  *
  * Conventions shared by every operation
- *  - Tensors are dense, row-major, fp32, in the backend's memory (host memory for
- *    the CPU backend, device memory for CUDA). Pointers passed to an op are
- *    backend pointers unless the parameter name ends in _host.
+ *  - Tensors are dense and row-major, in the backend's memory (host memory for the
+ *    CPU backend, device memory for CUDA). Pointers passed to an op are backend
+ *    pointers unless the parameter name ends in _host.
+ *  - Storage types are explicit. A transformer op takes `dt`, the storage of its
+ *    activations (inputs, outputs and their gradients) and of the parameters it
+ *    reads (weights, biases, the embedding table); those arguments are `void *`.
+ *    Everything else is fp32 (`float *`) whatever dt is: statistics kept for the
+ *    backward (rstd, lse), RoPE tables, loss weights and per-row losses, logits, and
+ *    parameter gradients (dw, db, dtable), which therefore accumulate in fp32.
+ *    matmul names each operand's storage (ft_gemm_types). Inside an op the
+ *    arithmetic is fp32: bf16 values are widened on load and rounded to nearest
+ *    even on store. The optimizer, norm and cast ops work on fp32 buffers.
  *  - Activations are [tokens, features] with tokens = B*T (batch-major).
  *    Attention inputs keep the projection layout: q is [tokens, n_heads*head_dim],
  *    head h of token t at q[t*n_heads*head_dim + h*head_dim]; k and v likewise with
@@ -23,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/dtype.h"
 #include "util/error.h"
 
 typedef struct ft_backend ft_backend;
@@ -39,6 +49,15 @@ typedef struct ft_attn_shape {
      * most `window` keys, itself included. 0: no window (plain causal). */
     int window;
 } ft_attn_shape;
+
+/* Storage of a GEMM's operands; the product is always accumulated in fp32. One
+ * struct rather than three arguments so that scaled low-precision operands (fp8
+ * with a per-tensor scale) can be added here without touching every call. */
+typedef struct ft_gemm_types {
+    ft_dtype a, b, c;
+} ft_gemm_types;
+
+#define FT_GEMM_F32 ((ft_gemm_types){ FT_DTYPE_F32, FT_DTYPE_F32, FT_DTYPE_F32 })
 
 typedef struct ft_adamw_params {
     float lr;
@@ -67,28 +86,31 @@ typedef struct ft_backend_ops {
 
     /* ---- dense algebra ----
      * c[m,n] = alpha * op(a) * op(b) + beta * c, op(a) is [m,k], op(b) is [k,n].
-     * trans_a: a is stored [k,m]; trans_b: b is stored [n,k].
-     * A linear layer y = x W^T with W [out,in] is matmul(y, x, W, N, out, in, false, true, 1, 0). */
-    void (*matmul)(ft_backend *be, float *c, const float *a, const float *b, int m, int n, int k,
-                   bool trans_a, bool trans_b, float alpha, float beta);
+     * trans_a: a is stored [k,m]; trans_b: b is stored [n,k]. t gives each operand's
+     * storage; products and the beta term are summed in fp32, c is rounded once.
+     * A linear layer y = x W^T with W [out,in] is
+     * matmul(be, t, y, x, W, N, out, in, false, true, 1, 0). */
+    void (*matmul)(ft_backend *be, ft_gemm_types t, void *c, const void *a, const void *b, int m,
+                   int n, int k, bool trans_a, bool trans_b, float alpha, float beta);
     void (*add)(ft_backend *be, float *y, const float *x, size_t n);      /* y += x */
     void (*scale)(ft_backend *be, float *x, float s, size_t n);           /* x *= s */
     double (*sum_squares)(ft_backend *be, const float *x, size_t n);     /* sum x^2 in fp64 */
 
     /* ---- transformer ops ---- */
     /* y = x * rstd * w with rstd = 1/sqrt(mean(x^2) + eps) per row; rstd saved [rows]. */
-    void (*rmsnorm_fwd)(ft_backend *be, float *y, float *rstd, const float *x, const float *w,
-                        int rows, int dim, float eps);
+    void (*rmsnorm_fwd)(ft_backend *be, ft_dtype dt, void *y, float *rstd, const void *x,
+                        const void *w, int rows, int dim, float eps);
     /* dx += d/dx, dw += d/dw (both accumulate). */
-    void (*rmsnorm_bwd)(ft_backend *be, float *dx, float *dw, const float *dy, const float *x,
-                        const float *w, const float *rstd, int rows, int dim);
+    void (*rmsnorm_bwd)(ft_backend *be, ft_dtype dt, void *dx, float *dw, const void *dy,
+                        const void *x, const void *w, const float *rstd, int rows, int dim);
 
     /* Rotary embedding in place on x [tokens, n_heads*head_dim], HF half-split layout:
      * dimension i pairs with i + head_dim/2 and rotates by angle pos[t] * inv_freq[i].
      * cos_table/sin_table are [max_pos, head_dim/2] (precomputed once, fp32 angles).
      * inverse = true rotates by -angle: the backward pass of the forward rotation. */
-    void (*rope)(ft_backend *be, float *x, const float *cos_table, const float *sin_table,
-                 const int32_t *pos, int tokens, int n_heads, int head_dim, bool inverse);
+    void (*rope)(ft_backend *be, ft_dtype dt, void *x, const float *cos_table,
+                 const float *sin_table, const int32_t *pos, int tokens, int n_heads,
+                 int head_dim, bool inverse);
 
     /* Causal attention with document masking (flash attention: tiled, online softmax).
      * Query token i of a row attends key token j of the same row iff j <= i,
@@ -98,12 +120,12 @@ typedef struct ft_backend_ops {
      * out [tokens, n_heads*head_dim] overwrite; lse [batch, n_heads, seq_len] overwrite
      * (natural-log sum of exp of the scaled scores, kept for the backward).
      * Scale is 1/sqrt(head_dim). */
-    void (*attention_fwd)(ft_backend *be, float *out, float *lse, const float *q, const float *k,
-                          const float *v, const int32_t *segment, ft_attn_shape s);
+    void (*attention_fwd)(ft_backend *be, ft_dtype dt, void *out, float *lse, const void *q,
+                          const void *k, const void *v, const int32_t *segment, ft_attn_shape s);
     /* Recomputes the probabilities from q, k, lse. dq, dk, dv overwrite. */
-    void (*attention_bwd)(ft_backend *be, float *dq, float *dk, float *dv, const float *dout,
-                          const float *out, const float *lse, const float *q, const float *k,
-                          const float *v, const int32_t *segment, ft_attn_shape s);
+    void (*attention_bwd)(ft_backend *be, ft_dtype dt, void *dq, void *dk, void *dv,
+                          const void *dout, const void *out, const float *lse, const void *q,
+                          const void *k, const void *v, const int32_t *segment, ft_attn_shape s);
 
     /* Attention of new tokens against a key/value cache (incremental decoding; forward
      * only). One sequence: q [n_new, n_heads*head_dim] holds the queries of positions
@@ -114,29 +136,30 @@ typedef struct ft_backend_ops {
      * out [n_new, n_heads*head_dim] overwrite. Scale 1/sqrt(head_dim); GQA by
      * indexing as in attention_fwd. Equals attention_fwd on the whole sequence, at
      * the new rows, up to rounding. */
-    void (*attention_decode)(ft_backend *be, float *out, const float *q, const float *k_cache,
-                             const float *v_cache, int past, int n_new, int n_heads,
-                             int n_kv_heads, int head_dim, int window);
+    void (*attention_decode)(ft_backend *be, ft_dtype dt, void *out, const void *q,
+                             const void *k_cache, const void *v_cache, int past, int n_new,
+                             int n_heads, int n_kv_heads, int head_dim, int window);
 
     /* Bias of a linear layer (Qwen2's q/k/v projections).
      * y[rows, dim] += b[dim], the same b added to every row. */
-    void (*bias_add)(ft_backend *be, float *y, const float *b, int rows, int dim);
+    void (*bias_add)(ft_backend *be, ft_dtype dt, void *y, const void *b, int rows, int dim);
     /* Its gradient: db[dim] += sum over rows of dy[rows, dim] (accumulate), each
      * column summed in row order, so the result does not depend on threads. */
-    void (*bias_grad)(ft_backend *be, float *db, const float *dy, int rows, int dim);
+    void (*bias_grad)(ft_backend *be, ft_dtype dt, float *db, const void *dy, int rows, int dim);
 
     /* out = silu(gate) * up over n elements (overwrite). */
-    void (*swiglu_fwd)(ft_backend *be, float *out, const float *gate, const float *up, size_t n);
+    void (*swiglu_fwd)(ft_backend *be, ft_dtype dt, void *out, const void *gate, const void *up,
+                       size_t n);
     /* dgate, dup overwrite. */
-    void (*swiglu_bwd)(ft_backend *be, float *dgate, float *dup, const float *dout,
-                       const float *gate, const float *up, size_t n);
+    void (*swiglu_bwd)(ft_backend *be, ft_dtype dt, void *dgate, void *dup, const void *dout,
+                       const void *gate, const void *up, size_t n);
 
     /* out[t,:] = table[ids[t],:] (overwrite). */
-    void (*embedding_fwd)(ft_backend *be, float *out, const float *table, const int32_t *ids,
-                          int tokens, int dim);
+    void (*embedding_fwd)(ft_backend *be, ft_dtype dt, void *out, const void *table,
+                          const int32_t *ids, int tokens, int dim);
     /* dtable[ids[t],:] += dout[t,:], deterministic (same order every run). */
-    void (*embedding_bwd)(ft_backend *be, float *dtable, const float *dout, const int32_t *ids,
-                          int tokens, int dim);
+    void (*embedding_bwd)(ft_backend *be, ft_dtype dt, float *dtable, const void *dout,
+                          const int32_t *ids, int tokens, int dim);
 
     /* Cross-entropy on a chunk of rows, fused with its gradient.
      * In: logits [rows, vocab]. Out: logits is replaced by

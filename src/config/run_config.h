@@ -11,6 +11,7 @@
 #include <stdbool.h>
 
 #include "model/llama_config.h"
+#include "util/dtype.h"
 #include "util/error.h"
 
 typedef enum ft_optimizer_type { FT_OPT_ADAMW = 0, FT_OPT_SGD = 1 } ft_optimizer_type;
@@ -19,7 +20,6 @@ typedef enum ft_schedule_type {
     FT_SCHED_LINEAR = 1,
     FT_SCHED_CONSTANT = 2,
 } ft_schedule_type;
-typedef enum ft_dtype { FT_DTYPE_F32 = 0, FT_DTYPE_BF16 = 1 } ft_dtype;
 
 typedef struct ft_optimizer_config {
     ft_optimizer_type type;

@@ -135,7 +135,7 @@ int ft_decoder_vocab(const ft_decoder *d) { return d->layout->config.vocab_size;
 static void linear_fwd(ft_backend *be, float *z, const float *a, const float *w, int n, int out,
                        int in, float beta)
 {
-    be->ops->matmul(be, z, a, w, n, out, in, false, true, 1.0f, beta);
+    be->ops->matmul(be, FT_GEMM_F32, z, a, w, n, out, in, false, true, 1.0f, beta);
 }
 
 /* z = RoPE(QKNorm(xn W^T + b)) over n_heads heads: block.c's project_rotate. */
@@ -148,11 +148,11 @@ static void project_rotate(ft_decoder *d, float *z, const float *w, const float 
     float *proj = norm_w ? d->proj : z;
     linear_fwd(be, proj, d->xn, w, n, out, H, 0.0f);
     if (bias)
-        be->ops->bias_add(be, proj, bias, n, out);
+        be->ops->bias_add(be, FT_DTYPE_F32, proj, bias, n, out);
     if (norm_w)
-        be->ops->rmsnorm_fwd(be, z, d->rstd_qk, proj, norm_w, n * n_heads, hd,
+        be->ops->rmsnorm_fwd(be, FT_DTYPE_F32, z, d->rstd_qk, proj, norm_w, n * n_heads, hd,
                              (float)c->rms_norm_eps);
-    be->ops->rope(be, z, d->rope_cos, d->rope_sin, d->pos, n, n_heads, hd, false);
+    be->ops->rope(be, FT_DTYPE_F32, z, d->rope_cos, d->rope_sin, d->pos, n, n_heads, hd, false);
 }
 
 /* One block on the chunk's n tokens at positions past .. past+n-1; x is replaced by
@@ -174,30 +174,30 @@ static void block_forward(ft_decoder *d, int layer, const float *flat, int past,
     float *v_new = ft_kv_cache_v(&d->cache, layer, past);
 
     /* attention branch: h = x + Attn(rmsnorm(x)) */
-    be->ops->rmsnorm_fwd(be, d->xn, d->rstd, d->x, w[FT_BLK_ATTN_NORM], n, H, eps);
+    be->ops->rmsnorm_fwd(be, FT_DTYPE_F32, d->xn, d->rstd, d->x, w[FT_BLK_ATTN_NORM], n, H, eps);
     project_rotate(d, d->q, w[FT_BLK_Q], w[FT_BLK_Q_BIAS], w[FT_BLK_Q_NORM], n, nh);
     project_rotate(d, k_new, w[FT_BLK_K], w[FT_BLK_K_BIAS], w[FT_BLK_K_NORM], n, nkv);
     linear_fwd(be, v_new, d->xn, w[FT_BLK_V], n, KV, H, 0.0f);
     if (w[FT_BLK_V_BIAS])
-        be->ops->bias_add(be, v_new, w[FT_BLK_V_BIAS], n, KV);
+        be->ops->bias_add(be, FT_DTYPE_F32, v_new, w[FT_BLK_V_BIAS], n, KV);
     if (past == 0) {
         /* the whole sequence so far is this chunk: the trainer's attention */
         ft_attn_shape s = { .batch = 1, .seq_len = n, .n_heads = nh, .n_kv_heads = nkv,
                             .head_dim = hd, .window = c->sliding_window };
-        be->ops->attention_fwd(be, d->att, d->lse, d->q, d->cache.k[layer], d->cache.v[layer],
+        be->ops->attention_fwd(be, FT_DTYPE_F32, d->att, d->lse, d->q, d->cache.k[layer], d->cache.v[layer],
                                NULL, s);
     } else {
-        be->ops->attention_decode(be, d->att, d->q, d->cache.k[layer], d->cache.v[layer], past,
+        be->ops->attention_decode(be, FT_DTYPE_F32, d->att, d->q, d->cache.k[layer], d->cache.v[layer], past,
                                   n, nh, nkv, hd, c->sliding_window);
     }
     be->ops->copy(be, d->h, d->x, (size_t)n * H * sizeof(float));
     linear_fwd(be, d->h, d->att, w[FT_BLK_O], n, H, Q, 1.0f);
 
     /* MLP branch: x = h + Wdown (silu(Wgate n) * (Wup n)), n = rmsnorm(h) */
-    be->ops->rmsnorm_fwd(be, d->xn, d->rstd, d->h, w[FT_BLK_MLP_NORM], n, H, eps);
+    be->ops->rmsnorm_fwd(be, FT_DTYPE_F32, d->xn, d->rstd, d->h, w[FT_BLK_MLP_NORM], n, H, eps);
     linear_fwd(be, d->gate, d->xn, w[FT_BLK_GATE], n, I, H, 0.0f);
     linear_fwd(be, d->up, d->xn, w[FT_BLK_UP], n, I, H, 0.0f);
-    be->ops->swiglu_fwd(be, d->act, d->gate, d->up, (size_t)n * I);
+    be->ops->swiglu_fwd(be, FT_DTYPE_F32, d->act, d->gate, d->up, (size_t)n * I);
     be->ops->copy(be, d->x, d->h, (size_t)n * H * sizeof(float));
     linear_fwd(be, d->x, d->act, w[FT_BLK_DOWN], n, H, I, 1.0f);
 }
@@ -215,7 +215,7 @@ static void head_forward(ft_decoder *d, int n)
                                                 : hp + head->tensors[FT_HEAD_LM].offset;
     const float *w_norm = hp + head->tensors[head->n_tensors - 1].offset;
     const float *last = d->x + (size_t)(n - 1) * c->hidden_size;
-    be->ops->rmsnorm_fwd(be, d->xf, d->rstd_f, last, w_norm, 1, c->hidden_size,
+    be->ops->rmsnorm_fwd(be, FT_DTYPE_F32, d->xf, d->rstd_f, last, w_norm, 1, c->hidden_size,
                          (float)c->rms_norm_eps);
     linear_fwd(be, d->logits, d->xf, w_out, 1, c->vocab_size, c->hidden_size, 0.0f);
     if (c->tie_word_embeddings)
@@ -237,7 +237,7 @@ static void chunk_forward(ft_decoder *d, const int32_t *ids, int n)
     be->ops->upload(be, d->pos, pos_h, (size_t)n * sizeof(int32_t));
 
     const float *emb = d->src.acquire(d->src.ctx, 0);
-    be->ops->embedding_fwd(be, d->x, emb, d->ids, n, lay->config.hidden_size);
+    be->ops->embedding_fwd(be, FT_DTYPE_F32, d->x, emb, d->ids, n, lay->config.hidden_size);
     d->src.release(d->src.ctx, 0);
     for (int l = 0; l < L; l++) {
         const int u = ft_layout_block_unit(l);

@@ -31,15 +31,15 @@ void ft_block_grads_bind(const ft_unit_layout *u, float *flat, ft_block_grads *g
 static void linear_fwd(ft_backend *be, float *z, const float *a, const float *w, int n, int out,
                        int in, float beta)
 {
-    be->ops->matmul(be, z, a, w, n, out, in, false, true, 1.0f, beta);
+    be->ops->matmul(be, FT_GEMM_F32, z, a, w, n, out, in, false, true, 1.0f, beta);
 }
 
 /* da[N,in] (+)= dz[N,out] W ;  dW[out,in] += dz^T a */
 static void linear_bwd(ft_backend *be, float *da, float *dw, const float *dz, const float *a,
                        const float *w, int n, int out, int in, float beta_da)
 {
-    be->ops->matmul(be, da, dz, w, n, in, out, false, false, 1.0f, beta_da);
-    be->ops->matmul(be, dw, dz, a, out, in, n, true, false, 1.0f, 1.0f);
+    be->ops->matmul(be, FT_GEMM_F32, da, dz, w, n, in, out, false, false, 1.0f, beta_da);
+    be->ops->matmul(be, FT_GEMM_F32, dw, dz, a, out, in, n, true, false, 1.0f, 1.0f);
 }
 
 /* z = RoPE(QKNorm(a W^T + b)) for q (or k): n_heads heads. Without qk_norm the
@@ -53,11 +53,11 @@ static void project_rotate(ft_model *m, float *z, float *z_raw, float *rstd, con
     float *proj = norm_w ? z_raw : z;
     linear_fwd(be, proj, a, w, N, out, H, 0.0f);
     if (bias)
-        be->ops->bias_add(be, proj, bias, N, out);
+        be->ops->bias_add(be, FT_DTYPE_F32, proj, bias, N, out);
     if (norm_w)
-        be->ops->rmsnorm_fwd(be, z, rstd, proj, norm_w, N * n_heads, c->head_dim,
+        be->ops->rmsnorm_fwd(be, FT_DTYPE_F32, z, rstd, proj, norm_w, N * n_heads, c->head_dim,
                              (float)c->rms_norm_eps);
-    be->ops->rope(be, z, m->rope_cos, m->rope_sin, m->in.pos, N, n_heads, c->head_dim, false);
+    be->ops->rope(be, FT_DTYPE_F32, z, m->rope_cos, m->rope_sin, m->in.pos, N, n_heads, c->head_dim, false);
 }
 
 /* Backward of project_rotate given dz (the attention's dq or dk; destroyed):
@@ -72,16 +72,16 @@ static void project_rotate_bwd(ft_model *m, float *da, float *dw, float *db, flo
     const ft_model_config *c = &m->layout.config;
     const int N = m->in.tokens, H = c->hidden_size, out = n_heads * c->head_dim;
     /* The rotation is orthogonal: its backward is the rotation by -angle. */
-    be->ops->rope(be, dz, m->rope_cos, m->rope_sin, m->in.pos, N, n_heads, c->head_dim, true);
+    be->ops->rope(be, FT_DTYPE_F32, dz, m->rope_cos, m->rope_sin, m->in.pos, N, n_heads, c->head_dim, true);
     float *dproj = dz;
     if (norm_w) {
         be->ops->zero(be, dz_raw, (size_t)N * out * sizeof(float));
-        be->ops->rmsnorm_bwd(be, dz_raw, dnorm_w, dz, z_raw, norm_w, rstd, N * n_heads,
+        be->ops->rmsnorm_bwd(be, FT_DTYPE_F32, dz_raw, dnorm_w, dz, z_raw, norm_w, rstd, N * n_heads,
                              c->head_dim);
         dproj = dz_raw;
     }
     if (db)
-        be->ops->bias_grad(be, db, dproj, N, out);
+        be->ops->bias_grad(be, FT_DTYPE_F32, db, dproj, N, out);
     linear_bwd(be, da, dw, dproj, a, w, N, out, H, beta_da);
 }
 
@@ -96,22 +96,22 @@ void ft_block_forward(ft_model *m, const ft_block_params *p, const float *x, flo
     const float eps = (float)c->rms_norm_eps;
     const int32_t *seg = m->in.has_segments ? m->in.segment : NULL;
 
-    be->ops->rmsnorm_fwd(be, a->xn1, a->rstd1, x, p->w[FT_BLK_ATTN_NORM], N, H, eps);
+    be->ops->rmsnorm_fwd(be, FT_DTYPE_F32, a->xn1, a->rstd1, x, p->w[FT_BLK_ATTN_NORM], N, H, eps);
     project_rotate(m, a->q, a->q_raw, a->rstd_q, a->xn1, p->w[FT_BLK_Q], p->w[FT_BLK_Q_BIAS],
                    p->w[FT_BLK_Q_NORM], c->num_attention_heads);
     project_rotate(m, a->k, a->k_raw, a->rstd_k, a->xn1, p->w[FT_BLK_K], p->w[FT_BLK_K_BIAS],
                    p->w[FT_BLK_K_NORM], c->num_key_value_heads);
     linear_fwd(be, a->v, a->xn1, p->w[FT_BLK_V], N, KV, H, 0.0f);
     if (p->w[FT_BLK_V_BIAS])
-        be->ops->bias_add(be, a->v, p->w[FT_BLK_V_BIAS], N, KV);
-    be->ops->attention_fwd(be, a->att, a->lse, a->q, a->k, a->v, seg, m->attn);
+        be->ops->bias_add(be, FT_DTYPE_F32, a->v, p->w[FT_BLK_V_BIAS], N, KV);
+    be->ops->attention_fwd(be, FT_DTYPE_F32, a->att, a->lse, a->q, a->k, a->v, seg, m->attn);
     be->ops->copy(be, a->h, x, (size_t)N * H * sizeof(float));
     linear_fwd(be, a->h, a->att, p->w[FT_BLK_O], N, H, Q, 1.0f);
 
-    be->ops->rmsnorm_fwd(be, a->xn2, a->rstd2, a->h, p->w[FT_BLK_MLP_NORM], N, H, eps);
+    be->ops->rmsnorm_fwd(be, FT_DTYPE_F32, a->xn2, a->rstd2, a->h, p->w[FT_BLK_MLP_NORM], N, H, eps);
     linear_fwd(be, a->gate, a->xn2, p->w[FT_BLK_GATE], N, I, H, 0.0f);
     linear_fwd(be, a->up, a->xn2, p->w[FT_BLK_UP], N, I, H, 0.0f);
-    be->ops->swiglu_fwd(be, a->act, a->gate, a->up, (size_t)N * I);
+    be->ops->swiglu_fwd(be, FT_DTYPE_F32, a->act, a->gate, a->up, (size_t)N * I);
     be->ops->copy(be, y, a->h, (size_t)N * H * sizeof(float));
     linear_fwd(be, y, a->act, p->w[FT_BLK_DOWN], N, H, I, 1.0f);
 }
@@ -130,16 +130,16 @@ void ft_block_backward(ft_model *m, const ft_block_params *p, ft_block_grads *g,
 
     /* MLP branch: y = h + act Wdown^T */
     linear_bwd(be, s->dact, g->g[FT_BLK_DOWN], dy, a->act, p->w[FT_BLK_DOWN], N, H, I, 0.0f);
-    be->ops->swiglu_bwd(be, s->dgate, s->dup, s->dact, a->gate, a->up, (size_t)N * I);
+    be->ops->swiglu_bwd(be, FT_DTYPE_F32, s->dgate, s->dup, s->dact, a->gate, a->up, (size_t)N * I);
     linear_bwd(be, s->dxn, g->g[FT_BLK_GATE], s->dgate, a->xn2, p->w[FT_BLK_GATE], N, I, H, 0.0f);
     linear_bwd(be, s->dxn, g->g[FT_BLK_UP], s->dup, a->xn2, p->w[FT_BLK_UP], N, I, H, 1.0f);
     be->ops->copy(be, s->dh, dy, NH); /* residual path */
-    be->ops->rmsnorm_bwd(be, s->dh, g->g[FT_BLK_MLP_NORM], s->dxn, a->h, p->w[FT_BLK_MLP_NORM],
+    be->ops->rmsnorm_bwd(be, FT_DTYPE_F32, s->dh, g->g[FT_BLK_MLP_NORM], s->dxn, a->h, p->w[FT_BLK_MLP_NORM],
                          a->rstd2, N, H);
 
     /* Attention branch: h = x + att Wo^T */
     linear_bwd(be, s->datt, g->g[FT_BLK_O], s->dh, a->att, p->w[FT_BLK_O], N, H, Q, 0.0f);
-    be->ops->attention_bwd(be, s->dq, s->dk, s->dv, s->datt, a->att, a->lse, a->q, a->k, a->v,
+    be->ops->attention_bwd(be, FT_DTYPE_F32, s->dq, s->dk, s->dv, s->datt, a->att, a->lse, a->q, a->k, a->v,
                            seg, m->attn);
     project_rotate_bwd(m, s->dxn, g->g[FT_BLK_Q], g->g[FT_BLK_Q_BIAS], g->g[FT_BLK_Q_NORM], s->dq,
                        s->dq_raw, a->q_raw, a->rstd_q, a->xn1, p->w[FT_BLK_Q],
@@ -148,9 +148,9 @@ void ft_block_backward(ft_model *m, const ft_block_params *p, ft_block_grads *g,
                        s->dk_raw, a->k_raw, a->rstd_k, a->xn1, p->w[FT_BLK_K],
                        p->w[FT_BLK_K_NORM], c->num_key_value_heads, 1.0f);
     if (g->g[FT_BLK_V_BIAS])
-        be->ops->bias_grad(be, g->g[FT_BLK_V_BIAS], s->dv, N, KV);
+        be->ops->bias_grad(be, FT_DTYPE_F32, g->g[FT_BLK_V_BIAS], s->dv, N, KV);
     linear_bwd(be, s->dxn, g->g[FT_BLK_V], s->dv, a->xn1, p->w[FT_BLK_V], N, KV, H, 1.0f);
     be->ops->copy(be, dx, s->dh, NH);
-    be->ops->rmsnorm_bwd(be, dx, g->g[FT_BLK_ATTN_NORM], s->dxn, x, p->w[FT_BLK_ATTN_NORM],
+    be->ops->rmsnorm_bwd(be, FT_DTYPE_F32, dx, g->g[FT_BLK_ATTN_NORM], s->dxn, x, p->w[FT_BLK_ATTN_NORM],
                          a->rstd1, N, H);
 }

@@ -29,7 +29,7 @@ double ft_head_forward_backward(ft_model *m, const float *w_out, const float *w_
     const int chunk = m->opt.head_chunk_rows;
     const float *weights_host = m->host_f32; /* staged by the driver, [N] */
 
-    be->ops->rmsnorm_fwd(be, m->xf, m->rstd_f, x, w_norm, N, H, (float)c->rms_norm_eps);
+    be->ops->rmsnorm_fwd(be, FT_DTYPE_F32, m->xf, m->rstd_f, x, w_norm, N, H, (float)c->rms_norm_eps);
     be->ops->zero(be, m->row_loss, (size_t)N * sizeof(float));
     if (train)
         be->ops->zero(be, m->dxf, (size_t)N * H * sizeof(float));
@@ -39,18 +39,18 @@ double ft_head_forward_backward(ft_model *m, const float *w_out, const float *w_
         if (!chunk_has_targets(weights_host, r0, rows))
             continue;
         const float *xf = m->xf + (size_t)r0 * H;
-        be->ops->matmul(be, m->logits, xf, w_out, rows, V, H, false, true, 1.0f, 0.0f);
+        be->ops->matmul(be, FT_GEMM_F32, m->logits, xf, w_out, rows, V, H, false, true, 1.0f, 0.0f);
         be->ops->cross_entropy(be, m->logits, m->row_loss + r0, m->in.targets + r0,
                                m->in.weights + r0, rows, V, grad_scale);
         if (!train)
             continue;
-        be->ops->matmul(be, m->dxf + (size_t)r0 * H, m->logits, w_out, rows, H, V, false, false,
+        be->ops->matmul(be, FT_GEMM_F32, m->dxf + (size_t)r0 * H, m->logits, w_out, rows, H, V, false, false,
                         1.0f, 0.0f);
-        be->ops->matmul(be, g_out, m->logits, xf, V, H, rows, true, false, 1.0f, 1.0f);
+        be->ops->matmul(be, FT_GEMM_F32, g_out, m->logits, xf, V, H, rows, true, false, 1.0f, 1.0f);
     }
     if (train) {
         be->ops->zero(be, dx, (size_t)N * H * sizeof(float));
-        be->ops->rmsnorm_bwd(be, dx, g_norm, m->dxf, x, w_norm, m->rstd_f, N, H);
+        be->ops->rmsnorm_bwd(be, FT_DTYPE_F32, dx, g_norm, m->dxf, x, w_norm, m->rstd_f, N, H);
     }
 
     /* The host staging buffer is reused for the per-row losses. */

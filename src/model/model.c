@@ -320,7 +320,7 @@ static void forward_blocks(ft_model *m, const ft_param_source *src)
     const ft_model_layout *lay = &m->layout;
     const int L = lay->config.num_hidden_layers, H = lay->config.hidden_size;
     const float *emb = src->acquire(src->ctx, 0);
-    m->be->ops->embedding_fwd(m->be, m->block_in[0], emb, m->in.ids, m->in.tokens, H);
+    m->be->ops->embedding_fwd(m->be, FT_DTYPE_F32, m->block_in[0], emb, m->in.ids, m->in.tokens, H);
     src->release(src->ctx, 0);
     for (int l = 0; l < L; l++) {
         const int u = ft_layout_block_unit(l);
@@ -392,7 +392,7 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
     }
 
     src->acquire(src->ctx, 0);
-    be->ops->embedding_bwd(be, src->grads(src->ctx, 0), dy, m->in.ids, m->in.tokens, H);
+    be->ops->embedding_bwd(be, FT_DTYPE_F32, src->grads(src->ctx, 0), dy, m->in.ids, m->in.tokens, H);
     src->grad_done(src->ctx, 0);
     src->release(src->ctx, 0);
     be->ops->sync(be);
@@ -429,11 +429,11 @@ int ft_model_logits(ft_model *m, const ft_param_source *src, const ft_host_batch
     const float *w_out = c->tie_word_embeddings ? src->acquire(src->ctx, 0)
                                                 : hp + head->tensors[FT_HEAD_LM].offset;
     const float *w_norm = hp + head->tensors[head->n_tensors - 1].offset;
-    be->ops->rmsnorm_fwd(be, m->xf, m->rstd_f, m->block_in[c->num_hidden_layers], w_norm, N, H,
+    be->ops->rmsnorm_fwd(be, FT_DTYPE_F32, m->xf, m->rstd_f, m->block_in[c->num_hidden_layers], w_norm, N, H,
                          (float)c->rms_norm_eps);
     for (int r0 = 0; r0 < N; r0 += chunk) {
         const int rows = N - r0 < chunk ? N - r0 : chunk;
-        be->ops->matmul(be, m->logits, m->xf + (size_t)r0 * H, w_out, rows, V, H, false, true,
+        be->ops->matmul(be, FT_GEMM_F32, m->logits, m->xf + (size_t)r0 * H, w_out, rows, V, H, false, true,
                         1.0f, 0.0f);
         be->ops->download(be, logits_host + (size_t)r0 * V, m->logits,
                           (size_t)rows * V * sizeof(float));

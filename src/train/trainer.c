@@ -145,7 +145,7 @@ static double measure_matmul_flops(ft_backend *be)
     if (a && c)
         for (int rep = 0; rep < 3; rep++) {
             double t0 = MPI_Wtime();
-            be->ops->matmul(be, c, a, a, n, n, n, false, true, 1.0f, 0.0f);
+            be->ops->matmul(be, FT_GEMM_F32, c, a, a, n, n, n, false, true, 1.0f, 0.0f);
             be->ops->sync(be);
             double f = 2.0 * n * n * (double)n / (MPI_Wtime() - t0);
             if (f > best)

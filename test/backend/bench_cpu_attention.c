@@ -41,13 +41,13 @@ typedef struct attn_bench {
 static void run_fwd(void *p)
 {
     attn_bench *a = p;
-    a->be->ops->attention_fwd(a->be, a->out, a->lse, a->q, a->k, a->v, NULL, a->s);
+    a->be->ops->attention_fwd(a->be, FT_DTYPE_F32, a->out, a->lse, a->q, a->k, a->v, NULL, a->s);
 }
 
 static void run_bwd(void *p)
 {
     attn_bench *a = p;
-    a->be->ops->attention_bwd(a->be, a->dq, a->dk, a->dv, a->dout, a->out, a->lse, a->q, a->k,
+    a->be->ops->attention_bwd(a->be, FT_DTYPE_F32, a->dq, a->dk, a->dv, a->dout, a->out, a->lse, a->q, a->k,
                               a->v, NULL, a->s);
 }
 

@@ -137,8 +137,8 @@ static attn_result attn_run(ft_backend *be, const attn_data *d)
     float *dq = bt_upload(be, res.dq, d->nq), *dk = bt_upload(be, res.dk, d->nkv);
     float *dv = bt_upload(be, res.dv, d->nkv);
     int32_t *seg = d->seg ? bt_upload_i32(be, d->seg, (size_t)d->s.batch * d->s.seq_len) : NULL;
-    be->ops->attention_fwd(be, out, lse, q, k, v, seg, d->s);
-    be->ops->attention_bwd(be, dq, dk, dv, dout, out, lse, q, k, v, seg, d->s);
+    be->ops->attention_fwd(be, FT_DTYPE_F32, out, lse, q, k, v, seg, d->s);
+    be->ops->attention_bwd(be, FT_DTYPE_F32, dq, dk, dv, dout, out, lse, q, k, v, seg, d->s);
     bt_download(be, res.out, out, d->nq), bt_download(be, res.lse, lse, d->nlse);
     bt_download(be, res.dq, dq, d->nq), bt_download(be, res.dk, dk, d->nkv);
     bt_download(be, res.dv, dv, d->nkv);

@@ -55,7 +55,7 @@ static void test_matmul_all_transpositions(void **state)
                         c0[i] = NAN;
                 float *da = bt_upload(be, a, (size_t)m * k), *db = bt_upload(be, b, (size_t)k * n);
                 float *dc = bt_upload(be, c0, (size_t)m * n);
-                be->ops->matmul(be, dc, da, db, m, n, k, ta, tb, alpha, beta);
+                be->ops->matmul(be, FT_GEMM_F32, dc, da, db, m, n, k, ta, tb, alpha, beta);
                 bt_download(be, got, dc, (size_t)m * n);
                 naive_matmul(want, a, b, c0, m, n, k, ta, tb, alpha, beta);
                 char what[128];
@@ -66,11 +66,11 @@ static void test_matmul_all_transpositions(void **state)
     /* The linear-layer convention of backend.h: y = x W^T, W [out, in]. */
     float x[2 * 3] = {1, 2, 3, 4, 5, 6}, w[2 * 3] = {1, 0, -1, 0.5f, 0.5f, 0.5f}, y[4];
     float *dx = bt_upload(be, x, 6), *dw = bt_upload(be, w, 6), *dy = bt_upload(be, NULL, 4);
-    be->ops->matmul(be, dy, dx, dw, 2, 2, 3, false, true, 1.0f, 0.0f);
+    be->ops->matmul(be, FT_GEMM_F32, dy, dx, dw, 2, 2, 3, false, true, 1.0f, 0.0f);
     bt_download(be, y, dy, 4);
     assert_true(y[0] == -2.0f && y[1] == 3.0f && y[2] == -2.0f && y[3] == 7.5f);
     /* k = 0: c = beta c. */
-    be->ops->matmul(be, dy, dx, dw, 2, 2, 0, false, true, 1.0f, 2.0f);
+    be->ops->matmul(be, FT_GEMM_F32, dy, dx, dw, 2, 2, 0, false, true, 1.0f, 2.0f);
     bt_download(be, y, dy, 4);
     assert_true(y[0] == -4.0f && y[3] == 15.0f);
     be->ops->free(be, dx), be->ops->free(be, dw), be->ops->free(be, dy);

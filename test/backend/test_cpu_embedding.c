@@ -52,18 +52,18 @@ static void test_embedding(void **state)
     float *d_out = bt_upload(be, NULL, on), *d_dt = bt_upload(be, dtable0, tn);
     int32_t *d_ids = bt_upload_i32(be, ids, tokens);
 
-    be->ops->embedding_fwd(be, d_out, d_table, d_ids, tokens, dim);
+    be->ops->embedding_fwd(be, FT_DTYPE_F32, d_out, d_table, d_ids, tokens, dim);
     bt_download(be, out, d_out, on);
     for (int t = 0; t < tokens; t++)
         assert_memory_equal(out + (size_t)t * dim, table + (size_t)ids[t] * dim, dim * 4);
 
     int saved = omp_get_max_threads();
     omp_set_num_threads(1);
-    be->ops->embedding_bwd(be, d_dt, d_r, d_ids, tokens, dim);
+    be->ops->embedding_bwd(be, FT_DTYPE_F32, d_dt, d_r, d_ids, tokens, dim);
     bt_download(be, g1, d_dt, tn);
     be->ops->upload(be, d_dt, dtable0, tn * 4);
     omp_set_num_threads(3);
-    be->ops->embedding_bwd(be, d_dt, d_r, d_ids, tokens, dim);
+    be->ops->embedding_bwd(be, FT_DTYPE_F32, d_dt, d_r, d_ids, tokens, dim);
     bt_download(be, g2, d_dt, tn);
     omp_set_num_threads(saved);
     assert_memory_equal(g1, g2, tn * 4);

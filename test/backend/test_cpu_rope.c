@@ -65,10 +65,10 @@ static void check_rope(int tokens, int nh, int hd)
 
     rope_ctx c = {bt_to_double(x, n), malloc(n * 8), bt_to_double(r, n), pos, tokens, nh, hd};
     rope_objective(&c); /* c.y = rope(x) in double */
-    be->ops->rope(be, d_x, d_cos, d_sin, d_pos, tokens, nh, hd, false);
+    be->ops->rope(be, FT_DTYPE_F32, d_x, d_cos, d_sin, d_pos, tokens, nh, hd, false);
     bt_download(be, got, d_x, n);
     assert_true(bt_close("rope forward", got, c.y, n, 1e-5, 1e-6));
-    be->ops->rope(be, d_x, d_cos, d_sin, d_pos, tokens, nh, hd, true);
+    be->ops->rope(be, FT_DTYPE_F32, d_x, d_cos, d_sin, d_pos, tokens, nh, hd, true);
     bt_download(be, got, d_x, n);
     assert_true(bt_close_ff("rope inverse(forward)", got, x, n, 1e-6, 1e-7));
 
@@ -79,7 +79,7 @@ static void check_rope(int tokens, int nh, int hd)
         rope_ctx one = {c.x + t * per, c.y + t * per, c.r + t * per, pos + t, 1, nh, hd};
         bt_fd_gradient(g + t * per, one.x, per, 1e-4, rope_objective, &one);
     }
-    be->ops->rope(be, d_r, d_cos, d_sin, d_pos, tokens, nh, hd, true); /* dx = R^T r */
+    be->ops->rope(be, FT_DTYPE_F32, d_r, d_cos, d_sin, d_pos, tokens, nh, hd, true); /* dx = R^T r */
     bt_download(be, got, d_r, n);
     assert_true(bt_close("rope backward (FD)", got, g, n, 1e-4, 1e-6));
 

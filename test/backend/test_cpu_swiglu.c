@@ -39,8 +39,8 @@ static void check_swiglu(size_t n, float amp)
     for (size_t i = 0; i < n; i++)
         nan_fill[i] = NAN;
     float *d_dg = bt_upload(be, nan_fill, n), *d_du = bt_upload(be, nan_fill, n); /* overwritten */
-    be->ops->swiglu_fwd(be, d_out, d_g, d_u, n);
-    be->ops->swiglu_bwd(be, d_dg, d_du, d_r, d_g, d_u, n);
+    be->ops->swiglu_fwd(be, FT_DTYPE_F32, d_out, d_g, d_u, n);
+    be->ops->swiglu_bwd(be, FT_DTYPE_F32, d_dg, d_du, d_r, d_g, d_u, n);
 
     double *want = malloc(n * 8), *fdg = malloc(n * 8), *fdu = malloc(n * 8);
     const double h = 1e-4;
@@ -85,8 +85,8 @@ static void test_swiglu_extremes(void **state)
     float one[4] = {1, 1, 1, 1};
     float *d_g = bt_upload(be, g, 4), *d_u = bt_upload(be, u, 4), *d_o = bt_upload(be, NULL, 4);
     float *d_dg = bt_upload(be, NULL, 4), *d_du = bt_upload(be, NULL, 4), *d_1 = bt_upload(be, one, 4);
-    be->ops->swiglu_fwd(be, d_o, d_g, d_u, 4);
-    be->ops->swiglu_bwd(be, d_dg, d_du, d_1, d_g, d_u, 4);
+    be->ops->swiglu_fwd(be, FT_DTYPE_F32, d_o, d_g, d_u, 4);
+    be->ops->swiglu_bwd(be, FT_DTYPE_F32, d_dg, d_du, d_1, d_g, d_u, 4);
     bt_download(be, out, d_o, 4), bt_download(be, dg, d_dg, 4), bt_download(be, du, d_du, 4);
     assert_true(fabsf(out[0]) < 1e-30f && out[1] == 100.0f);
     assert_true(fabsf(out[2]) < 1e-30f && out[3] == 1e30f);

@@ -90,7 +90,7 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
     cpu->ops->upload(cpu, cv, vf, nkv * 4);
     if (seg)
         cpu->ops->upload(cpu, cs, seg, tokens * 4);
-    cpu->ops->attention_fwd(cpu, co, cl, cq, ck, cv, cs, s);
+    cpu->ops->attention_fwd(cpu, FT_DTYPE_F32, co, cl, cq, ck, cv, cs, s);
     float *ro = malloc(nq * 4), *rl = malloc(nl * 4);
     cpu->ops->download(cpu, ro, co, nq * 4);
     cpu->ops->download(cpu, rl, cl, nl * 4);
@@ -136,7 +136,7 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
     float *cdo = cpu->ops->alloc(cpu, nq * 4), *cdq = cpu->ops->alloc(cpu, nq * 4);
     float *cdk = cpu->ops->alloc(cpu, nkv * 4), *cdv = cpu->ops->alloc(cpu, nkv * 4);
     cpu->ops->upload(cpu, cdo, dof, nq * 4);
-    cpu->ops->attention_bwd(cpu, cdq, cdk, cdv, cdo, co, cl, cq, ck, cv, cs, s);
+    cpu->ops->attention_bwd(cpu, FT_DTYPE_F32, cdq, cdk, cdv, cdo, co, cl, cq, ck, cv, cs, s);
     float *rdq = malloc(nq * 4), *rdk = malloc(nkv * 4), *rdv = malloc(nkv * 4);
     cpu->ops->download(cpu, rdq, cdq, nq * 4);
     cpu->ops->download(cpu, rdk, cdk, nkv * 4);

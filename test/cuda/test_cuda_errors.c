@@ -56,27 +56,27 @@ static void attention_bad_head_dim(int unused)
 {
     ft_attn_shape s = {1, 4, 2, 2, 300, 0};
     float *x = gpu->ops->alloc(gpu, 4 * 2 * 300 * 4);
-    gpu->ops->attention_fwd(gpu, x, x, x, x, x, NULL, s);
+    gpu->ops->attention_fwd(gpu, FT_DTYPE_F32, x, x, x, x, x, NULL, s);
 }
 
 static void attention_bad_groups(int unused)
 {
     ft_attn_shape s = {1, 4, 3, 2, 16, 0};
     float *x = gpu->ops->alloc(gpu, 4 * 3 * 16 * 4);
-    gpu->ops->attention_bwd(gpu, x, x, x, x, x, x, x, x, x, NULL, s);
+    gpu->ops->attention_bwd(gpu, FT_DTYPE_F32, x, x, x, x, x, x, x, x, x, NULL, s);
 }
 
 static void decode_bad_past(int unused)
 {
     float *x = gpu->ops->alloc(gpu, 1024);
-    gpu->ops->attention_decode(gpu, x, x, x, x, -1, 1, 2, 2, 16, 0);
+    gpu->ops->attention_decode(gpu, FT_DTYPE_F32, x, x, x, x, -1, 1, 2, 2, 16, 0);
 }
 
 /* rmsnorm_bwd's scratch for 2^30 rows of 4096 is 128 GiB: more than the device has. */
 static void scratch_exhausted(int unused)
 {
     float *x = gpu->ops->alloc(gpu, 1024);
-    gpu->ops->rmsnorm_bwd(gpu, x, x, x, x, x, x, 1 << 30, 4096);
+    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, x, x, x, x, x, x, 1 << 30, 4096);
 }
 
 /* A machine without a device: this program again, in a fresh process whose harness
@@ -170,20 +170,20 @@ int main(int argc, char **argv)
     gpu->ops->add(gpu, one, one, 0);
     gpu->ops->scale(gpu, one, 2.0f, 0);
     double ss = gpu->ops->sum_squares(gpu, one, 0);
-    gpu->ops->rmsnorm_fwd(gpu, one, one, one, one, 0, 16, 1e-5f);
-    gpu->ops->rmsnorm_bwd(gpu, one, one, one, one, one, one, 0, 16);
-    gpu->ops->rope(gpu, one, one, one, ids, 0, 2, 8, false);
-    gpu->ops->swiglu_fwd(gpu, one, one, one, 0);
-    gpu->ops->swiglu_bwd(gpu, one, one, one, one, one, 0);
-    gpu->ops->embedding_fwd(gpu, one, one, ids, 0, 8);
-    gpu->ops->embedding_bwd(gpu, one, one, ids, 0, 8);
+    gpu->ops->rmsnorm_fwd(gpu, FT_DTYPE_F32, one, one, one, one, 0, 16, 1e-5f);
+    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, one, one, one, one, one, one, 0, 16);
+    gpu->ops->rope(gpu, FT_DTYPE_F32, one, one, one, ids, 0, 2, 8, false);
+    gpu->ops->swiglu_fwd(gpu, FT_DTYPE_F32, one, one, one, 0);
+    gpu->ops->swiglu_bwd(gpu, FT_DTYPE_F32, one, one, one, one, one, 0);
+    gpu->ops->embedding_fwd(gpu, FT_DTYPE_F32, one, one, ids, 0, 8);
+    gpu->ops->embedding_bwd(gpu, FT_DTYPE_F32, one, one, ids, 0, 8);
     gpu->ops->cross_entropy(gpu, one, one, ids, one, 0, 8, 1.0f);
     gpu->ops->adamw_step(gpu, one, one, one, one, 0, &ap);
     gpu->ops->sgd_step(gpu, one, one, one, 0, &sp);
     gpu->ops->f32_to_bf16(gpu, (uint16_t *)one, one, 0);
     gpu->ops->bf16_to_f32(gpu, one, (uint16_t *)one, 0);
-    gpu->ops->matmul(gpu, one, one, one, 0, 4, 4, false, false, 1.0f, 0.0f);
-    gpu->ops->attention_decode(gpu, one, one, one, one, 3, 0, 2, 2, 8, 0);
+    gpu->ops->matmul(gpu, FT_GEMM_F32, one, one, one, 0, 4, 4, false, false, 1.0f, 0.0f);
+    gpu->ops->attention_decode(gpu, FT_DTYPE_F32, one, one, one, one, 3, 0, 2, 2, 8, 0);
     gpu->ops->sync(gpu);
     check(ss == 0.0, "empty ops: nothing launched, sum of squares of nothing is 0");
     gpu->ops->free(gpu, one);

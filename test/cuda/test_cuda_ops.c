@@ -220,8 +220,8 @@ static void test_matmul_case(int m, int n, int k, bool ta, bool tb, float alpha,
     float *a = host_random(na, -1, 1), *b = host_random(nb, -1, 1), *c = host_random(nc, -1, 1);
     float *ca = be_dup(cpu, a, na * 4), *cb = be_dup(cpu, b, nb * 4), *cc = be_dup(cpu, c, nc * 4);
     float *ga = be_dup(gpu, a, na * 4), *gb = be_dup(gpu, b, nb * 4), *gc = be_dup(gpu, c, nc * 4);
-    cpu->ops->matmul(cpu, cc + off, ca + off, cb + off, m, n, k, ta, tb, alpha, beta);
-    gpu->ops->matmul(gpu, gc + off, ga + off, gb + off, m, n, k, ta, tb, alpha, beta);
+    cpu->ops->matmul(cpu, FT_GEMM_F32, cc + off, ca + off, cb + off, m, n, k, ta, tb, alpha, beta);
+    gpu->ops->matmul(gpu, FT_GEMM_F32, gc + off, ga + off, gb + off, m, n, k, ta, tb, alpha, beta);
     float *rc = be_fetch(cpu, cc, nc * 4), *rg = be_fetch(gpu, gc, nc * 4);
     close_enough(what, rg, rc, nc, 1e-4f);
     cpu->ops->free(cpu, ca), cpu->ops->free(cpu, cb), cpu->ops->free(cpu, cc);
@@ -253,7 +253,7 @@ static void test_matmul(void)
         c[i] = NAN;
     float *ga = be_dup(gpu, a, (size_t)m * k * 4), *gb = be_dup(gpu, b, (size_t)k * n * 4);
     float *gc = be_dup(gpu, c, (size_t)m * n * 4);
-    gpu->ops->matmul(gpu, gc, ga, gb, m, n, k, false, false, 1.0f, 0.0f);
+    gpu->ops->matmul(gpu, FT_GEMM_F32, gc, ga, gb, m, n, k, false, false, 1.0f, 0.0f);
     float *r = be_fetch(gpu, gc, (size_t)m * n * 4);
     int finite = 1;
     for (int i = 0; i < m * n; i++)
@@ -310,8 +310,8 @@ static void test_rmsnorm_case(int rows, int dim)
     float *gx = be_dup(gpu, x, n * 4), *gw = be_dup(gpu, w, dim * 4u);
     float *cy = cpu->ops->alloc(cpu, n * 4), *gy = gpu->ops->alloc(gpu, n * 4);
     float *cr = cpu->ops->alloc(cpu, rows * 4u), *gr = gpu->ops->alloc(gpu, rows * 4u);
-    cpu->ops->rmsnorm_fwd(cpu, cy, cr, cx, cw, rows, dim, eps);
-    gpu->ops->rmsnorm_fwd(gpu, gy, gr, gx, gw, rows, dim, eps);
+    cpu->ops->rmsnorm_fwd(cpu, FT_DTYPE_F32, cy, cr, cx, cw, rows, dim, eps);
+    gpu->ops->rmsnorm_fwd(gpu, FT_DTYPE_F32, gy, gr, gx, gw, rows, dim, eps);
     float *ry_c = be_fetch(cpu, cy, n * 4), *ry_g = be_fetch(gpu, gy, n * 4);
     float *rr_c = be_fetch(cpu, cr, rows * 4u), *rr_g = be_fetch(gpu, gr, rows * 4u);
     snprintf(what, sizeof what, "rmsnorm_fwd y rows=%d dim=%d", rows, dim);
@@ -324,8 +324,8 @@ static void test_rmsnorm_case(int rows, int dim)
     float *cdw = be_dup(cpu, dw0, dim * 4u), *gdw = be_dup(gpu, dw0, dim * 4u);
     /* Both backends get the CPU's rstd so the backward is compared alone. */
     float *grc = be_dup(gpu, rr_c, rows * 4u);
-    cpu->ops->rmsnorm_bwd(cpu, cdx, cdw, cdy, cx, cw, cr, rows, dim);
-    gpu->ops->rmsnorm_bwd(gpu, gdx, gdw, gdy, gx, gw, grc, rows, dim);
+    cpu->ops->rmsnorm_bwd(cpu, FT_DTYPE_F32, cdx, cdw, cdy, cx, cw, cr, rows, dim);
+    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, gdx, gdw, gdy, gx, gw, grc, rows, dim);
     float *rdx_c = be_fetch(cpu, cdx, n * 4), *rdx_g = be_fetch(gpu, gdx, n * 4);
     float *rdw_c = be_fetch(cpu, cdw, dim * 4u), *rdw_g = be_fetch(gpu, gdw, dim * 4u);
     snprintf(what, sizeof what, "rmsnorm_bwd dx (accumulate) rows=%d dim=%d", rows, dim);
@@ -334,10 +334,10 @@ static void test_rmsnorm_case(int rows, int dim)
     close_enough(what, rdw_g, rdw_c, (size_t)dim, 1e-4f);
     /* Reproducibility: same call on fresh accumulators twice. */
     gpu->ops->upload(gpu, gdw, dw0, dim * 4u);
-    gpu->ops->rmsnorm_bwd(gpu, gdx, gdw, gdy, gx, gw, grc, rows, dim);
+    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, gdx, gdw, gdy, gx, gw, grc, rows, dim);
     float *rdw_1 = be_fetch(gpu, gdw, dim * 4u);
     gpu->ops->upload(gpu, gdw, dw0, dim * 4u);
-    gpu->ops->rmsnorm_bwd(gpu, gdx, gdw, gdy, gx, gw, grc, rows, dim);
+    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, gdx, gdw, gdy, gx, gw, grc, rows, dim);
     float *rdw_2 = be_fetch(gpu, gdw, dim * 4u);
     snprintf(what, sizeof what, "rmsnorm_bwd dw reproducible rows=%d dim=%d", rows, dim);
     bitwise(what, rdw_1, rdw_2, dim * 4u);
@@ -377,8 +377,8 @@ static void test_rope_case(int tokens, int n_heads, int head_dim)
     float *gs = be_dup(gpu, stab, (size_t)max_pos * half * 4);
     int32_t *cp = be_dup(cpu, pos, (size_t)tokens * 4), *gp = be_dup(gpu, pos, (size_t)tokens * 4);
     for (int inverse = 0; inverse < 2; inverse++) {
-        cpu->ops->rope(cpu, cx, cc, cs, cp, tokens, n_heads, head_dim, inverse);
-        gpu->ops->rope(gpu, gx, gc, gs, gp, tokens, n_heads, head_dim, inverse);
+        cpu->ops->rope(cpu, FT_DTYPE_F32, cx, cc, cs, cp, tokens, n_heads, head_dim, inverse);
+        gpu->ops->rope(gpu, FT_DTYPE_F32, gx, gc, gs, gp, tokens, n_heads, head_dim, inverse);
         float *rc = be_fetch(cpu, cx, n * 4), *rg = be_fetch(gpu, gx, n * 4);
         snprintf(what, sizeof what, "rope%s tokens=%d heads=%d head_dim=%d",
                  inverse ? " (then inverse)" : "", tokens, n_heads, head_dim);
@@ -454,8 +454,8 @@ static void test_attention_case(int batch, int seq, int n_heads, int n_kv, int h
     gpu->ops->upload(gpu, go, nan_buf, nq * 4);
     gpu->ops->upload(gpu, gl, nan_buf, nl * 4);
 
-    cpu->ops->attention_fwd(cpu, co, cl, cq, ck, cv, cseg, s);
-    gpu->ops->attention_fwd(gpu, go, gl, gq, gk, gv, gseg, s);
+    cpu->ops->attention_fwd(cpu, FT_DTYPE_F32, co, cl, cq, ck, cv, cseg, s);
+    gpu->ops->attention_fwd(gpu, FT_DTYPE_F32, go, gl, gq, gk, gv, gseg, s);
     float *ro_c = be_fetch(cpu, co, nq * 4), *ro_g = be_fetch(gpu, go, nq * 4);
     float *rl_c = be_fetch(cpu, cl, nl * 4), *rl_g = be_fetch(gpu, gl, nl * 4);
     snprintf(what, sizeof what, "attention_fwd out %s", tag);
@@ -470,8 +470,8 @@ static void test_attention_case(int batch, int seq, int n_heads, int n_kv, int h
     float *cdv = cpu->ops->alloc(cpu, nkv * 4);
     float *gdq = be_dup(gpu, nan_buf, nq * 4), *gdk = be_dup(gpu, nan_buf, nkv * 4);
     float *gdv = be_dup(gpu, nan_buf, nkv * 4);
-    cpu->ops->attention_bwd(cpu, cdq, cdk, cdv, cdo, co, cl, cq, ck, cv, cseg, s);
-    gpu->ops->attention_bwd(gpu, gdq, gdk, gdv, gdo, go_c, gl_c, gq, gk, gv, gseg, s);
+    cpu->ops->attention_bwd(cpu, FT_DTYPE_F32, cdq, cdk, cdv, cdo, co, cl, cq, ck, cv, cseg, s);
+    gpu->ops->attention_bwd(gpu, FT_DTYPE_F32, gdq, gdk, gdv, gdo, go_c, gl_c, gq, gk, gv, gseg, s);
     float *rdq_c = be_fetch(cpu, cdq, nq * 4), *rdq_g = be_fetch(gpu, gdq, nq * 4);
     float *rdk_c = be_fetch(cpu, cdk, nkv * 4), *rdk_g = be_fetch(gpu, gdk, nkv * 4);
     float *rdv_c = be_fetch(cpu, cdv, nkv * 4), *rdv_g = be_fetch(gpu, gdv, nkv * 4);
@@ -491,7 +491,7 @@ static void test_attention_case(int batch, int seq, int n_heads, int n_kv, int h
     close_enough(what, rdv_g, rdv_c, nkv, 1e-4f);
 
     /* Reproducibility of the backward. */
-    gpu->ops->attention_bwd(gpu, gdq, gdk, gdv, gdo, go_c, gl_c, gq, gk, gv, gseg, s);
+    gpu->ops->attention_bwd(gpu, FT_DTYPE_F32, gdq, gdk, gdv, gdo, go_c, gl_c, gq, gk, gv, gseg, s);
     float *rdq_2 = be_fetch(gpu, gdq, nq * 4), *rdk_2 = be_fetch(gpu, gdk, nkv * 4);
     float *rdv_2 = be_fetch(gpu, gdv, nkv * 4);
     snprintf(what, sizeof what, "attention_bwd reproducible %s", tag);
@@ -555,10 +555,10 @@ static void test_bias_case(int rows, int dim)
     float *cy = be_dup(cpu, y, n * 4), *cb = be_dup(cpu, b, dim * 4), *cdy = be_dup(cpu, dy, n * 4);
     float *gy = be_dup(gpu, y, n * 4), *gb = be_dup(gpu, b, dim * 4), *gdy = be_dup(gpu, dy, n * 4);
     float *cdb = be_dup(cpu, db, dim * 4), *gdb = be_dup(gpu, db, dim * 4);
-    cpu->ops->bias_add(cpu, cy, cb, rows, dim);
-    gpu->ops->bias_add(gpu, gy, gb, rows, dim);
-    cpu->ops->bias_grad(cpu, cdb, cdy, rows, dim);
-    gpu->ops->bias_grad(gpu, gdb, gdy, rows, dim);
+    cpu->ops->bias_add(cpu, FT_DTYPE_F32, cy, cb, rows, dim);
+    gpu->ops->bias_add(gpu, FT_DTYPE_F32, gy, gb, rows, dim);
+    cpu->ops->bias_grad(cpu, FT_DTYPE_F32, cdb, cdy, rows, dim);
+    gpu->ops->bias_grad(gpu, FT_DTYPE_F32, gdb, gdy, rows, dim);
     float *r1 = be_fetch(cpu, cy, n * 4), *r2 = be_fetch(gpu, gy, n * 4);
     snprintf(what, sizeof what, "bias_add %dx%d", rows, dim);
     bitwise(what, r1, r2, n * 4); /* one fp32 add per element on both */
@@ -587,10 +587,10 @@ static void test_swiglu(void)
     float *co = cpu->ops->alloc(cpu, n * 4), *go = gpu->ops->alloc(gpu, n * 4);
     float *cdg = cpu->ops->alloc(cpu, n * 4), *gdg = gpu->ops->alloc(gpu, n * 4);
     float *cdu = cpu->ops->alloc(cpu, n * 4), *gdu = gpu->ops->alloc(gpu, n * 4);
-    cpu->ops->swiglu_fwd(cpu, co, cg, cu, n);
-    gpu->ops->swiglu_fwd(gpu, go, gg, gu, n);
-    cpu->ops->swiglu_bwd(cpu, cdg, cdu, cd, cg, cu, n);
-    gpu->ops->swiglu_bwd(gpu, gdg, gdu, gd, gg, gu, n);
+    cpu->ops->swiglu_fwd(cpu, FT_DTYPE_F32, co, cg, cu, n);
+    gpu->ops->swiglu_fwd(gpu, FT_DTYPE_F32, go, gg, gu, n);
+    cpu->ops->swiglu_bwd(cpu, FT_DTYPE_F32, cdg, cdu, cd, cg, cu, n);
+    gpu->ops->swiglu_bwd(gpu, FT_DTYPE_F32, gdg, gdu, gd, gg, gu, n);
     float *r1 = be_fetch(cpu, co, n * 4), *r2 = be_fetch(gpu, go, n * 4);
     close_enough("swiglu_fwd", r2, r1, n, 1e-5f);
     free(r1), free(r2);
@@ -623,8 +623,8 @@ static void test_embedding_case(int vocab, int dim, int tokens)
     float *ct = be_dup(cpu, table, nt * 4), *gt = be_dup(gpu, table, nt * 4);
     int32_t *ci = be_dup(cpu, ids, (size_t)tokens * 4), *gi = be_dup(gpu, ids, (size_t)tokens * 4);
     float *co = cpu->ops->alloc(cpu, no * 4), *go = gpu->ops->alloc(gpu, no * 4);
-    cpu->ops->embedding_fwd(cpu, co, ct, ci, tokens, dim);
-    gpu->ops->embedding_fwd(gpu, go, gt, gi, tokens, dim);
+    cpu->ops->embedding_fwd(cpu, FT_DTYPE_F32, co, ct, ci, tokens, dim);
+    gpu->ops->embedding_fwd(gpu, FT_DTYPE_F32, go, gt, gi, tokens, dim);
     float *r1 = be_fetch(cpu, co, no * 4), *r2 = be_fetch(gpu, go, no * 4);
     snprintf(what, sizeof what, "embedding_fwd vocab=%d dim=%d tokens=%d", vocab, dim, tokens);
     bitwise(what, r2, r1, no * 4);
@@ -632,8 +632,8 @@ static void test_embedding_case(int vocab, int dim, int tokens)
 
     float *cdo = be_dup(cpu, dout, no * 4), *gdo = be_dup(gpu, dout, no * 4);
     float *cdt = be_dup(cpu, dtab0, nt * 4), *gdt = be_dup(gpu, dtab0, nt * 4);
-    cpu->ops->embedding_bwd(cpu, cdt, cdo, ci, tokens, dim);
-    gpu->ops->embedding_bwd(gpu, gdt, gdo, gi, tokens, dim);
+    cpu->ops->embedding_bwd(cpu, FT_DTYPE_F32, cdt, cdo, ci, tokens, dim);
+    gpu->ops->embedding_bwd(gpu, FT_DTYPE_F32, gdt, gdo, gi, tokens, dim);
     r1 = be_fetch(cpu, cdt, nt * 4), r2 = be_fetch(gpu, gdt, nt * 4);
     snprintf(what, sizeof what, "embedding_bwd (accumulate) vocab=%d dim=%d tokens=%d", vocab, dim,
              tokens);

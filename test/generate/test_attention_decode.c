@@ -99,7 +99,7 @@ static float *run_decode(ft_backend *be, const float *q, const float *k, const f
     be->ops->upload(be, dk, k, nkv * sizeof(float));
     be->ops->upload(be, dv, v, nkv * sizeof(float));
     be->ops->upload(be, dout, out, nq * sizeof(float));
-    be->ops->attention_decode(be, dout, dq, dk, dv, s.past, s.n_new, s.n_heads, s.n_kv, s.hd,
+    be->ops->attention_decode(be, FT_DTYPE_F32, dout, dq, dk, dv, s.past, s.n_new, s.n_heads, s.n_kv, s.hd,
                               s.window);
     be->ops->download(be, out, dout, nq * sizeof(float));
     be->ops->sync(be);
@@ -174,7 +174,7 @@ static void test_cpu_vs_flash(void **state)
         float *lse = malloc((size_t)T * s.n_heads * sizeof(float));
         ft_attn_shape as = { .batch = 1, .seq_len = T, .n_heads = s.n_heads,
                              .n_kv_heads = s.n_kv, .head_dim = s.hd, .window = s.window };
-        be->ops->attention_fwd(be, flash, lse, qall, k, v, NULL, as);
+        be->ops->attention_fwd(be, FT_DTYPE_F32, flash, lse, qall, k, v, NULL, as);
         double *want = malloc((size_t)s.n_new * qs * sizeof *want);
         for (size_t i = 0; i < (size_t)s.n_new * qs; i++)
             want[i] = flash[(size_t)s.past * qs + i];

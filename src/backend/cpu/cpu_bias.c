@@ -5,7 +5,7 @@
  * threads. */
 #include "backend/cpu/cpu_internal.h"
 
-void ft_cpu_bias_add(ft_backend *be, float *y, const float *b, int rows, int dim)
+static void bias_add_f32(ft_backend *be, float *y, const float *b, int rows, int dim)
 {
     (void)be;
     const size_t work = (size_t)rows * (size_t)dim;
@@ -21,7 +21,7 @@ void ft_cpu_bias_add(ft_backend *be, float *y, const float *b, int rows, int dim
 /* Columns per task: a multiple of 16 floats so that tasks never share a cache line. */
 #define BIAS_COLS 64
 
-void ft_cpu_bias_grad(ft_backend *be, float *db, const float *dy, int rows, int dim)
+static void bias_grad_f32(ft_backend *be, float *db, const float *dy, int rows, int dim)
 {
     (void)be;
     const size_t work = (size_t)rows * (size_t)dim;
@@ -40,4 +40,18 @@ void ft_cpu_bias_grad(ft_backend *be, float *db, const float *dy, int rows, int 
         for (int c = 0; c < n; c++)
             db[c0 + c] += acc[c];
     }
+}
+
+void ft_cpu_bias_add(ft_backend *be, ft_dtype dt, void *y, const void *b, int rows, int dim)
+{
+    if (dt == FT_DTYPE_F32)
+        return bias_add_f32(be, y, b, rows, dim);
+    ft_cpu_unsupported_dtype("bias_add", dt);
+}
+
+void ft_cpu_bias_grad(ft_backend *be, ft_dtype dt, float *db, const void *dy, int rows, int dim)
+{
+    if (dt == FT_DTYPE_F32)
+        return bias_grad_f32(be, db, dy, rows, dim);
+    ft_cpu_unsupported_dtype("bias_grad", dt);
 }
