@@ -86,7 +86,7 @@ int ft_gen_params_init_random(ft_gen_params **out, const ft_model_config *c, uin
 
 /* ---------------------------------------------------------------- source */
 
-static const float *src_acquire(void *ctx, int unit)
+static const void *src_acquire(void *ctx, int unit)
 {
     return ((ft_gen_params *)ctx)->units[unit];
 }

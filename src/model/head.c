@@ -6,6 +6,11 @@
  *   dxf[rows] = dlogits W,   dW += dlogits^T xf[rows].
  * Chunks whose rows are all masked out are skipped (prompt tokens in instruction
  * data), which saves their two vocab-sized GEMMs.
+ *
+ * Logits and the loss are fp32 in every recipe: the forward GEMM writes fp32 from
+ * model-dtype operands, and the cross-entropy runs in fp32. With bf16 the chunk's
+ * dlogits are then rounded once to bf16 (m->dlogits) for the two backward GEMMs,
+ * whose operands must share a type; dW still accumulates in fp32.
  */
 #include <stdbool.h>
 
@@ -19,8 +24,8 @@ static bool chunk_has_targets(const float *weights_host, int r0, int rows)
     return false;
 }
 
-double ft_head_forward_backward(ft_model *m, const float *w_out, const float *w_norm,
-                                float *g_out, float *g_norm, const float *x, float *dx,
+double ft_head_forward_backward(ft_model *m, const void *w_out, const void *w_norm,
+                                float *g_out, float *g_norm, const void *x, void *dx,
                                 float grad_scale, int train)
 {
     ft_backend *be = m->be;
@@ -29,28 +34,35 @@ double ft_head_forward_backward(ft_model *m, const float *w_out, const float *w_
     const int chunk = m->opt.head_chunk_rows;
     const float *weights_host = m->host_f32; /* staged by the driver, [N] */
 
-    be->ops->rmsnorm_fwd(be, FT_DTYPE_F32, m->xf, m->rstd_f, x, w_norm, N, H, (float)c->rms_norm_eps);
+    be->ops->rmsnorm_fwd(be, m->dt, m->xf, m->rstd_f, x, w_norm, N, H, (float)c->rms_norm_eps);
     be->ops->zero(be, m->row_loss, (size_t)N * sizeof(float));
-    if (train)
-        be->ops->zero(be, m->dxf, (size_t)N * H * sizeof(float));
+    if (train) /* rows of skipped chunks keep a zero gradient */
+        be->ops->zero(be, m->dxf, (size_t)N * H * m->esize);
 
     for (int r0 = 0; r0 < N; r0 += chunk) {
         const int rows = N - r0 < chunk ? N - r0 : chunk;
         if (!chunk_has_targets(weights_host, r0, rows))
             continue;
-        const float *xf = m->xf + (size_t)r0 * H;
-        be->ops->matmul(be, FT_GEMM_F32, m->logits, xf, w_out, rows, V, H, false, true, 1.0f, 0.0f);
+        const void *xf = ft_model_at(m, m->xf, (size_t)r0 * H);
+        be->ops->matmul(be, ft_model_gemm_to_f32(m), m->logits, xf, w_out, rows, V, H, false, true,
+                        1.0f, 0.0f);
         be->ops->cross_entropy(be, m->logits, m->row_loss + r0, m->in.targets + r0,
                                m->in.weights + r0, rows, V, grad_scale);
         if (!train)
             continue;
-        be->ops->matmul(be, FT_GEMM_F32, m->dxf + (size_t)r0 * H, m->logits, w_out, rows, H, V, false, false,
-                        1.0f, 0.0f);
-        be->ops->matmul(be, FT_GEMM_F32, g_out, m->logits, xf, V, H, rows, true, false, 1.0f, 1.0f);
+        const void *dlogits = m->logits;
+        if (m->dt == FT_DTYPE_BF16) {
+            be->ops->f32_to_bf16(be, m->dlogits, m->logits, (size_t)rows * V);
+            dlogits = m->dlogits;
+        }
+        be->ops->matmul(be, ft_model_gemm(m), ft_model_at(m, m->dxf, (size_t)r0 * H), dlogits,
+                        w_out, rows, H, V, false, false, 1.0f, 0.0f);
+        be->ops->matmul(be, ft_model_gemm_to_f32(m), g_out, dlogits, xf, V, H, rows, true, false,
+                        1.0f, 1.0f);
     }
     if (train) {
-        be->ops->zero(be, dx, (size_t)N * H * sizeof(float));
-        be->ops->rmsnorm_bwd(be, FT_DTYPE_F32, dx, g_norm, m->dxf, x, w_norm, m->rstd_f, N, H);
+        be->ops->zero(be, dx, (size_t)N * H * m->esize);
+        be->ops->rmsnorm_bwd(be, m->dt, dx, g_norm, m->dxf, x, w_norm, m->rstd_f, N, H);
     }
 
     /* The host staging buffer is reused for the per-row losses. */

@@ -10,26 +10,38 @@
 
 /* Every activation buffer comes through here; a dry run (the memory planner) counts
  * the same buffers without allocating them. */
-static float *alloc_f32(ft_model *m, size_t n, int *failed)
+static void *alloc_bytes(ft_model *m, size_t bytes, int *failed)
 {
     static float dry_run_token;
     if (*failed)
         return NULL;
     if (m->dry_run) {
-        m->act_bytes += n * sizeof(float);
+        m->act_bytes += bytes;
         return &dry_run_token;
     }
-    float *p = m->be->ops->alloc(m->be, n * sizeof(float));
+    void *p = m->be->ops->alloc(m->be, bytes);
     if (!p)
         *failed = 1;
     else
-        m->act_bytes += n * sizeof(float);
+        m->act_bytes += bytes;
     return p;
+}
+
+/* n elements of the model's dtype: activations and their gradients. */
+static void *alloc_act(ft_model *m, size_t n, int *failed)
+{
+    return alloc_bytes(m, n * m->esize, failed);
+}
+
+/* n fp32 elements: statistics, tables, loss weights, logits. */
+static float *alloc_f32(ft_model *m, size_t n, int *failed)
+{
+    return alloc_bytes(m, n * sizeof(float), failed);
 }
 
 static int32_t *alloc_i32(ft_model *m, size_t n, int *failed)
 {
-    return (int32_t *)alloc_f32(m, n, failed); /* same size; only the bytes matter */
+    return alloc_bytes(m, n * sizeof(int32_t), failed);
 }
 
 static void alloc_block_acts(ft_model *m, ft_block_acts *a, size_t N, int *failed)
@@ -38,22 +50,22 @@ static void alloc_block_acts(ft_model *m, ft_block_acts *a, size_t N, int *faile
     const size_t H = c->hidden_size, I = c->intermediate_size;
     const size_t Q = (size_t)c->num_attention_heads * c->head_dim;
     const size_t KV = (size_t)c->num_key_value_heads * c->head_dim;
-    a->xn1 = alloc_f32(m, N * H, failed);
+    a->xn1 = alloc_act(m, N * H, failed);
     a->rstd1 = alloc_f32(m, N, failed);
-    a->q = alloc_f32(m, N * Q, failed);
-    a->k = alloc_f32(m, N * KV, failed);
-    a->v = alloc_f32(m, N * KV, failed);
-    a->att = alloc_f32(m, N * Q, failed);
+    a->q = alloc_act(m, N * Q, failed);
+    a->k = alloc_act(m, N * KV, failed);
+    a->v = alloc_act(m, N * KV, failed);
+    a->att = alloc_act(m, N * Q, failed);
     a->lse = alloc_f32(m, N * (size_t)c->num_attention_heads, failed);
-    a->h = alloc_f32(m, N * H, failed);
-    a->xn2 = alloc_f32(m, N * H, failed);
+    a->h = alloc_act(m, N * H, failed);
+    a->xn2 = alloc_act(m, N * H, failed);
     a->rstd2 = alloc_f32(m, N, failed);
-    a->gate = alloc_f32(m, N * I, failed);
-    a->up = alloc_f32(m, N * I, failed);
-    a->act = alloc_f32(m, N * I, failed);
+    a->gate = alloc_act(m, N * I, failed);
+    a->up = alloc_act(m, N * I, failed);
+    a->act = alloc_act(m, N * I, failed);
     if (ft_model_family_of(c)->qk_norm) {
-        a->q_raw = alloc_f32(m, N * Q, failed);
-        a->k_raw = alloc_f32(m, N * KV, failed);
+        a->q_raw = alloc_act(m, N * Q, failed);
+        a->k_raw = alloc_act(m, N * KV, failed);
         a->rstd_q = alloc_f32(m, N * (size_t)c->num_attention_heads, failed);
         a->rstd_k = alloc_f32(m, N * (size_t)c->num_key_value_heads, failed);
     }
@@ -61,13 +73,18 @@ static void alloc_block_acts(ft_model *m, ft_block_acts *a, size_t N, int *faile
 
 static void free_block_acts(ft_backend *be, ft_block_acts *a)
 {
-    float **p = (float **)a;
-    for (size_t i = 0; i < sizeof *a / sizeof(float *); i++)
-        be->ops->free(be, p[i]);
+    void *bufs[] = { a->xn1, a->q,     a->k,     a->v,     a->att,   a->h,      a->xn2,
+                     a->gate, a->up,   a->act,   a->q_raw, a->k_raw, a->rstd1,  a->lse,
+                     a->rstd2, a->rstd_q, a->rstd_k };
+    _Static_assert(sizeof bufs == sizeof *a, "free every buffer of ft_block_acts");
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        be->ops->free(be, bufs[i]);
 }
 
-static void resolve_chunk_rows(ft_model *m)
+static void resolve_options(ft_model *m)
 {
+    m->dt = m->opt.dtype;
+    m->esize = ft_dtype_size(m->dt);
     if (m->opt.head_chunk_rows <= 0) /* keep the logits chunk near 32 MiB */
         m->opt.head_chunk_rows =
             (int)((32u << 20) / sizeof(float) / (size_t)m->layout.config.vocab_size);
@@ -105,30 +122,33 @@ static int allocate_buffers(ft_model *m)
     if (!m->block_in || !m->plan || !m->acts || !m->host_i32 || !m->host_f32)
         failed = 1;
     for (int l = 0; l <= L && !failed; l++)
-        m->block_in[l] = alloc_f32(m, N * H, &failed);
+        m->block_in[l] = alloc_act(m, N * H, &failed);
     for (int i = 0; i < m->n_act_sets && !failed; i++)
         alloc_block_acts(m, &m->acts[i], N, &failed);
 
     ft_block_scratch *s = &m->scratch;
-    s->dh = alloc_f32(m, N * H, &failed);
-    s->dxn = alloc_f32(m, N * H, &failed);
-    s->datt = alloc_f32(m, N * Q, &failed);
-    s->dq = alloc_f32(m, N * Q, &failed);
-    s->dk = alloc_f32(m, N * KV, &failed);
-    s->dv = alloc_f32(m, N * KV, &failed);
-    s->dgate = alloc_f32(m, N * I, &failed);
-    s->dup = alloc_f32(m, N * I, &failed);
-    s->dact = alloc_f32(m, N * I, &failed);
+    s->dh = alloc_act(m, N * H, &failed);
+    s->dxn = alloc_act(m, N * H, &failed);
+    s->datt = alloc_act(m, N * Q, &failed);
+    s->dq = alloc_act(m, N * Q, &failed);
+    s->dk = alloc_act(m, N * KV, &failed);
+    s->dv = alloc_act(m, N * KV, &failed);
+    s->dgate = alloc_act(m, N * I, &failed);
+    s->dup = alloc_act(m, N * I, &failed);
+    s->dact = alloc_act(m, N * I, &failed);
     if (ft_model_family_of(c)->qk_norm) {
-        s->dq_raw = alloc_f32(m, N * Q, &failed);
-        s->dk_raw = alloc_f32(m, N * KV, &failed);
+        s->dq_raw = alloc_act(m, N * Q, &failed);
+        s->dk_raw = alloc_act(m, N * KV, &failed);
     }
-    m->dres[0] = alloc_f32(m, N * H, &failed);
-    m->dres[1] = alloc_f32(m, N * H, &failed);
-    m->xf = alloc_f32(m, N * H, &failed);
+    m->dres[0] = alloc_act(m, N * H, &failed);
+    m->dres[1] = alloc_act(m, N * H, &failed);
+    m->xf = alloc_act(m, N * H, &failed);
     m->rstd_f = alloc_f32(m, N, &failed);
-    m->dxf = alloc_f32(m, N * H, &failed);
-    m->logits = alloc_f32(m, (size_t)m->opt.head_chunk_rows * c->vocab_size, &failed);
+    m->dxf = alloc_act(m, N * H, &failed);
+    const size_t chunk = (size_t)m->opt.head_chunk_rows * c->vocab_size;
+    m->logits = alloc_f32(m, chunk, &failed);
+    if (m->dt != FT_DTYPE_F32)
+        m->dlogits = alloc_act(m, chunk, &failed);
     m->row_loss = alloc_f32(m, N, &failed);
     return failed;
 }
@@ -149,7 +169,7 @@ int ft_model_create(ft_model **out, const ft_model_layout *layout, ft_backend *b
     m->layout = *layout;
     m->be = be;
     m->opt = *opt;
-    resolve_chunk_rows(m);
+    resolve_options(m);
     m->attn = (ft_attn_shape){ .batch = opt->max_batch, .seq_len = opt->seq_len,
                                .n_heads = c->num_attention_heads,
                                .n_kv_heads = c->num_key_value_heads, .head_dim = c->head_dim,
@@ -195,12 +215,12 @@ void ft_model_free(ft_model *m)
     if (m->acts)
         for (int i = 0; i < m->n_act_sets; i++)
             free_block_acts(be, &m->acts[i]);
-    float **s = (float **)&m->scratch;
-    for (size_t i = 0; i < sizeof m->scratch / sizeof(float *); i++)
+    void **s = (void **)&m->scratch;
+    for (size_t i = 0; i < sizeof m->scratch / sizeof(void *); i++)
         be->ops->free(be, s[i]);
-    float *bufs[] = { m->rope_cos, m->rope_sin, (float *)m->in.ids, (float *)m->in.targets,
-                      (float *)m->in.segment, (float *)m->in.pos, m->in.weights, m->dres[0],
-                      m->dres[1], m->xf, m->rstd_f, m->dxf, m->logits, m->row_loss };
+    void *bufs[] = { m->rope_cos, m->rope_sin, m->in.ids,  m->in.targets, m->in.segment,
+                     m->in.pos,   m->in.weights, m->dres[0], m->dres[1], m->xf,
+                     m->rstd_f,   m->dxf,      m->logits,  m->dlogits,  m->row_loss };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         be->ops->free(be, bufs[i]);
     free(m->block_in);
@@ -221,7 +241,7 @@ size_t ft_model_estimate_activation_bytes(const ft_model_layout *layout,
     m.layout = *layout;
     m.opt = *opt;
     m.dry_run = 1;
-    resolve_chunk_rows(&m);
+    resolve_options(&m);
     allocate_buffers(&m);
     free(m.block_in);
     free(m.plan);
@@ -319,13 +339,13 @@ static void forward_blocks(ft_model *m, const ft_param_source *src)
 {
     const ft_model_layout *lay = &m->layout;
     const int L = lay->config.num_hidden_layers, H = lay->config.hidden_size;
-    const float *emb = src->acquire(src->ctx, 0);
-    m->be->ops->embedding_fwd(m->be, FT_DTYPE_F32, m->block_in[0], emb, m->in.ids, m->in.tokens, H);
+    const void *emb = src->acquire(src->ctx, 0);
+    m->be->ops->embedding_fwd(m->be, m->dt, m->block_in[0], emb, m->in.ids, m->in.tokens, H);
     src->release(src->ctx, 0);
     for (int l = 0; l < L; l++) {
         const int u = ft_layout_block_unit(l);
         ft_block_params p;
-        ft_block_params_bind(&lay->units[u], src->acquire(src->ctx, u), &p);
+        ft_block_params_bind(m, &lay->units[u], src->acquire(src->ctx, u), &p);
         ft_block_forward(m, &p, m->block_in[l], m->block_in[l + 1], acts_for(m, l));
         src->release(src->ctx, u);
     }
@@ -333,15 +353,16 @@ static void forward_blocks(ft_model *m, const ft_param_source *src)
 
 /* The head's tensors: output projection (lm_head, or the embedding when tied) and norm. */
 static double run_head(ft_model *m, const ft_param_source *src, float grad_scale, int train,
-                       float *dx)
+                       void *dx)
 {
     const ft_model_layout *lay = &m->layout;
     const int hu = ft_layout_head_unit(lay);
     const ft_unit_layout *head = &lay->units[hu];
     const int tied = lay->config.tie_word_embeddings;
-    const float *hp = src->acquire(src->ctx, hu);
-    const float *w_out = tied ? src->acquire(src->ctx, 0) : hp + head->tensors[FT_HEAD_LM].offset;
-    const float *w_norm = hp + head->tensors[head->n_tensors - 1].offset;
+    const void *hp = src->acquire(src->ctx, hu);
+    const void *w_out =
+        tied ? src->acquire(src->ctx, 0) : ft_model_at(m, hp, head->tensors[FT_HEAD_LM].offset);
+    const void *w_norm = ft_model_at(m, hp, head->tensors[head->n_tensors - 1].offset);
     float *g_out = NULL, *g_norm = NULL;
     if (train) {
         float *hg = src->grads(src->ctx, hu);
@@ -370,14 +391,14 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
 
     announce_plan(m, src, 1);
     forward_blocks(m, src);
-    float *dy = m->dres[0], *dx = m->dres[1];
+    void *dy = m->dres[0], *dx = m->dres[1];
     *loss_sum = run_head(m, src, grad_scale, 1, dy);
 
     for (int l = L - 1; l >= 0; l--) {
         const int u = ft_layout_block_unit(l);
         ft_block_params p;
         ft_block_grads g;
-        ft_block_params_bind(&lay->units[u], src->acquire(src->ctx, u), &p);
+        ft_block_params_bind(m, &lay->units[u], src->acquire(src->ctx, u), &p);
         ft_block_grads_bind(&lay->units[u], src->grads(src->ctx, u), &g);
         ft_block_acts *a = acts_for(m, l);
         if (m->opt.activation_checkpointing) /* recompute from the saved input; the output
@@ -386,13 +407,13 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
         ft_block_backward(m, &p, &g, m->block_in[l], a, dy, dx);
         src->grad_done(src->ctx, u);
         src->release(src->ctx, u);
-        float *t = dy;
+        void *t = dy;
         dy = dx;
         dx = t;
     }
 
     src->acquire(src->ctx, 0);
-    be->ops->embedding_bwd(be, FT_DTYPE_F32, src->grads(src->ctx, 0), dy, m->in.ids, m->in.tokens, H);
+    be->ops->embedding_bwd(be, m->dt, src->grads(src->ctx, 0), dy, m->in.ids, m->in.tokens, H);
     src->grad_done(src->ctx, 0);
     src->release(src->ctx, 0);
     be->ops->sync(be);
@@ -425,15 +446,16 @@ int ft_model_logits(ft_model *m, const ft_param_source *src, const ft_host_batch
     const int N = m->in.tokens, H = c->hidden_size, V = c->vocab_size;
     const int chunk = m->opt.head_chunk_rows;
     ft_backend *be = m->be;
-    const float *hp = src->acquire(src->ctx, hu);
-    const float *w_out = c->tie_word_embeddings ? src->acquire(src->ctx, 0)
-                                                : hp + head->tensors[FT_HEAD_LM].offset;
-    const float *w_norm = hp + head->tensors[head->n_tensors - 1].offset;
-    be->ops->rmsnorm_fwd(be, FT_DTYPE_F32, m->xf, m->rstd_f, m->block_in[c->num_hidden_layers], w_norm, N, H,
+    const void *hp = src->acquire(src->ctx, hu);
+    const void *w_out = c->tie_word_embeddings
+                            ? src->acquire(src->ctx, 0)
+                            : ft_model_at(m, hp, head->tensors[FT_HEAD_LM].offset);
+    const void *w_norm = ft_model_at(m, hp, head->tensors[head->n_tensors - 1].offset);
+    be->ops->rmsnorm_fwd(be, m->dt, m->xf, m->rstd_f, m->block_in[c->num_hidden_layers], w_norm, N, H,
                          (float)c->rms_norm_eps);
     for (int r0 = 0; r0 < N; r0 += chunk) {
         const int rows = N - r0 < chunk ? N - r0 : chunk;
-        be->ops->matmul(be, FT_GEMM_F32, m->logits, m->xf + (size_t)r0 * H, w_out, rows, V, H, false, true,
+        be->ops->matmul(be, ft_model_gemm_to_f32(m), m->logits, ft_model_at(m, m->xf, (size_t)r0 * H), w_out, rows, V, H, false, true,
                         1.0f, 0.0f);
         be->ops->download(be, logits_host + (size_t)r0 * V, m->logits,
                           (size_t)rows * V * sizeof(float));

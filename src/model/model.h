@@ -24,9 +24,11 @@ typedef struct ft_param_source {
     /* Announces the order of acquire() calls of the pass that starts (may be NULL):
      * lets a sharding engine prefetch the next unit while the current one computes. */
     void (*plan)(void *ctx, const int *units, int n);
-    /* Returns the unit's parameters (fp32, flat, unit layout) on the backend. */
-    const float *(*acquire)(void *ctx, int unit);
-    /* Returns the unit's gradient accumulator (fp32, flat) on the backend. */
+    /* Returns the unit's parameters (flat, unit layout) on the backend, stored in the
+     * model's dtype (ft_model_options.dtype). */
+    const void *(*acquire)(void *ctx, int unit);
+    /* Returns the unit's gradient accumulator (fp32, flat) on the backend, whatever the
+     * model's dtype. */
     float *(*grads)(void *ctx, int unit);
     void (*release)(void *ctx, int unit);
     /* Called once per micro-batch when unit's gradient contribution is complete. */
@@ -49,6 +51,10 @@ typedef struct ft_model_options {
     int seq_len;
     bool activation_checkpointing; /* keep only block inputs; recompute in backward */
     int head_chunk_rows;           /* rows of logits alive at once in the head (0: auto) */
+    /* Storage of activations, their gradients and the working parameters the source
+     * hands out: fp32, or bf16 for the mixed-precision recipe (doc/design.md,
+     * "Numerics"). Statistics, logits, the loss and parameter gradients are fp32. */
+    ft_dtype dtype;
 } ft_model_options;
 
 int ft_model_create(ft_model **out, const ft_model_layout *layout, ft_backend *be,

@@ -4,22 +4,22 @@
 
 #include "model/model.h"
 
-/* What one block's forward keeps for its backward. */
+/* What one block's forward keeps for its backward. Activations (void *) are stored
+ * in the model's dtype; the statistics (float *) are always fp32. */
 typedef struct ft_block_acts {
-    float *xn1, *rstd1;      /* attention-norm output, its 1/rms */
-    float *q, *k, *v;        /* projections; q and k after RoPE */
-    float *att, *lse;        /* attention output and log-sum-exp */
-    float *h, *xn2, *rstd2;  /* residual after attention, mlp-norm output, 1/rms */
-    float *gate, *up, *act;  /* SwiGLU inputs and output */
-    /* qk_norm families only (NULL otherwise): q and k before their per-head
-     * RMSNorm, and its 1/rms per (token, head) */
-    float *q_raw, *k_raw, *rstd_q, *rstd_k;
+    void *xn1, *q, *k, *v;   /* attention-norm output; projections, q and k after RoPE */
+    void *att, *h, *xn2;     /* attention output, residual after attention, mlp-norm output */
+    void *gate, *up, *act;   /* SwiGLU inputs and output */
+    /* qk_norm families only (NULL otherwise): q and k before their per-head RMSNorm */
+    void *q_raw, *k_raw;
+    float *rstd1, *lse, *rstd2; /* 1/rms of the two norms, attention log-sum-exp */
+    float *rstd_q, *rstd_k;     /* qk_norm only: 1/rms per (token, head) */
 } ft_block_acts;
 
-/* Gradient scratch of one block's backward (shared by all blocks). */
+/* Gradient scratch of one block's backward (shared by all blocks), model dtype. */
 typedef struct ft_block_scratch {
-    float *dh, *dxn, *datt, *dq, *dk, *dv, *dgate, *dup, *dact;
-    float *dq_raw, *dk_raw; /* qk_norm only: gradients of q_raw, k_raw */
+    void *dh, *dxn, *datt, *dq, *dk, *dv, *dgate, *dup, *dact;
+    void *dq_raw, *dk_raw; /* qk_norm only: gradients of q_raw, k_raw */
 } ft_block_scratch;
 
 /* Per-micro-batch inputs on the backend. */
@@ -36,6 +36,8 @@ struct ft_model {
     ft_model_options opt;
     ft_attn_shape attn;       /* batch filled per call */
 
+    ft_dtype dt;                 /* opt.dtype: activations and working parameters */
+    size_t esize;                /* bytes per element of dt */
     float *rope_cos, *rope_sin;  /* [seq_len, head_dim/2] */
 
     ft_dev_batch in;
@@ -43,41 +45,62 @@ struct ft_model {
     float *host_f32;             /* [max_tokens] staging for weights and row losses */
 
     int *plan;                   /* [2L+4] unit order of the current pass */
-    float **block_in;            /* [L] saved input of every block (plus the head input) */
+    void **block_in;             /* [L+1] saved input of every block (plus the head input) */
     ft_block_acts *acts;         /* [L] without checkpointing, [1] with */
     int n_act_sets;
     ft_block_scratch scratch;
-    float *dres[2];              /* residual-stream gradient ping-pong */
-    float *xf, *rstd_f, *dxf;    /* head: final-norm output, 1/rms, its gradient */
-    float *logits;               /* [head_chunk_rows, vocab] */
+    void *dres[2];               /* residual-stream gradient ping-pong */
+    void *xf, *dxf;              /* head: final-norm output and its gradient */
+    float *rstd_f;               /* head: 1/rms of the final norm */
+    float *logits;               /* [head_chunk_rows, vocab], fp32 whatever dt is */
+    void *dlogits;               /* bf16 only: the chunk's dlogits rounded for the GEMMs */
     float *row_loss;             /* [max_tokens] */
 
     size_t act_bytes;
     int dry_run;                 /* count buffers, allocate none (planner) */
 };
 
-/* Block weights and gradients: pointers into a unit's flat buffers. */
+/* Block weights (model dtype) and gradients (fp32): pointers into a unit's flat
+ * buffers. */
 typedef struct ft_block_params {
-    const float *w[FT_BLK_N_TENSORS];
+    const void *w[FT_BLK_N_TENSORS];
 } ft_block_params;
 typedef struct ft_block_grads {
     float *g[FT_BLK_N_TENSORS];
 } ft_block_grads;
 
-void ft_block_params_bind(const ft_unit_layout *u, const float *flat, ft_block_params *p);
+void ft_block_params_bind(const ft_model *m, const ft_unit_layout *u, const void *flat,
+                          ft_block_params *p);
 void ft_block_grads_bind(const ft_unit_layout *u, float *flat, ft_block_grads *g);
 
 /* y = block(x); activations into a. */
-void ft_block_forward(ft_model *m, const ft_block_params *p, const float *x, float *y,
+void ft_block_forward(ft_model *m, const ft_block_params *p, const void *x, void *y,
                       ft_block_acts *a);
 /* dx = d(loss)/dx given dy (overwrite), parameter grads accumulate into g. */
-void ft_block_backward(ft_model *m, const ft_block_params *p, ft_block_grads *g, const float *x,
-                       const ft_block_acts *a, const float *dy, float *dx);
+void ft_block_backward(ft_model *m, const ft_block_params *p, ft_block_grads *g, const void *x,
+                       const ft_block_acts *a, const void *dy, void *dx);
 
 /* Head forward: final norm, logits in chunks, cross-entropy. With train != 0 also the
  * backward: dx (overwrite) and parameter grads. Returns the loss sum. */
-double ft_head_forward_backward(ft_model *m, const float *w_out, const float *w_norm,
-                                float *g_out, float *g_norm, const float *x, float *dx,
+double ft_head_forward_backward(ft_model *m, const void *w_out, const void *w_norm,
+                                float *g_out, float *g_norm, const void *x, void *dx,
                                 float grad_scale, int train);
+
+/* The GEMM types of the model's matmuls: everything in the model's dtype, or the
+ * product written in fp32 (weight gradients, logits). */
+static inline ft_gemm_types ft_model_gemm(const ft_model *m)
+{
+    return (ft_gemm_types){ m->dt, m->dt, m->dt };
+}
+static inline ft_gemm_types ft_model_gemm_to_f32(const ft_model *m)
+{
+    return (ft_gemm_types){ m->dt, m->dt, FT_DTYPE_F32 };
+}
+
+/* p + i elements of the model's dtype. */
+static inline void *ft_model_at(const ft_model *m, const void *p, size_t i)
+{
+    return (char *)p + i * m->esize;
+}
 
 #endif

@@ -193,7 +193,7 @@ static void src_plan(void *ctx, const int *units, int n)
         prefetch_next(e);
 }
 
-static const float *src_acquire(void *ctx, int unit)
+static const void *src_acquire(void *ctx, int unit)
 {
     ft_engine *e = ctx;
     if (e->opt.zero_stage <= 2)
