@@ -39,6 +39,7 @@ typedef struct ft_comm_ops {
     int (*all_reduce_bf16)(ft_comm *c, uint16_t *buf, size_t n, ft_comm_request **req);
     int (*reduce_scatter_bf16)(ft_comm *c, uint16_t *out, const uint16_t *in, size_t count,
                                ft_comm_request **req);
+    /* out[r*bytes ..] = rank r's in[0, bytes). In place when in == out + rank*bytes. */
     int (*all_gather)(ft_comm *c, void *out, const void *in, size_t bytes, ft_comm_request **req);
     int (*broadcast)(ft_comm *c, void *buf, size_t bytes, int root, ft_comm_request **req);
     int (*wait)(ft_comm *c, ft_comm_request *req, ft_error *err); /* frees req */

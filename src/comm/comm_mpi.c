@@ -1,6 +1,7 @@
 /* MPI implementation of the comm interface: MPI-3 nonblocking collectives on host
  * buffers over a private duplicate of MPI_COMM_WORLD. */
 #include <mpi.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,8 +106,10 @@ static int mpi_all_gather(ft_comm *c, void *out, const void *in, size_t bytes,
         return -1;
     const double p = c->size;
     account(c, (p - 1.0) / p, bytes * (size_t)c->size);
-    return MPI_Iallgather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, world_of(c),
-                          &(*req)->req) == MPI_SUCCESS ? 0 : -1;
+    /* MPI forbids aliased buffers; the in-place form says so explicitly */
+    const bool in_place = (const char *)in == (const char *)out + (size_t)c->rank * bytes;
+    return MPI_Iallgather(in_place ? MPI_IN_PLACE : in, (int)bytes, MPI_BYTE, out, (int)bytes,
+                          MPI_BYTE, world_of(c), &(*req)->req) == MPI_SUCCESS ? 0 : -1;
 }
 
 static int mpi_broadcast(ft_comm *c, void *buf, size_t bytes, int root, ft_comm_request **req)

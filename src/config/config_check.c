@@ -138,6 +138,13 @@ static int check_cross_keys(ft_config_state *st, ft_error *err)
     if (c->resume && strcmp(c->resume, "auto") == 0 && !c->checkpoint_dir)
         return ft_config_fail_at(st, key("resume"), err,
                                  "\"auto\" needs checkpoint_dir (where to look for `latest`)");
+    if (c->precision == FT_DTYPE_BF16 && c->param_dtype != FT_DTYPE_BF16) {
+        if (is_set(st, key("model.param_dtype")))
+            return ft_config_fail_at(st, blame(st, "model.param_dtype", "precision"), err,
+                                     "precision = \"bf16\" works on bf16 parameters: set "
+                                     "model.param_dtype = \"bf16\" or leave it out");
+        st->cfg->param_dtype = FT_DTYPE_BF16;
+    }
     if (c->eval_every > 0 && !c->eval_data)
         return ft_config_fail_at(st, key("eval_every"), err,
                                  "periodic evaluation needs data.eval (or set eval_every = 0)");

@@ -58,6 +58,9 @@ typedef struct ft_run_config {
     bool activation_checkpointing;
     bool offload_optimizer;
     ft_dtype grad_reduce_dtype; /* fp32 | bf16 */
+    /* the numerics recipe: "fp32", or "bf16" mixed precision (bf16 working parameters
+     * and activations, fp32 master, moments, gradients, statistics and loss) */
+    ft_dtype precision;
     double grad_clip;      /* global-norm clip; 0 disables */
     long log_every;
     long eval_every;       /* 0 disables periodic eval */

@@ -61,17 +61,20 @@ static void plan_geometry(ft_engine *e)
 static void allocate_unit(ft_engine *e, engine_unit *eu)
 {
     const int stage = e->opt.zero_stage, bf16 = e->opt.param_dtype == FT_DTYPE_BF16;
-    const int offload = e->opt.offload_optimizer;
+    const int offload = e->opt.offload_optimizer, bits = ft_engine_hands_bits(e);
     /* optimizer buffers span the shard length (stage >= 1) so gathers can read the
      * master directly, padding included */
     const size_t opt_len = ft_engine_opt_len(e, eu);
     ft_engine_memory *m = &e->mem;
     if (stage <= 2)
-        eu->full = ft_engine_alloc(e, eu->padded * sizeof(float), &m->params);
+        eu->full = ft_engine_alloc(e, eu->padded * (bits ? sizeof(uint16_t) : sizeof(float)),
+                                   &m->params);
+    /* stage 0 with bits: loading gathers the fp32 unit into the master, padding included */
+    const size_t master_len = stage == 0 && bits ? eu->padded : opt_len;
     if (stage >= 1 || bf16 || offload)
-        eu->master = ft_engine_alloc_opt(e, opt_len * sizeof(float),
+        eu->master = ft_engine_alloc_opt(e, master_len * sizeof(float),
                                          stage == 3 && !bf16 ? &m->params : &m->optimizer);
-    if (stage == 3 && bf16)
+    if (stage == 3 && bf16 && (!bits || offload))
         eu->shard_bf16 = ft_engine_alloc(e, eu->shard * sizeof(uint16_t), &m->params);
     if (stage == 3 && !bf16 && offload)
         eu->dev_shard = ft_engine_alloc(e, eu->shard * sizeof(float), &m->params);
@@ -87,6 +90,7 @@ static void allocate_unit(ft_engine *e, engine_unit *eu)
 static void allocate_pools(ft_engine *e)
 {
     const int stage = e->opt.zero_stage, bf16 = e->opt.param_dtype == FT_DTYPE_BF16;
+    const int bits = ft_engine_hands_bits(e);
     ft_engine_memory *m = &e->mem;
     e->stage_f32 = ft_engine_alloc(e, e->max_shard * sizeof(float), &m->scratch);
     if (e->opt.offload_optimizer) {
@@ -95,16 +99,20 @@ static void allocate_pools(ft_engine *e)
             if (ft_engine_opt_len(e, &e->units[u]) > max_opt)
                 max_opt = ft_engine_opt_len(e, &e->units[u]);
         e->host_grad = ft_engine_alloc_opt(e, max_opt * sizeof(float), NULL);
-        e->dev_master = ft_engine_alloc(e, max_opt * sizeof(float), &m->scratch);
+        /* stage 0 with bits also gathers loaded units here, padding included */
+        const size_t dev_len = stage == 0 && bits ? e->max_padded : max_opt;
+        e->dev_master = ft_engine_alloc(e, dev_len * sizeof(float), &m->scratch);
     }
-    if (stage >= 1 && bf16)
+    if ((stage == 1 || stage == 2) && bf16)
         e->stage_bits = ft_engine_alloc(e, e->max_shard * sizeof(uint16_t), &m->scratch);
-    if (bf16)
+    if (bf16 && !bits)
         e->gather_bits = ft_engine_alloc(e, e->max_padded * sizeof(uint16_t), &m->scratch);
     for (int i = 0; i < FT_GATHER_POOL; i++) {
         e->gather[i].unit = -1;
         if (stage == 3) {
-            e->gather[i].params = ft_engine_alloc(e, e->max_padded * sizeof(float), &m->gathered);
+            if (!bits)
+                e->gather[i].params =
+                    ft_engine_alloc(e, e->max_padded * sizeof(float), &m->gathered);
             if (bf16)
                 e->gather[i].bits = ft_engine_alloc(e, e->max_padded * sizeof(uint16_t),
                                                     &m->gathered);
@@ -133,6 +141,8 @@ int ft_engine_create(ft_engine **out, const ft_model_layout *layout, ft_backend 
     *out = NULL;
     if (opt->zero_stage < 0 || opt->zero_stage > 3)
         return ft_fail(err, "zero_stage %d: must be 0, 1, 2 or 3", opt->zero_stage);
+    if (opt->model_dtype == FT_DTYPE_BF16 && opt->param_dtype != FT_DTYPE_BF16)
+        return ft_fail(err, "bf16 model parameters need param_dtype bf16 (an fp32 master)");
     ft_engine *e = calloc(1, sizeof *e);
     if (!e)
         return ft_fail(err, "out of host memory");

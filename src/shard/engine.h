@@ -9,9 +9,12 @@
  * unit by unit around their use and freed after). See engine_internal.h for what
  * each stage keeps.
  *
- * Precision: compute is fp32. With param_dtype = bf16 the optimizer updates an fp32
- * master copy and the working parameters are its bf16 rounding (the values the model
- * sees are exactly bf16 values); stage 3 stores and gathers the bf16 bits.
+ * Precision. With param_dtype = bf16 the optimizer updates an fp32 master copy and
+ * the working parameters are its bf16 rounding (the values the model sees are exactly
+ * bf16 values). model_dtype says how they are handed to the model: fp32 values (stage 3
+ * then stores and gathers bf16 bits and widens them), or bf16 bits (the mixed-precision
+ * recipe: resident units and gathers hold bits only, and stage 3 makes each rank's bits
+ * from its master shard at gather time instead of storing them). Gradients are fp32.
  */
 #ifndef FT_SHARD_ENGINE_H
 #define FT_SHARD_ENGINE_H
@@ -31,6 +34,9 @@ typedef struct ft_engine ft_engine;
 typedef struct ft_engine_options {
     int zero_stage;
     ft_dtype param_dtype;
+    /* storage of the parameters the source hands out: fp32, or bf16 (needs param_dtype
+     * bf16) */
+    ft_dtype model_dtype;
     ft_optimizer_type optimizer;
     /* fp32 master and optimizer moments in host memory, updated by the CPU; the
      * device keeps working parameters and gradients only */

@@ -8,9 +8,13 @@
  *   stage 0: full params [n_pad], full grads [n_pad], optimizer state over [0, n)
  *   stage 1: full params, full grads, optimizer state and master over the own slice
  *   stage 2: full params, grad shard [S], optimizer state over the own slice
- *   stage 3: param shard [S] (bf16 bits when param_dtype = bf16, else the master),
- *            grad shard [S], optimizer state over the own slice; full units exist only
- *            while gathered, in a pool of gather buffers
+ *   stage 3: param shard [S] (bf16 bits when param_dtype = bf16, else the master;
+ *            none when the model takes bf16 bits and the master is on the device:
+ *            the bits are made from it at gather time), grad shard [S], optimizer
+ *            state over the own slice; full units exist only while gathered, in a
+ *            pool of gather buffers
+ * With model_dtype bf16 the resident units (stages 0-2) and the gathered units hold
+ * bf16 bits only.
  * Stages 2 and 3 accumulate gradients in transient full-unit buffers that are
  * reduce-scattered into the shard when the model reports the unit done (grad_done).
  */
@@ -25,7 +29,7 @@
 typedef struct engine_unit {
     size_t numel, padded, shard; /* n, n_pad, S */
     size_t opt_begin, opt_end;   /* range of the unit this rank's optimizer updates */
-    float *full;       /* stages 0-2: resident working params [n_pad] */
+    void *full;        /* stages 0-2: resident working params [n_pad], model_dtype */
     float *master;     /* fp32 master over [opt_begin, opt_end) (stage 0: only for bf16 or
                           offload); in host memory with offload */
     uint16_t *shard_bf16; /* stage 3 + bf16: working param shard [S] */
@@ -42,8 +46,9 @@ typedef struct gather_slot {
     int unit;           /* -1 when empty */
     int refs;           /* acquires not yet released */
     slot_state state;
-    float *params;      /* [max n_pad] fp32 */
-    uint16_t *bits;     /* [max n_pad] bf16 staging of the gather (bf16 mode) */
+    float *params;      /* [max n_pad] fp32 (model_dtype fp32) */
+    uint16_t *bits;     /* [max n_pad] bf16: the gather itself (param_dtype bf16), widened
+                           into params unless the model takes bits */
     ft_comm_request *req;
     unsigned long last_use;
 } gather_slot;
@@ -89,6 +94,17 @@ struct ft_engine {
 };
 
 void *ft_engine_alloc(ft_engine *e, size_t bytes, size_t *counter);
+
+/* The model takes bf16 bits (the mixed-precision recipe). */
+static inline int ft_engine_hands_bits(const ft_engine *e)
+{
+    return e->opt.model_dtype == FT_DTYPE_BF16;
+}
+
+/* Starts the all-gather of unit u's working bf16 bits into dst[n_pad]: from the
+ * stored shard, or made from the master shard into dst's own slice and gathered in
+ * place. */
+int ft_engine_start_bits_gather(ft_engine *e, int unit, uint16_t *dst, ft_comm_request **req);
 /* Optimizer-side memory: the host with offload, else the device. */
 void *ft_engine_alloc_opt(ft_engine *e, size_t bytes, size_t *device_counter);
 

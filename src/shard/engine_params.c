@@ -46,15 +46,37 @@ const float *ft_engine_device_master(ft_engine *e, int unit)
     return e->dev_master;
 }
 
+/* full[n_pad] bits = every rank's bits[S] (the model takes bits). */
+static int gather_bits(ft_engine *e, uint16_t *full, const uint16_t *bits, size_t S,
+                       ft_error *err)
+{
+    ft_comm_request *req = NULL;
+    int rc = e->comm->ops->all_gather(e->comm, full, bits, S * sizeof(uint16_t), &req);
+    return wait_ok(e, req, rc, "parameter all-gather", err);
+}
+
+int ft_engine_start_bits_gather(ft_engine *e, int unit, uint16_t *dst, ft_comm_request **req)
+{
+    const engine_unit *eu = &e->units[unit];
+    const size_t S = eu->shard;
+    if (eu->shard_bf16)
+        return e->comm->ops->all_gather(e->comm, dst, eu->shard_bf16, S * sizeof(uint16_t), req);
+    uint16_t *own = dst + (size_t)e->rank * S;
+    e->be->ops->f32_to_bf16(e->be, own, eu->master, S);
+    return e->comm->ops->all_gather(e->comm, dst, own, S * sizeof(uint16_t), req);
+}
+
 int ft_engine_publish_params(ft_engine *e, int unit, ft_error *err)
 {
     engine_unit *eu = &e->units[unit];
     ft_backend *be = e->be;
-    const int bf16 = e->opt.param_dtype == FT_DTYPE_BF16;
+    const int bf16 = e->opt.param_dtype == FT_DTYPE_BF16, bits = ft_engine_hands_bits(e);
     const float *master = ft_engine_device_master(e, unit);
     switch (e->opt.zero_stage) {
     case 0: /* fp32 without offload: the optimizer updated full in place */
-        if (bf16) {
+        if (bits) {
+            be->ops->f32_to_bf16(be, eu->full, master, eu->numel);
+        } else if (bf16) {
             be->ops->f32_to_bf16(be, e->gather_bits, master, eu->numel);
             be->ops->bf16_to_f32(be, eu->full, e->gather_bits, eu->numel);
         } else if (master) {
@@ -67,9 +89,10 @@ int ft_engine_publish_params(ft_engine *e, int unit, ft_error *err)
             return gather_f32(e, eu->full, master, eu->shard, err);
         be->ops->f32_to_bf16(be, e->stage_bits, master, eu->shard);
         be->ops->sync(be);
-        return gather_bf16(e, eu->full, e->stage_bits, eu->shard, err);
-    default: /* stage 3: gathers read the device shard (fp32) or these bits */
-        if (bf16)
+        return bits ? gather_bits(e, eu->full, e->stage_bits, eu->shard, err)
+                    : gather_bf16(e, eu->full, e->stage_bits, eu->shard, err);
+    default: /* stage 3: gathers read the device shard (fp32), these bits, or the master */
+        if (eu->shard_bf16)
             be->ops->f32_to_bf16(be, eu->shard_bf16, master, eu->shard);
         else if (eu->dev_shard)
             be->ops->copy(be, eu->dev_shard, master, eu->shard * sizeof(float));
@@ -84,7 +107,16 @@ static int adopt_own_slice(ft_engine *e, int u, const float *host, ft_error *err
 {
     engine_unit *eu = &e->units[u];
     ft_backend *be = e->be;
-    if (e->opt.zero_stage == 0) {
+    if (e->opt.zero_stage == 0 && ft_engine_hands_bits(e)) {
+        /* the fp32 unit goes to the master (padded); full holds only bits */
+        float *dst = e->opt.offload_optimizer ? e->dev_master : eu->master;
+        be->ops->upload(be, e->stage_f32, host, eu->shard * sizeof(float));
+        be->ops->sync(be);
+        if (gather_f32(e, dst, e->stage_f32, eu->shard, err))
+            return -1;
+        if (e->opt.offload_optimizer)
+            be->ops->download(be, eu->master, dst, eu->numel * sizeof(float));
+    } else if (e->opt.zero_stage == 0) {
         be->ops->upload(be, e->stage_f32, host, eu->shard * sizeof(float));
         be->ops->sync(be);
         if (gather_f32(e, eu->full, e->stage_f32, eu->shard, err))
@@ -235,13 +267,16 @@ static const float *own_field_values(ft_engine *e, int u, ft_state_field field, 
 {
     engine_unit *eu = &e->units[u];
     const size_t n = end - b;
-    if (field == FT_STATE_MASTER || (field == FT_STATE_PARAMS && !eu->full && !eu->shard_bf16)) {
+    /* With bits the working parameters are the master's bf16 rounding, which the file
+     * writer makes itself (the same rounding): hand it the master. */
+    if (field == FT_STATE_MASTER ||
+        (field == FT_STATE_PARAMS && (ft_engine_hands_bits(e) || (!eu->full && !eu->shard_bf16)))) {
         const size_t off = e->opt.zero_stage == 0 ? b : 0;
         return eu->master ? host_view(e->opt_be, host, eu->master + off, n)
-                          : host_view(e->be, host, eu->full + off, n);
+                          : host_view(e->be, host, (float *)eu->full + off, n);
     }
     if (field == FT_STATE_PARAMS && eu->full)
-        return host_view(e->be, host, eu->full + b, n);
+        return host_view(e->be, host, (float *)eu->full + b, n);
     if (field == FT_STATE_PARAMS) { /* stage 3, bf16 shard: expand on the host */
         uint16_t *bits = malloc(n * sizeof *bits + 2);
         if (!bits)
@@ -331,10 +366,38 @@ int ft_engine_save(ft_engine *e, const ft_h5file *f, const char *group, ft_error
     return ft_engine_write_field(e, f, group, FT_STATE_MASTER, NULL, err);
 }
 
+/* download_params when the model takes bits: the resident bits, or a gather of them
+ * into a temporary, widened on the host. */
+static int download_bits(ft_engine *e, int unit, float *host, ft_error *err)
+{
+    engine_unit *eu = &e->units[unit];
+    ft_backend *be = e->be;
+    uint16_t *tmp = eu->full ? NULL : be->ops->alloc(be, eu->padded * sizeof(uint16_t));
+    uint16_t *bits = malloc(eu->numel * sizeof(uint16_t) + 2);
+    int rc = 0;
+    if (!bits || (!eu->full && !tmp)) {
+        rc = ft_fail(err, "out of memory gathering unit %d", unit);
+    } else if (tmp) {
+        ft_comm_request *req = NULL;
+        int started = ft_engine_start_bits_gather(e, unit, tmp, &req);
+        rc = wait_ok(e, req, started, "parameter all-gather", err);
+    }
+    if (!rc) {
+        be->ops->download(be, bits, tmp ? tmp : eu->full, eu->numel * sizeof(uint16_t));
+        for (size_t i = 0; i < eu->numel; i++)
+            host[i] = ft_bf16_to_f32(bits[i]);
+    }
+    free(bits);
+    be->ops->free(be, tmp);
+    return rc;
+}
+
 int ft_engine_download_params(ft_engine *e, int unit, float *host, ft_error *err)
 {
     engine_unit *eu = &e->units[unit];
     ft_backend *be = e->be;
+    if (ft_engine_hands_bits(e))
+        return download_bits(e, unit, host, err);
     if (eu->full) {
         be->ops->download(be, host, eu->full, eu->numel * sizeof(float));
         return 0;

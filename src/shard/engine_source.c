@@ -43,7 +43,7 @@ static void finish_gather(ft_engine *e, gather_slot *s)
     if (ft_comm_wait(e->comm, s->req, &e->error))
         record_failure(e, "parameter all-gather", s->unit);
     s->req = NULL;
-    if (s->bits)
+    if (s->bits && s->params)
         e->be->ops->bf16_to_f32(e->be, s->params, s->bits, e->units[s->unit].padded);
     s->state = SLOT_READY;
 }
@@ -75,8 +75,7 @@ static gather_slot *start_gather(ft_engine *e, int unit)
         return NULL;
     }
     const engine_unit *eu = &e->units[unit];
-    int rc = s->bits ? e->comm->ops->all_gather(e->comm, s->bits, eu->shard_bf16,
-                                                eu->shard * sizeof(uint16_t), &s->req)
+    int rc = s->bits ? ft_engine_start_bits_gather(e, unit, s->bits, &s->req)
                      : e->comm->ops->all_gather(e->comm, s->params,
                                                 eu->dev_shard ? eu->dev_shard : eu->master,
                                                 eu->shard * sizeof(float), &s->req);
@@ -103,7 +102,7 @@ static void prefetch_next(ft_engine *e)
         }
 }
 
-static const float *acquire_gathered(ft_engine *e, int unit)
+static const void *acquire_gathered(ft_engine *e, int unit)
 {
     gather_slot *s = find_gathered(e, unit);
     if (!s)
@@ -120,7 +119,7 @@ static const float *acquire_gathered(ft_engine *e, int unit)
             break;
         }
     prefetch_next(e);
-    return s->params;
+    return s->params ? (const void *)s->params : (const void *)s->bits;
 }
 
 void ft_engine_invalidate_gathered(ft_engine *e)

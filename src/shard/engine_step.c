@@ -83,7 +83,7 @@ static void update_range(ft_engine *e, const ft_optimizer_config *o, engine_unit
         return;
     ft_backend *be = e->opt_be;
     const size_t off = lo - eu->opt_begin;
-    float *p = (eu->master ? eu->master : eu->full + eu->opt_begin) + off;
+    float *p = (eu->master ? eu->master : (float *)eu->full + eu->opt_begin) + off;
     float *g = opt_grads(e, eu) + off;
     if (e->opt.offload_optimizer) { /* the update runs on the host */
         e->be->ops->download(e->be, e->host_grad, g, (hi - lo) * sizeof(float));

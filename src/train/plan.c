@@ -36,18 +36,30 @@ static int plan_seq_len(const ft_run_config *cfg, int given, int *seq_len, ft_er
     return 0;
 }
 
+ft_engine_options ft_run_engine_options(const ft_run_config *cfg)
+{
+    return (ft_engine_options){ .zero_stage = cfg->zero_stage, .param_dtype = cfg->param_dtype,
+                                .model_dtype = cfg->precision,
+                                .optimizer = cfg->optimizer.type,
+                                .offload_optimizer = cfg->offload_optimizer,
+                                .reduce_bf16 = cfg->grad_reduce_dtype == FT_DTYPE_BF16 };
+}
+
+ft_model_options ft_run_model_options(const ft_run_config *cfg, int T)
+{
+    return (ft_model_options){ .max_batch = cfg->micro_batch_size, .seq_len = T,
+                               .activation_checkpointing = cfg->activation_checkpointing,
+                               .dtype = cfg->precision };
+}
+
 int ft_plan_rank_bytes(const ft_model_layout *layout, const ft_run_config *cfg, int P, int T,
                        double *device, double *host, ft_error *err)
 {
-    ft_engine_options eo = { .zero_stage = cfg->zero_stage, .param_dtype = cfg->param_dtype,
-                             .optimizer = cfg->optimizer.type,
-                             .offload_optimizer = cfg->offload_optimizer,
-                             .reduce_bf16 = cfg->grad_reduce_dtype == FT_DTYPE_BF16 };
+    ft_engine_options eo = ft_run_engine_options(cfg);
     ft_engine_memory m;
     if (ft_engine_estimate(layout, P, &eo, &m, err))
         return -1;
-    ft_model_options mo = { .max_batch = cfg->micro_batch_size, .seq_len = T,
-                            .activation_checkpointing = cfg->activation_checkpointing };
+    ft_model_options mo = ft_run_model_options(cfg, T);
     *device = (double)m.params + (double)m.grads + (double)m.optimizer + (double)m.gathered +
               (double)m.scratch + (double)ft_model_estimate_activation_bytes(layout, &mo);
     *host = (double)m.host;
@@ -66,27 +78,26 @@ int ft_plan_print(FILE *out, const ft_run_config *cfg, const ft_plan_options *po
     const double GiB = 1024.0 * 1024.0 * 1024.0;
     fprintf(out,
             "ftmpi plan: %s on %d rank%s: %.3f B parameters, micro-batch %d x seq_len %d, "
-            "param_dtype %s, %s\n",
+            "precision %s, param_dtype %s, %s\n",
             cfg->path, P, P > 1 ? "s" : "", ft_model_config_param_count(&mc) / 1e9,
-            cfg->micro_batch_size, T, cfg->param_dtype == FT_DTYPE_BF16 ? "bf16" : "fp32",
-            cfg->optimizer.type == FT_OPT_ADAMW ? "AdamW" : "SGD");
-    fprintf(out, "GiB per rank (rank 0; activations in fp32 as this build computes them); "
-                 "* = this config; fits = device total <= %.1f GiB\n", po->device_gib);
+            cfg->micro_batch_size, T, ft_dtype_name(cfg->precision),
+            ft_dtype_name(cfg->param_dtype), cfg->optimizer.type == FT_OPT_ADAMW ? "AdamW" : "SGD");
+    fprintf(out, "GiB per rank (rank 0; activations in %s); * = this config; fits = device "
+                 "total <= %.1f GiB\n", ft_dtype_name(cfg->precision), po->device_gib);
     fprintf(out, "  stage offload ckpt |   params    grads optimizer gathered activations |"
                  "   device     host | fits\n");
     int rc = 0;
     for (int stage = 0; stage <= 3 && !rc; stage++)
         for (int offload = 0; offload <= 1 && !rc; offload++)
             for (int ckpt = 0; ckpt <= 1 && !rc; ckpt++) {
-                ft_engine_options eo = { .zero_stage = stage, .param_dtype = cfg->param_dtype,
-                                         .optimizer = cfg->optimizer.type,
-                                         .offload_optimizer = offload,
-                                         .reduce_bf16 = cfg->grad_reduce_dtype == FT_DTYPE_BF16 };
+                ft_engine_options eo = ft_run_engine_options(cfg);
+                eo.zero_stage = stage;
+                eo.offload_optimizer = offload;
                 ft_engine_memory m;
                 if ((rc = ft_engine_estimate(&layout, P, &eo, &m, err)))
                     break;
-                ft_model_options mo = { .max_batch = cfg->micro_batch_size, .seq_len = T,
-                                        .activation_checkpointing = ckpt };
+                ft_model_options mo = ft_run_model_options(cfg, T);
+                mo.activation_checkpointing = ckpt;
                 size_t act = ft_model_estimate_activation_bytes(&layout, &mo);
                 double device = (double)(m.params + m.grads + m.optimizer + m.gathered +
                                          m.scratch + act);

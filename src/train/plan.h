@@ -9,12 +9,19 @@
 
 #include "config/run_config.h"
 #include "model/layout.h"
+#include "model/model.h"
+#include "shard/engine.h"
 
 typedef struct ft_plan_options {
     int world_size;      /* -np */
     int seq_len;         /* 0: from the training dataset */
     double device_gib;   /* memory per device to check against */
 } ft_plan_options;
+
+/* The engine and model options a run of cfg uses (with rows of seq_len T), shared by
+ * the trainer and the planner so that the plan is the run's allocation. */
+ft_engine_options ft_run_engine_options(const ft_run_config *cfg);
+ft_model_options ft_run_model_options(const ft_run_config *cfg, int T);
 
 int ft_plan_print(FILE *out, const ft_run_config *cfg, const ft_plan_options *po, ft_error *err);
 

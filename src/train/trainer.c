@@ -17,6 +17,7 @@
 #include "train/ckpt_dir.h"
 #include "train/loader.h"
 #include "train/metrics.h"
+#include "train/plan.h"
 #include "train/preflight.h"
 #include "train/signals.h"
 #include "train/watchdog.h"
@@ -275,12 +276,8 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
         (cfg->final_weights && ft_preflight_final_weights(t, err)))
         return -1;
 
-    ft_engine_options eo = { .zero_stage = cfg->zero_stage, .param_dtype = cfg->param_dtype,
-                             .optimizer = cfg->optimizer.type,
-                             .offload_optimizer = cfg->offload_optimizer,
-                             .reduce_bf16 = cfg->grad_reduce_dtype == FT_DTYPE_BF16 };
-    ft_model_options mo = { .max_batch = cfg->micro_batch_size, .seq_len = t->seq_len,
-                            .activation_checkpointing = cfg->activation_checkpointing };
+    ft_engine_options eo = ft_run_engine_options(cfg);
+    ft_model_options mo = ft_run_model_options(cfg, t->seq_len);
     char *resume_path = NULL;
     if ((cfg->checkpoint_dir && !eval_only && lock_checkpoint_dir(t, err)) ||
         ft_agree(MPI_COMM_WORLD, ft_checkpoint_resolve(cfg, &resume_path, err), err))

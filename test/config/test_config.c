@@ -370,6 +370,39 @@ static int load_text(ft_run_config *c, const char *tail, ft_error *err)
     return rc;
 }
 
+/* precision = "bf16" is the whole recipe: it implies bf16 parameters, and an explicit
+ * fp32 param_dtype beside it is a conflict named at the override that made it. */
+static void test_precision_recipe(void **state)
+{
+    (void)state;
+    ft_run_config c;
+    ft_error err;
+    assert_int_equal(load_text(&c, "data = { train = \"t\"; }; precision = \"bf16\";\n", &err), 0);
+    assert_int_equal(c.precision, FT_DTYPE_BF16);
+    assert_int_equal(c.param_dtype, FT_DTYPE_BF16);
+    ft_run_config_free(&c);
+
+    assert_int_equal(load_text(&c, "data = { train = \"t\"; };\n", &err), 0);
+    assert_int_equal(c.precision, FT_DTYPE_F32);
+    assert_int_equal(c.param_dtype, FT_DTYPE_F32);
+    ft_run_config_free(&c);
+
+    char path[] = "/tmp/ftmpi_config_test_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(minimal_head, f);
+    fputs("data = { train = \"t\"; };\nprecision = \"bf16\";\n", f);
+    fclose(f);
+    char *ovr[] = { "model.param_dtype=fp32" };
+    ft_error_clear(&err);
+    assert_int_equal(ft_run_config_load(&c, path, 1, ovr, &err), -1);
+    remove(path);
+    if (!strstr(err.msg, "model.param_dtype=fp32") || !strstr(err.msg, "precision = \"bf16\""))
+        fail_msg("expected the override and the recipe named in: %s", err.msg);
+    ft_run_config_free(&c);
+}
+
 /* @include relative to the main file's directory, and errors inside an included file naming
  * it (libconfig parses the text ftmpi read, so these must keep working). */
 static void test_include(void **state)
@@ -771,6 +804,7 @@ int main(void)
         cmocka_unit_test(test_doc_examples_load),
         cmocka_unit_test(test_free_is_safe),
         cmocka_unit_test(test_include),
+        cmocka_unit_test(test_precision_recipe),
         cmocka_unit_test(test_size_limit),
         cmocka_unit_test(test_suggest),
         cmocka_unit_test(test_param_count),
