@@ -40,6 +40,7 @@ void *ft_engine_alloc_opt(ft_engine *e, size_t bytes, size_t *device_counter)
 static void plan_geometry(ft_engine *e)
 {
     const size_t P = (size_t)e->size;
+    e->n_gather = e->n_grad = e->layout.config.tie_word_embeddings ? 3 : 2;
     for (int u = 0; u < e->layout.n_units; u++) {
         engine_unit *eu = &e->units[u];
         eu->numel = e->layout.units[u].numel;
@@ -107,7 +108,7 @@ static void allocate_pools(ft_engine *e)
         e->stage_bits = ft_engine_alloc(e, e->max_shard * sizeof(uint16_t), &m->scratch);
     if (bf16 && !bits)
         e->gather_bits = ft_engine_alloc(e, e->max_padded * sizeof(uint16_t), &m->scratch);
-    for (int i = 0; i < FT_GATHER_POOL; i++) {
+    for (int i = 0; i < e->n_gather; i++) {
         e->gather[i].unit = -1;
         if (stage == 3) {
             if (!bits)
@@ -121,7 +122,7 @@ static void allocate_pools(ft_engine *e)
     const int rbf16 = e->opt.reduce_bf16;
     if (stage <= 1 && rbf16)
         e->grad_bits = ft_engine_alloc(e, e->max_padded * sizeof(uint16_t), &m->scratch);
-    for (int i = 0; i < FT_GRAD_POOL; i++) {
+    for (int i = 0; i < e->n_grad; i++) {
         grad_slot *g = &e->grads[i];
         g->unit = -1;
         if (stage >= 2) {
@@ -186,13 +187,13 @@ void ft_engine_free(ft_engine *e)
         return;
     ft_backend *be = e->be;
     ft_engine_flush_grads(e, NULL);
-    for (int i = 0; i < FT_GATHER_POOL; i++) {
+    for (int i = 0; i < e->n_gather; i++) {
         if (e->gather[i].req)
             ft_comm_wait(e->comm, e->gather[i].req, NULL);
         be->ops->free(be, e->gather[i].params);
         be->ops->free(be, e->gather[i].bits);
     }
-    for (int i = 0; i < FT_GRAD_POOL; i++) {
+    for (int i = 0; i < e->n_grad; i++) {
         be->ops->free(be, e->grads[i].full);
         be->ops->free(be, e->grads[i].shard_tmp);
         be->ops->free(be, e->grads[i].bits_full);

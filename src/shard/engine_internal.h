@@ -23,8 +23,13 @@
 
 #include "shard/engine.h"
 
-#define FT_GATHER_POOL 3 /* current unit, prefetched unit, the embedding for a tied head */
-#define FT_GRAD_POOL 3   /* units whose gradient is open or being reduce-scattered */
+/* Pools of full-unit buffers (stages 2-3), as few as the overlap needs: gathers hold
+ * the current unit and the prefetched next one, gradients the open unit and the one
+ * being reduce-scattered. A tied head adds one to each (the embedding is gathered
+ * and its gradient open while the head runs). The arrays have room for the maximum;
+ * n_gather and n_grad slots are used. */
+#define FT_GATHER_POOL 3
+#define FT_GRAD_POOL 3
 
 typedef struct engine_unit {
     size_t numel, padded, shard; /* n, n_pad, S */
@@ -85,6 +90,7 @@ struct ft_engine {
 
     gather_slot gather[FT_GATHER_POOL];
     grad_slot grads[FT_GRAD_POOL];
+    int n_gather, n_grad;  /* slots in use: 2, or 3 with a tied head */
     int *plan;             /* current pass order, [plan_cap] */
     int plan_len, plan_pos, plan_cap;
     unsigned long clock;

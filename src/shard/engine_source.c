@@ -30,7 +30,7 @@ static void record_failure(ft_engine *e, const char *what, int unit)
 
 static gather_slot *find_gathered(ft_engine *e, int unit)
 {
-    for (int i = 0; i < FT_GATHER_POOL; i++)
+    for (int i = 0; i < e->n_gather; i++)
         if (e->gather[i].unit == unit)
             return &e->gather[i];
     return NULL;
@@ -53,7 +53,7 @@ static void finish_gather(ft_engine *e, gather_slot *s)
 static gather_slot *free_slot(ft_engine *e)
 {
     gather_slot *best = NULL;
-    for (int i = 0; i < FT_GATHER_POOL; i++) {
+    for (int i = 0; i < e->n_gather; i++) {
         gather_slot *s = &e->gather[i];
         if (s->refs > 0)
             continue;
@@ -95,7 +95,7 @@ static void prefetch_next(ft_engine *e)
     int next = e->plan[e->plan_pos];
     if (find_gathered(e, next))
         return;
-    for (int i = 0; i < FT_GATHER_POOL; i++) /* only into a slot no one holds */
+    for (int i = 0; i < e->n_gather; i++) /* only into a slot no one holds */
         if (e->gather[i].refs == 0) {
             start_gather(e, next);
             return;
@@ -124,7 +124,7 @@ static const void *acquire_gathered(ft_engine *e, int unit)
 
 void ft_engine_invalidate_gathered(ft_engine *e)
 {
-    for (int i = 0; i < FT_GATHER_POOL; i++) {
+    for (int i = 0; i < e->n_gather; i++) {
         finish_gather(e, &e->gather[i]);
         e->gather[i].unit = -1;
         e->gather[i].state = SLOT_EMPTY;
@@ -150,7 +150,7 @@ static void finish_reduce(ft_engine *e, grad_slot *g)
 static grad_slot *open_grad_slot(ft_engine *e, int unit)
 {
     grad_slot *pick = NULL;
-    for (int i = 0; i < FT_GRAD_POOL; i++) {
+    for (int i = 0; i < e->n_grad; i++) {
         grad_slot *g = &e->grads[i];
         if (g->unit == unit && g->open)
             return g;
@@ -170,7 +170,7 @@ static grad_slot *open_grad_slot(ft_engine *e, int unit)
 
 int ft_engine_flush_grads(ft_engine *e, ft_error *err)
 {
-    for (int i = 0; i < FT_GRAD_POOL; i++)
+    for (int i = 0; i < e->n_grad; i++)
         if (!e->grads[i].open)
             finish_reduce(e, &e->grads[i]);
     if (e->failed)
@@ -224,7 +224,7 @@ static void src_grad_done(void *ctx, int unit)
     ft_engine *e = ctx;
     if (e->opt.zero_stage <= 1)
         return;
-    for (int i = 0; i < FT_GRAD_POOL; i++) {
+    for (int i = 0; i < e->n_grad; i++) {
         grad_slot *g = &e->grads[i];
         if (g->unit == unit && g->open) {
             /* No host sync: the CPU backend is synchronous, and NCCL orders its stream

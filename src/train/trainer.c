@@ -108,9 +108,12 @@ static void print_startup(ft_trainer *t)
             mem.params / MiB, mem.grads / MiB, mem.optimizer / MiB, mem.gathered / MiB,
             mem.scratch / MiB, ft_model_activation_bytes(t->model) / MiB,
             cfg->activation_checkpointing ? "on" : "off");
-    fprintf(t->out, "ftmpi: sharding: %d units, %zu elements padded to %zu (%zu in the embedding)\n",
+    fprintf(t->out,
+            "ftmpi: sharding: %d units, %zu elements padded to %zu (%zu in the embedding, %zu "
+            "per block)\n",
             t->layout.n_units, t->layout.total_numel, ft_engine_padded_total(t->engine),
-            ft_engine_padded_unit(t->engine, 0));
+            ft_engine_padded_unit(t->engine, 0),
+            ft_engine_padded_unit(t->engine, ft_layout_block_unit(0)));
     /* the same in bytes, for scripts and tests */
     fprintf(t->out,
             "ftmpi: bytes per rank: params=%zu grads=%zu optimizer=%zu gathered=%zu staging=%zu "

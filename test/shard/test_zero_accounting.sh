@@ -7,9 +7,10 @@
 #      stage 0: 2 (P-1)/P * 4 * n_real      (all-reduce of the unpadded gradients)
 #      stage 1: stage 0 + (P-1)/P * 4 X     (+ all-gather of the updated parameters)
 #      stage 2: a (P-1)/P * 4 X + (P-1)/P * 4 X  (reduce-scatter per micro-batch)
-#      stage 3, a = 1, 2 layers: (P-1)/P * 4 (X + E) + (P-1)/P * 4 X
-#        (every unit gathered in forward; in backward the 3-slot pool still holds the
-#         head and both blocks, so only the embedding is gathered again)
+#      stage 3, a = 1, 2 layers, untied: (P-1)/P * 4 (X + E + B) + (P-1)/P * 4 X
+#        (every unit gathered in forward; in backward the 2-slot pool still holds the
+#         head and the last block, so block 0 (B elements) and the embedding are
+#         gathered again)
 #    and with param_dtype = bf16 the gathers carry 2 bytes per element; with
 #    grad_reduce_dtype = bf16 the gradient reductions carry 2 bytes per element (g below).
 . "$(dirname "$0")/../train/lib.sh"
@@ -27,7 +28,7 @@ s1=$(model_state m1.log); s4=$(model_state m4.log)
 awk -v a="$s1" -v b="$s4" 'BEGIN { r = b / (a / 4); printf "stage 3 model state: N=1 %d B, N=4 %d B (%.3f of 1/4)\n", a, b, r; exit !(r > 0.95 && r < 1.05) }' ||
     fail "stage 3 model state does not scale as 1/N"
 
-geometry() { sed -n 's/^ftmpi: sharding: [0-9]* units, \([0-9]*\) elements padded to \([0-9]*\) (\([0-9]*\) in the embedding)/\1 \2 \3/p' "$1"; }
+geometry() { sed -n 's/^ftmpi: sharding: [0-9]* units, \([0-9]*\) elements padded to \([0-9]*\) (\([0-9]*\) in the embedding, \([0-9]*\) per block)/\1 \2 \3 \4/p' "$1"; }
 comm_of_step() { sed -n 's/^step .*| comm \([0-9]*\) B$/\1/p' "$1" | tail -n 1; }
 check() { # STAGE DTYPE ACCUM [GRAD_REDUCE_DTYPE]
     stage=$1 dtype=$2 accum=$3 rdt=${4:-fp32}
@@ -35,15 +36,15 @@ check() { # STAGE DTYPE ACCUM [GRAD_REDUCE_DTYPE]
     run_ranks 2 small.cfg zero_stage=$stage model.param_dtype=$dtype global_batch_size=$gb \
         micro_batch_size=2 max_steps=2 grad_reduce_dtype=$rdt > c.log 2>&1 || { cat c.log; fail "stage $stage run"; }
     set -- $(geometry c.log)
-    n=$1 X=$2 E=$3
+    n=$1 X=$2 E=$3 B=$4
     got=$(comm_of_step c.log)
     bp=4; [ "$dtype" = bf16 ] && bp=2
     g=4; [ "$rdt" = bf16 ] && g=2
-    want=$(awk -v s=$stage -v n=$n -v X=$X -v E=$E -v a=$accum -v bp=$bp -v g=$g 'BEGIN { h = 0.5;
+    want=$(awk -v s=$stage -v n=$n -v X=$X -v E=$E -v B=$B -v a=$accum -v bp=$bp -v g=$g 'BEGIN { h = 0.5;
         if (s == 0) w = 2 * h * g * n;
         if (s == 1) w = 2 * h * g * n + h * bp * X;
         if (s == 2) w = a * h * g * X + h * bp * X;
-        if (s == 3) w = h * bp * (X + E) + h * g * X;
+        if (s == 3) w = h * bp * (X + E + B) + h * g * X;
         printf "%.0f", w }')
     awk -v g="$got" -v w="$want" 'BEGIN { d = g - w; if (d < 0) d = -d; exit !(d <= 4) }' ||
         fail "stage $stage ($dtype, accum $accum, reduce $rdt): sent $got bytes per step, theory $want"
