@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Reference trajectories for the bf16 mixed-precision recipe: 60 AdamW steps of a tiny
+Llama in PyTorch, in fp32 and in bf16 with an fp32 master copy.
+
+Writes test/data/hf/hf_bf16_train.h5, an ftmpi weights file (the initial fp32 weights,
+/config) with the training batch in /batch (dataset-row form, as gen_hf_reference.py)
+and per-step losses in /expected/train:
+
+  loss_fp32        HF LlamaForCausalLM in fp32, eager attention
+  loss_bf16        the recipe: the model's parameters are the bf16 rounding of an fp32
+                   master, forward and backward run in bf16 (HF computes RMSNorm and
+                   softmax in fp32 internally and rounds their outputs), the loss on
+                   fp32 logits, the bf16 gradients widened to fp32, clipped, and AdamW
+                   updates the fp32 master
+  loss_bf16_sdpa   the same recipe with PyTorch's SDPA attention instead of eager: a
+                   second, equally valid bf16 implementation; its distance from
+                   loss_bf16 measures how far two correct bf16 recipes drift apart on
+                   this problem, which is what the C test's tolerance is scaled by
+
+Every step trains on the same 32 rows (one global batch of one epoch, so the order
+ftmpi draws rows in does not matter): each row is an arithmetic progression modulo
+the vocabulary with its own start and stride, which the model can learn from context,
+with a quarter of the tokens replaced by random ones, so the loss falls from ~4.6 and
+levels off instead of collapsing to 0. Constant lr 1e-3, betas (0.9, 0.95), eps 1e-8, weight decay 0.1 on 2-D
+parameters only, global-norm clipping at 1.0 (torch.nn.utils.clip_grad_norm_ on the
+fp32 gradients), as ftmpi does.
+
+    python3 test/reference/gen_bf16_training.py [--out test/data/hf]
+"""
+import argparse
+import os
+import sys
+
+import h5py
+import numpy as np
+import torch
+import torch.nn.functional as F
+import transformers
+from transformers import LlamaConfig, LlamaForCausalLM
+
+sys.path.insert(0, os.path.dirname(__file__))
+from gen_hf_reference import FORMAT_VERSION, sattr, sha256  # noqa: E402
+
+GENERATOR = "gen_bf16_training.py"
+SEED = 2001
+SHAPE = dict(vocab_size=97, hidden_size=64, intermediate_size=176, num_hidden_layers=2,
+             num_attention_heads=4, num_key_value_heads=2, head_dim=16, rms_norm_eps=1e-5,
+             max_position_embeddings=64, bos_token_id=1, eos_token_id=2)
+THETA = 10000.0
+B, T = 32, 32
+STEPS = 60
+NOISE = 0.25
+OPT = dict(lr=1e-3, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, grad_clip=1.0)
+
+
+def build(attn):
+    cfg = LlamaConfig(**SHAPE, rope_theta=THETA, tie_word_embeddings=False, attention_dropout=0.0,
+                      hidden_act="silu", use_cache=False, attention_bias=False, mlp_bias=False,
+                      pretraining_tp=1)
+    model = LlamaForCausalLM._from_config(cfg, attn_implementation=attn)
+    assert model.config._attn_implementation == attn
+    return model.float().eval()
+
+
+def initial_weights():
+    """N(0, 0.02) matrices, 1 + 0.1 N(0, 1) norms, from a seeded generator."""
+    model = build("eager")
+    g = torch.Generator().manual_seed(SEED)
+    init = {}
+    for name, p in model.named_parameters():
+        if p.ndim == 2:
+            init[name] = torch.randn(p.shape, generator=g) * 0.02
+        else:
+            init[name] = 1.0 + 0.1 * torch.randn(p.shape, generator=g)
+    return init, g
+
+
+def make_batch(g):
+    V = SHAPE["vocab_size"]
+    start = torch.randint(3, V, (B, 1), generator=g)
+    stride = torch.randint(1, 7, (B, 1), generator=g)
+    tokens = (start + stride * torch.arange(T + 1).unsqueeze(0)) % V
+    # a quarter of the tokens are noise (the progression goes on underneath), so the
+    # loss levels off near 2 instead of collapsing to 0, where relative differences
+    # between trajectories would mean nothing
+    noise = torch.rand((B, T + 1), generator=g) < NOISE
+    tokens = torch.where(noise, torch.randint(3, V, (B, T + 1), generator=g), tokens)
+    mask = torch.ones((B, T + 1), dtype=torch.uint8)
+    mask[:, 0] = 0
+    segment = torch.zeros((B, T + 1), dtype=torch.int32)
+    return tokens.to(torch.int64), mask, segment
+
+
+def mean_loss(logits, tokens):
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+
+
+def train(init, tokens, attn, dtype):
+    """Losses of STEPS steps; the model computes in dtype, AdamW keeps an fp32 master."""
+    model = build(attn).to(dtype)
+    params = dict(model.named_parameters())
+    master = {n: init[n].clone().requires_grad_(True) for n in params}
+    decay = [master[n] for n in params if params[n].ndim == 2]
+    no_decay = [master[n] for n in params if params[n].ndim != 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": OPT["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=OPT["lr"], betas=(OPT["beta1"], OPT["beta2"]), eps=OPT["eps"],
+                            foreach=False)
+    pos = torch.arange(T).unsqueeze(0).expand(B, T)
+    losses = []
+    for _ in range(STEPS):
+        with torch.no_grad():
+            for n, p in params.items():
+                p.copy_(master[n].detach().to(dtype))  # round to nearest even
+        model.zero_grad(set_to_none=True)
+        loss = mean_loss(model(input_ids=tokens[:, :T], position_ids=pos).logits, tokens)
+        loss.backward()
+        for n, p in params.items():
+            master[n].grad = p.grad.detach().float()
+        torch.nn.utils.clip_grad_norm_(list(master.values()), OPT["grad_clip"])
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    return np.array(losses)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "data", "hf"))
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(SEED)
+
+    init, g = initial_weights()
+    tokens, mask, segment = make_batch(g)
+    fp32 = train(init, tokens, "eager", torch.float32)
+    bf16 = train(init, tokens, "eager", torch.bfloat16)
+    bf16_sdpa = train(init, tokens, "sdpa", torch.bfloat16)
+    assert fp32[-1] < 0.6 * fp32[0] and bf16[-1] < 0.6 * bf16[0], (fp32, bf16)
+
+    path = os.path.join(args.out, "hf_bf16_train.h5")
+    if os.path.exists(path):
+        os.remove(path)
+    kw = dict(track_times=False)
+    with h5py.File(path, "w", libver="earliest", track_order=False) as f:
+        f.attrs["ftmpi_format"] = sattr("weights")
+        f.attrs["format_version"] = np.int32(FORMAT_VERSION)
+        f.attrs["generator"] = sattr(GENERATOR)
+        f.attrs["transformers_version"] = sattr(transformers.__version__)
+        f.attrs["torch_version"] = sattr(torch.__version__)
+        f.attrs["case"] = sattr("hf_bf16_train")
+        f.attrs["seed"] = np.int64(SEED)
+        c = f.create_group("config")
+        for k in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                  "num_attention_heads", "num_key_value_heads", "head_dim",
+                  "max_position_embeddings", "bos_token_id", "eos_token_id"):
+            c.attrs[k] = np.int32(SHAPE[k])
+        c.attrs["rms_norm_eps"] = np.float64(SHAPE["rms_norm_eps"])
+        c.attrs["rope_theta"] = np.float64(THETA)
+        c.attrs["tie_word_embeddings"] = np.int32(0)
+        c.attrs["rope_scaling_type"] = sattr("none")
+        m = f.create_group("model")
+        for n in sorted(init):
+            m.create_dataset(n, data=init[n].numpy().astype("<f4"), **kw)
+        bg = f.create_group("batch")
+        bg.create_dataset("tokens", data=tokens.numpy().astype("<u4"), **kw)
+        bg.create_dataset("loss_mask", data=mask.numpy().astype("u1"), **kw)
+        bg.create_dataset("segment", data=segment.numpy().astype("<i4"), **kw)
+        tg = f.create_group("expected").create_group("train")
+        for k, v in OPT.items():
+            tg.attrs[k] = np.float64(v)
+        tg.attrs["steps"] = np.int32(STEPS)
+        tg.create_dataset("loss_fp32", data=fp32.astype("<f8"), **kw)
+        tg.create_dataset("loss_bf16", data=bf16.astype("<f8"), **kw)
+        tg.create_dataset("loss_bf16_sdpa", data=bf16_sdpa.astype("<f8"), **kw)
+
+    rel = np.abs(bf16 - bf16_sdpa) / fp32
+    print("fp32      %s" % " ".join("%.4f" % x for x in fp32[::6]))
+    print("bf16      %s" % " ".join("%.4f" % x for x in bf16[::6]))
+    print("bf16 sdpa %s" % " ".join("%.4f" % x for x in bf16_sdpa[::6]))
+    print("bf16 eager vs sdpa: max rel %.4f, final rel %.4f; bf16 vs fp32 final rel %.4f"
+          % (rel.max(), rel[-1], abs(bf16[-1] - fp32[-1]) / fp32[-1]))
+    print("%s %d B sha256=%s" % (path, os.path.getsize(path), sha256(path)[:16]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
