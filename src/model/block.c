@@ -35,13 +35,15 @@ static void linear_fwd(const ft_model *m, void *z, const void *a, const void *w,
     m->be->ops->matmul(m->be, ft_model_gemm(m), z, a, w, n, out, in, false, true, 1.0f, beta);
 }
 
-/* da[N,in] (+)= dz[N,out] W ;  dW[out,in] += dz^T a, accumulated in fp32 */
+/* dW[out,in] += dz^T a, accumulated in fp32 ;  da[N,in] (+)= dz[N,out] W.
+ * dW first: da may then overwrite a (the MLP's down projection reuses the SwiGLU
+ * output's buffer for its gradient). */
 static void linear_bwd(const ft_model *m, void *da, float *dw, const void *dz, const void *a,
                        const void *w, int n, int out, int in, float beta_da)
 {
     ft_backend *be = m->be;
-    be->ops->matmul(be, ft_model_gemm(m), da, dz, w, n, in, out, false, false, 1.0f, beta_da);
     be->ops->matmul(be, ft_model_gemm_to_f32(m), dw, dz, a, out, in, n, true, false, 1.0f, 1.0f);
+    be->ops->matmul(be, ft_model_gemm(m), da, dz, w, n, in, out, false, false, 1.0f, beta_da);
 }
 
 /* z = RoPE(QKNorm(a W^T + b)) for q (or k): n_heads heads. Without qk_norm the
@@ -119,7 +121,7 @@ void ft_block_forward(ft_model *m, const ft_block_params *p, const void *x, void
 }
 
 void ft_block_backward(ft_model *m, const ft_block_params *p, ft_block_grads *g, const void *x,
-                       const ft_block_acts *a, const void *dy, void *dx)
+                       ft_block_acts *a, const void *dy, void *dx)
 {
     ft_backend *be = m->be;
     const ft_model_config *c = &m->layout.config;
@@ -130,9 +132,12 @@ void ft_block_backward(ft_model *m, const ft_block_params *p, ft_block_grads *g,
     ft_block_scratch *s = &m->scratch;
     const size_t NH = (size_t)N * H * m->esize;
 
-    /* MLP branch: y = h + act Wdown^T */
-    linear_bwd(m, s->dact, g->g[FT_BLK_DOWN], dy, a->act, p->w[FT_BLK_DOWN], N, H, I, 0.0f);
-    be->ops->swiglu_bwd(be, m->dt, s->dgate, s->dup, s->dact, a->gate, a->up, (size_t)N * I);
+    /* MLP branch: y = h + act Wdown^T. act is not needed after its weight gradient,
+     * so its buffer takes d(act) (this block's activations are dead after its
+     * backward, or recomputed for the next block with checkpointing). */
+    void *dact = a->act;
+    linear_bwd(m, dact, g->g[FT_BLK_DOWN], dy, a->act, p->w[FT_BLK_DOWN], N, H, I, 0.0f);
+    be->ops->swiglu_bwd(be, m->dt, s->dgate, s->dup, dact, a->gate, a->up, (size_t)N * I);
     linear_bwd(m, s->dxn, g->g[FT_BLK_GATE], s->dgate, a->xn2, p->w[FT_BLK_GATE], N, I, H, 0.0f);
     linear_bwd(m, s->dxn, g->g[FT_BLK_UP], s->dup, a->xn2, p->w[FT_BLK_UP], N, I, H, 1.0f);
     be->ops->copy(be, s->dh, dy, NH); /* residual path */

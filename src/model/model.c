@@ -135,7 +135,6 @@ static int allocate_buffers(ft_model *m)
     s->dv = alloc_act(m, N * KV, &failed);
     s->dgate = alloc_act(m, N * I, &failed);
     s->dup = alloc_act(m, N * I, &failed);
-    s->dact = alloc_act(m, N * I, &failed);
     if (ft_model_family_of(c)->qk_norm) {
         s->dq_raw = alloc_act(m, N * Q, &failed);
         s->dk_raw = alloc_act(m, N * KV, &failed);

@@ -18,7 +18,7 @@ typedef struct ft_block_acts {
 
 /* Gradient scratch of one block's backward (shared by all blocks), model dtype. */
 typedef struct ft_block_scratch {
-    void *dh, *dxn, *datt, *dq, *dk, *dv, *dgate, *dup, *dact;
+    void *dh, *dxn, *datt, *dq, *dk, *dv, *dgate, *dup; /* d(act) reuses acts.act */
     void *dq_raw, *dk_raw; /* qk_norm only: gradients of q_raw, k_raw */
 } ft_block_scratch;
 
@@ -76,9 +76,10 @@ void ft_block_grads_bind(const ft_unit_layout *u, float *flat, ft_block_grads *g
 /* y = block(x); activations into a. */
 void ft_block_forward(ft_model *m, const ft_block_params *p, const void *x, void *y,
                       ft_block_acts *a);
-/* dx = d(loss)/dx given dy (overwrite), parameter grads accumulate into g. */
+/* dx = d(loss)/dx given dy (overwrite), parameter grads accumulate into g; a->act is
+ * overwritten (it carries d(act)). */
 void ft_block_backward(ft_model *m, const ft_block_params *p, ft_block_grads *g, const void *x,
-                       const ft_block_acts *a, const void *dy, void *dx);
+                       ft_block_acts *a, const void *dy, void *dx);
 
 /* Head forward: final norm, logits in chunks, cross-entropy. With train != 0 also the
  * backward: dx (overwrite) and parameter grads. Returns the loss sum. */
