@@ -1,7 +1,10 @@
 #!/bin/sh
-# CPU training-step time of ftmpi vs PyTorch (HF LlamaForCausalLM, fp32, SDPA) for the
-# same shapes, batch and threads, measured in one run; plus the fraction of the
-# OpenBLAS sgemm peak that ftmpi's step reaches.
+# CPU training-step time of ftmpi vs PyTorch (HF LlamaForCausalLM, SDPA) for the same
+# shapes, batch and threads, measured in one run, in fp32 and in the bf16 recipe
+# (precision = "bf16"; PyTorch: bf16 model, fp32 master AdamW); plus the fraction of
+# the OpenBLAS sgemm peak that ftmpi's fp32 step reaches, and the bf16/fp32 step-time
+# ratio of each (issue #12's target: ftmpi bf16 <= 0.7 x ftmpi fp32 on a CPU with
+# AVX512-BF16; without bf16 instructions bf16 is computed by widening and is slower).
 #   bench/cpu_step.sh [THREADS]      (needs build/ftmpi; torch + transformers from pip)
 # Model FLOPs per step: 6 * N_params_nonembed * tokens + 6 * L * T * T * H (causal
 # attention: QK^T and PV, fwd + bwd, halved by causality) -- embedding lookups excluded.
@@ -26,19 +29,28 @@ model = { vocab_size = $V; hidden_size = $H; intermediate_size = $FFN; num_hidde
 data = { train = "train.h5"; };
 optimizer = { type = "adamw"; lr = 1e-4; weight_decay = 0.1; };
 CFG
-OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads "$build/ftmpi" bench.cfg > ftmpi.log
 # median step time over steps 3..STEPS (the first steps warm caches and pages)
-ft_ms=$(sed -n 's/^step .*| step \([0-9.]*\)s .*/\1/p' ftmpi.log | tail -n +3 | sort -n |
-        awk '{ a[NR] = $1 } END { print 1000 * a[int((NR + 1) / 2)] }')
-torch_out=$(python3 "$top/bench/cpu_step_torch.py" --layers $L --dim $H --heads $NH --kv-heads $NKV \
-            --ffn $FFN --vocab $V --seq $T --batch $BATCH --threads $threads --steps 5 --warmup 2)
-torch_ms=$(echo "$torch_out" | sed -n 's/.*torch_step_ms=\([0-9.]*\).*/\1/p')
+ftmpi_ms() { # PRECISION
+    OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads "$build/ftmpi" bench.cfg precision=$1 > ftmpi.$1.log
+    sed -n 's/^step .*| step \([0-9.]*\)s .*/\1/p' ftmpi.$1.log | tail -n +3 | sort -n |
+        awk '{ a[NR] = $1 } END { print 1000 * a[int((NR + 1) / 2)] }'
+}
+torch_ms() { # DTYPE
+    python3 "$top/bench/cpu_step_torch.py" --layers $L --dim $H --heads $NH --kv-heads $NKV \
+        --ffn $FFN --vocab $V --seq $T --batch $BATCH --threads $threads --steps 5 --warmup 2 \
+        --dtype $1 | sed -n 's/.*torch_step_ms=\([0-9.]*\).*/\1/p'
+}
+ft_ms=$(ftmpi_ms fp32); ft16_ms=$(ftmpi_ms bf16)
+torch_ms=$(torch_ms fp32); torch16_ms=$(torch_ms bf16)
+cp ftmpi.fp32.log ftmpi.log
 params=$(sed -n 's/^ftmpi: model \([0-9]*\) params.*/\1/p' ftmpi.log)
-awk -v ft="$ft_ms" -v to="$torch_ms" -v peak="$peak" -v p="$params" -v L=$L -v H=$H -v V=$V \
+awk -v ft="$ft_ms" -v to="$torch_ms" -v ft16="$ft16_ms" -v to16="$torch16_ms" -v peak="$peak" -v p="$params" -v L=$L -v H=$H -v V=$V \
     -v T=$T -v B=$BATCH -v thr=$threads 'BEGIN {
     tokens = B * T; nonembed = p - V * H;           # lm_head stays: it is a GEMM
     flops = 6 * nonembed * tokens + 6 * L * T * T * H * B;
     gf = flops / (ft / 1000) / 1e9;
     printf "config: %d layers, hidden %d, vocab %d, seq %d, batch %d, %d threads, %d params\n", L, H, V, T, B, thr, p;
-    printf "ftmpi step %.1f ms | torch step %.1f ms | ftmpi/torch time ratio %.2f\n", ft, to, ft / to;
+    printf "fp32: ftmpi step %.1f ms | torch step %.1f ms | ftmpi/torch time ratio %.2f\n", ft, to, ft / to;
+    printf "bf16: ftmpi step %.1f ms | torch step %.1f ms | ftmpi/torch time ratio %.2f\n", ft16, to16, ft16 / to16;
+    printf "bf16/fp32 step time: ftmpi %.2f | torch %.2f\n", ft16 / ft, to16 / to;
     printf "ftmpi %.1f GFLOP/s | sgemm peak %.1f GFLOP/s | fraction of peak %.2f\n", gf, peak, gf / peak }'

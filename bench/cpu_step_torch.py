@@ -2,8 +2,12 @@
 """PyTorch peer for ftmpi's CPU training-step benchmark.
 
 Times one training step (forward + backward + AdamW step + zero_grad) of a randomly
-initialised Hugging Face LlamaForCausalLM in fp32 on the CPU, with SDPA attention
+initialised Hugging Face LlamaForCausalLM on the CPU, with SDPA attention
 (transformers' default) and random tokens, using torch.set_num_threads(--threads).
+--dtype fp32 (default) trains in fp32; --dtype bf16 is the mixed-precision recipe
+ftmpi's precision = "bf16" implements: the model computes in bf16 from the bf16
+rounding of fp32 master weights, and AdamW updates the masters from the widened bf16
+gradients (the copy in and out is part of the timed step, as in any such recipe).
 
 Prints a few human-readable lines and then ONE machine-readable line, e.g.
 
@@ -39,6 +43,8 @@ def parse_args(argv=None):
     ap.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"],
                     help="attention implementation")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"],
+                    help="fp32, or bf16 with fp32 master weights")
     return ap.parse_args(argv)
 
 
@@ -69,9 +75,16 @@ def main(argv=None):
     n_params = sum(p.numel() for p in model.parameters())  # tied weights counted once
 
     params = dict(model.named_parameters())
+    bf16 = args.dtype == "bf16"
+    # the optimizer's parameters: the model's own (fp32), or fp32 masters of a bf16 model
+    master = ({n: p.detach().clone().float().requires_grad_(True) for n, p in params.items()}
+              if bf16 else params)
+    if bf16:
+        model.to(torch.bfloat16)
+        params = dict(model.named_parameters())
     opt = torch.optim.AdamW(
-        [{"params": [p for p in params.values() if p.ndim == 2], "weight_decay": 0.1},
-         {"params": [p for p in params.values() if p.ndim != 2], "weight_decay": 0.0}],
+        [{"params": [master[n] for n in params if params[n].ndim == 2], "weight_decay": 0.1},
+         {"params": [master[n] for n in params if params[n].ndim != 2], "weight_decay": 0.0}],
         lr=1e-4, betas=(0.9, 0.95), eps=1e-8)
 
     g = torch.Generator().manual_seed(args.seed + 1)
@@ -80,11 +93,19 @@ def main(argv=None):
 
     def step():
         logits = model(input_ids=inputs, use_cache=False).logits
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, args.vocab),
+        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, args.vocab),
                                                  labels.reshape(-1))
         loss.backward()
+        if bf16:
+            for n, p in params.items():
+                master[n].grad = p.grad.float()
+                p.grad = None
         opt.step()
         opt.zero_grad(set_to_none=True)
+        if bf16:
+            with torch.no_grad():
+                for n, p in params.items():
+                    p.copy_(master[n])
         return loss.item()
 
     print("torch %s, transformers %s, threads %d (interop %d), attn %s, params %d"
@@ -102,11 +123,11 @@ def main(argv=None):
     print("step ms: " + " ".join("%.1f" % t for t in times))
     print("torch_step_ms=%.2f tokens_per_s=%.1f step_ms_min=%.2f step_ms_mean=%.2f params=%d "
           "threads=%d layers=%d dim=%d heads=%d kv_heads=%d ffn=%d vocab=%d seq=%d batch=%d "
-          "steps=%d warmup=%d attn=%s loss=%.4f"
+          "steps=%d warmup=%d attn=%s dtype=%s loss=%.4f"
           % (med, ntok / (med / 1e3), min(times), statistics.fmean(times), n_params,
              args.threads, args.layers, args.dim, args.heads, args.kv_heads, args.ffn,
              args.vocab, args.seq, args.batch, args.steps, args.warmup,
-             model.config._attn_implementation, loss))
+             model.config._attn_implementation, args.dtype, loss))
     return 0
 
 
