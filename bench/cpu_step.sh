@@ -43,6 +43,8 @@ torch_ms() { # DTYPE
 ft_ms=$(ftmpi_ms fp32); ft16_ms=$(ftmpi_ms bf16)
 torch_ms=$(torch_ms fp32); torch16_ms=$(torch_ms bf16)
 cp ftmpi.fp32.log ftmpi.log
+bf16_isa=$(grep -o -w -m 1 -e avx512_bf16 -e amx_bf16 /proc/cpuinfo 2>/dev/null | sort -u | tr '\n' ' ')
+echo "CPU bf16 instructions: ${bf16_isa:-none (bf16 is widened to fp32 for sgemm)}"
 params=$(sed -n 's/^ftmpi: model \([0-9]*\) params.*/\1/p' ftmpi.log)
 awk -v ft="$ft_ms" -v to="$torch_ms" -v ft16="$ft16_ms" -v to16="$torch16_ms" -v peak="$peak" -v p="$params" -v L=$L -v H=$H -v V=$V \
     -v T=$T -v B=$BATCH -v thr=$threads 'BEGIN {
