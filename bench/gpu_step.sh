@@ -4,7 +4,9 @@
 # shape at seq 4096, in the same run: tokens/s of each and their ratio, and ftmpi's MFU
 # from its own step line (model FLOPs / the GPU's bf16 dense peak it assumes).
 #   bench/gpu_step.sh [EXTRA ftmpi KEY=VALUE ...]   (needs a --with-cuda build in build/)
-# Until the bf16 recipe (issue #12) lands, ftmpi runs fp32 activations and GEMMs here.
+# ftmpi runs its bf16 recipe (precision = "bf16": bf16 weights, activations and GEMM
+# operands on the tensor cores, fp32 master, moments and gradient accumulation); pass
+# precision=fp32 to time the fp32 path instead.
 # Prints "no GPU" and exits 77 on a machine without one (every machine of this project).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,7 +18,7 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 cd "$work"
 "$build/ftmpi-gendata" --rows 64 --seq-len $T train.h5 >/dev/null  # byte tokens: any vocab >= 259
 cat > step.cfg <<CFG
-device = "cuda"; max_steps = $STEPS; seed = 1; micro_batch_size = $BATCH; global_batch_size = $BATCH;
+device = "cuda"; precision = "bf16"; max_steps = $STEPS; seed = 1; micro_batch_size = $BATCH; global_batch_size = $BATCH;
 activation_checkpointing = true; grad_clip = 1.0; log_every = 1;
 model = { vocab_size = $V; hidden_size = $H; intermediate_size = $FFN; num_hidden_layers = $L;
           num_attention_heads = $NH; num_key_value_heads = $NKV; max_position_embeddings = $T;
