@@ -138,18 +138,20 @@ static double flops_per_token(const ft_model_config *c, int T)
     return 6.0 * n + 6.0 * c->num_hidden_layers * c->num_attention_heads * c->head_dim * (double)T;
 }
 
-/* Best of three 1024^3 fp32 matmuls on this rank's backend: the peak MFU refers to
- * when no peak_tflops is configured. */
-static double measure_matmul_flops(ft_backend *be)
+/* Best of three 1024^3 matmuls on this rank's backend in the recipe's dtype (the
+ * peak MFU refers to when no peak_tflops is configured: bf16 tensor cores for the bf16
+ * recipe on a GPU). */
+static double measure_matmul_flops(ft_backend *be, ft_dtype dt)
 {
     const int n = 1024;
-    float *a = be->ops->alloc(be, (size_t)n * n * sizeof(float));
-    float *c = be->ops->alloc(be, (size_t)n * n * sizeof(float));
+    const ft_gemm_types types = { dt, dt, dt };
+    void *a = be->ops->alloc(be, (size_t)n * n * ft_dtype_size(dt));
+    void *c = be->ops->alloc(be, (size_t)n * n * ft_dtype_size(dt));
     double best = 0.0;
     if (a && c)
         for (int rep = 0; rep < 3; rep++) {
             double t0 = MPI_Wtime();
-            be->ops->matmul(be, FT_GEMM_F32, c, a, a, n, n, n, false, true, 1.0f, 0.0f);
+            be->ops->matmul(be, types, c, a, a, n, n, n, false, true, 1.0f, 0.0f);
             be->ops->sync(be);
             double f = 2.0 * n * n * (double)n / (MPI_Wtime() - t0);
             if (f > best)
@@ -236,7 +238,7 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     }
     enter_phase(t, "measuring the matmul peak");
     /* before any model state exists, so the probe never raises the memory high-water mark */
-    t->peak_flops = cfg->peak_tflops > 0 ? cfg->peak_tflops * 1e12 : measure_matmul_flops(t->be);
+    t->peak_flops = cfg->peak_tflops > 0 ? cfg->peak_tflops * 1e12 : measure_matmul_flops(t->be, cfg->precision);
     enter_phase(t, "opening model.weights and data.train (collective)");
     if (resolve_model_shape(t, err) || check_batch_geometry(t, err))
         return -1;
