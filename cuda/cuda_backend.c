@@ -300,10 +300,13 @@ static void cuda_rmsnorm_fwd(ft_backend *be, ft_dtype dt, void *y_, float *rstd,
                   "rmsnorm_fwd");
 }
 
-static void cuda_rmsnorm_bwd(ft_backend *be, ft_dtype dt, void *dx_, float *dw, const void *dy_,
-                             const void *x_, const void *w_, const float *rstd, int rows, int dim)
+static void cuda_rmsnorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx_, void *dw_,
+                             const void *dy_, const void *x_, const void *w_, const float *rstd,
+                             int rows, int dim)
 {
     cuda_require_f32(dt, "rmsnorm_bwd");
+    cuda_require_f32(gt, "rmsnorm_bwd (gradient)");
+    float *dw = dw_;
     float *dx = dx_;
     const float *dy = dy_;
     const float *x = x_;
@@ -410,9 +413,12 @@ static void cuda_bias_add(ft_backend *be, ft_dtype dt, void *y_, const void *b_,
     ft_cuda_check(ft_cuda_launch_bias_add(y, b, rows, dim, ft_cuda_stream(be)), "bias_add");
 }
 
-static void cuda_bias_grad(ft_backend *be, ft_dtype dt, float *db, const void *dy_, int rows, int dim)
+static void cuda_bias_grad(ft_backend *be, ft_dtype dt, ft_dtype gt, void *db_, const void *dy_,
+                           int rows, int dim)
 {
     cuda_require_f32(dt, "bias_grad");
+    cuda_require_f32(gt, "bias_grad (gradient)");
+    float *db = db_;
     const float *dy = dy_;
     ft_cuda_check(ft_cuda_launch_bias_grad(db, dy, rows, dim, ft_cuda_stream(be)), "bias_grad");
 }
@@ -450,10 +456,12 @@ static void cuda_embedding_fwd(ft_backend *be, ft_dtype dt, void *out_, const vo
                   "embedding_fwd");
 }
 
-static void cuda_embedding_bwd(ft_backend *be, ft_dtype dt, float *dtable, const void *dout_,
-                               const int32_t *ids, int tokens, int dim)
+static void cuda_embedding_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dtable_,
+                               const void *dout_, const int32_t *ids, int tokens, int dim)
 {
     cuda_require_f32(dt, "embedding_bwd");
+    cuda_require_f32(gt, "embedding_bwd (gradient)");
+    float *dtable = dtable_;
     const float *dout = dout_;
     void *scratch = ft_cuda_scratch(be, ft_cuda_embedding_bwd_scratch_bytes(tokens));
     ft_cuda_check(ft_cuda_launch_embedding_bwd(dtable, dout, ids, tokens, dim, scratch,

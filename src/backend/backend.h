@@ -10,8 +10,11 @@
  *    activations (inputs, outputs and their gradients) and of the parameters it
  *    reads (weights, biases, the embedding table); those arguments are `void *`.
  *    Everything else is fp32 (`float *`) whatever dt is: statistics kept for the
- *    backward (rstd, lse), RoPE tables, loss weights and per-row losses, logits, and
- *    parameter gradients (dw, db, dtable), which therefore accumulate in fp32.
+ *    backward (rstd, lse), RoPE tables, loss weights, per-row losses and logits.
+ *    Parameter gradients (dw, db, dtable; `void *`) are stored as `gt`: fp32, the
+ *    accumulators that sum micro-batches, or bf16 when the sharding engine stages one
+ *    micro-batch's gradient of a unit in bf16 for a bf16 reduction (FSDP's layout);
+ *    an op sums its contributions in fp32 and rounds once into a bf16 gradient.
  *    matmul names each operand's storage (ft_gemm_types). Inside an op the
  *    arithmetic is fp32: bf16 values are widened on load and rounded to nearest
  *    even on store. The optimizer, norm and cast ops work on fp32 buffers.
@@ -100,9 +103,10 @@ typedef struct ft_backend_ops {
     /* y = x * rstd * w with rstd = 1/sqrt(mean(x^2) + eps) per row; rstd saved [rows]. */
     void (*rmsnorm_fwd)(ft_backend *be, ft_dtype dt, void *y, float *rstd, const void *x,
                         const void *w, int rows, int dim, float eps);
-    /* dx += d/dx, dw += d/dw (both accumulate). */
-    void (*rmsnorm_bwd)(ft_backend *be, ft_dtype dt, void *dx, float *dw, const void *dy,
-                        const void *x, const void *w, const float *rstd, int rows, int dim);
+    /* dx += d/dx, dw += d/dw (both accumulate; dw stored as gt). */
+    void (*rmsnorm_bwd)(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx, void *dw,
+                        const void *dy, const void *x, const void *w, const float *rstd,
+                        int rows, int dim);
 
     /* Rotary embedding in place on x [tokens, n_heads*head_dim], HF half-split layout:
      * dimension i pairs with i + head_dim/2 and rotates by angle pos[t] * inv_freq[i].
@@ -143,9 +147,11 @@ typedef struct ft_backend_ops {
     /* Bias of a linear layer (Qwen2's q/k/v projections).
      * y[rows, dim] += b[dim], the same b added to every row. */
     void (*bias_add)(ft_backend *be, ft_dtype dt, void *y, const void *b, int rows, int dim);
-    /* Its gradient: db[dim] += sum over rows of dy[rows, dim] (accumulate), each
-     * column summed in row order, so the result does not depend on threads. */
-    void (*bias_grad)(ft_backend *be, ft_dtype dt, float *db, const void *dy, int rows, int dim);
+    /* Its gradient: db[dim] += sum over rows of dy[rows, dim] (accumulate; db stored
+     * as gt), each column summed in row order, so the result does not depend on
+     * threads. */
+    void (*bias_grad)(ft_backend *be, ft_dtype dt, ft_dtype gt, void *db, const void *dy,
+                      int rows, int dim);
 
     /* out = silu(gate) * up over n elements (overwrite). */
     void (*swiglu_fwd)(ft_backend *be, ft_dtype dt, void *out, const void *gate, const void *up,
@@ -157,9 +163,10 @@ typedef struct ft_backend_ops {
     /* out[t,:] = table[ids[t],:] (overwrite). */
     void (*embedding_fwd)(ft_backend *be, ft_dtype dt, void *out, const void *table,
                           const int32_t *ids, int tokens, int dim);
-    /* dtable[ids[t],:] += dout[t,:], deterministic (same order every run). */
-    void (*embedding_bwd)(ft_backend *be, ft_dtype dt, float *dtable, const void *dout,
-                          const int32_t *ids, int tokens, int dim);
+    /* dtable[ids[t],:] += dout[t,:], deterministic (same order every run); dtable
+     * stored as gt (bf16: each row's contributions summed in fp32, rounded once). */
+    void (*embedding_bwd)(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dtable,
+                          const void *dout, const int32_t *ids, int tokens, int dim);
 
     /* Cross-entropy on a chunk of rows, fused with its gradient.
      * In: logits [rows, vocab]. Out: logits is replaced by

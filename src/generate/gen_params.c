@@ -90,7 +90,7 @@ static const void *src_acquire(void *ctx, int unit)
 {
     return ((ft_gen_params *)ctx)->units[unit];
 }
-static float *src_grads(void *ctx, int unit) { return NULL; }
+static void *src_grads(void *ctx, int unit) { return NULL; }
 static void src_release(void *ctx, int unit) {}
 static void src_grad_done(void *ctx, int unit) {}
 

@@ -22,10 +22,12 @@ void ft_block_params_bind(const ft_model *m, const ft_unit_layout *u, const void
         p->w[i] = u->slot[i] >= 0 ? ft_model_at(m, flat, u->tensors[u->slot[i]].offset) : NULL;
 }
 
-void ft_block_grads_bind(const ft_unit_layout *u, float *flat, ft_block_grads *g)
+void ft_block_grads_bind(const ft_model *m, const ft_unit_layout *u, void *flat,
+                         ft_block_grads *g)
 {
     for (int i = 0; i < FT_BLK_N_TENSORS; i++)
-        g->g[i] = u->slot[i] >= 0 ? flat + u->tensors[u->slot[i]].offset : NULL;
+        g->g[i] = u->slot[i] >= 0 ? (char *)flat + u->tensors[u->slot[i]].offset * m->gsize
+                                  : NULL;
 }
 
 /* z[N,out] (+)= a[N,in] W^T */
@@ -35,14 +37,15 @@ static void linear_fwd(const ft_model *m, void *z, const void *a, const void *w,
     m->be->ops->matmul(m->be, ft_model_gemm(m), z, a, w, n, out, in, false, true, 1.0f, beta);
 }
 
-/* dW[out,in] += dz^T a, accumulated in fp32 ;  da[N,in] (+)= dz[N,out] W.
+/* dW[out,in] += dz^T a (fp32 accumulation, stored as the gradient type) ;
+ * da[N,in] (+)= dz[N,out] W.
  * dW first: da may then overwrite a (the MLP's down projection reuses the SwiGLU
  * output's buffer for its gradient). */
-static void linear_bwd(const ft_model *m, void *da, float *dw, const void *dz, const void *a,
+static void linear_bwd(const ft_model *m, void *da, void *dw, const void *dz, const void *a,
                        const void *w, int n, int out, int in, float beta_da)
 {
     ft_backend *be = m->be;
-    be->ops->matmul(be, ft_model_gemm_to_f32(m), dw, dz, a, out, in, n, true, false, 1.0f, 1.0f);
+    be->ops->matmul(be, ft_model_gemm_to_grad(m), dw, dz, a, out, in, n, true, false, 1.0f, 1.0f);
     be->ops->matmul(be, ft_model_gemm(m), da, dz, w, n, in, out, false, false, 1.0f, beta_da);
 }
 
@@ -67,7 +70,7 @@ static void project_rotate(ft_model *m, void *z, void *z_raw, float *rstd, const
 /* Backward of project_rotate given dz (the attention's dq or dk; destroyed):
  * dz_raw = QKNorm^T(RoPE^T dz) into dz_raw (qk_norm) or in place, bias and weight
  * grads accumulate, da (+)= dz_raw W with beta_da. */
-static void project_rotate_bwd(ft_model *m, void *da, float *dw, float *db, float *dnorm_w,
+static void project_rotate_bwd(ft_model *m, void *da, void *dw, void *db, void *dnorm_w,
                                void *dz, void *dz_raw, const void *z_raw, const float *rstd,
                                const void *a, const void *w, const void *norm_w, int n_heads,
                                float beta_da)
@@ -80,12 +83,12 @@ static void project_rotate_bwd(ft_model *m, void *da, float *dw, float *db, floa
     void *dproj = dz;
     if (norm_w) {
         be->ops->zero(be, dz_raw, (size_t)N * out * m->esize);
-        be->ops->rmsnorm_bwd(be, m->dt, dz_raw, dnorm_w, dz, z_raw, norm_w, rstd, N * n_heads,
+        be->ops->rmsnorm_bwd(be, m->dt, m->gt, dz_raw, dnorm_w, dz, z_raw, norm_w, rstd, N * n_heads,
                              c->head_dim);
         dproj = dz_raw;
     }
     if (db)
-        be->ops->bias_grad(be, m->dt, db, dproj, N, out);
+        be->ops->bias_grad(be, m->dt, m->gt, db, dproj, N, out);
     linear_bwd(m, da, dw, dproj, a, w, N, out, H, beta_da);
 }
 
@@ -141,7 +144,7 @@ void ft_block_backward(ft_model *m, const ft_block_params *p, ft_block_grads *g,
     linear_bwd(m, s->dxn, g->g[FT_BLK_GATE], s->dgate, a->xn2, p->w[FT_BLK_GATE], N, I, H, 0.0f);
     linear_bwd(m, s->dxn, g->g[FT_BLK_UP], s->dup, a->xn2, p->w[FT_BLK_UP], N, I, H, 1.0f);
     be->ops->copy(be, s->dh, dy, NH); /* residual path */
-    be->ops->rmsnorm_bwd(be, m->dt, s->dh, g->g[FT_BLK_MLP_NORM], s->dxn, a->h, p->w[FT_BLK_MLP_NORM],
+    be->ops->rmsnorm_bwd(be, m->dt, m->gt, s->dh, g->g[FT_BLK_MLP_NORM], s->dxn, a->h, p->w[FT_BLK_MLP_NORM],
                          a->rstd2, N, H);
 
     /* Attention branch: h = x + att Wo^T */
@@ -155,9 +158,9 @@ void ft_block_backward(ft_model *m, const ft_block_params *p, ft_block_grads *g,
                        s->dk_raw, a->k_raw, a->rstd_k, a->xn1, p->w[FT_BLK_K],
                        p->w[FT_BLK_K_NORM], c->num_key_value_heads, 1.0f);
     if (g->g[FT_BLK_V_BIAS])
-        be->ops->bias_grad(be, m->dt, g->g[FT_BLK_V_BIAS], s->dv, N, KV);
+        be->ops->bias_grad(be, m->dt, m->gt, g->g[FT_BLK_V_BIAS], s->dv, N, KV);
     linear_bwd(m, s->dxn, g->g[FT_BLK_V], s->dv, a->xn1, p->w[FT_BLK_V], N, KV, H, 1.0f);
     be->ops->copy(be, dx, s->dh, NH);
-    be->ops->rmsnorm_bwd(be, m->dt, dx, g->g[FT_BLK_ATTN_NORM], s->dxn, x, p->w[FT_BLK_ATTN_NORM],
+    be->ops->rmsnorm_bwd(be, m->dt, m->gt, dx, g->g[FT_BLK_ATTN_NORM], s->dxn, x, p->w[FT_BLK_ATTN_NORM],
                          a->rstd1, N, H);
 }

@@ -10,7 +10,7 @@
  * Logits and the loss are fp32 in every recipe: the forward GEMM writes fp32 from
  * model-dtype operands, and the cross-entropy runs in fp32. With bf16 the chunk's
  * dlogits are then rounded once to bf16 (m->dlogits) for the two backward GEMMs,
- * whose operands must share a type; dW still accumulates in fp32.
+ * whose operands must share a type; dW accumulates in fp32 inside the GEMM.
  */
 #include <stdbool.h>
 
@@ -25,7 +25,7 @@ static bool chunk_has_targets(const float *weights_host, int r0, int rows)
 }
 
 double ft_head_forward_backward(ft_model *m, const void *w_out, const void *w_norm,
-                                float *g_out, float *g_norm, const void *x, void *dx,
+                                void *g_out, void *g_norm, const void *x, void *dx,
                                 float grad_scale, int train)
 {
     ft_backend *be = m->be;
@@ -57,12 +57,12 @@ double ft_head_forward_backward(ft_model *m, const void *w_out, const void *w_no
         }
         be->ops->matmul(be, ft_model_gemm(m), ft_model_at(m, m->dxf, (size_t)r0 * H), dlogits,
                         w_out, rows, H, V, false, false, 1.0f, 0.0f);
-        be->ops->matmul(be, ft_model_gemm_to_f32(m), g_out, dlogits, xf, V, H, rows, true, false,
+        be->ops->matmul(be, ft_model_gemm_to_grad(m), g_out, dlogits, xf, V, H, rows, true, false,
                         1.0f, 1.0f);
     }
     if (train) {
         be->ops->zero(be, dx, (size_t)N * H * m->esize);
-        be->ops->rmsnorm_bwd(be, m->dt, dx, g_norm, m->dxf, x, w_norm, m->rstd_f, N, H);
+        be->ops->rmsnorm_bwd(be, m->dt, m->gt, dx, g_norm, m->dxf, x, w_norm, m->rstd_f, N, H);
     }
 
     /* The host staging buffer is reused for the per-row losses. */

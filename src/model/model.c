@@ -362,11 +362,12 @@ static double run_head(ft_model *m, const ft_param_source *src, float grad_scale
     const void *w_out =
         tied ? src->acquire(src->ctx, 0) : ft_model_at(m, hp, head->tensors[FT_HEAD_LM].offset);
     const void *w_norm = ft_model_at(m, hp, head->tensors[head->n_tensors - 1].offset);
-    float *g_out = NULL, *g_norm = NULL;
+    void *g_out = NULL, *g_norm = NULL;
     if (train) {
-        float *hg = src->grads(src->ctx, hu);
-        g_out = tied ? src->grads(src->ctx, 0) : hg + head->tensors[FT_HEAD_LM].offset;
-        g_norm = hg + head->tensors[head->n_tensors - 1].offset;
+        char *hg = src->grads(src->ctx, hu);
+        g_out = tied ? src->grads(src->ctx, 0)
+                     : hg + head->tensors[FT_HEAD_LM].offset * m->gsize;
+        g_norm = hg + head->tensors[head->n_tensors - 1].offset * m->gsize;
     }
     double loss = ft_head_forward_backward(m, w_out, w_norm, g_out, g_norm,
                                            m->block_in[lay->config.num_hidden_layers], dx,
@@ -387,6 +388,11 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
     const ft_model_layout *lay = &m->layout;
     const int L = lay->config.num_hidden_layers, H = lay->config.hidden_size;
     ft_backend *be = m->be;
+    m->gt = src->grad_dtype;
+    m->gsize = ft_dtype_size(m->gt);
+    if (m->gt != FT_DTYPE_F32 && m->gt != m->dt)
+        return ft_fail(err, "model: %s gradients need the model to compute in %s",
+                       ft_dtype_name(m->gt), ft_dtype_name(m->gt));
 
     announce_plan(m, src, 1);
     forward_blocks(m, src);
@@ -398,7 +404,7 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
         ft_block_params p;
         ft_block_grads g;
         ft_block_params_bind(m, &lay->units[u], src->acquire(src->ctx, u), &p);
-        ft_block_grads_bind(&lay->units[u], src->grads(src->ctx, u), &g);
+        ft_block_grads_bind(m, &lay->units[u], src->grads(src->ctx, u), &g);
         ft_block_acts *a = acts_for(m, l);
         if (m->opt.activation_checkpointing) /* recompute from the saved input; the output
                                                  goes to dx, which is free until backward */
@@ -412,7 +418,7 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
     }
 
     src->acquire(src->ctx, 0);
-    be->ops->embedding_bwd(be, m->dt, src->grads(src->ctx, 0), dy, m->in.ids, m->in.tokens, H);
+    be->ops->embedding_bwd(be, m->dt, m->gt, src->grads(src->ctx, 0), dy, m->in.ids, m->in.tokens, H);
     src->grad_done(src->ctx, 0);
     src->release(src->ctx, 0);
     be->ops->sync(be);

@@ -27,12 +27,15 @@ typedef struct ft_param_source {
     /* Returns the unit's parameters (flat, unit layout) on the backend, stored in the
      * model's dtype (ft_model_options.dtype). */
     const void *(*acquire)(void *ctx, int unit);
-    /* Returns the unit's gradient accumulator (fp32, flat) on the backend, whatever the
-     * model's dtype. */
-    float *(*grads)(void *ctx, int unit);
+    /* Returns the unit's gradient accumulator (flat, stored as grad_dtype) on the
+     * backend. */
+    void *(*grads)(void *ctx, int unit);
     void (*release)(void *ctx, int unit);
     /* Called once per micro-batch when unit's gradient contribution is complete. */
     void (*grad_done)(void *ctx, int unit);
+    /* Storage of the gradients grads() returns: fp32 (accumulators; the default), or
+     * bf16 (a bf16-reduced micro-batch gradient, with the model's dtype bf16). */
+    ft_dtype grad_dtype;
 } ft_param_source;
 
 /* One micro-batch on the host, in dataset-row form (doc/formats.md). */

@@ -38,6 +38,8 @@ struct ft_model {
 
     ft_dtype dt;                 /* opt.dtype: activations and working parameters */
     size_t esize;                /* bytes per element of dt */
+    ft_dtype gt;                 /* the current source's grad_dtype (set per pass) */
+    size_t gsize;                /* bytes per element of gt */
     float *rope_cos, *rope_sin;  /* [seq_len, head_dim/2] */
 
     ft_dev_batch in;
@@ -66,12 +68,13 @@ typedef struct ft_block_params {
     const void *w[FT_BLK_N_TENSORS];
 } ft_block_params;
 typedef struct ft_block_grads {
-    float *g[FT_BLK_N_TENSORS];
+    void *g[FT_BLK_N_TENSORS];
 } ft_block_grads;
 
 void ft_block_params_bind(const ft_model *m, const ft_unit_layout *u, const void *flat,
                           ft_block_params *p);
-void ft_block_grads_bind(const ft_unit_layout *u, float *flat, ft_block_grads *g);
+void ft_block_grads_bind(const ft_model *m, const ft_unit_layout *u, void *flat,
+                         ft_block_grads *g);
 
 /* y = block(x); activations into a. */
 void ft_block_forward(ft_model *m, const ft_block_params *p, const void *x, void *y,
@@ -84,11 +87,11 @@ void ft_block_backward(ft_model *m, const ft_block_params *p, ft_block_grads *g,
 /* Head forward: final norm, logits in chunks, cross-entropy. With train != 0 also the
  * backward: dx (overwrite) and parameter grads. Returns the loss sum. */
 double ft_head_forward_backward(ft_model *m, const void *w_out, const void *w_norm,
-                                float *g_out, float *g_norm, const void *x, void *dx,
+                                void *g_out, void *g_norm, const void *x, void *dx,
                                 float grad_scale, int train);
 
 /* The GEMM types of the model's matmuls: everything in the model's dtype, or the
- * product written in fp32 (weight gradients, logits). */
+ * product written in fp32 (logits). */
 static inline ft_gemm_types ft_model_gemm(const ft_model *m)
 {
     return (ft_gemm_types){ m->dt, m->dt, m->dt };
@@ -96,6 +99,11 @@ static inline ft_gemm_types ft_model_gemm(const ft_model *m)
 static inline ft_gemm_types ft_model_gemm_to_f32(const ft_model *m)
 {
     return (ft_gemm_types){ m->dt, m->dt, FT_DTYPE_F32 };
+}
+/* A weight gradient's GEMM: model-dtype operands into the source's gradient type. */
+static inline ft_gemm_types ft_model_gemm_to_grad(const ft_model *m)
+{
+    return (ft_gemm_types){ m->dt, m->dt, m->gt };
 }
 
 /* p + i elements of the model's dtype. */

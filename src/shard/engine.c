@@ -126,12 +126,14 @@ static void allocate_pools(ft_engine *e)
         grad_slot *g = &e->grads[i];
         g->unit = -1;
         if (stage >= 2) {
-            g->full = ft_engine_alloc(e, e->max_padded * sizeof(float), &m->gathered);
+            const int staged = ft_engine_bf16_grad_staging(e);
+            g->full = ft_engine_alloc(e, e->max_padded * (staged ? sizeof(uint16_t) : sizeof(float)),
+                                      &m->gathered);
             g->shard_tmp = ft_engine_alloc(e, e->max_shard * sizeof(float), &m->gathered);
-            if (rbf16) {
+            if (rbf16 && !staged)
                 g->bits_full = ft_engine_alloc(e, e->max_padded * sizeof(uint16_t), &m->gathered);
+            if (rbf16)
                 g->bits_shard = ft_engine_alloc(e, e->max_shard * sizeof(uint16_t), &m->gathered);
-            }
         }
     }
 }

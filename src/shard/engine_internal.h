@@ -62,9 +62,10 @@ typedef struct gather_slot {
 typedef struct grad_slot {
     int unit;           /* -1 when empty */
     int open;           /* between first grads() and grad_done() */
-    float *full;        /* [max n_pad] */
+    void *full;         /* [max n_pad], fp32, or bf16 with bf16 staging */
     float *shard_tmp;   /* [max S]: the reduce-scatter result, added to grad_shard */
-    uint16_t *bits_full, *bits_shard; /* bf16 reduction: the sent and received values */
+    uint16_t *bits_full;  /* bf16 reduction of an fp32 full: the values sent */
+    uint16_t *bits_shard; /* bf16 reduction: the values received */
     ft_comm_request *req;
 } grad_slot;
 
@@ -105,6 +106,15 @@ void *ft_engine_alloc(ft_engine *e, size_t bytes, size_t *counter);
 static inline int ft_engine_hands_bits(const ft_engine *e)
 {
     return e->opt.model_dtype == FT_DTYPE_BF16;
+}
+
+/* Stages 2-3 with a bf16 reduction under the recipe: the model writes each unit's
+ * micro-batch gradient in bf16 straight into the slot that is reduce-scattered (what
+ * FSDP does with reduce_dtype bf16), halving the staging; the rank's shard still
+ * accumulates micro-batches in fp32. */
+static inline int ft_engine_bf16_grad_staging(const ft_engine *e)
+{
+    return e->opt.zero_stage >= 2 && e->opt.reduce_bf16 && ft_engine_hands_bits(e);
 }
 
 /* Starts the all-gather of unit u's working bf16 bits into dst[n_pad]: from the

@@ -162,7 +162,8 @@ static grad_slot *open_grad_slot(ft_engine *e, int unit)
         return NULL;
     }
     finish_reduce(e, pick);
-    e->be->ops->zero(e->be, pick->full, e->units[unit].padded * sizeof(float));
+    const size_t esize = ft_engine_bf16_grad_staging(e) ? sizeof(uint16_t) : sizeof(float);
+    e->be->ops->zero(e->be, pick->full, e->units[unit].padded * esize);
     pick->unit = unit;
     pick->open = 1;
     return pick;
@@ -210,7 +211,7 @@ static void src_release(void *ctx, int unit)
         s->refs--;
 }
 
-static float *src_grads(void *ctx, int unit)
+static void *src_grads(void *ctx, int unit)
 {
     ft_engine *e = ctx;
     if (e->opt.zero_stage <= 1)
@@ -231,7 +232,10 @@ static void src_grad_done(void *ctx, int unit)
              * after the compute stream with an event. */
             const engine_unit *eu = &e->units[unit];
             int rc;
-            if (g->bits_full) {
+            if (ft_engine_bf16_grad_staging(e)) {
+                rc = e->comm->ops->reduce_scatter_bf16(e->comm, g->bits_shard, g->full,
+                                                       eu->shard, &g->req);
+            } else if (g->bits_full) {
                 e->be->ops->f32_to_bf16(e->be, g->bits_full, g->full, eu->padded);
                 rc = e->comm->ops->reduce_scatter_bf16(e->comm, g->bits_shard, g->bits_full,
                                                        eu->shard, &g->req);
@@ -251,7 +255,9 @@ ft_param_source ft_engine_param_source(ft_engine *e)
 {
     return (ft_param_source){ .ctx = e, .plan = src_plan, .acquire = src_acquire,
                               .grads = src_grads, .release = src_release,
-                              .grad_done = src_grad_done };
+                              .grad_done = src_grad_done,
+                              .grad_dtype = ft_engine_bf16_grad_staging(e) ? FT_DTYPE_BF16
+                                                                           : FT_DTYPE_F32 };
 }
 
 int ft_engine_status(ft_engine *e, ft_error *err)

@@ -47,7 +47,7 @@ static void check_bias(int rows, int dim)
     float *d_y = bt_upload(be, y, n), *d_b = bt_upload(be, b, dim), *d_r = bt_upload(be, r, n);
     float *d_db = bt_upload(be, db0, dim);
     be->ops->bias_add(be, FT_DTYPE_F32, d_y, d_b, rows, dim);
-    be->ops->bias_grad(be, FT_DTYPE_F32, d_db, d_r, rows, dim);
+    be->ops->bias_grad(be, FT_DTYPE_F32, FT_DTYPE_F32, d_db, d_r, rows, dim);
 
     double *want = malloc(n * 8);
     for (int i = 0; i < rows; i++)
@@ -99,7 +99,7 @@ static void test_bias_grad_deterministic(void **state)
     for (int threads = 1; threads <= 4; threads++) {
         omp_set_num_threads(threads);
         float *d_db = bt_upload(be, NULL, dim);
-        be->ops->bias_grad(be, FT_DTYPE_F32, d_db, d_dy, rows, dim);
+        be->ops->bias_grad(be, FT_DTYPE_F32, FT_DTYPE_F32, d_db, d_dy, rows, dim);
         bt_download(be, threads == 1 ? one : many, d_db, dim);
         be->ops->free(be, d_db);
         if (threads > 1)

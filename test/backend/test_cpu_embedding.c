@@ -59,11 +59,11 @@ static void test_embedding(void **state)
 
     int saved = omp_get_max_threads();
     omp_set_num_threads(1);
-    be->ops->embedding_bwd(be, FT_DTYPE_F32, d_dt, d_r, d_ids, tokens, dim);
+    be->ops->embedding_bwd(be, FT_DTYPE_F32, FT_DTYPE_F32, d_dt, d_r, d_ids, tokens, dim);
     bt_download(be, g1, d_dt, tn);
     be->ops->upload(be, d_dt, dtable0, tn * 4);
     omp_set_num_threads(3);
-    be->ops->embedding_bwd(be, FT_DTYPE_F32, d_dt, d_r, d_ids, tokens, dim);
+    be->ops->embedding_bwd(be, FT_DTYPE_F32, FT_DTYPE_F32, d_dt, d_r, d_ids, tokens, dim);
     bt_download(be, g2, d_dt, tn);
     omp_set_num_threads(saved);
     assert_memory_equal(g1, g2, tn * 4);

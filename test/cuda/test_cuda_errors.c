@@ -76,7 +76,7 @@ static void decode_bad_past(int unused)
 static void scratch_exhausted(int unused)
 {
     float *x = gpu->ops->alloc(gpu, 1024);
-    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, x, x, x, x, x, x, 1 << 30, 4096);
+    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, x, x, x, x, x, x, 1 << 30, 4096);
 }
 
 /* A machine without a device: this program again, in a fresh process whose harness
@@ -171,12 +171,12 @@ int main(int argc, char **argv)
     gpu->ops->scale(gpu, one, 2.0f, 0);
     double ss = gpu->ops->sum_squares(gpu, one, 0);
     gpu->ops->rmsnorm_fwd(gpu, FT_DTYPE_F32, one, one, one, one, 0, 16, 1e-5f);
-    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, one, one, one, one, one, one, 0, 16);
+    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, one, one, one, one, one, one, 0, 16);
     gpu->ops->rope(gpu, FT_DTYPE_F32, one, one, one, ids, 0, 2, 8, false);
     gpu->ops->swiglu_fwd(gpu, FT_DTYPE_F32, one, one, one, 0);
     gpu->ops->swiglu_bwd(gpu, FT_DTYPE_F32, one, one, one, one, one, 0);
     gpu->ops->embedding_fwd(gpu, FT_DTYPE_F32, one, one, ids, 0, 8);
-    gpu->ops->embedding_bwd(gpu, FT_DTYPE_F32, one, one, ids, 0, 8);
+    gpu->ops->embedding_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, one, one, ids, 0, 8);
     gpu->ops->cross_entropy(gpu, one, one, ids, one, 0, 8, 1.0f);
     gpu->ops->adamw_step(gpu, one, one, one, one, 0, &ap);
     gpu->ops->sgd_step(gpu, one, one, one, 0, &sp);

@@ -324,8 +324,8 @@ static void test_rmsnorm_case(int rows, int dim)
     float *cdw = be_dup(cpu, dw0, dim * 4u), *gdw = be_dup(gpu, dw0, dim * 4u);
     /* Both backends get the CPU's rstd so the backward is compared alone. */
     float *grc = be_dup(gpu, rr_c, rows * 4u);
-    cpu->ops->rmsnorm_bwd(cpu, FT_DTYPE_F32, cdx, cdw, cdy, cx, cw, cr, rows, dim);
-    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, gdx, gdw, gdy, gx, gw, grc, rows, dim);
+    cpu->ops->rmsnorm_bwd(cpu, FT_DTYPE_F32, FT_DTYPE_F32, cdx, cdw, cdy, cx, cw, cr, rows, dim);
+    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, gdx, gdw, gdy, gx, gw, grc, rows, dim);
     float *rdx_c = be_fetch(cpu, cdx, n * 4), *rdx_g = be_fetch(gpu, gdx, n * 4);
     float *rdw_c = be_fetch(cpu, cdw, dim * 4u), *rdw_g = be_fetch(gpu, gdw, dim * 4u);
     snprintf(what, sizeof what, "rmsnorm_bwd dx (accumulate) rows=%d dim=%d", rows, dim);
@@ -334,10 +334,10 @@ static void test_rmsnorm_case(int rows, int dim)
     close_enough(what, rdw_g, rdw_c, (size_t)dim, 1e-4f);
     /* Reproducibility: same call on fresh accumulators twice. */
     gpu->ops->upload(gpu, gdw, dw0, dim * 4u);
-    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, gdx, gdw, gdy, gx, gw, grc, rows, dim);
+    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, gdx, gdw, gdy, gx, gw, grc, rows, dim);
     float *rdw_1 = be_fetch(gpu, gdw, dim * 4u);
     gpu->ops->upload(gpu, gdw, dw0, dim * 4u);
-    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, gdx, gdw, gdy, gx, gw, grc, rows, dim);
+    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, gdx, gdw, gdy, gx, gw, grc, rows, dim);
     float *rdw_2 = be_fetch(gpu, gdw, dim * 4u);
     snprintf(what, sizeof what, "rmsnorm_bwd dw reproducible rows=%d dim=%d", rows, dim);
     bitwise(what, rdw_1, rdw_2, dim * 4u);
@@ -557,8 +557,8 @@ static void test_bias_case(int rows, int dim)
     float *cdb = be_dup(cpu, db, dim * 4), *gdb = be_dup(gpu, db, dim * 4);
     cpu->ops->bias_add(cpu, FT_DTYPE_F32, cy, cb, rows, dim);
     gpu->ops->bias_add(gpu, FT_DTYPE_F32, gy, gb, rows, dim);
-    cpu->ops->bias_grad(cpu, FT_DTYPE_F32, cdb, cdy, rows, dim);
-    gpu->ops->bias_grad(gpu, FT_DTYPE_F32, gdb, gdy, rows, dim);
+    cpu->ops->bias_grad(cpu, FT_DTYPE_F32, FT_DTYPE_F32, cdb, cdy, rows, dim);
+    gpu->ops->bias_grad(gpu, FT_DTYPE_F32, FT_DTYPE_F32, gdb, gdy, rows, dim);
     float *r1 = be_fetch(cpu, cy, n * 4), *r2 = be_fetch(gpu, gy, n * 4);
     snprintf(what, sizeof what, "bias_add %dx%d", rows, dim);
     bitwise(what, r1, r2, n * 4); /* one fp32 add per element on both */
@@ -632,8 +632,8 @@ static void test_embedding_case(int vocab, int dim, int tokens)
 
     float *cdo = be_dup(cpu, dout, no * 4), *gdo = be_dup(gpu, dout, no * 4);
     float *cdt = be_dup(cpu, dtab0, nt * 4), *gdt = be_dup(gpu, dtab0, nt * 4);
-    cpu->ops->embedding_bwd(cpu, FT_DTYPE_F32, cdt, cdo, ci, tokens, dim);
-    gpu->ops->embedding_bwd(gpu, FT_DTYPE_F32, gdt, gdo, gi, tokens, dim);
+    cpu->ops->embedding_bwd(cpu, FT_DTYPE_F32, FT_DTYPE_F32, cdt, cdo, ci, tokens, dim);
+    gpu->ops->embedding_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, gdt, gdo, gi, tokens, dim);
     r1 = be_fetch(cpu, cdt, nt * 4), r2 = be_fetch(gpu, gdt, nt * 4);
     snprintf(what, sizeof what, "embedding_bwd (accumulate) vocab=%d dim=%d tokens=%d", vocab, dim,
              tokens);

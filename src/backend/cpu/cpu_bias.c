@@ -49,8 +49,11 @@ void ft_cpu_bias_add(ft_backend *be, ft_dtype dt, void *y, const void *b, int ro
     ft_cpu_unsupported_dtype("bias_add", dt);
 }
 
-void ft_cpu_bias_grad(ft_backend *be, ft_dtype dt, float *db, const void *dy, int rows, int dim)
+void ft_cpu_bias_grad(ft_backend *be, ft_dtype dt, ft_dtype gt, void *db, const void *dy,
+                      int rows, int dim)
 {
+    if (gt != FT_DTYPE_F32)
+        ft_cpu_unsupported_dtype("bias_grad (gradient)", gt);
     if (dt == FT_DTYPE_F32)
         return bias_grad_f32(be, db, dy, rows, dim);
     ft_cpu_unsupported_dtype("bias_grad", dt);

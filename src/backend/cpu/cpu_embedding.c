@@ -48,9 +48,11 @@ void ft_cpu_embedding_fwd(ft_backend *be, ft_dtype dt, void *out, const void *ta
     ft_cpu_unsupported_dtype("embedding_fwd", dt);
 }
 
-void ft_cpu_embedding_bwd(ft_backend *be, ft_dtype dt, float *dtable, const void *dout,
-                          const int32_t *ids, int tokens, int dim)
+void ft_cpu_embedding_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dtable,
+                          const void *dout, const int32_t *ids, int tokens, int dim)
 {
+    if (gt != FT_DTYPE_F32)
+        ft_cpu_unsupported_dtype("embedding_bwd (gradient)", gt);
     if (dt == FT_DTYPE_F32)
         return embedding_bwd_f32(be, dtable, dout, ids, tokens, dim);
     ft_cpu_unsupported_dtype("embedding_bwd", dt);

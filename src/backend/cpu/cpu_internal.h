@@ -44,8 +44,9 @@ double ft_cpu_sum_squares(ft_backend *be, const float *x, size_t n);
 /* cpu_rmsnorm.c */
 void ft_cpu_rmsnorm_fwd(ft_backend *be, ft_dtype dt, void *y, float *rstd, const void *x,
                         const void *w, int rows, int dim, float eps);
-void ft_cpu_rmsnorm_bwd(ft_backend *be, ft_dtype dt, void *dx, float *dw, const void *dy,
-                        const void *x, const void *w, const float *rstd, int rows, int dim);
+void ft_cpu_rmsnorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx, void *dw,
+                        const void *dy, const void *x, const void *w, const float *rstd,
+                        int rows, int dim);
 
 /* cpu_rope.c */
 void ft_cpu_rope(ft_backend *be, ft_dtype dt, void *x, const float *cos_table,
@@ -66,7 +67,8 @@ void ft_cpu_attention_decode(ft_backend *be, ft_dtype dt, void *out, const void 
 
 /* cpu_bias.c */
 void ft_cpu_bias_add(ft_backend *be, ft_dtype dt, void *y, const void *b, int rows, int dim);
-void ft_cpu_bias_grad(ft_backend *be, ft_dtype dt, float *db, const void *dy, int rows, int dim);
+void ft_cpu_bias_grad(ft_backend *be, ft_dtype dt, ft_dtype gt, void *db, const void *dy,
+                      int rows, int dim);
 
 /* cpu_swiglu.c */
 void ft_cpu_swiglu_fwd(ft_backend *be, ft_dtype dt, void *out, const void *gate, const void *up,
@@ -77,8 +79,8 @@ void ft_cpu_swiglu_bwd(ft_backend *be, ft_dtype dt, void *dgate, void *dup, cons
 /* cpu_embedding.c */
 void ft_cpu_embedding_fwd(ft_backend *be, ft_dtype dt, void *out, const void *table,
                           const int32_t *ids, int tokens, int dim);
-void ft_cpu_embedding_bwd(ft_backend *be, ft_dtype dt, float *dtable, const void *dout,
-                          const int32_t *ids, int tokens, int dim);
+void ft_cpu_embedding_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dtable,
+                          const void *dout, const int32_t *ids, int tokens, int dim);
 
 /* cpu_cross_entropy.c */
 void ft_cpu_cross_entropy(ft_backend *be, float *logits, float *row_loss, const int32_t *targets,

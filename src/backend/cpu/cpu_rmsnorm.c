@@ -81,9 +81,12 @@ void ft_cpu_rmsnorm_fwd(ft_backend *be, ft_dtype dt, void *y, float *rstd, const
     ft_cpu_unsupported_dtype("rmsnorm_fwd", dt);
 }
 
-void ft_cpu_rmsnorm_bwd(ft_backend *be, ft_dtype dt, void *dx, float *dw, const void *dy,
-                        const void *x, const void *w, const float *rstd, int rows, int dim)
+void ft_cpu_rmsnorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx, void *dw,
+                        const void *dy, const void *x, const void *w, const float *rstd,
+                        int rows, int dim)
 {
+    if (gt != FT_DTYPE_F32)
+        ft_cpu_unsupported_dtype("rmsnorm_bwd (gradient)", gt);
     if (dt == FT_DTYPE_F32)
         return rmsnorm_bwd_f32(be, dx, dw, dy, x, w, rstd, rows, dim);
     ft_cpu_unsupported_dtype("rmsnorm_bwd", dt);
