@@ -92,6 +92,40 @@ void ft_cpu_adamw_step(ft_backend *be, float *param, const float *grad, float *m
 void ft_cpu_sgd_step(ft_backend *be, float *param, const float *grad, float *momentum_buf,
                      size_t n, const ft_sgd_params *p);
 
+/* cpu_widen.c: the vtable's entries for the transformer ops. fp32 calls go straight to
+ * the fp32 kernels above; bf16 storage runs them on widened copies (see the file). */
+void ft_cpu_widen_matmul(ft_backend *be, ft_gemm_types t, void *c, const void *a, const void *b,
+                         int m, int n, int k, bool trans_a, bool trans_b, float alpha, float beta);
+void ft_cpu_widen_rmsnorm_fwd(ft_backend *be, ft_dtype dt, void *y, float *rstd, const void *x,
+                              const void *w, int rows, int dim, float eps);
+void ft_cpu_widen_rmsnorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx, void *dw,
+                              const void *dy, const void *x, const void *w, const float *rstd,
+                              int rows, int dim);
+void ft_cpu_widen_rope(ft_backend *be, ft_dtype dt, void *x, const float *cos_table,
+                       const float *sin_table, const int32_t *pos, int tokens, int n_heads,
+                       int head_dim, bool inverse);
+void ft_cpu_widen_attention_fwd(ft_backend *be, ft_dtype dt, void *out, float *lse,
+                                const void *q, const void *k, const void *v,
+                                const int32_t *segment, ft_attn_shape s);
+void ft_cpu_widen_attention_bwd(ft_backend *be, ft_dtype dt, void *dq, void *dk, void *dv,
+                                const void *dout, const void *out, const float *lse,
+                                const void *q, const void *k, const void *v,
+                                const int32_t *segment, ft_attn_shape s);
+void ft_cpu_widen_attention_decode(ft_backend *be, ft_dtype dt, void *out, const void *q,
+                                   const void *k_cache, const void *v_cache, int past, int n_new,
+                                   int n_heads, int n_kv_heads, int head_dim, int window);
+void ft_cpu_widen_bias_add(ft_backend *be, ft_dtype dt, void *y, const void *b, int rows, int dim);
+void ft_cpu_widen_bias_grad(ft_backend *be, ft_dtype dt, ft_dtype gt, void *db, const void *dy,
+                            int rows, int dim);
+void ft_cpu_widen_swiglu_fwd(ft_backend *be, ft_dtype dt, void *out, const void *gate,
+                             const void *up, size_t n);
+void ft_cpu_widen_swiglu_bwd(ft_backend *be, ft_dtype dt, void *dgate, void *dup,
+                             const void *dout, const void *gate, const void *up, size_t n);
+void ft_cpu_widen_embedding_fwd(ft_backend *be, ft_dtype dt, void *out, const void *table,
+                                const int32_t *ids, int tokens, int dim);
+void ft_cpu_widen_embedding_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dtable,
+                                const void *dout, const int32_t *ids, int tokens, int dim);
+
 /* cpu_cast.c */
 void ft_cpu_f32_to_bf16(ft_backend *be, uint16_t *dst, const float *src, size_t n);
 void ft_cpu_bf16_to_f32(ft_backend *be, float *dst, const uint16_t *src, size_t n);

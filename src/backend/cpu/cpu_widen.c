@@ -1,0 +1,343 @@
+/* bf16 storage on the CPU by widening: each op's bf16 tensors are widened into fp32
+ * copies, the fp32 kernel runs on them, and the outputs are rounded back (to nearest
+ * even) once. That is exactly the recipe's definition of a bf16 op (widen on load,
+ * compute in fp32, round once on store), so these results are the reference the
+ * native bf16 kernels must reproduce.
+ *
+ * The copies are host mallocs for the duration of one call (the planner counts only
+ * backend allocations, so they are outside the plan); an allocation failure aborts
+ * with the op's name, as the vtable has no error path. The fp32 path never comes
+ * here: the vtable entries below hand fp32 calls straight to the fp32 kernels.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_internal.h"
+#include "util/bf16.h"
+
+static void *checked_malloc(size_t bytes, const char *op)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "ftmpi: CPU backend: %s: out of host memory widening bf16 (%zu bytes)\n",
+                op, bytes);
+        abort();
+    }
+    return p;
+}
+
+/* A fp32 copy of n elements stored as dt (NULL for a NULL src). */
+static float *widen(const void *src, ft_dtype dt, size_t n, const char *op)
+{
+    if (!src)
+        return NULL;
+    float *f = checked_malloc(n * sizeof(float), op);
+    if (dt == FT_DTYPE_BF16) {
+        const uint16_t *h = src;
+#pragma omp parallel for simd schedule(static) if (n >= FT_CPU_PAR_MIN)
+        for (size_t i = 0; i < n; i++)
+            f[i] = ft_bf16_to_f32(h[i]);
+    } else {
+        memcpy(f, src, n * sizeof(float));
+    }
+    return f;
+}
+
+/* dst (stored as dt) = f rounded; frees f. */
+static void narrow(void *dst, ft_dtype dt, float *f, size_t n)
+{
+    if (dt == FT_DTYPE_BF16) {
+        uint16_t *h = dst;
+#pragma omp parallel for simd schedule(static) if (n >= FT_CPU_PAR_MIN)
+        for (size_t i = 0; i < n; i++)
+            h[i] = ft_f32_to_bf16(f[i]);
+    } else {
+        memcpy(dst, f, n * sizeof(float));
+    }
+    free(f);
+}
+
+/* A parameter gradient stored as gt: the fp32 buffer itself, or a zeroed fp32
+ * scratch whose sum is added (and rounded once) into the bf16 gradient by
+ * grad_finish. */
+static float *grad_begin(void *g, ft_dtype gt, size_t n, const char *op)
+{
+    if (gt == FT_DTYPE_F32)
+        return g;
+    float *f = checked_malloc(n * sizeof(float), op);
+    memset(f, 0, n * sizeof(float));
+    return f;
+}
+
+static void grad_finish(void *g, ft_dtype gt, float *f, size_t n)
+{
+    if (gt == FT_DTYPE_F32)
+        return;
+    uint16_t *h = g;
+#pragma omp parallel for simd schedule(static) if (n >= FT_CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++)
+        h[i] = ft_f32_to_bf16(ft_bf16_to_f32(h[i]) + f[i]);
+    free(f);
+}
+
+void ft_cpu_widen_matmul(ft_backend *be, ft_gemm_types t, void *c, const void *a, const void *b,
+                         int m, int n, int k, bool trans_a, bool trans_b, float alpha, float beta)
+{
+    if (t.a == FT_DTYPE_F32 && t.b == FT_DTYPE_F32 && t.c == FT_DTYPE_F32) {
+        ft_cpu_matmul(be, t, c, a, b, m, n, k, trans_a, trans_b, alpha, beta);
+        return;
+    }
+    if (m <= 0 || n <= 0)
+        return;
+    const size_t mn = (size_t)m * n, mk = (size_t)m * (k > 0 ? k : 0);
+    const size_t kn = (size_t)(k > 0 ? k : 0) * n;
+    float *fa = widen(a, t.a, mk, "matmul"), *fb = widen(b, t.b, kn, "matmul");
+    /* beta == 0 never reads c (BLAS semantics): a zeroed copy, not a widened one */
+    float *fc = beta != 0.0f ? widen(c, t.c, mn, "matmul") : checked_malloc(mn * 4, "matmul");
+    if (beta == 0.0f)
+        memset(fc, 0, mn * sizeof(float));
+    ft_cpu_matmul(be, FT_GEMM_F32, fc, fa, fb, m, n, k, trans_a, trans_b, alpha, beta);
+    free(fa);
+    free(fb);
+    narrow(c, t.c, fc, mn);
+}
+
+void ft_cpu_widen_rmsnorm_fwd(ft_backend *be, ft_dtype dt, void *y, float *rstd, const void *x,
+                              const void *w, int rows, int dim, float eps)
+{
+    if (dt == FT_DTYPE_F32) {
+        ft_cpu_rmsnorm_fwd(be, dt, y, rstd, x, w, rows, dim, eps);
+        return;
+    }
+    const size_t n = (size_t)rows * dim;
+    float *fx = widen(x, dt, n, "rmsnorm_fwd"), *fw = widen(w, dt, (size_t)dim, "rmsnorm_fwd");
+    float *fy = checked_malloc(n * sizeof(float), "rmsnorm_fwd");
+    ft_cpu_rmsnorm_fwd(be, FT_DTYPE_F32, fy, rstd, fx, fw, rows, dim, eps);
+    free(fx);
+    free(fw);
+    narrow(y, dt, fy, n);
+}
+
+void ft_cpu_widen_rmsnorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx, void *dw,
+                              const void *dy, const void *x, const void *w, const float *rstd,
+                              int rows, int dim)
+{
+    if (dt == FT_DTYPE_F32 && gt == FT_DTYPE_F32) {
+        ft_cpu_rmsnorm_bwd(be, dt, gt, dx, dw, dy, x, w, rstd, rows, dim);
+        return;
+    }
+    const size_t n = (size_t)rows * dim;
+    float *fdx = widen(dx, dt, n, "rmsnorm_bwd"), *fdy = widen(dy, dt, n, "rmsnorm_bwd");
+    float *fx = widen(x, dt, n, "rmsnorm_bwd"), *fw = widen(w, dt, (size_t)dim, "rmsnorm_bwd");
+    float *fdw = grad_begin(dw, gt, (size_t)dim, "rmsnorm_bwd");
+    ft_cpu_rmsnorm_bwd(be, FT_DTYPE_F32, FT_DTYPE_F32, fdx, fdw, fdy, fx, fw, rstd, rows, dim);
+    grad_finish(dw, gt, fdw, (size_t)dim);
+    free(fdy);
+    free(fx);
+    free(fw);
+    narrow(dx, dt, fdx, n);
+}
+
+void ft_cpu_widen_rope(ft_backend *be, ft_dtype dt, void *x, const float *cos_table,
+                       const float *sin_table, const int32_t *pos, int tokens, int n_heads,
+                       int head_dim, bool inverse)
+{
+    if (dt == FT_DTYPE_F32) {
+        ft_cpu_rope(be, dt, x, cos_table, sin_table, pos, tokens, n_heads, head_dim, inverse);
+        return;
+    }
+    const size_t n = (size_t)tokens * n_heads * head_dim;
+    float *fx = widen(x, dt, n, "rope");
+    ft_cpu_rope(be, FT_DTYPE_F32, fx, cos_table, sin_table, pos, tokens, n_heads, head_dim,
+                inverse);
+    narrow(x, dt, fx, n);
+}
+
+void ft_cpu_widen_attention_fwd(ft_backend *be, ft_dtype dt, void *out, float *lse,
+                                const void *q, const void *k, const void *v,
+                                const int32_t *segment, ft_attn_shape s)
+{
+    if (dt == FT_DTYPE_F32) {
+        ft_cpu_attention_fwd(be, dt, out, lse, q, k, v, segment, s);
+        return;
+    }
+    const size_t tok = (size_t)s.batch * s.seq_len;
+    const size_t nq = tok * s.n_heads * s.head_dim, nkv = tok * s.n_kv_heads * s.head_dim;
+    float *fq = widen(q, dt, nq, "attention_fwd"), *fk = widen(k, dt, nkv, "attention_fwd");
+    float *fv = widen(v, dt, nkv, "attention_fwd");
+    float *fo = checked_malloc(nq * sizeof(float), "attention_fwd");
+    ft_cpu_attention_fwd(be, FT_DTYPE_F32, fo, lse, fq, fk, fv, segment, s);
+    free(fq);
+    free(fk);
+    free(fv);
+    narrow(out, dt, fo, nq);
+}
+
+void ft_cpu_widen_attention_bwd(ft_backend *be, ft_dtype dt, void *dq, void *dk, void *dv,
+                                const void *dout, const void *out, const float *lse,
+                                const void *q, const void *k, const void *v,
+                                const int32_t *segment, ft_attn_shape s)
+{
+    if (dt == FT_DTYPE_F32) {
+        ft_cpu_attention_bwd(be, dt, dq, dk, dv, dout, out, lse, q, k, v, segment, s);
+        return;
+    }
+    const char *op = "attention_bwd";
+    const size_t tok = (size_t)s.batch * s.seq_len;
+    const size_t nq = tok * s.n_heads * s.head_dim, nkv = tok * s.n_kv_heads * s.head_dim;
+    float *fdo = widen(dout, dt, nq, op), *fo = widen(out, dt, nq, op);
+    float *fq = widen(q, dt, nq, op), *fk = widen(k, dt, nkv, op), *fv = widen(v, dt, nkv, op);
+    float *fdq = checked_malloc(nq * sizeof(float), op);
+    float *fdk = checked_malloc(nkv * sizeof(float), op);
+    float *fdv = checked_malloc(nkv * sizeof(float), op);
+    ft_cpu_attention_bwd(be, FT_DTYPE_F32, fdq, fdk, fdv, fdo, fo, lse, fq, fk, fv, segment, s);
+    free(fdo);
+    free(fo);
+    free(fq);
+    free(fk);
+    free(fv);
+    narrow(dq, dt, fdq, nq);
+    narrow(dk, dt, fdk, nkv);
+    narrow(dv, dt, fdv, nkv);
+}
+
+void ft_cpu_widen_attention_decode(ft_backend *be, ft_dtype dt, void *out, const void *q,
+                                   const void *k_cache, const void *v_cache, int past, int n_new,
+                                   int n_heads, int n_kv_heads, int head_dim, int window)
+{
+    if (dt == FT_DTYPE_F32) {
+        ft_cpu_attention_decode(be, dt, out, q, k_cache, v_cache, past, n_new, n_heads,
+                                n_kv_heads, head_dim, window);
+        return;
+    }
+    const size_t nq = (size_t)n_new * n_heads * head_dim;
+    const size_t nkv = (size_t)(past + n_new) * n_kv_heads * head_dim;
+    float *fq = widen(q, dt, nq, "attention_decode");
+    float *fk = widen(k_cache, dt, nkv, "attention_decode");
+    float *fv = widen(v_cache, dt, nkv, "attention_decode");
+    float *fo = checked_malloc(nq * sizeof(float), "attention_decode");
+    ft_cpu_attention_decode(be, FT_DTYPE_F32, fo, fq, fk, fv, past, n_new, n_heads, n_kv_heads,
+                            head_dim, window);
+    free(fq);
+    free(fk);
+    free(fv);
+    narrow(out, dt, fo, nq);
+}
+
+void ft_cpu_widen_bias_add(ft_backend *be, ft_dtype dt, void *y, const void *b, int rows, int dim)
+{
+    if (dt == FT_DTYPE_F32) {
+        ft_cpu_bias_add(be, dt, y, b, rows, dim);
+        return;
+    }
+    const size_t n = (size_t)rows * dim;
+    float *fy = widen(y, dt, n, "bias_add"), *fb = widen(b, dt, (size_t)dim, "bias_add");
+    ft_cpu_bias_add(be, FT_DTYPE_F32, fy, fb, rows, dim);
+    free(fb);
+    narrow(y, dt, fy, n);
+}
+
+void ft_cpu_widen_bias_grad(ft_backend *be, ft_dtype dt, ft_dtype gt, void *db, const void *dy,
+                            int rows, int dim)
+{
+    if (dt == FT_DTYPE_F32 && gt == FT_DTYPE_F32) {
+        ft_cpu_bias_grad(be, dt, gt, db, dy, rows, dim);
+        return;
+    }
+    float *fdy = widen(dy, dt, (size_t)rows * dim, "bias_grad");
+    float *fdb = grad_begin(db, gt, (size_t)dim, "bias_grad");
+    ft_cpu_bias_grad(be, FT_DTYPE_F32, FT_DTYPE_F32, fdb, fdy, rows, dim);
+    grad_finish(db, gt, fdb, (size_t)dim);
+    free(fdy);
+}
+
+void ft_cpu_widen_swiglu_fwd(ft_backend *be, ft_dtype dt, void *out, const void *gate,
+                             const void *up, size_t n)
+{
+    if (dt == FT_DTYPE_F32) {
+        ft_cpu_swiglu_fwd(be, dt, out, gate, up, n);
+        return;
+    }
+    float *fg = widen(gate, dt, n, "swiglu_fwd"), *fu = widen(up, dt, n, "swiglu_fwd");
+    float *fo = checked_malloc(n * sizeof(float), "swiglu_fwd");
+    ft_cpu_swiglu_fwd(be, FT_DTYPE_F32, fo, fg, fu, n);
+    free(fg);
+    free(fu);
+    narrow(out, dt, fo, n);
+}
+
+void ft_cpu_widen_swiglu_bwd(ft_backend *be, ft_dtype dt, void *dgate, void *dup,
+                             const void *dout, const void *gate, const void *up, size_t n)
+{
+    if (dt == FT_DTYPE_F32) {
+        ft_cpu_swiglu_bwd(be, dt, dgate, dup, dout, gate, up, n);
+        return;
+    }
+    float *fd = widen(dout, dt, n, "swiglu_bwd"), *fg = widen(gate, dt, n, "swiglu_bwd");
+    float *fu = widen(up, dt, n, "swiglu_bwd");
+    float *fdg = checked_malloc(n * sizeof(float), "swiglu_bwd");
+    float *fdu = checked_malloc(n * sizeof(float), "swiglu_bwd");
+    ft_cpu_swiglu_bwd(be, FT_DTYPE_F32, fdg, fdu, fd, fg, fu, n);
+    free(fd);
+    free(fg);
+    free(fu);
+    narrow(dgate, dt, fdg, n);
+    narrow(dup, dt, fdu, n);
+}
+
+/* A row gather: bf16 rows are copied as bits, nothing to widen. */
+void ft_cpu_widen_embedding_fwd(ft_backend *be, ft_dtype dt, void *out, const void *table,
+                                const int32_t *ids, int tokens, int dim)
+{
+    if (dt == FT_DTYPE_F32) {
+        ft_cpu_embedding_fwd(be, dt, out, table, ids, tokens, dim);
+        return;
+    }
+    const size_t row = (size_t)dim * sizeof(uint16_t);
+#pragma omp parallel for schedule(static) if ((size_t)tokens * dim >= FT_CPU_PAR_MIN)
+    for (int t = 0; t < tokens; t++)
+        memcpy((char *)out + (size_t)t * row, (const char *)table + (size_t)ids[t] * row, row);
+}
+
+/* Rows of dtable summed in fp32 over their tokens (the fp32 kernel's order), then
+ * added once into a bf16 gradient. Only the rows that occur are widened. */
+void ft_cpu_widen_embedding_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dtable,
+                                const void *dout, const int32_t *ids, int tokens, int dim)
+{
+    if (dt == FT_DTYPE_F32 && gt == FT_DTYPE_F32) {
+        ft_cpu_embedding_bwd(be, dt, gt, dtable, dout, ids, tokens, dim);
+        return;
+    }
+    float *fd = widen(dout, dt, (size_t)tokens * dim, "embedding_bwd");
+    if (gt == FT_DTYPE_F32) {
+        ft_cpu_embedding_bwd(be, FT_DTYPE_F32, FT_DTYPE_F32, dtable, fd, ids, tokens, dim);
+        free(fd);
+        return;
+    }
+    /* compact the ids to the distinct rows, sum into a [distinct, dim] fp32 table */
+    int32_t *slot = checked_malloc((size_t)tokens * sizeof(int32_t), "embedding_bwd");
+    int32_t *uniq = checked_malloc((size_t)tokens * sizeof(int32_t), "embedding_bwd");
+    int n_uniq = 0;
+    for (int t = 0; t < tokens; t++) {
+        int u = 0;
+        while (u < n_uniq && uniq[u] != ids[t])
+            u++;
+        if (u == n_uniq)
+            uniq[n_uniq++] = ids[t];
+        slot[t] = u;
+    }
+    float *sum = checked_malloc((size_t)n_uniq * dim * sizeof(float), "embedding_bwd");
+    memset(sum, 0, (size_t)n_uniq * dim * sizeof(float));
+    ft_cpu_embedding_bwd(be, FT_DTYPE_F32, FT_DTYPE_F32, sum, fd, slot, tokens, dim);
+    uint16_t *h = dtable;
+    for (int u = 0; u < n_uniq; u++)
+        for (int j = 0; j < dim; j++) {
+            uint16_t *g = &h[(size_t)uniq[u] * dim + j];
+            *g = ft_f32_to_bf16(ft_bf16_to_f32(*g) + sum[(size_t)u * dim + j]);
+        }
+    free(sum);
+    free(uniq);
+    free(slot);
+    free(fd);
+}
