@@ -90,6 +90,10 @@ static void resolve_options(ft_model *m)
             (int)((32u << 20) / sizeof(float) / (size_t)m->layout.config.vocab_size);
     if (m->opt.head_chunk_rows < 1)
         m->opt.head_chunk_rows = 1;
+    /* never more rows than a micro-batch has tokens */
+    const long tokens = (long)m->opt.max_batch * m->opt.seq_len;
+    if (tokens > 0 && m->opt.head_chunk_rows > tokens)
+        m->opt.head_chunk_rows = (int)tokens;
 }
 
 /* Allocates (or, in a dry run, counts) every buffer; returns nonzero on failure. */

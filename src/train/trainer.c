@@ -159,6 +159,9 @@ static double measure_matmul_flops(ft_backend *be, ft_dtype dt)
         }
     be->ops->free(be, a);
     be->ops->free(be, c);
+    /* the probe's buffers are gone before any model state exists: the high-water mark
+     * that is reported (and that the planner predicts) starts after them */
+    be->peak_bytes = be->bytes_in_use;
     return best;
 }
 
@@ -237,7 +240,7 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
                                    comm->rank, comm->local_rank);
     }
     enter_phase(t, "measuring the matmul peak");
-    /* before any model state exists, so the probe never raises the memory high-water mark */
+    /* before any model state exists; its buffers do not count toward the reported peak */
     t->peak_flops = cfg->peak_tflops > 0 ? cfg->peak_tflops * 1e12 : measure_matmul_flops(t->be, cfg->precision);
     enter_phase(t, "opening model.weights and data.train (collective)");
     if (resolve_model_shape(t, err) || check_batch_geometry(t, err))
