@@ -34,3 +34,24 @@ check 3 zero_stage=2 global_batch_size=6
 check 2 model.family=qwen2 model.tie_word_embeddings=true
 check 2 model.family=qwen3 model.head_dim=24 model.param_dtype=bf16
 check 2 model.family=mistral model.sliding_window=5 zero_stage=1
+# the bf16 recipe (bf16 working weights made from the fp32 master, bf16 activations)
+check 1 precision=bf16 zero_stage=0
+check 2 precision=bf16
+check 2 precision=bf16 zero_stage=2 grad_reduce_dtype=bf16
+# A checkpoint holds the fp32 master whatever the recipe, so a bf16 run resumes in fp32
+# and the reverse; the continued run follows the straight run of the recipe it was
+# saved in to within the recipes' own distance (2 %), and is not a fresh start.
+cross() { # FROM TO
+    rm -rf ck
+    run_ranks 2 s.cfg $common precision=$1 max_steps=8 > a.log 2>&1 || { cat a.log; fail "$1 straight"; }
+    FTMPI_FAULT=ckpt:saved run_ranks 2 s.cfg $common precision=$1 max_steps=8 save_every=4 checkpoint_dir=ck > b.log 2>&1 &&
+        { cat b.log; fail "$1 run not killed after its checkpoint"; }
+    run_ranks 2 s.cfg $common precision=$2 max_steps=8 checkpoint_dir=ck resume=auto > c.log 2>&1 ||
+        { cat c.log; fail "$1 checkpoint resumed as $2"; }
+    grep -q "resumed from ck/step-000004.h5 at step 4" c.log || { cat c.log; fail "$1 -> $2 did not resume"; }
+    losses a.log | tail -n 4 > la; losses c.log > lc
+    same_losses lc la 2e-2 || fail "$1 checkpoint resumed as $2 leaves the trajectory"
+    echo "a $1 checkpoint resumes as $2 (losses within 2 % of the straight $1 run)"
+}
+cross bf16 fp32
+cross fp32 bf16
