@@ -254,14 +254,6 @@ void *ft_cuda_scratch(ft_backend *be, size_t bytes)
 
 /* ---------------------------------------------------------------- op wrappers */
 
-/* An op called with a storage type it does not implement: a programming error. */
-static void cuda_require_f32(ft_dtype dt, const char *op)
-{
-    if (dt == FT_DTYPE_F32)
-        return;
-    fprintf(stderr, "ftmpi: CUDA backend: %s has no %s implementation\n", op, ft_dtype_name(dt));
-    abort();
-}
 
 static void cuda_add(ft_backend *be, float *y, const float *x, size_t n)
 {
@@ -289,182 +281,70 @@ static double cuda_sum_squares(ft_backend *be, const float *x, size_t n)
     return *st->host_result;
 }
 
-static void cuda_rmsnorm_fwd(ft_backend *be, ft_dtype dt, void *y_, float *rstd, const void *x_,
-                             const void *w_, int rows, int dim, float eps)
+static void cuda_rmsnorm_fwd(ft_backend *be, ft_dtype dt, void *y, float *rstd, const void *x,
+                             const void *w, int rows, int dim, float eps)
 {
-    cuda_require_f32(dt, "rmsnorm_fwd");
-    float *y = y_;
-    const float *x = x_;
-    const float *w = w_;
-    ft_cuda_check(ft_cuda_launch_rmsnorm_fwd(y, rstd, x, w, rows, dim, eps, ft_cuda_stream(be)),
+    ft_cuda_check(ft_cuda_launch_rmsnorm_fwd(dt, y, rstd, x, w, rows, dim, eps, ft_cuda_stream(be)),
                   "rmsnorm_fwd");
 }
 
-static void cuda_rmsnorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx_, void *dw_,
-                             const void *dy_, const void *x_, const void *w_, const float *rstd,
+static void cuda_rmsnorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx, void *dw,
+                             const void *dy, const void *x, const void *w, const float *rstd,
                              int rows, int dim)
 {
-    cuda_require_f32(dt, "rmsnorm_bwd");
-    cuda_require_f32(gt, "rmsnorm_bwd (gradient)");
-    float *dw = dw_;
-    float *dx = dx_;
-    const float *dy = dy_;
-    const float *x = x_;
-    const float *w = w_;
     void *scratch = ft_cuda_scratch(be, ft_cuda_rmsnorm_bwd_scratch_bytes(rows, dim));
-    ft_cuda_check(ft_cuda_launch_rmsnorm_bwd(dx, dw, dy, x, w, rstd, rows, dim, scratch,
+    ft_cuda_check(ft_cuda_launch_rmsnorm_bwd(dt, gt, dx, dw, dy, x, w, rstd, rows, dim, scratch,
                                              ft_cuda_stream(be)),
                   "rmsnorm_bwd");
 }
 
-static void cuda_rope(ft_backend *be, ft_dtype dt, void *x_, const float *cos_table,
+static void cuda_rope(ft_backend *be, ft_dtype dt, void *x, const float *cos_table,
                       const float *sin_table, const int32_t *pos, int tokens, int n_heads,
                       int head_dim, bool inverse)
 {
-    cuda_require_f32(dt, "rope");
-    float *x = x_;
-    ft_cuda_check(ft_cuda_launch_rope(x, cos_table, sin_table, pos, tokens, n_heads, head_dim,
+    ft_cuda_check(ft_cuda_launch_rope(dt, x, cos_table, sin_table, pos, tokens, n_heads, head_dim,
                                       inverse ? 1 : 0, ft_cuda_stream(be)),
                   "rope");
 }
 
-static void attn_check_shape(ft_attn_shape s, const char *op)
+static void cuda_bias_add(ft_backend *be, ft_dtype dt, void *y, const void *b, int rows, int dim)
 {
-    if (s.batch < 0 || s.seq_len < 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 ||
-        s.n_heads % s.n_kv_heads != 0 || s.head_dim <= 0 || s.head_dim > 256 ||
-        s.batch > 65535 || s.n_heads > 65535) {
-        fprintf(stderr,
-                "ftmpi: CUDA backend: %s: unsupported shape batch=%d seq_len=%d n_heads=%d "
-                "n_kv_heads=%d head_dim=%d (need n_heads a multiple of n_kv_heads, "
-                "1 <= head_dim <= 256, batch and n_heads <= 65535)\n",
-                op, s.batch, s.seq_len, s.n_heads, s.n_kv_heads, s.head_dim);
-        abort();
-    }
+    ft_cuda_check(ft_cuda_launch_bias_add(dt, y, b, rows, dim, ft_cuda_stream(be)), "bias_add");
 }
 
-static void cuda_attention_fwd(ft_backend *be, ft_dtype dt, void *out_, float *lse, const void *q_,
-                               const void *k_, const void *v_, const int32_t *segment,
-                               ft_attn_shape s)
-{
-    cuda_require_f32(dt, "attention_fwd");
-    float *out = out_;
-    const float *q = q_;
-    const float *k = k_;
-    const float *v = v_;
-    attn_check_shape(s, "attention_fwd");
-    void *scratch = ft_cuda_scratch(be, ft_cuda_attention_fwd_scratch_bytes(s));
-    ft_cuda_check(ft_cuda_launch_attention_fwd(out, lse, q, k, v, segment, s, scratch,
-                                               ft_cuda_stream(be)),
-                  "attention_fwd");
-}
-
-static void cuda_attention_bwd(ft_backend *be, ft_dtype dt, void *dq_, void *dk_, void *dv_,
-                               const void *dout_, const void *out_, const float *lse, const void *q_,
-                               const void *k_, const void *v_, const int32_t *segment, ft_attn_shape s)
-{
-    cuda_require_f32(dt, "attention_bwd");
-    float *dq = dq_;
-    float *dk = dk_;
-    float *dv = dv_;
-    const float *dout = dout_;
-    const float *out = out_;
-    const float *q = q_;
-    const float *k = k_;
-    const float *v = v_;
-    attn_check_shape(s, "attention_bwd");
-    void *scratch = ft_cuda_scratch(be, ft_cuda_attention_bwd_scratch_bytes(s));
-    ft_cuda_check(ft_cuda_launch_attention_bwd(dq, dk, dv, dout, out, lse, q, k, v, segment, s,
-                                               scratch, ft_cuda_stream(be)),
-                  "attention_bwd");
-}
-
-static void cuda_attention_decode(ft_backend *be, ft_dtype dt, void *out_, const void *q_,
-                                  const void *k_cache_, const void *v_cache_, int past, int n_new,
-                                  int n_heads, int n_kv_heads, int head_dim, int window)
-{
-    cuda_require_f32(dt, "attention_decode");
-    float *out = out_;
-    const float *q = q_;
-    const float *k_cache = k_cache_;
-    const float *v_cache = v_cache_;
-    ft_attn_shape s = { .batch = 1, .seq_len = past + n_new, .n_heads = n_heads,
-                        .n_kv_heads = n_kv_heads, .head_dim = head_dim, .window = window };
-    attn_check_shape(s, "attention_decode");
-    if (past < 0 || n_new < 0 || n_new > 65535) {
-        fprintf(stderr, "ftmpi: CUDA backend: attention_decode: unsupported past=%d n_new=%d\n",
-                past, n_new);
-        abort();
-    }
-    if (n_new == 0)
-        return;
-    void *scratch =
-        ft_cuda_scratch(be, ft_cuda_attention_decode_scratch_bytes(past, n_new, n_heads));
-    ft_cuda_check(ft_cuda_launch_attention_decode(out, q, k_cache, v_cache, past, n_new, n_heads,
-                                                  n_kv_heads, head_dim, window, scratch,
-                                                  ft_cuda_stream(be)),
-                  "attention_decode");
-}
-
-static void cuda_bias_add(ft_backend *be, ft_dtype dt, void *y_, const void *b_, int rows, int dim)
-{
-    cuda_require_f32(dt, "bias_add");
-    float *y = y_;
-    const float *b = b_;
-    ft_cuda_check(ft_cuda_launch_bias_add(y, b, rows, dim, ft_cuda_stream(be)), "bias_add");
-}
-
-static void cuda_bias_grad(ft_backend *be, ft_dtype dt, ft_dtype gt, void *db_, const void *dy_,
+static void cuda_bias_grad(ft_backend *be, ft_dtype dt, ft_dtype gt, void *db, const void *dy,
                            int rows, int dim)
 {
-    cuda_require_f32(dt, "bias_grad");
-    cuda_require_f32(gt, "bias_grad (gradient)");
-    float *db = db_;
-    const float *dy = dy_;
-    ft_cuda_check(ft_cuda_launch_bias_grad(db, dy, rows, dim, ft_cuda_stream(be)), "bias_grad");
+    ft_cuda_check(ft_cuda_launch_bias_grad(dt, gt, db, dy, rows, dim, ft_cuda_stream(be)),
+                  "bias_grad");
 }
 
-static void cuda_swiglu_fwd(ft_backend *be, ft_dtype dt, void *out_, const void *gate_,
-                            const void *up_, size_t n)
+static void cuda_swiglu_fwd(ft_backend *be, ft_dtype dt, void *out, const void *gate,
+                            const void *up, size_t n)
 {
-    cuda_require_f32(dt, "swiglu_fwd");
-    float *out = out_;
-    const float *gate = gate_;
-    const float *up = up_;
-    ft_cuda_check(ft_cuda_launch_swiglu_fwd(out, gate, up, n, ft_cuda_stream(be)), "swiglu_fwd");
+    ft_cuda_check(ft_cuda_launch_swiglu_fwd(dt, out, gate, up, n, ft_cuda_stream(be)),
+                  "swiglu_fwd");
 }
 
-static void cuda_swiglu_bwd(ft_backend *be, ft_dtype dt, void *dgate_, void *dup_,
-                            const void *dout_, const void *gate_, const void *up_, size_t n)
+static void cuda_swiglu_bwd(ft_backend *be, ft_dtype dt, void *dgate, void *dup,
+                            const void *dout, const void *gate, const void *up, size_t n)
 {
-    cuda_require_f32(dt, "swiglu_bwd");
-    float *dgate = dgate_;
-    float *dup = dup_;
-    const float *dout = dout_;
-    const float *gate = gate_;
-    const float *up = up_;
-    ft_cuda_check(ft_cuda_launch_swiglu_bwd(dgate, dup, dout, gate, up, n, ft_cuda_stream(be)),
+    ft_cuda_check(ft_cuda_launch_swiglu_bwd(dt, dgate, dup, dout, gate, up, n, ft_cuda_stream(be)),
                   "swiglu_bwd");
 }
 
-static void cuda_embedding_fwd(ft_backend *be, ft_dtype dt, void *out_, const void *table_,
+static void cuda_embedding_fwd(ft_backend *be, ft_dtype dt, void *out, const void *table,
                                const int32_t *ids, int tokens, int dim)
 {
-    cuda_require_f32(dt, "embedding_fwd");
-    float *out = out_;
-    const float *table = table_;
-    ft_cuda_check(ft_cuda_launch_embedding_fwd(out, table, ids, tokens, dim, ft_cuda_stream(be)),
+    ft_cuda_check(ft_cuda_launch_embedding_fwd(dt, out, table, ids, tokens, dim, ft_cuda_stream(be)),
                   "embedding_fwd");
 }
 
-static void cuda_embedding_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dtable_,
-                               const void *dout_, const int32_t *ids, int tokens, int dim)
+static void cuda_embedding_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dtable,
+                               const void *dout, const int32_t *ids, int tokens, int dim)
 {
-    cuda_require_f32(dt, "embedding_bwd");
-    cuda_require_f32(gt, "embedding_bwd (gradient)");
-    float *dtable = dtable_;
-    const float *dout = dout_;
     void *scratch = ft_cuda_scratch(be, ft_cuda_embedding_bwd_scratch_bytes(tokens));
-    ft_cuda_check(ft_cuda_launch_embedding_bwd(dtable, dout, ids, tokens, dim, scratch,
+    ft_cuda_check(ft_cuda_launch_embedding_bwd(dt, gt, dtable, dout, ids, tokens, dim, scratch,
                                                ft_cuda_stream(be)),
                   "embedding_bwd");
 }
@@ -573,9 +453,9 @@ static const ft_backend_ops cuda_ops = {
     .rmsnorm_fwd = cuda_rmsnorm_fwd,
     .rmsnorm_bwd = cuda_rmsnorm_bwd,
     .rope = cuda_rope,
-    .attention_fwd = cuda_attention_fwd,
-    .attention_bwd = cuda_attention_bwd,
-    .attention_decode = cuda_attention_decode,
+    .attention_fwd = ft_cuda_attention_fwd,
+    .attention_bwd = ft_cuda_attention_bwd,
+    .attention_decode = ft_cuda_attention_decode,
     .bias_add = cuda_bias_add,
     .bias_grad = cuda_bias_grad,
     .swiglu_fwd = cuda_swiglu_fwd,

@@ -109,6 +109,8 @@ __device__ __forceinline__ float ft_f32_from_bf16(uint16_t h)
     return __uint_as_float((uint32_t)h << 16);
 }
 
+#include "cuda_storage.cuh"
+
 /* sigma(g) = 1 / (1 + e^-g) with the accurate expf (not __expf): results should
  * agree with the CPU backend to a few ulp. */
 __device__ __forceinline__ float ft_sigmoid(float g)

@@ -21,20 +21,23 @@
  * which rules out schemes that partition the table; sorting needs none. (CUB's
  * radix sort would also do, but its host code pulls in libstdc++, which the C
  * link does not have.)
- * Scratch (from the caller): the N keys, see ft_cuda_embedding_bwd_scratch_bytes. */
+ * Scratch (from the caller): the N keys, see ft_cuda_embedding_bwd_scratch_bytes.
+ * The table and dout are fp32 or bf16 (one template); dtable an fp32 accumulator or a
+ * bf16 gradient, to which each run's fp32 sum is added once. */
 #include "cuda_common.cuh"
 
 #define EMB_THREADS 256
 #define EMB_SORT_CHUNK 1024 /* elements sorted in shared memory by one block */
 
-__global__ void embedding_fwd_kernel(float *__restrict__ out, const float *__restrict__ table,
+template <typename T>
+__global__ void embedding_fwd_kernel(T *__restrict__ out, const T *__restrict__ table,
                                      const int32_t *__restrict__ ids, int dim)
 {
     size_t t = blockIdx.x;
-    const float *src = table + (size_t)ids[t] * dim;
-    float *dst = out + t * dim;
+    const T *src = table + (size_t)ids[t] * dim;
+    T *dst = out + t * dim;
     for (int j = threadIdx.x; j < dim; j += blockDim.x)
-        dst[j] = src[j];
+        dst[j] = src[j]; /* a copy in either storage */
 }
 
 __global__ void embedding_keys_kernel(uint64_t *__restrict__ keys, const int32_t *__restrict__ ids,
@@ -97,7 +100,11 @@ __global__ void embedding_sort_global_kernel(uint64_t *__restrict__ keys, size_t
     }
 }
 
-__global__ void embedding_bwd_kernel(float *__restrict__ dtable, const float *__restrict__ dout,
+/* An fp32 dtable adds each token's row in token order (the CPU's rounding, one per
+ * add); a bf16 dtable gets the run's fp32 sum (from 0, in token order) added once. */
+template <typename T>
+__global__ void embedding_bwd_kernel(void *__restrict__ dtable, int dtable_bf16,
+                                     const T *__restrict__ dout,
                                      const uint64_t *__restrict__ keys, int tokens, int dim)
 {
     int p = blockIdx.x;
@@ -107,13 +114,16 @@ __global__ void embedding_bwd_kernel(float *__restrict__ dtable, const float *__
     int end = p + 1;
     while (end < tokens && (uint32_t)(keys[end] >> 32) == id)
         end++;
-    float *row = dtable + (size_t)id * dim;
+    const size_t row = (size_t)id * dim;
     for (int j = threadIdx.x; j < dim; j += blockDim.x) {
-        float acc = row[j];
+        float acc = dtable_bf16 ? 0.0f : ((float *)dtable)[row + j];
 #pragma unroll 8
         for (int q = p; q < end; q++)
-            acc += dout[(size_t)(uint32_t)keys[q] * dim + j];
-        row[j] = acc;
+            acc += ft_ld(dout, (size_t)(uint32_t)keys[q] * dim + j);
+        if (dtable_bf16)
+            ft_grad_add(dtable, 1, row + j, acc);
+        else
+            ((float *)dtable)[row + j] = acc;
     }
 }
 
@@ -130,20 +140,23 @@ extern "C" size_t ft_cuda_embedding_bwd_scratch_bytes(int tokens)
     return tokens <= 0 ? 0 : emb_sort_len(tokens) * sizeof(uint64_t);
 }
 
-extern "C" cudaError_t ft_cuda_launch_embedding_fwd(float *out, const float *table,
+extern "C" cudaError_t ft_cuda_launch_embedding_fwd(ft_dtype dt, void *out, const void *table,
                                                     const int32_t *ids, int tokens, int dim,
                                                     cudaStream_t st)
 {
     if (tokens <= 0 || dim <= 0)
         return cudaSuccess;
     int threads = dim >= 1024 ? 256 : 128;
-    FT_LAUNCH(embedding_fwd_kernel, tokens, threads, 0, st)(out, table, ids, dim);
+    FT_WITH_STORAGE(dt, T,
+                    FT_LAUNCH(embedding_fwd_kernel<T>, tokens, threads, 0, st)(
+                        (T *)out, (const T *)table, ids, dim));
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t ft_cuda_launch_embedding_bwd(float *dtable, const float *dout,
-                                                    const int32_t *ids, int tokens, int dim,
-                                                    void *scratch, cudaStream_t st)
+extern "C" cudaError_t ft_cuda_launch_embedding_bwd(ft_dtype dt, ft_dtype gt, void *dtable,
+                                                    const void *dout, const int32_t *ids,
+                                                    int tokens, int dim, void *scratch,
+                                                    cudaStream_t st)
 {
     if (tokens <= 0 || dim <= 0)
         return cudaSuccess;
@@ -165,6 +178,8 @@ extern "C" cudaError_t ft_cuda_launch_embedding_bwd(float *dtable, const float *
     if (e != cudaSuccess)
         return e;
     int threads = dim >= 1024 ? 256 : 128;
-    FT_LAUNCH(embedding_bwd_kernel, tokens, threads, 0, st)(dtable, dout, keys, tokens, dim);
+    FT_WITH_STORAGE(dt, T,
+                    FT_LAUNCH(embedding_bwd_kernel<T>, tokens, threads, 0, st)(
+                        dtable, gt == FT_DTYPE_BF16 ? 1 : 0, (const T *)dout, keys, tokens, dim));
     return cudaGetLastError();
 }

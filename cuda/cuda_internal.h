@@ -50,10 +50,10 @@ cudaError_t ft_cuda_launch_beta_scale(void *x, ft_dtype dt, float beta, size_t n
                                       cudaStream_t st);
 
 /* ---- cuda_swiglu.cu ---- */
-cudaError_t ft_cuda_launch_swiglu_fwd(float *out, const float *gate, const float *up, size_t n,
-                                      cudaStream_t st);
-cudaError_t ft_cuda_launch_swiglu_bwd(float *dgate, float *dup, const float *dout,
-                                      const float *gate, const float *up, size_t n,
+cudaError_t ft_cuda_launch_swiglu_fwd(ft_dtype dt, void *out, const void *gate, const void *up,
+                                      size_t n, cudaStream_t st);
+cudaError_t ft_cuda_launch_swiglu_bwd(ft_dtype dt, void *dgate, void *dup, const void *dout,
+                                      const void *gate, const void *up, size_t n,
                                       cudaStream_t st);
 
 /* ---- cuda_cast.cu ---- */
@@ -86,24 +86,28 @@ cudaError_t ft_cuda_launch_sum_squares(double *result_dev, const float *x, size_
                                        void *scratch, cudaStream_t st);
 
 /* ---- cuda_rmsnorm.cu ---- */
-cudaError_t ft_cuda_launch_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *w,
-                                       int rows, int dim, float eps, cudaStream_t st);
+cudaError_t ft_cuda_launch_rmsnorm_fwd(ft_dtype dt, void *y, float *rstd, const void *x,
+                                       const void *w, int rows, int dim, float eps,
+                                       cudaStream_t st);
 size_t ft_cuda_rmsnorm_bwd_scratch_bytes(int rows, int dim);
-cudaError_t ft_cuda_launch_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x,
-                                       const float *w, const float *rstd, int rows, int dim,
-                                       void *scratch, cudaStream_t st);
+cudaError_t ft_cuda_launch_rmsnorm_bwd(ft_dtype dt, ft_dtype gt, void *dx, void *dw,
+                                       const void *dy, const void *x, const void *w,
+                                       const float *rstd, int rows, int dim, void *scratch,
+                                       cudaStream_t st);
 
 /* ---- cuda_rope.cu ---- */
-cudaError_t ft_cuda_launch_rope(float *x, const float *cos_table, const float *sin_table,
-                                const int32_t *pos, int tokens, int n_heads, int head_dim,
-                                int inverse, cudaStream_t st);
+cudaError_t ft_cuda_launch_rope(ft_dtype dt, void *x, const float *cos_table,
+                                const float *sin_table, const int32_t *pos, int tokens,
+                                int n_heads, int head_dim, int inverse, cudaStream_t st);
 
 /* ---- cuda_embedding.cu ---- */
-cudaError_t ft_cuda_launch_embedding_fwd(float *out, const float *table, const int32_t *ids,
-                                         int tokens, int dim, cudaStream_t st);
+cudaError_t ft_cuda_launch_embedding_fwd(ft_dtype dt, void *out, const void *table,
+                                         const int32_t *ids, int tokens, int dim,
+                                         cudaStream_t st);
 size_t ft_cuda_embedding_bwd_scratch_bytes(int tokens);
-cudaError_t ft_cuda_launch_embedding_bwd(float *dtable, const float *dout, const int32_t *ids,
-                                         int tokens, int dim, void *scratch, cudaStream_t st);
+cudaError_t ft_cuda_launch_embedding_bwd(ft_dtype dt, ft_dtype gt, void *dtable,
+                                         const void *dout, const int32_t *ids, int tokens,
+                                         int dim, void *scratch, cudaStream_t st);
 
 /* ---- cuda_cross_entropy.cu ---- */
 cudaError_t ft_cuda_launch_cross_entropy(float *logits, float *row_loss, const int32_t *targets,
@@ -147,10 +151,10 @@ cudaError_t ft_cuda_launch_attention_decode(float *out, const float *q, const fl
                                             int window, void *scratch, cudaStream_t st);
 
 /* ---- cuda_qwen2.cu ---- */
-cudaError_t ft_cuda_launch_bias_add(float *y, const float *b, int rows, int dim,
+cudaError_t ft_cuda_launch_bias_add(ft_dtype dt, void *y, const void *b, int rows, int dim,
                                     cudaStream_t st);
-cudaError_t ft_cuda_launch_bias_grad(float *db, const float *dy, int rows, int dim,
-                                     cudaStream_t st);
+cudaError_t ft_cuda_launch_bias_grad(ft_dtype dt, ft_dtype gt, void *db, const void *dy, int rows,
+                                     int dim, cudaStream_t st);
 
 #ifdef __cplusplus
 }

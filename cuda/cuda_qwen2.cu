@@ -3,47 +3,53 @@
  *   bias_grad: db[c]  += sum_r dy[r, c]        one thread per column, rows in order
  * The gradient's per-column loop is the CPU backend's summation order exactly, so
  * the two backends agree to the last bit on it (same fp32 adds in the same order);
- * consecutive threads read consecutive columns of a row, so loads are coalesced. */
+ * consecutive threads read consecutive columns of a row, so loads are coalesced.
+ * y, b and dy are fp32 or bf16 (one template); db an fp32 or bf16 gradient. */
 #include "cuda_common.cuh"
 
 #define BIAS_THREADS 256
 
-__global__ void bias_add_kernel(float *__restrict__ y, const float *__restrict__ b, size_t n,
-                                int dim)
+template <typename T>
+__global__ void bias_add_kernel(T *__restrict__ y, const T *__restrict__ b, size_t n, int dim)
 {
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        y[i] += b[i % (size_t)dim];
+        ft_st(y, i, ft_ld(y, i) + ft_ld(b, i % (size_t)dim));
 }
 
-__global__ void bias_grad_kernel(float *__restrict__ db, const float *__restrict__ dy, int rows,
-                                 int dim)
+template <typename T>
+__global__ void bias_grad_kernel(void *__restrict__ db, int db_bf16, const T *__restrict__ dy,
+                                 int rows, int dim)
 {
     for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < dim; c += gridDim.x * blockDim.x) {
         float acc = 0.0f;
         for (int r = 0; r < rows; r++)
-            acc += dy[(size_t)r * dim + c];
-        db[c] += acc;
+            acc += ft_ld(dy, (size_t)r * dim + c);
+        ft_grad_add(db, db_bf16, (size_t)c, acc);
     }
 }
 
-extern "C" cudaError_t ft_cuda_launch_bias_add(float *y, const float *b, int rows, int dim,
-                                               cudaStream_t st)
+extern "C" cudaError_t ft_cuda_launch_bias_add(ft_dtype dt, void *y, const void *b, int rows,
+                                               int dim, cudaStream_t st)
 {
     if (rows <= 0 || dim <= 0)
         return cudaSuccess;
     size_t n = (size_t)rows * (size_t)dim;
-    FT_LAUNCH(bias_add_kernel, ft_cuda_grid_for(n, BIAS_THREADS), BIAS_THREADS, 0, st)(y, b, n,
-                                                                                      dim);
+    FT_WITH_STORAGE(dt, T,
+                    FT_LAUNCH(bias_add_kernel<T>, ft_cuda_grid_for(n, BIAS_THREADS), BIAS_THREADS,
+                              0, st)((T *)y, (const T *)b, n, dim));
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t ft_cuda_launch_bias_grad(float *db, const float *dy, int rows, int dim,
+extern "C" cudaError_t ft_cuda_launch_bias_grad(ft_dtype dt, ft_dtype gt, void *db,
+                                                const void *dy, int rows, int dim,
                                                 cudaStream_t st)
 {
     if (rows <= 0 || dim <= 0)
         return cudaSuccess;
-    FT_LAUNCH(bias_grad_kernel, ft_cuda_grid_for((size_t)dim, BIAS_THREADS), BIAS_THREADS, 0,
-              st)(db, dy, rows, dim);
+    FT_WITH_STORAGE(dt, T,
+                    FT_LAUNCH(bias_grad_kernel<T>, ft_cuda_grid_for((size_t)dim, BIAS_THREADS),
+                              BIAS_THREADS, 0, st)(db, gt == FT_DTYPE_BF16 ? 1 : 0,
+                                                   (const T *)dy, rows, dim));
     return cudaGetLastError();
 }

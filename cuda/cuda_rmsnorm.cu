@@ -15,7 +15,8 @@
  *     memory; the chunk's sum goes to partial[chunk][col].
  *  2. rmsnorm_dw_reduce_kernel: dw[col] += sum over chunks in chunk order.
  * The chunking depends on rows and dim only, so every run adds in the same
- * order. */
+ * order. Activations and w are fp32 or bf16 (one template), statistics fp32; dw is an
+ * fp32 accumulator or a bf16 gradient, each element rounded once. */
 #include "cuda_common.cuh"
 
 #include <math.h>
@@ -33,46 +34,51 @@ static int rms_threads(int dim)
     return 128;
 }
 
-__global__ void rmsnorm_fwd_kernel(float *__restrict__ y, float *__restrict__ rstd,
-                                   const float *__restrict__ x, const float *__restrict__ w,
-                                   int dim, float eps)
+template <typename T>
+__global__ void rmsnorm_fwd_kernel(T *__restrict__ y, float *__restrict__ rstd,
+                                   const T *__restrict__ x, const T *__restrict__ w, int dim,
+                                   float eps)
 {
     __shared__ float red[32];
     size_t r = blockIdx.x;
-    const float *xr = x + r * dim;
-    float *yr = y + r * dim;
+    const T *xr = x + r * dim;
+    T *yr = y + r * dim;
     float ss = 0.0f;
-    for (int j = threadIdx.x; j < dim; j += blockDim.x)
-        ss = fmaf(xr[j], xr[j], ss);
+    for (int j = threadIdx.x; j < dim; j += blockDim.x) {
+        float v = ft_ld(xr, j);
+        ss = fmaf(v, v, ss);
+    }
     ss = ft_block_sum(ss, red);
     float rs = 1.0f / sqrtf(ss / (float)dim + eps);
     if (threadIdx.x == 0)
         rstd[r] = rs;
     for (int j = threadIdx.x; j < dim; j += blockDim.x)
-        yr[j] = xr[j] * rs * w[j];
+        ft_st(yr, j, ft_ld(xr, j) * rs * ft_ld(w, j));
 }
 
-__global__ void rmsnorm_dx_kernel(float *__restrict__ dx, const float *__restrict__ dy,
-                                  const float *__restrict__ x, const float *__restrict__ w,
+template <typename T>
+__global__ void rmsnorm_dx_kernel(T *__restrict__ dx, const T *__restrict__ dy,
+                                  const T *__restrict__ x, const T *__restrict__ w,
                                   const float *__restrict__ rstd, int dim)
 {
     __shared__ float red[32];
     size_t r = blockIdx.x;
-    const float *xr = x + r * dim, *dyr = dy + r * dim;
-    float *dxr = dx + r * dim;
+    const T *xr = x + r * dim, *dyr = dy + r * dim;
+    T *dxr = dx + r * dim;
     float rs = rstd[r];
     float c = 0.0f;
     for (int j = threadIdx.x; j < dim; j += blockDim.x)
-        c = fmaf(dyr[j] * w[j], xr[j], c);
+        c = fmaf(ft_ld(dyr, j) * ft_ld(w, j), ft_ld(xr, j), c);
     c = ft_block_sum(c, red);
     float coef = rs * rs * rs * c / (float)dim;
     for (int j = threadIdx.x; j < dim; j += blockDim.x)
-        dxr[j] += rs * w[j] * dyr[j] - xr[j] * coef;
+        ft_st(dxr, j,
+              ft_ld(dxr, j) + (rs * ft_ld(w, j) * ft_ld(dyr, j) - ft_ld(xr, j) * coef));
 }
 
-__global__ void rmsnorm_dw_partial_kernel(float *__restrict__ partial,
-                                          const float *__restrict__ dy,
-                                          const float *__restrict__ x,
+template <typename T>
+__global__ void rmsnorm_dw_partial_kernel(float *__restrict__ partial, const T *__restrict__ dy,
+                                          const T *__restrict__ x,
                                           const float *__restrict__ rstd, int rows, int dim)
 {
     __shared__ float red[RMS_DW_Y][RMS_DW_X];
@@ -82,7 +88,8 @@ __global__ void rmsnorm_dw_partial_kernel(float *__restrict__ partial,
     float acc = 0.0f;
     if (col < dim)
         for (int r = r0 + threadIdx.y; r < r1; r += RMS_DW_Y)
-            acc = fmaf(dy[(size_t)r * dim + col] * x[(size_t)r * dim + col], rstd[r], acc);
+            acc = fmaf(ft_ld(dy, (size_t)r * dim + col) * ft_ld(x, (size_t)r * dim + col),
+                       rstd[r], acc);
     red[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && col < dim) {
@@ -94,8 +101,9 @@ __global__ void rmsnorm_dw_partial_kernel(float *__restrict__ partial,
     }
 }
 
-__global__ void rmsnorm_dw_reduce_kernel(float *__restrict__ dw, const float *__restrict__ partial,
-                                         int chunks, int dim)
+/* dw (fp32, or bf16 when dw_bf16) += the column sums of the partials, in chunk order */
+__global__ void rmsnorm_dw_reduce_kernel(void *__restrict__ dw, int dw_bf16,
+                                         const float *__restrict__ partial, int chunks, int dim)
 {
     int col = blockIdx.x * blockDim.x + threadIdx.x;
     if (col >= dim)
@@ -103,16 +111,18 @@ __global__ void rmsnorm_dw_reduce_kernel(float *__restrict__ dw, const float *__
     float s = 0.0f;
     for (int c = 0; c < chunks; c++)
         s += partial[(size_t)c * dim + col];
-    dw[col] += s;
+    ft_grad_add(dw, dw_bf16, (size_t)col, s);
 }
 
-extern "C" cudaError_t ft_cuda_launch_rmsnorm_fwd(float *y, float *rstd, const float *x,
-                                                  const float *w, int rows, int dim, float eps,
-                                                  cudaStream_t st)
+extern "C" cudaError_t ft_cuda_launch_rmsnorm_fwd(ft_dtype dt, void *y, float *rstd,
+                                                  const void *x, const void *w, int rows, int dim,
+                                                  float eps, cudaStream_t st)
 {
     if (rows <= 0 || dim <= 0)
         return cudaSuccess;
-    FT_LAUNCH(rmsnorm_fwd_kernel, rows, rms_threads(dim), 0, st)(y, rstd, x, w, dim, eps);
+    FT_WITH_STORAGE(dt, T,
+                    FT_LAUNCH(rmsnorm_fwd_kernel<T>, rows, rms_threads(dim), 0, st)(
+                        (T *)y, rstd, (const T *)x, (const T *)w, dim, eps));
     return cudaGetLastError();
 }
 
@@ -124,25 +134,30 @@ extern "C" size_t ft_cuda_rmsnorm_bwd_scratch_bytes(int rows, int dim)
     return chunks * (size_t)dim * sizeof(float);
 }
 
-extern "C" cudaError_t ft_cuda_launch_rmsnorm_bwd(float *dx, float *dw, const float *dy,
-                                                  const float *x, const float *w,
+extern "C" cudaError_t ft_cuda_launch_rmsnorm_bwd(ft_dtype dt, ft_dtype gt, void *dx, void *dw,
+                                                  const void *dy, const void *x, const void *w,
                                                   const float *rstd, int rows, int dim,
                                                   void *scratch, cudaStream_t st)
 {
     if (rows <= 0 || dim <= 0)
         return cudaSuccess;
-    FT_LAUNCH(rmsnorm_dx_kernel, rows, rms_threads(dim), 0, st)(dx, dy, x, w, rstd, dim);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return e;
     int chunks = (rows + RMS_ROWS_PER_CHUNK - 1) / RMS_ROWS_PER_CHUNK;
     float *partial = (float *)scratch;
     dim3 grid((unsigned)((dim + RMS_DW_X - 1) / RMS_DW_X), (unsigned)chunks);
-    FT_LAUNCH(rmsnorm_dw_partial_kernel, grid, dim3(RMS_DW_X, RMS_DW_Y), 0, st)
-    (partial, dy, x, rstd, rows, dim);
-    e = cudaGetLastError();
+    cudaError_t e = cudaSuccess;
+    FT_WITH_STORAGE(dt, T, {
+        FT_LAUNCH(rmsnorm_dx_kernel<T>, rows, rms_threads(dim), 0, st)(
+            (T *)dx, (const T *)dy, (const T *)x, (const T *)w, rstd, dim);
+        e = cudaGetLastError();
+        if (e == cudaSuccess) {
+            FT_LAUNCH(rmsnorm_dw_partial_kernel<T>, grid, dim3(RMS_DW_X, RMS_DW_Y), 0, st)(
+                partial, (const T *)dy, (const T *)x, rstd, rows, dim);
+            e = cudaGetLastError();
+        }
+    });
     if (e != cudaSuccess)
         return e;
-    FT_LAUNCH(rmsnorm_dw_reduce_kernel, (dim + 255) / 256, 256, 0, st)(dw, partial, chunks, dim);
+    FT_LAUNCH(rmsnorm_dw_reduce_kernel, (dim + 255) / 256, 256, 0, st)(
+        dw, gt == FT_DTYPE_BF16 ? 1 : 0, partial, chunks, dim);
     return cudaGetLastError();
 }

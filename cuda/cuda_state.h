@@ -60,4 +60,15 @@ void ft_cuda_matmul(ft_backend *be, ft_gemm_types t, void *c, const void *a, con
                     int n, int k, bool trans_a, bool trans_b, float alpha, float beta);
 void ft_cuda_matmul_release(ft_cuda_state *st);
 
+/* cuda_attention_route.c: the vtable's attention entries (which kernels a call takes) */
+void ft_cuda_check_attention_shape(ft_attn_shape s, const char *op);
+void ft_cuda_attention_fwd(ft_backend *be, ft_dtype dt, void *out, float *lse, const void *q,
+                           const void *k, const void *v, const int32_t *segment, ft_attn_shape s);
+void ft_cuda_attention_bwd(ft_backend *be, ft_dtype dt, void *dq, void *dk, void *dv,
+                           const void *dout, const void *out, const float *lse, const void *q,
+                           const void *k, const void *v, const int32_t *segment, ft_attn_shape s);
+void ft_cuda_attention_decode(ft_backend *be, ft_dtype dt, void *out, const void *q,
+                              const void *k_cache, const void *v_cache, int past, int n_new,
+                              int n_heads, int n_kv_heads, int head_dim, int window);
+
 #endif

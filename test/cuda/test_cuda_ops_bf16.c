@@ -1,0 +1,328 @@
+/* The CUDA backend's transformer ops with bf16 storage against the CPU backend's bf16
+ * ops (test/backend/test_cpu_bf16_ops.c holds those to the fp32 ops), on identical bf16
+ * inputs. Each backend rounds every output once from an fp32 computation whose
+ * summation order differs, so two results may sit on either side of a rounding
+ * boundary: one bf16 unit apart, relative 2^-8. Tolerance: max |gpu - cpu| <= tol *
+ * max |cpu| with tol = 2^-8 for every output rounded once; 4 x 2^-8 for attention,
+ * whose tensor-core kernels also round the probabilities and dS to bf16 for their
+ * GEMMs; exact for the embedding gather. Every attention shape the tensor cores take
+ * (head_dim 64, 128, 256, GQA, documents, odd lengths) and the widened path (head_dim
+ * 36, a sliding window). Gradients into fp32 and into bf16 storage.
+ *
+ * Exit status: 0 pass, 1 failure, 77 (SKIP) without a CUDA device. */
+#include "backend/backend.h"
+#include "util/bf16.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define UNIT (1.0 / 256.0)
+
+static ft_backend *cpu, *gpu;
+static int failures, checks;
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static float uniform(float lo, float hi)
+{
+    rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
+    return lo + (hi - lo) * (float)((rng * 0x2545f4914f6cdd1dull) >> 40) / (float)(1 << 24);
+}
+
+/* n random bf16 values in [lo, hi) */
+static uint16_t *random_bf16(size_t n, float lo, float hi)
+{
+    uint16_t *h = malloc(n * 2 + 2);
+    for (size_t i = 0; i < n; i++)
+        h[i] = ft_f32_to_bf16(uniform(lo, hi));
+    return h;
+}
+
+static float *random_f32(size_t n, float lo, float hi)
+{
+    float *f = malloc(n * 4 + 4);
+    for (size_t i = 0; i < n; i++)
+        f[i] = uniform(lo, hi);
+    return f;
+}
+
+/* The same bytes on both backends. */
+typedef struct twin {
+    void *c, *g;
+    size_t bytes;
+} twin;
+
+static twin twin_of(const void *host, size_t bytes)
+{
+    twin t = { cpu->ops->alloc(cpu, bytes + 4), gpu->ops->alloc(gpu, bytes + 4), bytes };
+    cpu->ops->upload(cpu, t.c, host, bytes);
+    gpu->ops->upload(gpu, t.g, host, bytes);
+    return t;
+}
+
+static void twin_free(twin t)
+{
+    cpu->ops->free(cpu, t.c);
+    gpu->ops->free(gpu, t.g);
+}
+
+static void report(const char *what, int ok, double err, double scale)
+{
+    checks++;
+    if (!ok)
+        failures++;
+    printf("%s %s: max error %.3g (of max %.3g)\n", ok ? "ok  " : "FAIL", what, err, scale);
+}
+
+/* Compares a twin's contents, stored as bf16 (bf16 = 1) or fp32. */
+static void compare(const char *what, twin t, int bf16, double tol)
+{
+    size_t n = t.bytes / (bf16 ? 2 : 4);
+    void *hc = malloc(t.bytes + 4), *hg = malloc(t.bytes + 4);
+    gpu->ops->sync(gpu);
+    cpu->ops->download(cpu, hc, t.c, t.bytes);
+    gpu->ops->download(gpu, hg, t.g, t.bytes);
+    double err = 0, scale = 0;
+    int nan = 0;
+    for (size_t i = 0; i < n; i++) {
+        double a = bf16 ? ft_bf16_to_f32(((uint16_t *)hc)[i]) : ((float *)hc)[i];
+        double b = bf16 ? ft_bf16_to_f32(((uint16_t *)hg)[i]) : ((float *)hg)[i];
+        if (isnan(a) != isnan(b))
+            nan = 1;
+        if (fabs(a - b) > err)
+            err = fabs(a - b);
+        if (fabs(a) > scale)
+            scale = fabs(a);
+    }
+    report(what, !nan && err <= tol * scale, err, scale);
+    free(hc);
+    free(hg);
+}
+
+static void test_matmul(int m, int n, int k, int ta, int tb, float beta)
+{
+    uint16_t *a = random_bf16((size_t)m * k, -1, 1), *b = random_bf16((size_t)k * n, -1, 1);
+    uint16_t *c = random_bf16((size_t)m * n, -1, 1);
+    float *c32 = random_f32((size_t)m * n, -1, 1);
+    twin A = twin_of(a, (size_t)m * k * 2), B = twin_of(b, (size_t)k * n * 2);
+    twin C = twin_of(c, (size_t)m * n * 2), C32 = twin_of(c32, (size_t)m * n * 4);
+    ft_gemm_types all16 = { FT_DTYPE_BF16, FT_DTYPE_BF16, FT_DTYPE_BF16 };
+    ft_gemm_types to32 = { FT_DTYPE_BF16, FT_DTYPE_BF16, FT_DTYPE_F32 };
+    cpu->ops->matmul(cpu, all16, C.c, A.c, B.c, m, n, k, ta, tb, 1.0f, beta);
+    gpu->ops->matmul(gpu, all16, C.g, A.g, B.g, m, n, k, ta, tb, 1.0f, beta);
+    cpu->ops->matmul(cpu, to32, C32.c, A.c, B.c, m, n, k, ta, tb, 1.0f, beta);
+    gpu->ops->matmul(gpu, to32, C32.g, A.g, B.g, m, n, k, ta, tb, 1.0f, beta);
+    char what[96];
+    snprintf(what, sizeof what, "matmul %dx%dx%d ta=%d tb=%d beta=%g -> bf16", m, n, k, ta, tb, beta);
+    compare(what, C, 1, UNIT);
+    snprintf(what, sizeof what, "matmul %dx%dx%d ta=%d tb=%d beta=%g -> fp32", m, n, k, ta, tb, beta);
+    compare(what, C32, 0, 1e-5);
+    twin_free(A), twin_free(B), twin_free(C), twin_free(C32);
+    free(a), free(b), free(c), free(c32);
+}
+
+static void test_rmsnorm(int rows, int dim, ft_dtype gt)
+{
+    const size_t n = (size_t)rows * dim, gb = gt == FT_DTYPE_BF16 ? 2 : 4;
+    uint16_t *x = random_bf16(n, -2, 2), *w = random_bf16(dim, 0.5f, 1.5f);
+    uint16_t *dy = random_bf16(n, -1, 1), *dx = random_bf16(n, -1, 1);
+    void *dw = gt == FT_DTYPE_BF16 ? (void *)random_bf16(dim, -1, 1) : (void *)random_f32(dim, -1, 1);
+    twin X = twin_of(x, n * 2), W = twin_of(w, dim * 2), DY = twin_of(dy, n * 2);
+    twin DX = twin_of(dx, n * 2), Y = twin_of(x, n * 2), DW = twin_of(dw, dim * gb);
+    float *zeros = calloc(rows, 4);
+    twin RS = twin_of(zeros, rows * 4);
+    cpu->ops->rmsnorm_fwd(cpu, FT_DTYPE_BF16, Y.c, RS.c, X.c, W.c, rows, dim, 1e-5f);
+    gpu->ops->rmsnorm_fwd(gpu, FT_DTYPE_BF16, Y.g, RS.g, X.g, W.g, rows, dim, 1e-5f);
+    compare("rmsnorm_fwd y", Y, 1, UNIT);
+    compare("rmsnorm_fwd rstd", RS, 0, 1e-5);
+    /* the backward from the CPU's rstd on both, so only the backward differs */
+    void *rs_host = malloc(rows * 4);
+    cpu->ops->download(cpu, rs_host, RS.c, rows * 4);
+    gpu->ops->upload(gpu, RS.g, rs_host, rows * 4);
+    cpu->ops->rmsnorm_bwd(cpu, FT_DTYPE_BF16, gt, DX.c, DW.c, DY.c, X.c, W.c, RS.c, rows, dim);
+    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_BF16, gt, DX.g, DW.g, DY.g, X.g, W.g, RS.g, rows, dim);
+    compare("rmsnorm_bwd dx (accumulated)", DX, 1, UNIT);
+    compare(gt == FT_DTYPE_BF16 ? "rmsnorm_bwd dw (bf16)" : "rmsnorm_bwd dw (fp32)", DW,
+            gt == FT_DTYPE_BF16, gt == FT_DTYPE_BF16 ? UNIT : 1e-5);
+    twin_free(X), twin_free(W), twin_free(DY), twin_free(DX), twin_free(Y), twin_free(DW);
+    twin_free(RS);
+    free(x), free(w), free(dy), free(dx), free(dw), free(zeros), free(rs_host);
+}
+
+static void test_elementwise(void)
+{
+    const int rows = 37, dim = 96, heads = 3, hd = 32;
+    const size_t n = (size_t)rows * dim;
+    uint16_t *g = random_bf16(n, -3, 3), *u = random_bf16(n, -2, 2), *d = random_bf16(n, -1, 1);
+    uint16_t *b = random_bf16(dim, -1, 1);
+    twin G = twin_of(g, n * 2), U = twin_of(u, n * 2), D = twin_of(d, n * 2), O = twin_of(g, n * 2);
+    twin DG = twin_of(g, n * 2), DU = twin_of(u, n * 2), B = twin_of(b, dim * 2);
+    cpu->ops->swiglu_fwd(cpu, FT_DTYPE_BF16, O.c, G.c, U.c, n);
+    gpu->ops->swiglu_fwd(gpu, FT_DTYPE_BF16, O.g, G.g, U.g, n);
+    compare("swiglu_fwd", O, 1, UNIT);
+    cpu->ops->swiglu_bwd(cpu, FT_DTYPE_BF16, DG.c, DU.c, D.c, G.c, U.c, n);
+    gpu->ops->swiglu_bwd(gpu, FT_DTYPE_BF16, DG.g, DU.g, D.g, G.g, U.g, n);
+    compare("swiglu_bwd dgate", DG, 1, UNIT);
+    compare("swiglu_bwd dup", DU, 1, UNIT);
+    cpu->ops->bias_add(cpu, FT_DTYPE_BF16, U.c, B.c, rows, dim);
+    gpu->ops->bias_add(gpu, FT_DTYPE_BF16, U.g, B.g, rows, dim);
+    compare("bias_add", U, 1, UNIT);
+    for (int gbf = 0; gbf < 2; gbf++) {
+        void *db = gbf ? (void *)random_bf16(dim, -1, 1) : (void *)random_f32(dim, -1, 1);
+        twin DB = twin_of(db, dim * (gbf ? 2 : 4));
+        ft_dtype gt = gbf ? FT_DTYPE_BF16 : FT_DTYPE_F32;
+        cpu->ops->bias_grad(cpu, FT_DTYPE_BF16, gt, DB.c, D.c, rows, dim);
+        gpu->ops->bias_grad(gpu, FT_DTYPE_BF16, gt, DB.g, D.g, rows, dim);
+        compare(gbf ? "bias_grad (bf16)" : "bias_grad (fp32)", DB, gbf, gbf ? UNIT : 1e-5);
+        twin_free(DB);
+        free(db);
+    }
+    /* rope over [rows, heads*hd], forward and inverse */
+    float *cs = malloc(64 * hd / 2 * 4), *sn = malloc(64 * hd / 2 * 4);
+    int32_t pos[64];
+    for (int p = 0; p < 64; p++)
+        for (int i = 0; i < hd / 2; i++) {
+            double ang = p * pow(10000.0, -2.0 * i / hd);
+            cs[p * hd / 2 + i] = (float)cos(ang);
+            sn[p * hd / 2 + i] = (float)sin(ang);
+        }
+    for (int t = 0; t < rows; t++)
+        pos[t] = (t * 5) % 64;
+    twin CS = twin_of(cs, 64 * hd / 2 * 4), SN = twin_of(sn, 64 * hd / 2 * 4);
+    twin POS = twin_of(pos, rows * 4), Q = twin_of(g, (size_t)rows * heads * hd * 2);
+    for (int inv = 0; inv < 2; inv++) {
+        cpu->ops->rope(cpu, FT_DTYPE_BF16, Q.c, CS.c, SN.c, POS.c, rows, heads, hd, inv);
+        gpu->ops->rope(gpu, FT_DTYPE_BF16, Q.g, CS.g, SN.g, POS.g, rows, heads, hd, inv);
+        compare(inv ? "rope inverse" : "rope", Q, 1, 0); /* the same fp32 ops: bit-identical */
+    }
+    twin_free(CS), twin_free(SN), twin_free(POS), twin_free(Q);
+    twin_free(G), twin_free(U), twin_free(D), twin_free(O), twin_free(DG), twin_free(DU);
+    twin_free(B);
+    free(g), free(u), free(d), free(b), free(cs), free(sn);
+}
+
+static void test_embedding(int vocab, int dim, int tokens)
+{
+    uint16_t *table = random_bf16((size_t)vocab * dim, -1, 1);
+    uint16_t *dout = random_bf16((size_t)tokens * dim, -1, 1);
+    int32_t *ids = malloc(tokens * 4);
+    for (int t = 0; t < tokens; t++)
+        ids[t] = (int32_t)(uniform(0, 1) * (vocab / 3)) * 3 % vocab; /* repeats */
+    twin T = twin_of(table, (size_t)vocab * dim * 2), DO = twin_of(dout, (size_t)tokens * dim * 2);
+    twin IDS = twin_of(ids, tokens * 4), O = twin_of(dout, (size_t)tokens * dim * 2);
+    cpu->ops->embedding_fwd(cpu, FT_DTYPE_BF16, O.c, T.c, IDS.c, tokens, dim);
+    gpu->ops->embedding_fwd(gpu, FT_DTYPE_BF16, O.g, T.g, IDS.g, tokens, dim);
+    compare("embedding_fwd (a gather: exact)", O, 1, 0);
+    for (int gbf = 0; gbf < 2; gbf++) {
+        size_t n = (size_t)vocab * dim;
+        void *dt = gbf ? (void *)random_bf16(n, -1, 1) : (void *)random_f32(n, -1, 1);
+        twin DT = twin_of(dt, n * (gbf ? 2 : 4));
+        ft_dtype gt = gbf ? FT_DTYPE_BF16 : FT_DTYPE_F32;
+        cpu->ops->embedding_bwd(cpu, FT_DTYPE_BF16, gt, DT.c, DO.c, IDS.c, tokens, dim);
+        gpu->ops->embedding_bwd(gpu, FT_DTYPE_BF16, gt, DT.g, DO.g, IDS.g, tokens, dim);
+        /* the same per-row fp32 sums in token order on both: bit-identical */
+        compare(gbf ? "embedding_bwd (bf16)" : "embedding_bwd (fp32)", DT, gbf, 0);
+        twin_free(DT);
+        free(dt);
+    }
+    twin_free(T), twin_free(DO), twin_free(IDS), twin_free(O);
+    free(table), free(dout), free(ids);
+}
+
+static void test_attention(int batch, int seq, int heads, int kv, int hd, int window, int docs)
+{
+    ft_attn_shape s = { batch, seq, heads, kv, hd, window };
+    const size_t tok = (size_t)batch * seq, nq = tok * heads * hd, nkv = tok * kv * hd;
+    uint16_t *q = random_bf16(nq, -1, 1), *k = random_bf16(nkv, -1, 1), *v = random_bf16(nkv, -1, 1);
+    uint16_t *dout = random_bf16(nq, -1, 1);
+    int32_t *seg = malloc(tok * 4);
+    for (size_t i = 0; i < tok; i++)
+        seg[i] = (int32_t)((i % seq) * docs / seq);
+    float *zl = calloc(tok * heads, 4);
+    twin Q = twin_of(q, nq * 2), K = twin_of(k, nkv * 2), V = twin_of(v, nkv * 2);
+    twin DO = twin_of(dout, nq * 2), SEG = twin_of(seg, tok * 4), O = twin_of(q, nq * 2);
+    twin L = twin_of(zl, tok * heads * 4);
+    twin DQ = twin_of(q, nq * 2), DK = twin_of(k, nkv * 2), DV = twin_of(v, nkv * 2);
+    const int32_t *sc = docs > 1 ? SEG.c : NULL, *sg = docs > 1 ? SEG.g : NULL;
+    cpu->ops->attention_fwd(cpu, FT_DTYPE_BF16, O.c, L.c, Q.c, K.c, V.c, sc, s);
+    gpu->ops->attention_fwd(gpu, FT_DTYPE_BF16, O.g, L.g, Q.g, K.g, V.g, sg, s);
+    char what[120];
+    snprintf(what, sizeof what, "attention B=%d T=%d heads %d/%d hd=%d window=%d docs=%d", batch,
+             seq, heads, kv, hd, window, docs);
+    char w2[160];
+    snprintf(w2, sizeof w2, "%s out", what);
+    compare(w2, O, 1, 4 * UNIT);
+    snprintf(w2, sizeof w2, "%s lse", what);
+    compare(w2, L, 0, 1e-5);
+    /* backward of the CPU's forward on both (out and lse as the CPU computed them) */
+    void *oh = malloc(nq * 2), *lh = malloc(tok * heads * 4);
+    cpu->ops->download(cpu, oh, O.c, nq * 2);
+    cpu->ops->download(cpu, lh, L.c, tok * heads * 4);
+    gpu->ops->upload(gpu, O.g, oh, nq * 2);
+    gpu->ops->upload(gpu, L.g, lh, tok * heads * 4);
+    cpu->ops->attention_bwd(cpu, FT_DTYPE_BF16, DQ.c, DK.c, DV.c, DO.c, O.c, L.c, Q.c, K.c, V.c, sc, s);
+    gpu->ops->attention_bwd(gpu, FT_DTYPE_BF16, DQ.g, DK.g, DV.g, DO.g, O.g, L.g, Q.g, K.g, V.g, sg, s);
+    snprintf(w2, sizeof w2, "%s dq", what);
+    compare(w2, DQ, 1, 4 * UNIT);
+    snprintf(w2, sizeof w2, "%s dk", what);
+    compare(w2, DK, 1, 4 * UNIT);
+    snprintf(w2, sizeof w2, "%s dv", what);
+    compare(w2, DV, 1, 4 * UNIT);
+    twin_free(Q), twin_free(K), twin_free(V), twin_free(DO), twin_free(SEG), twin_free(O);
+    twin_free(L), twin_free(DQ), twin_free(DK), twin_free(DV);
+    free(q), free(k), free(v), free(dout), free(seg), free(zl), free(oh), free(lh);
+}
+
+static void test_decode(void)
+{
+    const int past = 29, n_new = 3, heads = 4, kv = 2, hd = 64, len = past + n_new;
+    uint16_t *q = random_bf16((size_t)n_new * heads * hd, -1, 1);
+    uint16_t *k = random_bf16((size_t)len * kv * hd, -1, 1), *v = random_bf16((size_t)len * kv * hd, -1, 1);
+    twin Q = twin_of(q, (size_t)n_new * heads * hd * 2), O = twin_of(q, (size_t)n_new * heads * hd * 2);
+    twin K = twin_of(k, (size_t)len * kv * hd * 2), V = twin_of(v, (size_t)len * kv * hd * 2);
+    cpu->ops->attention_decode(cpu, FT_DTYPE_BF16, O.c, Q.c, K.c, V.c, past, n_new, heads, kv, hd, 0);
+    gpu->ops->attention_decode(gpu, FT_DTYPE_BF16, O.g, Q.g, K.g, V.g, past, n_new, heads, kv, hd, 0);
+    compare("attention_decode", O, 1, UNIT);
+    twin_free(Q), twin_free(O), twin_free(K), twin_free(V);
+    free(q), free(k), free(v);
+}
+
+int main(void)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        printf("SKIP: no CUDA device\n");
+        return 77;
+    }
+    ft_error err;
+    ft_error_clear(&err);
+    if (ft_backend_cpu_create(&cpu, &err) || ft_backend_cuda_create(&gpu, 0, &err)) {
+        fprintf(stderr, "backends: %s\n", err.msg);
+        return 1;
+    }
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            test_matmul(37, 29, 45, ta, tb, 0.0f);
+            test_matmul(64, 48, 72, ta, tb, 1.0f);
+        }
+    test_rmsnorm(37, 96, FT_DTYPE_F32);
+    test_rmsnorm(300, 512, FT_DTYPE_BF16);
+    test_elementwise();
+    test_embedding(50, 130, 300);
+    test_attention(2, 37, 4, 2, 64, 0, 1);   /* tensor cores, GQA, odd length */
+    test_attention(1, 70, 2, 1, 128, 0, 3);  /* tensor cores, three documents */
+    test_attention(1, 20, 2, 2, 256, 0, 1);  /* tensor cores, head_dim 256 */
+    test_attention(1, 33, 4, 2, 36, 0, 1);   /* widened: head_dim 36 */
+    test_attention(1, 45, 2, 2, 64, 7, 2);   /* widened: sliding window */
+    test_decode();
+    gpu->ops->sync(gpu);
+    checks++;
+    if (gpu->bytes_in_use != 0)
+        failures++, printf("FAIL %zu bytes leaked on the device\n", gpu->bytes_in_use);
+    ft_backend_destroy(gpu);
+    ft_backend_destroy(cpu);
+    printf("%d checks, %d failed\n", checks, failures);
+    return failures ? 1 : 0;
+}
