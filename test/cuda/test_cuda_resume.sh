@@ -1,7 +1,8 @@
 #!/bin/sh
 # Checkpoints on device = "cuda": a job killed right after its step-4 checkpoint and
 # resumed gives bitwise the losses and final weights of the uninterrupted job (1 rank,
-# and 2 ranks at ZeRO stage 3 with bf16 parameters over NCCL); a device = "cuda"
+# and 2 ranks at ZeRO stage 3 with bf16 parameters over NCCL, and with the whole bf16
+# recipe and bf16 reduction); a device = "cuda"
 # checkpoint resumes on device = "cpu" and a device = "cpu" checkpoint on device = "cuda",
 # continuing like the uninterrupted run on the other device to the cross-device
 # tolerance of test_cuda_train.sh (relative 1e-5 per step, weights 1e-4): the file holds
@@ -41,6 +42,10 @@ straight cuda 1 g1; interrupted cuda 1 g1; resume cuda 1 g1 g1; bitwise g1
 if have_mpirun; then
     x="zero_stage=3 model.param_dtype=bf16"
     straight cuda 2 g2 $x; interrupted cuda 2 g2 $x; resume cuda 2 g2 g2 $x; bitwise g2
+    # the bf16 recipe: bits-only gathers made from the master, bf16 activations, and
+    # with bf16 reduction the gradients staged in bf16
+    x="zero_stage=3 precision=bf16 grad_reduce_dtype=bf16"
+    straight cuda 2 b2 $x; interrupted cuda 2 b2 $x; resume cuda 2 b2 b2 $x; bitwise b2
 fi
 
 # across devices: the cuda checkpoint g1 continues on the cpu, and a cpu checkpoint on cuda
