@@ -1,6 +1,7 @@
 /* Flash attention forward on tensor cores (sm_80+): bf16 q, k, v; fp32 scores, softmax
- * statistics and output; the FlashAttention-2 work split. First step of the bf16 recipe
- * (issue #12): the backward, document-tile skipping and bf16 outputs follow.
+ * statistics and output; the FlashAttention-2 work split. The bf16 recipe's attention
+ * (cuda_attention_route.c rounds the output to bf16); document-tile skipping, the
+ * sliding window and a bf16 epilogue are still to come (issue #12).
  *
  * Notation as in cuda_attention.cu: s_ij = scale q_i.k_j, query i sees key j iff j <= i
  * and segment[j] == segment[i]; o_i = sum_j softmax_j(s_ij) v_j, lse_i = ln sum_j e^s_ij.

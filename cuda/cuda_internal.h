@@ -127,7 +127,8 @@ cudaError_t ft_cuda_launch_attention_bwd(float *dq, float *dk, float *dv, const 
 
 /* ---- cuda_attention_tc.cu: tensor-core forward (bf16 q/k/v as raw bits, fp32 out/lse;
  * the layouts and semantics of ft_cuda_launch_attention_fwd). Needs head_dim % 8 == 0 and
- * <= 256 (ft_cuda_attention_tc_supported); not yet wired into the vtable (issue #12). */
+ * <= 256 and no sliding window (ft_cuda_attention_tc_supported); bf16 attention calls of
+ * such shapes come here (cuda_attention_route.c). */
 int ft_cuda_attention_tc_supported(ft_attn_shape s);
 cudaError_t ft_cuda_launch_attention_fwd_bf16(float *out, float *lse, const uint16_t *q,
                                               const uint16_t *k, const uint16_t *v,
