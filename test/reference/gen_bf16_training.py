@@ -40,7 +40,7 @@ import transformers
 from transformers import LlamaConfig, LlamaForCausalLM
 
 sys.path.insert(0, os.path.dirname(__file__))
-from gen_hf_reference import FORMAT_VERSION, sattr, sha256  # noqa: E402
+from gen_hf_reference import create_weights_file, sattr, sha256  # noqa: E402
 
 GENERATOR = "gen_bf16_training.py"
 SEED = 2001
@@ -151,17 +151,8 @@ def main(argv=None):
     assert fp32[-1] < 0.6 * fp32[0] and bf16[-1] < 0.6 * bf16[0], (fp32, bf16)
 
     path = os.path.join(args.out, "hf_bf16_train.h5")
-    if os.path.exists(path):
-        os.remove(path)
     kw = dict(track_times=False)
-    with h5py.File(path, "w", libver="earliest", track_order=False) as f:
-        f.attrs["ftmpi_format"] = sattr("weights")
-        f.attrs["format_version"] = np.int32(FORMAT_VERSION)
-        f.attrs["generator"] = sattr(GENERATOR)
-        f.attrs["transformers_version"] = sattr(transformers.__version__)
-        f.attrs["torch_version"] = sattr(torch.__version__)
-        f.attrs["case"] = sattr("hf_bf16_train")
-        f.attrs["seed"] = np.int64(SEED)
+    with create_weights_file(path, GENERATOR, "hf_bf16_train", SEED) as f:
         c = f.create_group("config")
         for k in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
                   "num_attention_heads", "num_key_value_heads", "head_dim",

@@ -256,6 +256,22 @@ def param_dict(model):
     return {n: p for n, p in model.named_parameters()}
 
 
+def create_weights_file(path, generator, case, seed):
+    """A new ftmpi weights file at path (replacing any), with the root attributes every
+    reference file carries; the caller writes /config, /model and the rest."""
+    if os.path.exists(path):
+        os.remove(path)
+    f = h5py.File(path, "w", libver="earliest", track_order=False)
+    f.attrs["ftmpi_format"] = sattr("weights")
+    f.attrs["format_version"] = np.int32(FORMAT_VERSION)
+    f.attrs["generator"] = sattr(generator)
+    f.attrs["transformers_version"] = sattr(transformers.__version__)
+    f.attrs["torch_version"] = sattr(torch.__version__)
+    f.attrs["case"] = sattr(case)
+    f.attrs["seed"] = np.int64(seed)
+    return f
+
+
 def sha256(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -340,17 +356,8 @@ def write_case(out_dir, name, seed, theta, scaling, tied, docs, family, extra):
 
     # --- write
     path = os.path.join(out_dir, name + ".h5")
-    if os.path.exists(path):
-        os.remove(path)
     ds_kw = dict(track_times=False)
-    with h5py.File(path, "w", libver="earliest", track_order=False) as f:
-        f.attrs["ftmpi_format"] = sattr("weights")
-        f.attrs["format_version"] = np.int32(FORMAT_VERSION)
-        f.attrs["generator"] = sattr(GENERATOR)
-        f.attrs["transformers_version"] = sattr(transformers.__version__)
-        f.attrs["torch_version"] = sattr(torch.__version__)
-        f.attrs["case"] = sattr(name)
-        f.attrs["seed"] = np.int64(seed)
+    with create_weights_file(path, GENERATOR, name, seed) as f:
 
         c = f.create_group("config")
         for k in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
