@@ -8,6 +8,7 @@
 #include "config.h"
 #include "comm/mpi_io_env.h"
 #include "config/run_config.h"
+#include "train/exit_record.h"
 #include "train/plan.h"
 #include "train/signals.h"
 #include "train/watchdog.h"
@@ -32,6 +33,12 @@ static const char usage_text[] =
     "                 or after CONFIG): -np N ranks (default 1), --device-memory GIB\n"
     "                 (default 80), --seq-len T (default: data.train's)\n"
     "  --help-config  list every configuration key with its type, default and meaning\n"
+    "  --exit-status DIR\n"
+    "                 print the exit status that the launch named by $FTMPI_RUN_ID recorded\n"
+    "                 in checkpoint_dir DIR on a stop signal (85) and exit 0; exit 1 with no\n"
+    "                 output when it recorded none. For job scripts: Open MPI's mpirun\n"
+    "                 exits 1 when it is sent SIGTERM, whatever its ranks returned\n"
+    "                 (doc/slurm.md). Runs without MPI.\n"
     "  -h, --help     show this help and exit\n"
     "  -V, --version  print the version and build features and exit\n"
     "\n"
@@ -45,7 +52,8 @@ static const char usage_text[] =
     "checkpoint, or during start-up (requeue the job; resume = \"auto\" continues), 84\n"
     "stopped by a signal without checkpoint_dir (nothing saved), 86 a second signal\n"
     "stopped it at once, 87 no progress for comm_timeout seconds, from start-up on (a\n"
-    "rank died or hangs).\n"
+    "rank died or hangs). With FTMPI_RUN_ID set and a checkpoint_dir, rank 0 also records\n"
+    "85 in CHECKPOINT_DIR/.ftmpi-exit (see --exit-status).\n"
     "\n"
     "Environment: OMP_NUM_THREADS sets CPU threads per rank.\n";
 
@@ -243,8 +251,25 @@ static int launcher_rank(void)
     return -1;
 }
 
+/* `ftmpi --exit-status DIR` (train/exit_record.h): before MPI_Init, so that a job script
+ * can call it outside any launcher. */
+static int exit_status_command(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "ftmpi: --exit-status takes one argument, the checkpoint_dir\n");
+        return EXIT_USAGE;
+    }
+    int code = 0;
+    if (ft_exit_record_read(argv[2], getenv("FTMPI_RUN_ID"), &code))
+        return 1;
+    printf("%d\n", code);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "--exit-status") == 0)
+        return exit_status_command(argc, argv);
     /* Watched from the first moment: a rank that stops during MPI_Init, the config or
      * set-up leaves the others waiting in a collective; until the config gives
      * comm_timeout, its default applies. */

@@ -15,6 +15,7 @@
 #include "comm/agree.h"
 #include "train/checkpoint.h"
 #include "train/ckpt_dir.h"
+#include "train/exit_record.h"
 #include "train/loader.h"
 #include "train/metrics.h"
 #include "train/plan.h"
@@ -198,7 +199,10 @@ static int lock_checkpoint_dir(ft_trainer *t, ft_error *err)
     int rc = ft_checkpoint_prepare_dir(dir, t->comm, err);
     if (rc)
         return -1;
-    rc = t->comm->rank == 0 ? ft_ckpt_lock(dir, &t->ckpt_lock_fd, err) : 0;
+    /* the lock holder removes an earlier launch's exit record (train/exit_record.h) */
+    rc = t->comm->rank == 0 ? ft_ckpt_lock(dir, &t->ckpt_lock_fd, err) ||
+                                  ft_exit_record_clear(dir, err)
+                            : 0;
     return ft_agree(MPI_COMM_WORLD, rc, err);
 }
 
@@ -662,6 +666,16 @@ static int stop_agreed(ft_trainer *t)
     return stop;
 }
 
+/* For launchers that lose the ranks' exit code (mpirun on SIGTERM): rank 0 records it
+ * after the signal's checkpoint (train/exit_record.h). */
+static int record_signal_exit(ft_trainer *t, long step, ft_error *err)
+{
+    const char *dir = t->cfg->checkpoint_dir;
+    if (!dir || t->comm->rank != 0)
+        return 0;
+    return ft_exit_record_write(dir, t->stopped_by_signal, step, err);
+}
+
 int ft_trainer_run(ft_trainer *t, ft_error *err)
 {
     const ft_run_config *cfg = t->cfg;
@@ -676,7 +690,7 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
         if (t->out)
             fprintf(t->out, "ftmpi: stop signal during start-up: nothing trained; exiting with "
                             "%d\n", t->stopped_by_signal);
-        return 0;
+        return record_signal_exit(t, t->start_step, err);
     }
     if (t->start_step >= cfg->max_steps && t->out)
         fprintf(t->out, "ftmpi: checkpoint is at step %ld of max_steps %ld: nothing to do\n",
@@ -738,7 +752,7 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
                 fprintf(t->out, "ftmpi: stop signal: %s after step %ld; exiting with %d\n",
                         cfg->checkpoint_dir ? "checkpointed" : "no checkpoint_dir, nothing saved,",
                         step + 1, t->stopped_by_signal);
-            return 0;
+            return record_signal_exit(t, step + 1, err);
         }
         if (cfg->eval_data && cfg->eval_every > 0 && ((step + 1) % cfg->eval_every == 0 || last) &&
             run_eval(t, step + 1, err))

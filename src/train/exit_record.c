@@ -1,0 +1,72 @@
+/* <checkpoint_dir>/.ftmpi-exit: see exit_record.h. Format, one key per line:
+ *   ftmpi-exit 1
+ *   run <FTMPI_RUN_ID>
+ *   code <exit status>
+ *   step <training steps done> */
+#include "train/exit_record.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/durable.h"
+
+static int record_path(char *out, size_t len, const char *dir, const char *suffix)
+{
+    return snprintf(out, len, "%s/%s%s", dir, FT_EXIT_RECORD, suffix) < (int)len ? 0 : -1;
+}
+
+int ft_exit_record_clear(const char *dir, ft_error *err)
+{
+    char path[4096];
+    if (record_path(path, sizeof path, dir, ""))
+        return ft_fail(err, "%s: checkpoint_dir path too long", dir);
+    if (unlink(path) != 0 && errno != ENOENT)
+        return ft_fail(err, "%s: cannot remove the previous run's exit record: %s", path,
+                       strerror(errno));
+    return 0;
+}
+
+int ft_exit_record_write(const char *dir, int code, long step, ft_error *err)
+{
+    const char *run = getenv("FTMPI_RUN_ID");
+    if (!run || !*run || strchr(run, '\n'))
+        return 0;
+    char tmp[4096], path[4096];
+    if (record_path(tmp, sizeof tmp, dir, ".tmp") || record_path(path, sizeof path, dir, ""))
+        return ft_fail(err, "%s: checkpoint_dir path too long", dir);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return ft_fail(err, "%s: cannot write the exit record: %s", tmp, strerror(errno));
+    int bad = fprintf(f, "ftmpi-exit 1\nrun %s\ncode %d\nstep %ld\n", run, code, step) < 0;
+    bad |= fclose(f) != 0;
+    if (bad) {
+        unlink(tmp);
+        return ft_fail(err, "%s: cannot write the exit record", tmp);
+    }
+    return ft_commit_file(tmp, path, err);
+}
+
+int ft_exit_record_read(const char *dir, const char *run_id, int *code)
+{
+    char path[4096], line[512], run[512] = "";
+    int have_code = 0, version = 0;
+    if (!run_id || !*run_id || record_path(path, sizeof path, dir, ""))
+        return -1;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (strncmp(line, "ftmpi-exit ", 11) == 0)
+            version = atoi(line + 11);
+        else if (strncmp(line, "run ", 4) == 0)
+            snprintf(run, sizeof run, "%s", line + 4);
+        else if (strncmp(line, "code ", 5) == 0)
+            have_code = sscanf(line + 5, "%d", code) == 1;
+    }
+    fclose(f);
+    return version == 1 && have_code && strcmp(run, run_id) == 0 ? 0 : -1;
+}
