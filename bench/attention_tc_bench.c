@@ -42,8 +42,9 @@ int main(int argc, char **argv)
     ft_attn_shape s = {batch, seq, heads, heads, hd, 0};
     size_t n = (size_t)batch * seq * heads * hd, nl = (size_t)batch * heads * seq;
     uint16_t *q = dev(n * 2), *k = dev(n * 2), *v = dev(n * 2), *dout = dev(n * 2);
-    float *out = dev(n * 4), *lse = dev(nl * 4), *dq = dev(n * 4), *dk = dev(n * 4);
-    float *dv = dev(n * 4);
+    /* bf16 storage of out, dq, dk, dv: what precision = "bf16" runs */
+    uint16_t *out = dev(n * 2), *dq = dev(n * 2), *dk = dev(n * 2), *dv = dev(n * 2);
+    float *lse = dev(nl * 4);
     void *scratch = dev(ft_cuda_attention_bwd_bf16_scratch_bytes(s));
     cudaEvent_t a, b;
     cudaEventCreate(&a);
@@ -53,14 +54,14 @@ int main(int argc, char **argv)
     for (int pass = 0; pass < 2; pass++) { /* pass 0 warms up */
         cudaEventRecord(a, 0);
         for (int r = 0; r < reps; r++)
-            ft_cuda_launch_attention_fwd_bf16(out, lse, q, k, v, NULL, s, 0);
+            ft_cuda_launch_attention_fwd_bf16(FT_DTYPE_BF16, out, lse, q, k, v, NULL, s, 0);
         cudaEventRecord(b, 0);
         cudaEventSynchronize(b);
         cudaEventElapsedTime(&fwd_ms, a, b);
         cudaEventRecord(a, 0);
         for (int r = 0; r < reps; r++)
-            ft_cuda_launch_attention_bwd_bf16(dq, dk, dv, dout, out, lse, q, k, v, NULL, s,
-                                              scratch, 0);
+            ft_cuda_launch_attention_bwd_bf16(FT_DTYPE_BF16, dq, dk, dv, dout, out, lse, q, k, v,
+                                              NULL, s, scratch, 0);
         cudaEventRecord(b, 0);
         cudaEventSynchronize(b);
         cudaEventElapsedTime(&bwd_ms, a, b);

@@ -2,14 +2,12 @@
  *
  *   fp32                          the fp32 flash attention (cuda_attention.cu) and decode
  *   bf16, tensor-core shape       the mma.sync kernels (cuda_attention_tc*.cu): q, k, v,
- *                                 dout read as bf16; their fp32 outputs (out, dq, dk, dv)
- *                                 land in device scratch and are rounded once to bf16
+ *                                 out, dout read and out, dq, dk, dv written as bf16, each
+ *                                 rounded once from the fp32 accumulators
  *   bf16, any other shape         the fp32 kernels on widened copies, outputs rounded
  *                                 once (head_dim not a multiple of 8 or over 256, a
  *                                 sliding window, which the tensor-core kernels do not
  *                                 mask yet, and decode)
- * The tensor-core kernels' fp32 outputs through scratch are the interim step: writing
- * bf16 from their epilogues removes that copy (issue #12).
  *
  * Scratch is the backend's one stream-ordered buffer (ft_cuda_scratch), carved here into
  * the regions a call needs, each 256-byte aligned. */
@@ -80,11 +78,9 @@ void ft_cuda_attention_fwd(ft_backend *be, ft_dtype dt, void *out, float *lse, c
         return;
     }
     if (ft_cuda_attention_tc_supported(s)) {
-        void *r[1];
-        carve(be, 1, (size_t[]){ nq * 4 }, r);
-        ft_cuda_check(ft_cuda_launch_attention_fwd_bf16(r[0], lse, q, k, v, segment, s, st),
+        ft_cuda_check(ft_cuda_launch_attention_fwd_bf16(FT_DTYPE_BF16, out, lse, q, k, v, segment,
+                                                        s, st),
                       "attention_fwd (tensor cores)");
-        narrow(be, out, r[0], nq);
         return;
     }
     void *r[5];
@@ -112,17 +108,10 @@ void ft_cuda_attention_bwd(ft_backend *be, ft_dtype dt, void *dq, void *dk, void
         return;
     }
     if (ft_cuda_attention_tc_supported(s)) {
-        /* fp32 out for the D = rowsum(dO * O) pre-pass, fp32 dq/dk/dv from the kernels */
-        void *r[5];
-        carve(be, 5, (size_t[]){ nq * 4, nq * 4, nkv * 4, nkv * 4,
-                                 ft_cuda_attention_bwd_bf16_scratch_bytes(s) }, r);
-        widen(be, r[0], out, nq);
-        ft_cuda_check(ft_cuda_launch_attention_bwd_bf16(r[1], r[2], r[3], dout, r[0], lse, q, k, v,
-                                                        segment, s, r[4], st),
+        void *scratch = ft_cuda_scratch(be, ft_cuda_attention_bwd_bf16_scratch_bytes(s));
+        ft_cuda_check(ft_cuda_launch_attention_bwd_bf16(FT_DTYPE_BF16, dq, dk, dv, dout, out, lse,
+                                                        q, k, v, segment, s, scratch, st),
                       "attention_bwd (tensor cores)");
-        narrow(be, dq, r[1], nq);
-        narrow(be, dk, r[2], nkv);
-        narrow(be, dv, r[3], nkv);
         return;
     }
     void *r[10];

@@ -1,7 +1,7 @@
 /* Flash attention forward on tensor cores (sm_80+): bf16 q, k, v; fp32 scores, softmax
- * statistics and output; the FlashAttention-2 work split. The bf16 recipe's attention
- * (cuda_attention_route.c rounds the output to bf16); document-tile skipping, the
- * sliding window and a bf16 epilogue are still to come (issue #12).
+ * statistics and accumulator; the output stored as fp32 or bf16 (template OT: the bf16
+ * recipe's attention, cuda_attention_route.c), rounded once; the FlashAttention-2 work
+ * split. Document-tile skipping and the sliding window are still to come (issue #12).
  *
  * Notation as in cuda_attention.cu: s_ij = scale q_i.k_j, query i sees key j iff j <= i
  * and segment[j] == segment[i]; o_i = sum_j softmax_j(s_ij) v_j, lse_i = ln sum_j e^s_ij.
@@ -29,9 +29,10 @@
  * (yet); the caller falls back to the fp32 kernel otherwise. */
 #include "cuda_attention_tc.cuh"
 
-template <int HDMAX, int BK>
+/* OT: the output's storage, float or ft_bf16 (rounded once from the fp32 accumulator) */
+template <int HDMAX, int BK, typename OT>
 __global__ void __launch_bounds__(TC_THREADS)
-    attn_fwd_tc_kernel(float *__restrict__ out, float *__restrict__ lse,
+    attn_fwd_tc_kernel(OT *__restrict__ out, float *__restrict__ lse,
                        const uint16_t *__restrict__ q, const uint16_t *__restrict__ k,
                        const uint16_t *__restrict__ v, TcArgs a)
 {
@@ -172,19 +173,19 @@ __global__ void __launch_bounds__(TC_THREADS)
 
     /* o / l; lse = ln 2 (m + log2 l); rows that saw nothing: 0 and -inf */
     const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
-    float *ob = out + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
+    OT *ob = out + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
 #pragma unroll
     for (int d = 0; d < DT; d++) {
         int c = d * 8 + 2 * t;
         if (c >= a.hd)
             continue;
         if (r0 < a.seq) {
-            ob[(size_t)r0 * a.q_stride + c] = o[d][0] * inv0;
-            ob[(size_t)r0 * a.q_stride + c + 1] = o[d][1] * inv0;
+            ft_st(ob, (size_t)r0 * a.q_stride + c, o[d][0] * inv0);
+            ft_st(ob, (size_t)r0 * a.q_stride + c + 1, o[d][1] * inv0);
         }
         if (r1 < a.seq) {
-            ob[(size_t)r1 * a.q_stride + c] = o[d][2] * inv1;
-            ob[(size_t)r1 * a.q_stride + c + 1] = o[d][3] * inv1;
+            ft_st(ob, (size_t)r1 * a.q_stride + c, o[d][2] * inv1);
+            ft_st(ob, (size_t)r1 * a.q_stride + c + 1, o[d][3] * inv1);
         }
     }
     if (t == 0) {
@@ -196,13 +197,13 @@ __global__ void __launch_bounds__(TC_THREADS)
     }
 }
 
-template <int HDMAX, int BK>
-static cudaError_t tc_fwd_run(float *out, float *lse, const uint16_t *q, const uint16_t *k,
+template <int HDMAX, int BK, typename OT>
+static cudaError_t tc_fwd_run(OT *out, float *lse, const uint16_t *q, const uint16_t *k,
                               const uint16_t *v, const TcArgs &a, ft_attn_shape s, cudaStream_t st)
 {
     typedef TcCfg<HDMAX, BK> C;
-    void (*kern)(float *, float *, const uint16_t *, const uint16_t *, const uint16_t *, TcArgs) =
-        attn_fwd_tc_kernel<HDMAX, BK>;
+    void (*kern)(OT *, float *, const uint16_t *, const uint16_t *, const uint16_t *, TcArgs) =
+        attn_fwd_tc_kernel<HDMAX, BK, OT>;
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)C::smem);
     if (e != cudaSuccess)
@@ -219,8 +220,21 @@ extern "C" int ft_cuda_attention_tc_supported(ft_attn_shape s)
     return s.head_dim > 0 && s.head_dim <= 256 && s.head_dim % 8 == 0 && s.window == 0;
 }
 
-extern "C" cudaError_t ft_cuda_launch_attention_fwd_bf16(float *out, float *lse, const uint16_t *q,
-                                                         const uint16_t *k, const uint16_t *v,
+template <typename OT>
+static cudaError_t tc_fwd_dispatch(OT *out, float *lse, const uint16_t *q, const uint16_t *k,
+                                   const uint16_t *v, const TcArgs &a, ft_attn_shape s,
+                                   cudaStream_t st)
+{
+    if (s.head_dim <= 64)
+        return tc_fwd_run<64, 64>(out, lse, q, k, v, a, s, st);
+    if (s.head_dim <= 128)
+        return tc_fwd_run<128, 64>(out, lse, q, k, v, a, s, st);
+    return tc_fwd_run<256, 32>(out, lse, q, k, v, a, s, st);
+}
+
+extern "C" cudaError_t ft_cuda_launch_attention_fwd_bf16(ft_dtype out_dt, void *out, float *lse,
+                                                         const uint16_t *q, const uint16_t *k,
+                                                         const uint16_t *v,
                                                          const int32_t *segment, ft_attn_shape s,
                                                          cudaStream_t st)
 {
@@ -229,9 +243,7 @@ extern "C" cudaError_t ft_cuda_launch_attention_fwd_bf16(float *out, float *lse,
     if (!ft_cuda_attention_tc_supported(s))
         return cudaErrorInvalidValue;
     TcArgs a = tc_args(s, segment);
-    if (s.head_dim <= 64)
-        return tc_fwd_run<64, 64>(out, lse, q, k, v, a, s, st);
-    if (s.head_dim <= 128)
-        return tc_fwd_run<128, 64>(out, lse, q, k, v, a, s, st);
-    return tc_fwd_run<256, 32>(out, lse, q, k, v, a, s, st);
+    if (out_dt == FT_DTYPE_BF16)
+        return tc_fwd_dispatch((ft_bf16 *)out, lse, q, k, v, a, s, st);
+    return tc_fwd_dispatch((float *)out, lse, q, k, v, a, s, st);
 }

@@ -23,9 +23,11 @@
 
 #define TC_BK 64
 
-/* D_i = sum_d dO_id O_id, one warp per (batch row, head, token); D is [batch, heads, seq]. */
+/* D_i = sum_d dO_id O_id, one warp per (batch row, head, token); D is [batch, heads, seq].
+ * OT: the storage of O (and of dq, dk, dv below), float or ft_bf16. */
+template <typename OT>
 __global__ void tc_bwd_dot_kernel(float *__restrict__ Dv, const uint16_t *__restrict__ dout,
-                                  const float *__restrict__ out, TcArgs a, int heads, size_t rows)
+                                  const OT *__restrict__ out, TcArgs a, int heads, size_t rows)
 {
     const int lane = threadIdx.x % 32;
     const size_t warps = (size_t)gridDim.x * blockDim.x / 32;
@@ -36,7 +38,7 @@ __global__ void tc_bwd_dot_kernel(float *__restrict__ Dv, const uint16_t *__rest
         size_t base = (b * a.seq + t) * a.q_stride + (size_t)h * a.hd;
         float sum = 0.0f;
         for (int d = lane; d < a.hd; d += 32)
-            sum = fmaf(ft_f32_from_bf16(dout[base + d]), out[base + d], sum);
+            sum = fmaf(ft_f32_from_bf16(dout[base + d]), ft_ld(out, base + d), sum);
         sum = ft_warp_sum(sum);
         if (lane == 0)
             Dv[r] = sum;
@@ -58,9 +60,9 @@ struct TcBwdCfg {
      tc_pack_bf16(x[2 * (j) + 1][0], x[2 * (j) + 1][1]),                                         \
      tc_pack_bf16(x[2 * (j) + 1][2], x[2 * (j) + 1][3])}
 
-template <int HDMAX>
+template <int HDMAX, typename OT>
 __global__ void __launch_bounds__(TC_THREADS)
-    tc_bwd_dkdv_kernel(float *__restrict__ dk, float *__restrict__ dv,
+    tc_bwd_dkdv_kernel(OT *__restrict__ dk, OT *__restrict__ dv,
                        const uint16_t *__restrict__ dout, const float *__restrict__ lse,
                        const float *__restrict__ Dv, const uint16_t *__restrict__ q,
                        const uint16_t *__restrict__ k, const uint16_t *__restrict__ v, TcArgs a,
@@ -156,8 +158,8 @@ __global__ void __launch_bounds__(TC_THREADS)
         }
     }
     const float scale = a.scale_log2 / TC_LOG2E;
-    float *dkb = dk + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
-    float *dvb = dv + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
+    OT *dkb = dk + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
+    OT *dvb = dv + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
 #pragma unroll
     for (int d = 0; d < DT; d++) {
         int c = d * 8 + 2 * t;
@@ -166,16 +168,16 @@ __global__ void __launch_bounds__(TC_THREADS)
         for (int e = 0; e < 4; e++) {
             int key = e < 2 ? kr0 : kr1;
             if (key < a.seq) {
-                dkb[(size_t)key * a.kv_stride + c + (e & 1)] = dka[d][e] * scale;
-                dvb[(size_t)key * a.kv_stride + c + (e & 1)] = dva[d][e];
+                ft_st(dkb, (size_t)key * a.kv_stride + c + (e & 1), dka[d][e] * scale);
+                ft_st(dvb, (size_t)key * a.kv_stride + c + (e & 1), dva[d][e]);
             }
         }
     }
 }
 
-template <int HDMAX>
+template <int HDMAX, typename OT>
 __global__ void __launch_bounds__(TC_THREADS)
-    tc_bwd_dq_kernel(float *__restrict__ dq, const uint16_t *__restrict__ dout,
+    tc_bwd_dq_kernel(OT *__restrict__ dq, const uint16_t *__restrict__ dout,
                      const float *__restrict__ lse, const float *__restrict__ Dv,
                      const uint16_t *__restrict__ q, const uint16_t *__restrict__ k,
                      const uint16_t *__restrict__ v, TcArgs a, int heads)
@@ -263,7 +265,7 @@ __global__ void __launch_bounds__(TC_THREADS)
         }
     }
     const float scale = a.scale_log2 / TC_LOG2E;
-    float *dqb = dq + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
+    OT *dqb = dq + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
 #pragma unroll
     for (int d = 0; d < DT; d++) {
         int c = d * 8 + 2 * t;
@@ -272,23 +274,23 @@ __global__ void __launch_bounds__(TC_THREADS)
         for (int e = 0; e < 4; e++) {
             int row = e < 2 ? r0 : r1;
             if (row < a.seq)
-                dqb[(size_t)row * a.q_stride + c + (e & 1)] = dqa[d][e] * scale;
+                ft_st(dqb, (size_t)row * a.q_stride + c + (e & 1), dqa[d][e] * scale);
         }
     }
 }
 
-template <int HDMAX>
-static cudaError_t tc_bwd_run(float *dq, float *dk, float *dv, const uint16_t *dout,
+template <int HDMAX, typename OT>
+static cudaError_t tc_bwd_run(OT *dq, OT *dk, OT *dv, const uint16_t *dout,
                               const float *lse, const float *Dv, const uint16_t *q,
                               const uint16_t *k, const uint16_t *v, const TcArgs &a,
                               ft_attn_shape s, cudaStream_t st)
 {
     const size_t smem = TcBwdCfg<HDMAX>::smem;
-    void (*kkv)(float *, float *, const uint16_t *, const float *, const float *,
+    void (*kkv)(OT *, OT *, const uint16_t *, const float *, const float *,
                 const uint16_t *, const uint16_t *, const uint16_t *, TcArgs, int) =
-        tc_bwd_dkdv_kernel<HDMAX>;
-    void (*kq)(float *, const uint16_t *, const float *, const float *, const uint16_t *,
-               const uint16_t *, const uint16_t *, TcArgs, int) = tc_bwd_dq_kernel<HDMAX>;
+        tc_bwd_dkdv_kernel<HDMAX, OT>;
+    void (*kq)(OT *, const uint16_t *, const float *, const float *, const uint16_t *,
+               const uint16_t *, const uint16_t *, TcArgs, int) = tc_bwd_dq_kernel<HDMAX, OT>;
     cudaError_t e = cudaFuncSetAttribute(kkv, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)smem);
     if (e == cudaSuccess)
@@ -311,8 +313,29 @@ extern "C" size_t ft_cuda_attention_bwd_bf16_scratch_bytes(ft_attn_shape s)
     return (size_t)s.batch * s.n_heads * s.seq_len * sizeof(float);
 }
 
-extern "C" cudaError_t ft_cuda_launch_attention_bwd_bf16(float *dq, float *dk, float *dv,
-                                                         const uint16_t *dout, const float *out,
+template <typename OT>
+static cudaError_t tc_bwd_dispatch(OT *dq, OT *dk, OT *dv, const uint16_t *dout, const OT *out,
+                                   const float *lse, const uint16_t *q, const uint16_t *k,
+                                   const uint16_t *v, const TcArgs &a, ft_attn_shape s,
+                                   float *Dv, cudaStream_t st)
+{
+    size_t rows = (size_t)s.batch * s.n_heads * s.seq_len;
+    void (*dot)(float *, const uint16_t *, const OT *, TcArgs, int, size_t) =
+        tc_bwd_dot_kernel<OT>;
+    FT_LAUNCH(dot, ft_cuda_grid_for(rows * 32, 256), 256, 0, st)
+    (Dv, dout, out, a, s.n_heads, rows);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return e;
+    if (s.head_dim <= 64)
+        return tc_bwd_run<64>(dq, dk, dv, dout, lse, Dv, q, k, v, a, s, st);
+    if (s.head_dim <= 128)
+        return tc_bwd_run<128>(dq, dk, dv, dout, lse, Dv, q, k, v, a, s, st);
+    return tc_bwd_run<256>(dq, dk, dv, dout, lse, Dv, q, k, v, a, s, st);
+}
+
+extern "C" cudaError_t ft_cuda_launch_attention_bwd_bf16(ft_dtype dt, void *dq, void *dk, void *dv,
+                                                         const uint16_t *dout, const void *out,
                                                          const float *lse, const uint16_t *q,
                                                          const uint16_t *k, const uint16_t *v,
                                                          const int32_t *segment, ft_attn_shape s,
@@ -324,15 +347,9 @@ extern "C" cudaError_t ft_cuda_launch_attention_bwd_bf16(float *dq, float *dk, f
         return cudaErrorInvalidValue;
     TcArgs a = tc_args(s, segment);
     float *Dv = (float *)scratch;
-    size_t rows = (size_t)s.batch * s.n_heads * s.seq_len;
-    FT_LAUNCH(tc_bwd_dot_kernel, ft_cuda_grid_for(rows * 32, 256), 256, 0, st)
-    (Dv, dout, out, a, s.n_heads, rows);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return e;
-    if (s.head_dim <= 64)
-        return tc_bwd_run<64>(dq, dk, dv, dout, lse, Dv, q, k, v, a, s, st);
-    if (s.head_dim <= 128)
-        return tc_bwd_run<128>(dq, dk, dv, dout, lse, Dv, q, k, v, a, s, st);
-    return tc_bwd_run<256>(dq, dk, dv, dout, lse, Dv, q, k, v, a, s, st);
+    if (dt == FT_DTYPE_BF16)
+        return tc_bwd_dispatch((ft_bf16 *)dq, (ft_bf16 *)dk, (ft_bf16 *)dv, dout,
+                               (const ft_bf16 *)out, lse, q, k, v, a, s, Dv, st);
+    return tc_bwd_dispatch((float *)dq, (float *)dk, (float *)dv, dout, (const float *)out, lse, q,
+                           k, v, a, s, Dv, st);
 }

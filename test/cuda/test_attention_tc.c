@@ -98,7 +98,7 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
     void *dq = dev_copy(qb, nq * 2), *dk = dev_copy(kb, nkv * 2), *dv = dev_copy(vb, nkv * 2);
     void *ds = seg ? dev_copy(seg, tokens * 4) : NULL;
     float *dout = dev_copy(NULL, nq * 4), *dlse = dev_copy(NULL, nl * 4);
-    cudaError_t e = ft_cuda_launch_attention_fwd_bf16(dout, dlse, dq, dk, dv, ds, s, 0);
+    cudaError_t e = ft_cuda_launch_attention_fwd_bf16(FT_DTYPE_F32, dout, dlse, dq, dk, dv, ds, s, 0);
     float *go = malloc(nq * 4), *gl = malloc(nl * 4);
     cudaMemcpy(go, dout, nq * 4, cudaMemcpyDeviceToHost);
     cudaMemcpy(gl, dlse, nl * 4, cudaMemcpyDeviceToHost);
@@ -144,7 +144,8 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
     void *ddo = dev_copy(dob, nq * 2), *dro = dev_copy(ro, nq * 4), *drl = dev_copy(rl, nl * 4);
     float *ddq = dev_copy(NULL, nq * 4), *ddk = dev_copy(NULL, nkv * 4), *ddv = dev_copy(NULL, nkv * 4);
     void *scratch = dev_copy(NULL, ft_cuda_attention_bwd_bf16_scratch_bytes(s));
-    e = ft_cuda_launch_attention_bwd_bf16(ddq, ddk, ddv, ddo, dro, drl, dq, dk, dv, ds, s, scratch, 0);
+    e = ft_cuda_launch_attention_bwd_bf16(FT_DTYPE_F32, ddq, ddk, ddv, ddo, dro, drl, dq, dk, dv, ds, s,
+                                          scratch, 0);
     float *gdq = malloc(nq * 4), *gdk = malloc(nkv * 4), *gdv = malloc(nkv * 4);
     cudaMemcpy(gdq, ddq, nq * 4, cudaMemcpyDeviceToHost);
     cudaMemcpy(gdk, ddk, nkv * 4, cudaMemcpyDeviceToHost);
