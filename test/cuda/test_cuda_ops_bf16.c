@@ -1,13 +1,16 @@
 /* The CUDA backend's transformer ops with bf16 storage against the CPU backend's bf16
  * ops (test/backend/test_cpu_bf16_ops.c holds those to the fp32 ops), on identical bf16
  * inputs. Each backend rounds every output once from an fp32 computation whose
- * summation order differs, so two results may sit on either side of a rounding
- * boundary: one bf16 unit apart, relative 2^-8. Tolerance: max |gpu - cpu| <= tol *
- * max |cpu| with tol = 2^-8 for every output rounded once; 4 x 2^-8 for attention,
- * whose tensor-core kernels also round the probabilities and dS to bf16 for their
- * GEMMs; exact for the embedding gather. Every attention shape the tensor cores take
- * (head_dim 64, 128, 256, GQA, documents, odd lengths) and the widened path (head_dim
- * 36, a sliding window). Gradients into fp32 and into bf16 storage.
+ * summation order (and contraction into FMAs, which depends on the compiler flags)
+ * differs, so two results may sit on either side of a rounding boundary: one bf16 unit
+ * in the last place apart, which is up to 2^-7 of the value (8 significant bits).
+ * Tolerance: max |gpu - cpu| <= tol * max |cpu| with tol = 2^-7 for every output
+ * rounded once; 2 x 2^-7 for attention, whose tensor-core kernels also round the
+ * probabilities and dS to bf16 for their GEMMs; exact for the embedding gather, the
+ * embedding gradient and rope (the same fp32 operations in the same order). Every
+ * attention shape the tensor cores take (head_dim 64, 128, 256, GQA, documents, odd
+ * lengths) and the widened path (head_dim 36, a sliding window). Gradients into fp32
+ * and into bf16 storage.
  *
  * Exit status: 0 pass, 1 failure, 77 (SKIP) without a CUDA device. */
 #include "backend/backend.h"
@@ -19,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define UNIT (1.0 / 256.0)
+#define UNIT (1.0 / 128.0) /* one bf16 unit in the last place, relative, at worst */
 
 static ft_backend *cpu, *gpu;
 static int failures, checks;
@@ -253,7 +256,7 @@ static void test_attention(int batch, int seq, int heads, int kv, int hd, int wi
              seq, heads, kv, hd, window, docs);
     char w2[160];
     snprintf(w2, sizeof w2, "%s out", what);
-    compare(w2, O, 1, 4 * UNIT);
+    compare(w2, O, 1, 2 * UNIT);
     snprintf(w2, sizeof w2, "%s lse", what);
     compare(w2, L, 0, 1e-5);
     /* backward of the CPU's forward on both (out and lse as the CPU computed them) */
@@ -265,11 +268,11 @@ static void test_attention(int batch, int seq, int heads, int kv, int hd, int wi
     cpu->ops->attention_bwd(cpu, FT_DTYPE_BF16, DQ.c, DK.c, DV.c, DO.c, O.c, L.c, Q.c, K.c, V.c, sc, s);
     gpu->ops->attention_bwd(gpu, FT_DTYPE_BF16, DQ.g, DK.g, DV.g, DO.g, O.g, L.g, Q.g, K.g, V.g, sg, s);
     snprintf(w2, sizeof w2, "%s dq", what);
-    compare(w2, DQ, 1, 4 * UNIT);
+    compare(w2, DQ, 1, 2 * UNIT);
     snprintf(w2, sizeof w2, "%s dk", what);
-    compare(w2, DK, 1, 4 * UNIT);
+    compare(w2, DK, 1, 2 * UNIT);
     snprintf(w2, sizeof w2, "%s dv", what);
-    compare(w2, DV, 1, 4 * UNIT);
+    compare(w2, DV, 1, 2 * UNIT);
     twin_free(Q), twin_free(K), twin_free(V), twin_free(DO), twin_free(SEG), twin_free(O);
     twin_free(L), twin_free(DQ), twin_free(DK), twin_free(DV);
     free(q), free(k), free(v), free(dout), free(seg), free(zl), free(oh), free(lh);
