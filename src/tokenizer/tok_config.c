@@ -94,6 +94,10 @@ static int parse_normalizer(ft_tokenizer *t, json_t *n, const char *where, ft_er
     tok_norm_step st = {0};
     const char *s, *c;
     size_t sn, cn;
+    if (strcmp(type, "NFC") == 0) {
+        st.kind = TOK_NORM_NFC; /* Qwen2/2.5/3 */
+        return add_norm(t, st, err);
+    }
     if (strcmp(type, "Prepend") == 0) {
         if (get_string(t, n, "prepend", where, &c, &cn, err) < 0)
             return -1;
@@ -109,7 +113,7 @@ static int parse_normalizer(ft_tokenizer *t, json_t *n, const char *where, ft_er
             return ft_fail(err, "%s: normalizer: out of memory", t->name);
     } else {
         return ft_fail(err, "%s: %s: normalizer type \"%s\" is not supported (supported: Sequence, "
-                            "Prepend, Replace with a String pattern)",
+                            "NFC, Prepend, Replace with a String pattern)",
                        t->name, where, type);
     }
     st.content = dup_bytes(c, cn);

@@ -48,11 +48,11 @@ typedef struct tok_trie {
     bool first_byte[256]; /* quick reject: can a token start with this byte? */
 } tok_trie;
 
-typedef enum { TOK_NORM_PREPEND, TOK_NORM_REPLACE } tok_norm_kind;
+typedef enum { TOK_NORM_PREPEND, TOK_NORM_REPLACE, TOK_NORM_NFC } tok_norm_kind;
 
 typedef struct tok_norm_step {
     tok_norm_kind kind;
-    char *pattern; /* Replace: literal to find (owned, non-empty); Prepend: unused */
+    char *pattern; /* Replace: literal to find (owned, non-empty); Prepend, NFC: unused */
     size_t pattern_len;
     char *content; /* Replace: replacement; Prepend: the prefix (owned) */
     size_t content_len;
