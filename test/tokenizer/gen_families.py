@@ -13,6 +13,8 @@ For each family F this writes test/data/tokenizers/families/F/:
   ids.jsonl        HF encode(text, add_special_tokens=False).ids, as ftmpi-tok prints them
   decoded.jsonl    HF decode(ids, skip_special_tokens=False), as ftmpi-tok prints it
 test/tokenizer/families.sh compares ftmpi-tok against these byte for byte.
+qwen2/ also gets a tokenizer_config.json as Qwen2.5-Instruct's: its real chat_template
+(test/data/chat_templates/qwen2.5.jinja), eos_token <|im_end|>, no bos_token.
 """
 import json
 import os
@@ -138,6 +140,14 @@ def main():
         path = os.path.join(d, "tokenizer.json")
         tok.save(path, pretty=False)
         tok = Tokenizer.from_file(path)
+        if name == "qwen2":
+            tpl = open(os.path.join(HERE, "..", "data", "chat_templates", "qwen2.5.jinja"),
+                       encoding="utf-8").read()
+            cfg = {"bos_token": None, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
+                   "chat_template": tpl, "model_max_length": 131072}
+            with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+                json.dump(cfg, f, ensure_ascii=False, indent=2)
+                f.write("\n")
         with open(os.path.join(d, "text.jsonl"), "w", encoding="utf-8", newline="") as ft, \
              open(os.path.join(d, "ids.jsonl"), "w", encoding="utf-8", newline="") as fi, \
              open(os.path.join(d, "decoded.jsonl"), "w", encoding="utf-8", newline="") as fd:
