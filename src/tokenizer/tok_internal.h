@@ -99,6 +99,9 @@ struct ft_tokenizer {
     tok_index by_key;
     tok_pairmap merges;
     bool byte_level, ignore_merges, byte_fallback, fuse_unk;
+    /* Metaspace pre-tokenizer (Mistral v0.3; split false): ' ' -> U+2581 in each segment, and
+     * a U+2581 prepended per prepend_scheme unless the segment already starts with one. */
+    enum { TOK_META_NONE, TOK_META_NEVER, TOK_META_FIRST, TOK_META_ALWAYS } metaspace;
     int32_t unk_id;              /* -1 if none */
     int32_t byte_char_id[256];   /* byte-level: id of the one-byte token, -1 if missing */
     int32_t byte_fallback_id[256]; /* id of "<0xXX>", -1 if missing */
@@ -147,6 +150,7 @@ struct ft_tok_scratch {
     pcre2_jit_stack *jit_stack;
     tok_spans raw_spans, norm_spans;
     tok_buf normalized;
+    tok_buf metaspaced; /* Metaspace output of one segment */
     tok_bpe_work bpe;
 };
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Tokenizer families beyond Llama (Qwen2/2.5/3, GPT-NeoX/Pythia/Dolly v2, GPT-J): ftmpi-tok
+# Tokenizer families beyond Llama (Qwen2/2.5/3, GPT-NeoX/Pythia/Dolly v2, GPT-J, Mistral v0.3): ftmpi-tok
 # encode and decode must equal HF `tokenizers` byte for byte on the tricky strings of
 # test/data/tokenizers/families/*/ (made by test/tokenizer/gen_families.py), and an
 # unsupported component is one error line naming it. Needs FT_SRCDIR, FT_BUILDDIR.
@@ -15,7 +15,7 @@ check() { # name, command status
     if [ "$2" -ne 0 ]; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi
 }
 
-for fam in qwen2 gpt-neox gpt-j; do
+for fam in qwen2 gpt-neox gpt-j mistral; do
     d=$data/$fam
     "$tool" encode "$d/tokenizer.json" < "$d/text.jsonl" > "$tmp/ids"
     check "$fam encode exit status" $?

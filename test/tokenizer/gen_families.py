@@ -57,6 +57,8 @@ TRICKY = [
     "   <|endoftext|>   ", "a    b", "  ", "[INST] hi [/INST]", "</s><s>", "<unk>",
     "naïve Straße Łódź", "\u00a0nbsp\u3000ideo\u2003em", "\u200b\u200d\ufeff", "ǅ ǆ ſ ﬁ",
     "def f():\n    return 1\n", "", " ", "!!!???...", "\u0000nul", "ok\u0085nel",
+    "[INST] Hello [/INST] Hi</s>", "<s>[INST]x[/INST]", " [INST]  two  [/INST]", "\u2581lead",
+    "rare: \u0b85\u0bae\u0bcd \U0001f980 \u0f40", "Zürich ✓ ﬀ",
 ]
 
 
@@ -122,7 +124,34 @@ def gpt_j():
     return tok
 
 
-FAMILIES = {"qwen2": qwen2, "gpt-neox": gpt_neox, "gpt-j": gpt_j}
+def mistral():
+    """Mistral v0.3: no normalizer; Metaspace(replacement "▁", prepend_scheme "first",
+    split false); BPE with byte_fallback and fuse_unk, <0x00>..<0xFF> in the vocab after the
+    control tokens; decoder Replace("▁", " ") + ByteFallback + Fuse + Strip(1 leading space);
+    TemplateProcessing "<s> $A"; <unk> <s> </s> [INST] [/INST] special."""
+    specials = ["<unk>", "<s>", "</s>", "[INST]", "[/INST]"]
+    tok = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True, byte_fallback=True))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first",
+                                                 split=False)
+    train(tok, 600, [], specials)
+    # Rebuild the vocab as sentencepiece lays it out: specials, the 256 byte tokens, the rest.
+    j = json.loads(tok.to_str())
+    old = sorted(j["model"]["vocab"].items(), key=lambda kv: kv[1])
+    names = specials + ["<0x%02X>" % b for b in range(256)]
+    names += [k for k, _ in old if k not in specials]
+    j["model"]["vocab"] = {k: i for i, k in enumerate(names)}
+    j["added_tokens"] = [{"id": i, "content": s, "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": True}
+                         for i, s in enumerate(specials)]
+    tok = Tokenizer.from_str(json.dumps(j))
+    tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(),
+                                     decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A $B", special_tokens=[("<s>", 1)])
+    return tok
+
+
+FAMILIES = {"qwen2": qwen2, "gpt-neox": gpt_neox, "gpt-j": gpt_j, "mistral": mistral}
 
 
 def text_line(s):
