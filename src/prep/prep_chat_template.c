@@ -29,6 +29,10 @@ prep_template_kind prep_chat_template_match(const char *jinja)
         k = strstr(s, "CuttingKnowledgeDate") ? PREP_TPL_LLAMA31_CHAT : PREP_TPL_LLAMA3_CHAT;
     else if (strstr(s, "[INST]") && strstr(s, "<<SYS>>"))
         k = PREP_TPL_LLAMA2_CHAT;
+    else if (strstr(s, "{{-\"[INST]\"+system_message+\"\\n\\n\"+message[\"content\"]+\"[/INST]\"}}") &&
+             strstr(s, "(message==user_messages[-1])andsystem_messageisdefined") &&
+             strstr(s, "{{-\"\"+message[\"content\"]|trim+eos_token}}"))
+        k = PREP_TPL_MISTRAL_CHAT; /* v0.3; the older "loop.last" variant drops the system turn */
     else if (strstr(s, "<|im_start|>") && strstr(s, "<|im_end|>") && !strstr(s, "<think>")) {
         /* Qwen3 (<think> blocks) and unknown default system prompts stay unknown. */
         if (strstr(s, "YouareQwen,createdbyAlibabaCloud.Youareahelpfulassistant."))
@@ -64,7 +68,7 @@ int prep_chat_template_detect(const char *tokenizer_path, prep_template_kind *ki
                  ? 1
                  : ft_fail(err, "%s: chat_template is not one ftmpi knows (it cannot run Jinja); "
                            "name the template with --template (llama3-chat, llama3.1-chat, "
-                           "llama2-chat, chatml, qwen2-chat, qwen2.5-chat)", path);
+                           "llama2-chat, chatml, qwen2-chat, qwen2.5-chat, mistral-chat)", path);
     }
     json_decref(cfg);
     free(path);

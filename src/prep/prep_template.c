@@ -323,6 +323,49 @@ static int render_chatml(const prep_template *t, const chat_msg *m, size_t n, pr
     return 0;
 }
 
+/* Mistral-7B-Instruct-v0.3's template: <s>, then per user turn [INST] " " + content + [/INST]
+ * (the system message, if any, goes in front of the LAST user content as system + "\n\n"),
+ * per assistant turn " " + strip(content) + </s> (targets). [INST]/[/INST] are special
+ * tokens in v0.3, so every text piece sits between specials as in HF's own encoding, and the
+ * leading space keeps Metaspace(prepend_scheme first) from adding another "▁". */
+static int render_mistral(const prep_template *t, const chat_msg *m, size_t n, prep_render *r,
+                          ft_error *err)
+{
+    size_t first = 0, last_user = 0;
+    const chat_msg *sys = NULL;
+    if (strcmp(m[0].role, "system") == 0)
+        sys = &m[0], first = 1;
+    for (size_t i = first; i < n; i++) {
+        bool user_turn = (i - first) % 2 == 0;
+        if ((strcmp(m[i].role, "user") == 0) != user_turn)
+            return ft_fail(err, "messages[%zu]: roles must alternate user/assistant/user/... "
+                           "(after an optional system message) for mistral-chat", i);
+        if (user_turn)
+            last_user = i;
+    }
+    if (add_special(r, t->bos, false, err))
+        return -1;
+    for (size_t i = first; i < n; i++) {
+        const char *c = m[i].content;
+        size_t cn = m[i].content_len;
+        int rc;
+        if (strcmp(m[i].role, "user") == 0) {
+            rc = add_special(r, t->inst, false, err) || add_cstr(r, " ", false, err) ||
+                 (sys && i == last_user &&
+                  (add_text(r, sys->content, sys->content_len, false, err) ||
+                   add_cstr(r, "\n\n", false, err))) ||
+                 add_text(r, c, cn, false, err) || add_special(r, t->inst_end, false, err);
+        } else {
+            strip(&c, &cn);
+            rc = add_cstr(r, " ", true, err) || add_text(r, c, cn, true, err) ||
+                 add_special(r, t->eos, true, err);
+        }
+        if (rc)
+            return -1;
+    }
+    return 0;
+}
+
 /* HF Llama 2 template: per user turn  <s>"[INST] " + strip(content) + " [/INST]", per assistant
  * turn " " + strip(content) + " " </s>, the system message (raw) wrapped into the first user
  * content as "<<SYS>>\n" + system + "\n<</SYS>>\n\n" before the strip. */
@@ -405,7 +448,8 @@ int prep_render_json(const prep_template *t, json_t *obj, prep_render *r, ft_err
         size_t n = 0;
         if (get_messages(obj, &m, &n, err))
             return -1;
-        int rc = t->kind == PREP_TPL_LLAMA2_CHAT ? render_llama2(t, m, n, r, err)
+        int rc = t->kind == PREP_TPL_MISTRAL_CHAT ? render_mistral(t, m, n, r, err)
+                 : t->kind == PREP_TPL_LLAMA2_CHAT ? render_llama2(t, m, n, r, err)
                  : t->im_start >= 0              ? render_chatml(t, m, n, r, err)
                                                  : render_llama3(t, m, n, r, err);
         free(m);
@@ -482,6 +526,7 @@ int prep_template_parse(const char *s, prep_template_kind *k)
         { "chatml", PREP_TPL_CHATML },
         { "qwen2-chat", PREP_TPL_QWEN2_CHAT },
         { "qwen2.5-chat", PREP_TPL_QWEN25_CHAT },
+        { "mistral-chat", PREP_TPL_MISTRAL_CHAT },
     };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (strcmp(s, names[i].name) == 0) {
@@ -544,7 +589,7 @@ static bool compatible(prep_format f, prep_template_kind k)
     case PREP_FORMAT_CHAT:
         return k == PREP_TPL_LLAMA3_CHAT || k == PREP_TPL_LLAMA31_CHAT ||
                k == PREP_TPL_LLAMA2_CHAT || k == PREP_TPL_CHATML || k == PREP_TPL_QWEN2_CHAT ||
-               k == PREP_TPL_QWEN25_CHAT;
+               k == PREP_TPL_QWEN25_CHAT || k == PREP_TPL_MISTRAL_CHAT;
     case PREP_FORMAT_TEXT: return k == PREP_TPL_TEXT;
     case PREP_FORMAT_AUTO: break;
     }
@@ -583,7 +628,7 @@ int prep_template_init(prep_template *t, prep_format format, prep_template_kind 
     if (!compatible(format, kind))
         return ft_fail(err, "template does not fit %s records (alpaca/dolly/samsum: alpaca; "
                        "chat: llama3-chat, llama3.1-chat, llama2-chat, chatml, qwen2-chat, "
-                       "qwen2.5-chat; text: text)",
+                       "qwen2.5-chat, mistral-chat; text: text)",
                        prep_format_name(format));
     if ((prompt_file || prompt_file_no_input) && kind != PREP_TPL_ALPACA)
         return ft_fail(err, "--prompt-template only applies to alpaca, dolly and samsum records");
@@ -607,6 +652,12 @@ int prep_template_init(prep_template *t, prep_format format, prep_template_kind 
         t->im_end = special_id(tok, "<|im_end|>");
         t->bos = -1; /* the Qwen/ChatML templates put no BOS in front */
     }
+    t->inst = special_id(tok, "[INST]");
+    t->inst_end = special_id(tok, "[/INST]");
+    if (kind == PREP_TPL_MISTRAL_CHAT && (t->inst < 0 || t->inst_end < 0))
+        return ft_fail(err, "the mistral-chat template (Mistral v0.3) needs [INST] and [/INST] "
+                       "special tokens; this tokenizer lacks them (name another template with "
+                       "--template)");
     if (eos_token) {
         t->eos = ft_tokenizer_token_id(tok, eos_token);
         if (t->eos < 0)
@@ -615,7 +666,7 @@ int prep_template_init(prep_template *t, prep_format format, prep_template_kind 
         t->eos = t->eot;
     } else if (chatml) {
         t->eos = t->im_end;
-    } else if (kind == PREP_TPL_LLAMA2_CHAT) {
+    } else if (kind == PREP_TPL_LLAMA2_CHAT || kind == PREP_TPL_MISTRAL_CHAT) {
         t->eos = ft_tokenizer_eos_id(tok);
     } else {
         t->eos = special_id(tok, "<|end_of_text|>");
@@ -627,7 +678,7 @@ int prep_template_init(prep_template *t, prep_format format, prep_template_kind 
 
     static const char *const attr[] = { "", "alpaca", "chat-llama3", "chat-llama3.1",
                                         "chat-llama2", "text", "chat-chatml", "chat-qwen2",
-                                        "chat-qwen2.5" };
+                                        "chat-qwen2.5", "chat-mistral" };
     snprintf(t->name, sizeof t->name, "%s%s", attr[kind],
              prompt_file || prompt_file_no_input ? "-custom" : "");
     if (kind == PREP_TPL_ALPACA) {

@@ -1,5 +1,9 @@
 #!/usr/bin/env python3
-"""Golden files for ftmpi-prep's ChatML templates (chatml, qwen2-chat, qwen2.5-chat).
+"""Golden files for ftmpi-prep's ChatML templates (chatml, qwen2-chat, qwen2.5-chat) and
+Mistral v0.3's (mistral-chat, golden_chat_mistral.jsonl, on the tiny Mistral-pipeline
+tokenizer test/data/tokenizers/families/mistral/: <s>, per user turn [INST] " " [system
+"\n\n" before the last user content] content [/INST], per assistant turn " " strip(content)
+</s> as targets).
 
 Writes test/prep/golden_chat_{chatml,qwen2,qwen2.5}.jsonl: the expected {"ids","mask"} of
 each record of chat_sample.jsonl, encoded with the tiny Qwen2-pipeline tokenizer
@@ -49,6 +53,49 @@ def render_chatml(rec, tok, default_system):
     return p
 
 
+MISTRAL_JSON = os.path.join(HERE, "..", "data", "tokenizers", "families", "mistral",
+                            "tokenizer.json")
+
+
+def render_mistral(rec, tok):
+    msgs = rec["messages"]
+    sys_ = None
+    if msgs[0]["role"] == "system":
+        sys_, msgs = msgs[0]["content"], msgs[1:]
+    last_user = max(i for i, m in enumerate(msgs) if m["role"] == "user")
+    p = Pieces()
+    p.special(tok.token_to_id("<s>"), False)
+    for i, m in enumerate(msgs):
+        if m["role"] == "user":
+            p.special(tok.token_to_id("[INST]"), False)
+            p.text(" " + (sys_ + "\n\n" if sys_ is not None and i == last_user else "")
+                   + m["content"], False)
+            p.special(tok.token_to_id("[/INST]"), False)
+        else:
+            p.text(" " + m["content"].strip(), True)
+            p.special(tok.token_to_id("</s>"), True)
+    return p
+
+
+def mistral():
+    tok = Tokenizer.from_file(MISTRAL_JSON)
+    tok.encode_special_tokens = True
+    tpl = open(os.path.join(TPLDIR, "mistral-v0.3.jinja"), encoding="utf-8").read()
+    hf = PreTrainedTokenizerFast(tokenizer_file=MISTRAL_JSON, chat_template=tpl,
+                                 bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    out, checked = [], 0
+    for rec in chat_records():
+        ids, mask = encode_pieces(tok, render_mistral(rec, tok))
+        out.append({"ids": ids, "mask": mask})
+        if all("<" not in m["content"] and "[" not in m["content"] for m in rec["messages"]):
+            joint = hf.apply_chat_template(rec["messages"], tokenize=True,
+                                           add_generation_prompt=False, return_dict=False)
+            assert list(joint) == ids, "mistral: %r\n%r\n%r" % (rec, list(joint), ids)
+            checked += 1
+    write_jsonl(os.path.join(HERE, "golden_chat_mistral.jsonl"), out)
+    print("mistral: %d chat examples (%d checked against apply_chat_template)" % (len(out), checked))
+
+
 def main():
     tok = Tokenizer.from_file(TOKJSON)
     tok.encode_special_tokens = True  # dataset text is plain text
@@ -71,6 +118,7 @@ def main():
         write_jsonl(os.path.join(HERE, "golden_chat_%s.jsonl" % name), out)
         print("%s: %d chat examples (%d checked against apply_chat_template)"
               % (name, len(out), checked))
+    mistral()
 
 
 if __name__ == "__main__":

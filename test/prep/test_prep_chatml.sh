@@ -18,6 +18,16 @@ for tpl in chatml:chatml qwen2-chat:qwen2 qwen2.5-chat:qwen2.5; do
     "$CHECK" out.h5 got.jsonl >/dev/null || fail "$name: packed file does not hold the examples"
     echo "ok: $name ($(wc -l < got.jsonl) examples)"
 done
+MTOK="$TOK/families/mistral/tokenizer.json"
+for mode in "--template mistral-chat" ""; do # families/mistral/tokenizer_config.json: v0.3's template
+    "$PREP" -q -t "$MTOK" $mode --seq-len 4096 -o out.h5 --dump-examples got.jsonl \
+        "$D/chat_sample.jsonl" || fail "mistral ($mode): ftmpi-prep failed"
+    if ! cmp -s got.jsonl "$D/golden_chat_mistral.jsonl"; then
+        diff got.jsonl "$D/golden_chat_mistral.jsonl" | head -n 6 >&2
+        fail "mistral ($mode): examples differ from the golden file (first differences above)"
+    fi
+    echo "ok: mistral-chat ${mode:-(recognised from chat_template)}"
+done
 # families/qwen2/tokenizer_config.json holds Qwen2.5-Instruct's real chat_template.
 "$PREP" -q -t "$QTOK" --seq-len 4096 -o out.h5 --dump-examples got.jsonl "$D/chat_sample.jsonl" ||
     fail "auto: ftmpi-prep failed"

@@ -13,8 +13,8 @@ For each family F this writes test/data/tokenizers/families/F/:
   ids.jsonl        HF encode(text, add_special_tokens=False).ids, as ftmpi-tok prints them
   decoded.jsonl    HF decode(ids, skip_special_tokens=False), as ftmpi-tok prints it
 test/tokenizer/families.sh compares ftmpi-tok against these byte for byte.
-qwen2/ also gets a tokenizer_config.json as Qwen2.5-Instruct's: its real chat_template
-(test/data/chat_templates/qwen2.5.jinja), eos_token <|im_end|>, no bos_token.
+qwen2/ and mistral/ also get a tokenizer_config.json as Qwen2.5-Instruct's and
+Mistral-7B-Instruct-v0.3's: the real chat_template (test/data/chat_templates/), BOS/EOS.
 """
 import json
 import os
@@ -169,11 +169,18 @@ def main():
         path = os.path.join(d, "tokenizer.json")
         tok.save(path, pretty=False)
         tok = Tokenizer.from_file(path)
+        cfg = None
         if name == "qwen2":
             tpl = open(os.path.join(HERE, "..", "data", "chat_templates", "qwen2.5.jinja"),
                        encoding="utf-8").read()
             cfg = {"bos_token": None, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
                    "chat_template": tpl, "model_max_length": 131072}
+        if name == "mistral":
+            tpl = open(os.path.join(HERE, "..", "data", "chat_templates", "mistral-v0.3.jinja"),
+                       encoding="utf-8").read()
+            cfg = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+                   "chat_template": tpl, "model_max_length": 1000000000000000019884624838656}
+        if cfg:
             with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
                 json.dump(cfg, f, ensure_ascii=False, indent=2)
                 f.write("\n")
