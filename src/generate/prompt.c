@@ -7,7 +7,7 @@
 
 static const char *const template_names[] = { "none", "alpaca", "llama3-chat", "llama31-chat",
                                                "llama2-chat", "chatml", "qwen2-chat",
-                                               "qwen2.5-chat" };
+                                               "qwen2.5-chat", "mistral-chat" };
 
 int ft_template_parse(const char *name, ft_template *t)
 {
@@ -181,6 +181,29 @@ static int encode_chatml(const ft_text_codec *c, idbuf *b, ft_template t, const 
            chatml_turn(c, b, t, "assistant", NULL, err);
 }
 
+/* Mistral-7B-Instruct-v0.3: <s> [INST] " " + [system + "\n\n"] + prompt [/INST] (no trim;
+ * [INST]/[/INST] are special tokens, the text between them one piece as HF encodes it). */
+static int encode_mistral(const ft_text_codec *c, idbuf *b, const char *system,
+                          const char *prompt, ft_error *err)
+{
+    size_t sn = system ? strlen(system) + 2 : 0, pn = strlen(prompt);
+    char *s = malloc(1 + sn + pn + 1);
+    if (!s)
+        return ft_fail(err, "out of host memory");
+    s[0] = ' ';
+    if (system) {
+        memcpy(s + 1, system, sn - 2);
+        memcpy(s + 1 + sn - 2, "\n\n", 2);
+    }
+    memcpy(s + 1 + sn, prompt, pn);
+    int rc = push_special(c, b, "<s>", FT_TEMPLATE_MISTRAL_CHAT, err) ||
+             push_special(c, b, "[INST]", FT_TEMPLATE_MISTRAL_CHAT, err) ||
+             push_text(c, b, s, 1 + sn + pn, err) ||
+             push_special(c, b, "[/INST]", FT_TEMPLATE_MISTRAL_CHAT, err);
+    free(s);
+    return rc ? -1 : 0;
+}
+
 /* <s> "[INST] " strip("<<SYS>>\n" system "\n<</SYS>>\n\n" prompt) " [/INST]" */
 static int encode_llama2(const ft_text_codec *c, idbuf *b, const char *system, const char *prompt,
                          ft_error *err)
@@ -242,6 +265,7 @@ int ft_prompt_encode(const ft_text_codec *c, ft_template t, const char *system,
         case FT_TEMPLATE_CHATML:
         case FT_TEMPLATE_QWEN2_CHAT:
         case FT_TEMPLATE_QWEN25_CHAT: rc = encode_chatml(c, &b, t, system, prompt, err); break;
+        case FT_TEMPLATE_MISTRAL_CHAT: rc = encode_mistral(c, &b, system, prompt, err); break;
         }
     }
     if (!rc && b.n == 0)

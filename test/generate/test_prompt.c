@@ -253,13 +253,40 @@ static void test_chatml(void **state)
     ft_tokenizer_free(tok);
 }
 
+/* mistral-chat: transformers apply_chat_template(add_generation_prompt=True) with
+ * test/data/chat_templates/mistral-v0.3.jinja on families/mistral/tokenizer.json. */
+static void test_mistral(void **state)
+{
+    (void)state;
+    ft_tokenizer *tok = load("families/mistral");
+    ft_text_codec c;
+    ft_text_codec_tokenizer(&c, tok, -1, -1);
+    static const int32_t plain[] = { 1, 3, 720, 474, 312, 436, 311, 565, 482, 529, 389, 742, 4 };
+    static const int32_t sys[] = { 1, 3, 389, 71, 435, 570, 306, 579, 272, 458, 554, 474, 312,
+                                   436, 311, 565, 482, 529, 389, 742, 4 };
+    int32_t *ids;
+    int n;
+    encode(&c, FT_TEMPLATE_MISTRAL_CHAT, NULL, "Hello, naïve 12 世界", NULL, &ids, &n);
+    assert_int_equal(n, (int)(sizeof plain / sizeof plain[0]));
+    assert_memory_equal(ids, plain, sizeof plain);
+    free(ids);
+    encode(&c, FT_TEMPLATE_MISTRAL_CHAT, "Be brief.", "Hello, naïve 12 世界", NULL, &ids, &n);
+    assert_int_equal(n, (int)(sizeof sys / sizeof sys[0]));
+    assert_memory_equal(ids, sys, sizeof sys);
+    free(ids);
+    int32_t stops[4];
+    int ns = ft_prompt_stop_ids(&c, FT_TEMPLATE_MISTRAL_CHAT, stops, 4);
+    assert_true(ns >= 1 && stops[0] == 2); /* </s> */
+    ft_tokenizer_free(tok);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama3),  cmocka_unit_test(test_llama31),
         cmocka_unit_test(test_llama2),  cmocka_unit_test(test_alpaca),
         cmocka_unit_test(test_bytes),   cmocka_unit_test(test_utf8),
-        cmocka_unit_test(test_chatml),
+        cmocka_unit_test(test_chatml),  cmocka_unit_test(test_mistral),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
