@@ -203,8 +203,12 @@ static int parse_pre_tokenizer(ft_tokenizer *t, json_t *p, const char *where, ft
                        t->name, where);
     }
     if (strcmp(type, "ByteLevel") == 0) {
-        if (bool_field(p, "add_prefix_space", false))
-            return ft_fail(err, "%s: %s.add_prefix_space: true is not supported", t->name, where);
+        if (bool_field(p, "add_prefix_space", false)) {
+            if (t->split_re)
+                return ft_fail(err, "%s: %s.add_prefix_space: true after a Split is not supported",
+                               t->name, where);
+            t->prefix_space = true;
+        }
         t->byte_level = true;
         if (bool_field(p, "use_regex", true))
             return set_split_regex(t, gpt2_pattern, sizeof gpt2_pattern - 1, where, err);

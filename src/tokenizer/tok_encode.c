@@ -97,6 +97,13 @@ static int encode_segment(const ft_tokenizer *t, ft_tok_scratch *s, const char *
                 return ft_fail(err, "%s: encode: out of memory", t->name);
             piece = s->metaspaced.data;
             piece_len = s->metaspaced.len;
+        } else if (t->prefix_space && piece_len > 0 && piece[0] != ' ') {
+            s->metaspaced.len = 0;
+            if (tok_buf_append(&s->metaspaced, " ", 1) < 0 ||
+                tok_buf_append(&s->metaspaced, piece, piece_len) < 0)
+                return ft_fail(err, "%s: encode: out of memory", t->name);
+            piece = s->metaspaced.data;
+            piece_len = s->metaspaced.len;
         }
         int rc = tok_pretokenize(t, s, piece, piece_len, on_pretoken, &ctx, err);
         if (rc > 0)

@@ -102,6 +102,9 @@ struct ft_tokenizer {
     /* Metaspace pre-tokenizer (Mistral v0.3; split false): ' ' -> U+2581 in each segment, and
      * a U+2581 prepended per prepend_scheme unless the segment already starts with one. */
     enum { TOK_META_NONE, TOK_META_NEVER, TOK_META_FIRST, TOK_META_ALWAYS } metaspace;
+    /* ByteLevel add_prefix_space (GPT-2/RoBERTa style): a ' ' in front of every text piece
+     * that does not start with one (only without an earlier Split, where HF adds it per split). */
+    bool prefix_space;
     int32_t unk_id;              /* -1 if none */
     int32_t byte_char_id[256];   /* byte-level: id of the one-byte token, -1 if missing */
     int32_t byte_fallback_id[256]; /* id of "<0xXX>", -1 if missing */

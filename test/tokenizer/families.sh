@@ -15,7 +15,7 @@ check() { # name, command status
     if [ "$2" -ne 0 ]; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi
 }
 
-for fam in qwen2 gpt-neox gpt-j mistral; do
+for fam in qwen2 gpt-neox gpt-j mistral gpt2-prefix; do
     d=$data/$fam
     "$tool" encode "$d/tokenizer.json" < "$d/text.jsonl" > "$tmp/ids"
     check "$fam encode exit status" $?

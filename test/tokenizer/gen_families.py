@@ -124,6 +124,19 @@ def gpt_j():
     return tok
 
 
+def gpt2_prefix():
+    """GPT-2 / RoBERTa-style ByteLevel(add_prefix_space=true): a space goes in front of every
+    text piece (between added tokens) that does not start with one."""
+    tok = Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True, trim_offsets=True,
+                                                 use_regex=True)
+    tok.decoder = decoders.ByteLevel(add_prefix_space=True, trim_offsets=True, use_regex=True)
+    tok.post_processor = processors.ByteLevel(add_prefix_space=True, trim_offsets=True,
+                                              use_regex=True)
+    train(tok, 700, pre_tokenizers.ByteLevel.alphabet(), ["<|endoftext|>"])
+    return tok
+
+
 def mistral():
     """Mistral v0.3: no normalizer; Metaspace(replacement "▁", prepend_scheme "first",
     split false); BPE with byte_fallback and fuse_unk, <0x00>..<0xFF> in the vocab after the
@@ -151,7 +164,8 @@ def mistral():
     return tok
 
 
-FAMILIES = {"qwen2": qwen2, "gpt-neox": gpt_neox, "gpt-j": gpt_j, "mistral": mistral}
+FAMILIES = {"qwen2": qwen2, "gpt-neox": gpt_neox, "gpt-j": gpt_j, "mistral": mistral,
+            "gpt2-prefix": gpt2_prefix}
 
 
 def text_line(s):

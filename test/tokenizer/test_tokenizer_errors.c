@@ -62,7 +62,7 @@ static const struct bad_case cases[] = {
     {"{\"model\":" MODEL("") ",\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"a\"},\"behavior\":\"Removed\",\"invert\":false},{\"type\":\"ByteLevel\",\"use_regex\":false}]}}", "pre_tokenizer.pretokenizers[0].behavior: \"Removed\" is not supported"},
     {"{\"model\":" MODEL("") ",\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\",\"use_regex\":false}]}}", "pre_tokenizer.pretokenizers[0].pattern: PCRE2 cannot compile it"},
     {"{\"model\":" MODEL("") ",\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"a\"},\"behavior\":\"Isolated\",\"invert\":false}}", "a regex Split without ByteLevel is not supported"},
-    {"{\"model\":" MODEL("") ",\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true}}", "pre_tokenizer.add_prefix_space: true is not supported"},
+    {"{\"model\":" MODEL("") ",\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"a\"},\"behavior\":\"Isolated\"},{\"type\":\"ByteLevel\",\"add_prefix_space\":true}]}}", "add_prefix_space: true after a Split is not supported"},
     {"{\"model\":" MODEL("") ",\"decoder\":{\"type\":\"WordPiece\"}}", "decoder: decoder type \"WordPiece\" is not supported"},
     {"{\"model\":" MODEL("") ",\"decoder\":{\"type\":\"Strip\",\"content\":\"ab\",\"start\":1,\"stop\":0}}", "decoder.content: expected exactly one character"},
     {"{\"model\":" MODEL("") ",\"decoder\":{\"type\":\"Strip\",\"content\":\" \",\"start\":-1,\"stop\":0}}", "decoder.start: expected a non-negative integer"},
