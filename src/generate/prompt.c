@@ -6,7 +6,8 @@
 /* ---------------------------------------------------------------- templates */
 
 static const char *const template_names[] = { "none", "alpaca", "llama3-chat", "llama31-chat",
-                                               "llama2-chat" };
+                                               "llama2-chat", "chatml", "qwen2-chat",
+                                               "qwen2.5-chat", "mistral-chat" };
 
 int ft_template_parse(const char *name, ft_template *t)
 {
@@ -148,6 +149,61 @@ static int encode_llama3(const ft_text_codec *c, idbuf *b, ft_template t, const 
            llama3_turn(c, b, t, "assistant", NULL, NULL, err);
 }
 
+/* ChatML as the Qwen2/2.5 chat_template renders it with add_generation_prompt: [system turn]
+ * <|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n; contents are not trimmed.
+ * "role\n" + content is encoded as one text, as HF encodes the text between two specials. */
+static int chatml_turn(const ft_text_codec *c, idbuf *b, ft_template t, const char *role,
+                       const char *content, ft_error *err)
+{
+    size_t rn = strlen(role), cn = content ? strlen(content) : 0;
+    char *s = malloc(rn + 1 + cn + 1);
+    if (!s)
+        return ft_fail(err, "out of host memory");
+    memcpy(s, role, rn);
+    s[rn] = '\n';
+    if (cn)
+        memcpy(s + rn + 1, content, cn);
+    int rc = push_special(c, b, "<|im_start|>", t, err) || push_text(c, b, s, rn + 1 + cn, err) ||
+             (content && (push_special(c, b, "<|im_end|>", t, err) || push_str(c, b, "\n", err)));
+    free(s);
+    return rc ? -1 : 0;
+}
+
+static int encode_chatml(const ft_text_codec *c, idbuf *b, ft_template t, const char *system,
+                         const char *prompt, ft_error *err)
+{
+    if (!system && t == FT_TEMPLATE_QWEN2_CHAT)
+        system = "You are a helpful assistant.";
+    if (!system && t == FT_TEMPLATE_QWEN25_CHAT)
+        system = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+    return (system && chatml_turn(c, b, t, "system", system, err)) ||
+           chatml_turn(c, b, t, "user", prompt, err) ||
+           chatml_turn(c, b, t, "assistant", NULL, err);
+}
+
+/* Mistral-7B-Instruct-v0.3: <s> [INST] " " + [system + "\n\n"] + prompt [/INST] (no trim;
+ * [INST]/[/INST] are special tokens, the text between them one piece as HF encodes it). */
+static int encode_mistral(const ft_text_codec *c, idbuf *b, const char *system,
+                          const char *prompt, ft_error *err)
+{
+    size_t sn = system ? strlen(system) + 2 : 0, pn = strlen(prompt);
+    char *s = malloc(1 + sn + pn + 1);
+    if (!s)
+        return ft_fail(err, "out of host memory");
+    s[0] = ' ';
+    if (system) {
+        memcpy(s + 1, system, sn - 2);
+        memcpy(s + 1 + sn - 2, "\n\n", 2);
+    }
+    memcpy(s + 1 + sn, prompt, pn);
+    int rc = push_special(c, b, "<s>", FT_TEMPLATE_MISTRAL_CHAT, err) ||
+             push_special(c, b, "[INST]", FT_TEMPLATE_MISTRAL_CHAT, err) ||
+             push_text(c, b, s, 1 + sn + pn, err) ||
+             push_special(c, b, "[/INST]", FT_TEMPLATE_MISTRAL_CHAT, err);
+    free(s);
+    return rc ? -1 : 0;
+}
+
 /* <s> "[INST] " strip("<<SYS>>\n" system "\n<</SYS>>\n\n" prompt) " [/INST]" */
 static int encode_llama2(const ft_text_codec *c, idbuf *b, const char *system, const char *prompt,
                          ft_error *err)
@@ -206,6 +262,10 @@ int ft_prompt_encode(const ft_text_codec *c, ft_template t, const char *system,
         case FT_TEMPLATE_LLAMA3_CHAT:
         case FT_TEMPLATE_LLAMA31_CHAT: rc = encode_llama3(c, &b, t, system, prompt, err); break;
         case FT_TEMPLATE_LLAMA2_CHAT: rc = encode_llama2(c, &b, system, prompt, err); break;
+        case FT_TEMPLATE_CHATML:
+        case FT_TEMPLATE_QWEN2_CHAT:
+        case FT_TEMPLATE_QWEN25_CHAT: rc = encode_chatml(c, &b, t, system, prompt, err); break;
+        case FT_TEMPLATE_MISTRAL_CHAT: rc = encode_mistral(c, &b, system, prompt, err); break;
         }
     }
     if (!rc && b.n == 0)
@@ -228,6 +288,12 @@ int ft_prompt_stop_ids(const ft_text_codec *c, ft_template t, int32_t *stops, in
         int32_t eot = ft_tokenizer_token_id(c->tok, "<|eot_id|>");
         if (eot >= 0 && eot != c->eos)
             stops[n++] = eot;
+    }
+    if ((t == FT_TEMPLATE_CHATML || t == FT_TEMPLATE_QWEN2_CHAT || t == FT_TEMPLATE_QWEN25_CHAT) &&
+        c->tok && n < max) {
+        int32_t end = ft_tokenizer_token_id(c->tok, "<|im_end|>"); /* Qwen's EOS is <|endoftext|> */
+        if (end >= 0 && end != c->eos)
+            stops[n++] = end;
     }
     return n;
 }

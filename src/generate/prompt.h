@@ -36,9 +36,14 @@ typedef enum ft_template {
     FT_TEMPLATE_LLAMA3_CHAT,
     FT_TEMPLATE_LLAMA31_CHAT,
     FT_TEMPLATE_LLAMA2_CHAT,
+    FT_TEMPLATE_CHATML,       /* <|im_start|>role\n...<|im_end|>\n, no default system */
+    FT_TEMPLATE_QWEN2_CHAT,   /* ChatML + "You are a helpful assistant." when no system */
+    FT_TEMPLATE_QWEN25_CHAT,  /* ChatML + Qwen2.5's default system prompt */
+    FT_TEMPLATE_MISTRAL_CHAT, /* Mistral v0.3: <s>[INST] [system\n\n]prompt[/INST] */
 } ft_template;
 
-/* "none" | "alpaca" | "llama3-chat" | "llama31-chat" | "llama2-chat"; -1 if unknown. */
+/* "none" | "alpaca" | "llama3-chat" | "llama31-chat" | "llama2-chat" | "chatml" |
+ * "qwen2-chat" | "qwen2.5-chat" | "mistral-chat"; -1 if unknown. */
 int ft_template_parse(const char *name, ft_template *t);
 const char *ft_template_name(ft_template t);
 

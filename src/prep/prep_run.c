@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "io/dataset.h"
+#include "prep/prep_chat_template.h"
 #include "prep/prep_comm.h"
 #include "prep/prep_writer.h"
 
@@ -317,7 +318,14 @@ int prep_run(const prep_options *o, MPI_Comm comm, ft_error *err)
     prep_format fmt;
     if (resolve_format(comm, o, &fmt, err))
         goto fail;
-    rc = prep_template_init(&tpl, fmt, o->template_kind, o->prompt_template,
+    /* Chat records without --template: the tokenizer's own chat_template decides, when it is
+     * one ftmpi knows; an unknown one is an error rather than a silent guess. */
+    prep_template_kind kind = o->template_kind;
+    rc = 0;
+    if (fmt == PREP_FORMAT_CHAT && kind == PREP_TPL_AUTO)
+        rc = prep_chat_template_detect(o->tokenizer, &kind, err) < 0 ? -1 : 0;
+    if (rc == 0)
+        rc = prep_template_init(&tpl, fmt, kind, o->prompt_template,
                             o->prompt_template_no_input, tok, o->eos_token, err);
     int32_t pad = rc ? -1 : pick_pad(tok, o, tpl.eos, err);
     if (rc == 0 && pad < 0)

@@ -285,6 +285,87 @@ static int render_llama3(const prep_template *t, const chat_msg *m, size_t n, pr
     return 0;
 }
 
+/* ChatML, as the Qwen2/Qwen2.5 chat_template renders it: per message
+ * <|im_start|>role\n{content}<|im_end|>\n with the content NOT stripped; when the first message
+ * is not a system message, the Qwen templates first emit a system turn with their default
+ * prompt. An assistant's content and its <|im_end|> (the EOS) are targets; the role header
+ * and the "\n" after <|im_end|> are not (generation stops at <|im_end|>). */
+static const char *chatml_default_system(prep_template_kind k)
+{
+    if (k == PREP_TPL_QWEN2_CHAT)
+        return "You are a helpful assistant.";
+    if (k == PREP_TPL_QWEN25_CHAT)
+        return "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+    return NULL;
+}
+
+static int chatml_message(const prep_template *t, prep_render *r, const char *role,
+                          const char *c, size_t n, ft_error *err)
+{
+    bool asst = strcmp(role, "assistant") == 0;
+    if (add_special(r, t->im_start, false, err) || add_cstr(r, role, false, err) ||
+        add_cstr(r, "\n", false, err) || add_text(r, c, n, asst, err) ||
+        add_special(r, asst ? t->eos : t->im_end, asst, err) || add_cstr(r, "\n", false, err))
+        return -1;
+    return 0;
+}
+
+static int render_chatml(const prep_template *t, const chat_msg *m, size_t n, prep_render *r,
+                         ft_error *err)
+{
+    const char *sys = chatml_default_system(t->kind);
+    if (sys && strcmp(m[0].role, "system") != 0 &&
+        chatml_message(t, r, "system", sys, strlen(sys), err))
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (chatml_message(t, r, m[i].role, m[i].content, m[i].content_len, err))
+            return -1;
+    return 0;
+}
+
+/* Mistral-7B-Instruct-v0.3's template: <s>, then per user turn [INST] " " + content + [/INST]
+ * (the system message, if any, goes in front of the LAST user content as system + "\n\n"),
+ * per assistant turn " " + strip(content) + </s> (targets). [INST]/[/INST] are special
+ * tokens in v0.3, so every text piece sits between specials as in HF's own encoding, and the
+ * leading space keeps Metaspace(prepend_scheme first) from adding another "▁". */
+static int render_mistral(const prep_template *t, const chat_msg *m, size_t n, prep_render *r,
+                          ft_error *err)
+{
+    size_t first = 0, last_user = 0;
+    const chat_msg *sys = NULL;
+    if (strcmp(m[0].role, "system") == 0)
+        sys = &m[0], first = 1;
+    for (size_t i = first; i < n; i++) {
+        bool user_turn = (i - first) % 2 == 0;
+        if ((strcmp(m[i].role, "user") == 0) != user_turn)
+            return ft_fail(err, "messages[%zu]: roles must alternate user/assistant/user/... "
+                           "(after an optional system message) for mistral-chat", i);
+        if (user_turn)
+            last_user = i;
+    }
+    if (add_special(r, t->bos, false, err))
+        return -1;
+    for (size_t i = first; i < n; i++) {
+        const char *c = m[i].content;
+        size_t cn = m[i].content_len;
+        int rc;
+        if (strcmp(m[i].role, "user") == 0) {
+            rc = add_special(r, t->inst, false, err) || add_cstr(r, " ", false, err) ||
+                 (sys && i == last_user &&
+                  (add_text(r, sys->content, sys->content_len, false, err) ||
+                   add_cstr(r, "\n\n", false, err))) ||
+                 add_text(r, c, cn, false, err) || add_special(r, t->inst_end, false, err);
+        } else {
+            strip(&c, &cn);
+            rc = add_cstr(r, " ", true, err) || add_text(r, c, cn, true, err) ||
+                 add_special(r, t->eos, true, err);
+        }
+        if (rc)
+            return -1;
+    }
+    return 0;
+}
+
 /* HF Llama 2 template: per user turn  <s>"[INST] " + strip(content) + " [/INST]", per assistant
  * turn " " + strip(content) + " " </s>, the system message (raw) wrapped into the first user
  * content as "<<SYS>>\n" + system + "\n<</SYS>>\n\n" before the strip. */
@@ -367,7 +448,9 @@ int prep_render_json(const prep_template *t, json_t *obj, prep_render *r, ft_err
         size_t n = 0;
         if (get_messages(obj, &m, &n, err))
             return -1;
-        int rc = t->kind == PREP_TPL_LLAMA2_CHAT ? render_llama2(t, m, n, r, err)
+        int rc = t->kind == PREP_TPL_MISTRAL_CHAT ? render_mistral(t, m, n, r, err)
+                 : t->kind == PREP_TPL_LLAMA2_CHAT ? render_llama2(t, m, n, r, err)
+                 : t->im_start >= 0              ? render_chatml(t, m, n, r, err)
                                                  : render_llama3(t, m, n, r, err);
         free(m);
         return rc;
@@ -440,6 +523,10 @@ int prep_template_parse(const char *s, prep_template_kind *k)
         { "llama2-chat", PREP_TPL_LLAMA2_CHAT },
         { "chat-llama2", PREP_TPL_LLAMA2_CHAT },
         { "text", PREP_TPL_TEXT },
+        { "chatml", PREP_TPL_CHATML },
+        { "qwen2-chat", PREP_TPL_QWEN2_CHAT },
+        { "qwen2.5-chat", PREP_TPL_QWEN25_CHAT },
+        { "mistral-chat", PREP_TPL_MISTRAL_CHAT },
     };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (strcmp(s, names[i].name) == 0) {
@@ -500,7 +587,9 @@ static bool compatible(prep_format f, prep_template_kind k)
     case PREP_FORMAT_DOLLY:
     case PREP_FORMAT_SAMSUM: return k == PREP_TPL_ALPACA;
     case PREP_FORMAT_CHAT:
-        return k == PREP_TPL_LLAMA3_CHAT || k == PREP_TPL_LLAMA31_CHAT || k == PREP_TPL_LLAMA2_CHAT;
+        return k == PREP_TPL_LLAMA3_CHAT || k == PREP_TPL_LLAMA31_CHAT ||
+               k == PREP_TPL_LLAMA2_CHAT || k == PREP_TPL_CHATML || k == PREP_TPL_QWEN2_CHAT ||
+               k == PREP_TPL_QWEN25_CHAT || k == PREP_TPL_MISTRAL_CHAT;
     case PREP_FORMAT_TEXT: return k == PREP_TPL_TEXT;
     case PREP_FORMAT_AUTO: break;
     }
@@ -521,8 +610,14 @@ int prep_template_init(prep_template *t, prep_format format, prep_template_kind 
     t->tok = tok;
     t->format = format;
     t->sentencepiece = strcmp(ft_tokenizer_kind(tok), "sentencepiece_bpe") == 0;
+    t->im_start = t->im_end = -1;
+    bool has_chatml = special_id(tok, "<|im_start|>") >= 0 && special_id(tok, "<|im_end|>") >= 0;
     if (kind == PREP_TPL_AUTO) {
-        if (format == PREP_FORMAT_CHAT)
+        /* A tokenizer with the ChatML specials and without Llama 3's header tokens is a
+         * ChatML model (Qwen, SmolLM); the plain ChatML layout adds no system turn. */
+        if (format == PREP_FORMAT_CHAT && has_chatml && special_id(tok, "<|start_header_id|>") < 0)
+            kind = PREP_TPL_CHATML;
+        else if (format == PREP_FORMAT_CHAT)
             kind = t->sentencepiece ? PREP_TPL_LLAMA2_CHAT : PREP_TPL_LLAMA3_CHAT;
         else if (format == PREP_FORMAT_TEXT)
             kind = PREP_TPL_TEXT;
@@ -532,7 +627,8 @@ int prep_template_init(prep_template *t, prep_format format, prep_template_kind 
     t->kind = kind;
     if (!compatible(format, kind))
         return ft_fail(err, "template does not fit %s records (alpaca/dolly/samsum: alpaca; "
-                       "chat: llama3-chat, llama3.1-chat, llama2-chat; text: text)",
+                       "chat: llama3-chat, llama3.1-chat, llama2-chat, chatml, qwen2-chat, "
+                       "qwen2.5-chat, mistral-chat; text: text)",
                        prep_format_name(format));
     if ((prompt_file || prompt_file_no_input) && kind != PREP_TPL_ALPACA)
         return ft_fail(err, "--prompt-template only applies to alpaca, dolly and samsum records");
@@ -546,13 +642,31 @@ int prep_template_init(prep_template *t, prep_format format, prep_template_kind 
         return ft_fail(err, "the Llama 3 chat template needs <|start_header_id|>, "
                        "<|end_header_id|> and <|eot_id|> special tokens; this tokenizer lacks "
                        "them (use --template llama2-chat for a Llama 2 tokenizer)");
+    bool chatml = kind == PREP_TPL_CHATML || kind == PREP_TPL_QWEN2_CHAT ||
+                  kind == PREP_TPL_QWEN25_CHAT;
+    if (chatml && !has_chatml)
+        return ft_fail(err, "the ChatML templates need <|im_start|> and <|im_end|> special "
+                       "tokens; this tokenizer lacks them (name another template with --template)");
+    if (chatml) {
+        t->im_start = special_id(tok, "<|im_start|>");
+        t->im_end = special_id(tok, "<|im_end|>");
+        t->bos = -1; /* the Qwen/ChatML templates put no BOS in front */
+    }
+    t->inst = special_id(tok, "[INST]");
+    t->inst_end = special_id(tok, "[/INST]");
+    if (kind == PREP_TPL_MISTRAL_CHAT && (t->inst < 0 || t->inst_end < 0))
+        return ft_fail(err, "the mistral-chat template (Mistral v0.3) needs [INST] and [/INST] "
+                       "special tokens; this tokenizer lacks them (name another template with "
+                       "--template)");
     if (eos_token) {
         t->eos = ft_tokenizer_token_id(tok, eos_token);
         if (t->eos < 0)
             return ft_fail(err, "--eos %s: no such token in the tokenizer", eos_token);
     } else if (llama3) {
         t->eos = t->eot;
-    } else if (kind == PREP_TPL_LLAMA2_CHAT) {
+    } else if (chatml) {
+        t->eos = t->im_end;
+    } else if (kind == PREP_TPL_LLAMA2_CHAT || kind == PREP_TPL_MISTRAL_CHAT) {
         t->eos = ft_tokenizer_eos_id(tok);
     } else {
         t->eos = special_id(tok, "<|end_of_text|>");
@@ -563,7 +677,8 @@ int prep_template_init(prep_template *t, prep_format format, prep_template_kind 
         return ft_fail(err, "the tokenizer names no EOS token; pass --eos TOKEN");
 
     static const char *const attr[] = { "", "alpaca", "chat-llama3", "chat-llama3.1",
-                                        "chat-llama2", "text" };
+                                        "chat-llama2", "text", "chat-chatml", "chat-qwen2",
+                                        "chat-qwen2.5", "chat-mistral" };
     snprintf(t->name, sizeof t->name, "%s%s", attr[kind],
              prompt_file || prompt_file_no_input ? "-custom" : "");
     if (kind == PREP_TPL_ALPACA) {

@@ -38,6 +38,10 @@ typedef enum prep_template_kind {
     PREP_TPL_LLAMA31_CHAT, /* Llama 3.1 Instruct: adds the dated system block */
     PREP_TPL_LLAMA2_CHAT,  /* Llama 2 chat: <s>[INST] <<SYS>> ... [/INST] answer </s> */
     PREP_TPL_TEXT,         /* plain text: BOS text EOS, all targets */
+    PREP_TPL_CHATML,       /* ChatML <|im_start|>role\n...<|im_end|>\n, no default system */
+    PREP_TPL_QWEN2_CHAT,   /* ChatML + default system "You are a helpful assistant." */
+    PREP_TPL_QWEN25_CHAT,  /* ChatML + Qwen2.5's default system ("You are Qwen, ...") */
+    PREP_TPL_MISTRAL_CHAT, /* Mistral v0.3: <s>[INST] ...[/INST] answer</s> */
 } prep_template_kind;
 
 /* One piece: special >= 0 is a token id; otherwise text [off, off+len) of the render's text. */
@@ -61,6 +65,8 @@ typedef struct prep_template {
     int32_t bos, eos;        /* -1: none */
     bool sentencepiece;      /* each separately encoded text gets a leading "▁" */
     int32_t start_header, end_header, eot; /* Llama 3 chat specials */
+    int32_t im_start, im_end;              /* ChatML specials */
+    int32_t inst, inst_end;                /* Mistral v0.3 [INST] [/INST] specials */
     char *prompt_input, *prompt_no_input;  /* alpaca-style prompt strings (owned) */
     char name[64];                         /* the dataset file's `template` attribute */
 } prep_template;

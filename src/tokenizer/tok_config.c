@@ -94,6 +94,10 @@ static int parse_normalizer(ft_tokenizer *t, json_t *n, const char *where, ft_er
     tok_norm_step st = {0};
     const char *s, *c;
     size_t sn, cn;
+    if (strcmp(type, "NFC") == 0) {
+        st.kind = TOK_NORM_NFC; /* Qwen2/2.5/3 */
+        return add_norm(t, st, err);
+    }
     if (strcmp(type, "Prepend") == 0) {
         if (get_string(t, n, "prepend", where, &c, &cn, err) < 0)
             return -1;
@@ -109,7 +113,7 @@ static int parse_normalizer(ft_tokenizer *t, json_t *n, const char *where, ft_er
             return ft_fail(err, "%s: normalizer: out of memory", t->name);
     } else {
         return ft_fail(err, "%s: %s: normalizer type \"%s\" is not supported (supported: Sequence, "
-                            "Prepend, Replace with a String pattern)",
+                            "NFC, Prepend, Replace with a String pattern)",
                        t->name, where, type);
     }
     st.content = dup_bytes(c, cn);
@@ -199,15 +203,44 @@ static int parse_pre_tokenizer(ft_tokenizer *t, json_t *p, const char *where, ft
                        t->name, where);
     }
     if (strcmp(type, "ByteLevel") == 0) {
-        if (bool_field(p, "add_prefix_space", false))
-            return ft_fail(err, "%s: %s.add_prefix_space: true is not supported", t->name, where);
+        if (bool_field(p, "add_prefix_space", false)) {
+            if (t->split_re)
+                return ft_fail(err, "%s: %s.add_prefix_space: true after a Split is not supported",
+                               t->name, where);
+            t->prefix_space = true;
+        }
         t->byte_level = true;
         if (bool_field(p, "use_regex", true))
             return set_split_regex(t, gpt2_pattern, sizeof gpt2_pattern - 1, where, err);
         return 0;
     }
+    if (strcmp(type, "Metaspace") == 0) {
+        /* Mistral v0.3 style; the Llama 2 legacy layout does the same with normalizers. */
+        const char *rep = json_string_value(json_object_get(p, "replacement"));
+        const char *scheme = json_string_value(json_object_get(p, "prepend_scheme"));
+        if (t->byte_level || t->split_re || t->metaspace != TOK_META_NONE)
+            return ft_fail(err, "%s: %s: Metaspace combined with another pre-tokenizer is not "
+                                "supported", t->name, where);
+        if (!rep || strcmp(rep, "\xe2\x96\x81") != 0)
+            return ft_fail(err, "%s: %s.replacement: only \"\xe2\x96\x81\" is supported", t->name, where);
+        if (bool_field(p, "split", true))
+            return ft_fail(err, "%s: %s.split: true is not supported (Metaspace with split false "
+                                "only, as Mistral v0.3)", t->name, where);
+        if (!scheme) /* files older than prepend_scheme: add_prefix_space */
+            scheme = bool_field(p, "add_prefix_space", true) ? "always" : "never";
+        if (strcmp(scheme, "first") == 0)
+            t->metaspace = TOK_META_FIRST;
+        else if (strcmp(scheme, "always") == 0)
+            t->metaspace = TOK_META_ALWAYS;
+        else if (strcmp(scheme, "never") == 0)
+            t->metaspace = TOK_META_NEVER;
+        else
+            return ft_fail(err, "%s: %s.prepend_scheme: \"%s\" is not one of first, always, never",
+                           t->name, where, scheme);
+        return 0;
+    }
     return ft_fail(err, "%s: %s: pre_tokenizer type \"%s\" is not supported (supported: Sequence, "
-                        "Split with behavior Isolated, ByteLevel)",
+                        "Split with behavior Isolated, ByteLevel, Metaspace with split false)",
                    t->name, where, type);
 }
 

@@ -23,6 +23,7 @@ void ft_tok_scratch_free(ft_tok_scratch *s)
     free(s->raw_spans.data);
     free(s->norm_spans.data);
     tok_buf_free(&s->normalized);
+    tok_buf_free(&s->metaspaced);
     tok_bpe_work_free(&s->bpe);
     free(s);
 }
@@ -39,9 +40,30 @@ static int on_pretoken(void *vctx, const char *piece, size_t n)
     return tok_bpe_encode(c->t, &c->s->bpe, piece, n, c->out) < 0 ? 1 : 0;
 }
 
-/* Normalizes one plain-text segment and encodes it. Returns 0, -1 with err set. */
+/* HF Metaspace (split false) on one piece of normalized text: every ' ' becomes "▁", and a
+ * "▁" goes in front when the scheme says so and the piece does not start with one already.
+ * prepend_scheme "first" prepends only to the piece that starts the input (HF: its original
+ * offset is 0), so not to text that follows an added token. -1 when out of memory. */
+static int metaspace(const ft_tokenizer *t, tok_buf *b, const char *s, size_t n, bool at_start)
+{
+    static const char rep[] = "\xe2\x96\x81"; /* U+2581 */
+    b->len = 0;
+    bool starts = n >= 3 && memcmp(s, rep, 3) == 0;
+    bool first = n > 0 && s[0] == ' ';
+    if (!starts && !first && n > 0 &&
+        (t->metaspace == TOK_META_ALWAYS || (t->metaspace == TOK_META_FIRST && at_start)) &&
+        tok_buf_append(b, rep, 3) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == ' ' ? tok_buf_append(b, rep, 3) < 0 : tok_buf_append(b, &s[i], 1) < 0)
+            return -1;
+    return 0;
+}
+
+/* Normalizes one plain-text segment and encodes it. at_start: the segment begins the input.
+ * Returns 0, -1 with err set. */
 static int encode_segment(const ft_tokenizer *t, ft_tok_scratch *s, const char *text, size_t n,
-                          bool allow_special, tok_ids *out, ft_error *err)
+                          bool allow_special, bool at_start, tok_ids *out, ft_error *err)
 {
     const char *norm = text;
     size_t norm_len = n;
@@ -68,8 +90,22 @@ static int encode_segment(const ft_tokenizer *t, ft_tok_scratch *s, const char *
                 return ft_fail(err, "%s: encode: out of memory", t->name);
             continue;
         }
-        int rc = tok_pretokenize(t, s, norm + spans[i].start, spans[i].end - spans[i].start,
-                                 on_pretoken, &ctx, err);
+        const char *piece = norm + spans[i].start;
+        size_t piece_len = spans[i].end - spans[i].start;
+        if (t->metaspace != TOK_META_NONE) {
+            if (metaspace(t, &s->metaspaced, piece, piece_len, at_start && spans[i].start == 0) < 0)
+                return ft_fail(err, "%s: encode: out of memory", t->name);
+            piece = s->metaspaced.data;
+            piece_len = s->metaspaced.len;
+        } else if (t->prefix_space && piece_len > 0 && piece[0] != ' ') {
+            s->metaspaced.len = 0;
+            if (tok_buf_append(&s->metaspaced, " ", 1) < 0 ||
+                tok_buf_append(&s->metaspaced, piece, piece_len) < 0)
+                return ft_fail(err, "%s: encode: out of memory", t->name);
+            piece = s->metaspaced.data;
+            piece_len = s->metaspaced.len;
+        }
+        int rc = tok_pretokenize(t, s, piece, piece_len, on_pretoken, &ctx, err);
         if (rc > 0)
             return ft_fail(err, "%s: encode: out of memory", t->name);
         if (rc < 0)
@@ -97,8 +133,8 @@ int ft_tokenizer_encode_with(const ft_tokenizer *t, ft_tok_scratch *s, const cha
         if (sp->id >= 0) {
             if (tok_ids_push(&out, sp->id) < 0)
                 goto oom;
-        } else if (encode_segment(t, s, text + sp->start, sp->end - sp->start, allow_special, &out,
-                                  err) < 0) {
+        } else if (encode_segment(t, s, text + sp->start, sp->end - sp->start, allow_special,
+                                  sp->start == 0, &out, err) < 0) {
             tok_ids_free(&out);
             return -1;
         }

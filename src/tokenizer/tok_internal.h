@@ -48,11 +48,11 @@ typedef struct tok_trie {
     bool first_byte[256]; /* quick reject: can a token start with this byte? */
 } tok_trie;
 
-typedef enum { TOK_NORM_PREPEND, TOK_NORM_REPLACE } tok_norm_kind;
+typedef enum { TOK_NORM_PREPEND, TOK_NORM_REPLACE, TOK_NORM_NFC } tok_norm_kind;
 
 typedef struct tok_norm_step {
     tok_norm_kind kind;
-    char *pattern; /* Replace: literal to find (owned, non-empty); Prepend: unused */
+    char *pattern; /* Replace: literal to find (owned, non-empty); Prepend, NFC: unused */
     size_t pattern_len;
     char *content; /* Replace: replacement; Prepend: the prefix (owned) */
     size_t content_len;
@@ -99,6 +99,12 @@ struct ft_tokenizer {
     tok_index by_key;
     tok_pairmap merges;
     bool byte_level, ignore_merges, byte_fallback, fuse_unk;
+    /* Metaspace pre-tokenizer (Mistral v0.3; split false): ' ' -> U+2581 in each segment, and
+     * a U+2581 prepended per prepend_scheme unless the segment already starts with one. */
+    enum { TOK_META_NONE, TOK_META_NEVER, TOK_META_FIRST, TOK_META_ALWAYS } metaspace;
+    /* ByteLevel add_prefix_space (GPT-2/RoBERTa style): a ' ' in front of every text piece
+     * that does not start with one (only without an earlier Split, where HF adds it per split). */
+    bool prefix_space;
     int32_t unk_id;              /* -1 if none */
     int32_t byte_char_id[256];   /* byte-level: id of the one-byte token, -1 if missing */
     int32_t byte_fallback_id[256]; /* id of "<0xXX>", -1 if missing */
@@ -147,6 +153,7 @@ struct ft_tok_scratch {
     pcre2_jit_stack *jit_stack;
     tok_spans raw_spans, norm_spans;
     tok_buf normalized;
+    tok_buf metaspaced; /* Metaspace output of one segment */
     tok_bpe_work bpe;
 };
 

@@ -1,9 +1,11 @@
 /* Normalizer chain (HF normalizers applied in order to one segment of text). Supported steps
  * are the ones of the Llama 2 legacy layout: Prepend (only to a non-empty string, as HF does)
- * and Replace with a literal pattern (all non-overlapping occurrences, left to right). */
+ * and Replace with a literal pattern (all non-overlapping occurrences, left to right), plus
+ * Qwen's NFC (tok_nfc.c). */
 #include <string.h>
 
 #include "tokenizer/tok_internal.h"
+#include "tokenizer/tok_nfc.h"
 
 static int apply_replace(const tok_norm_step *st, const char *s, size_t n, tok_buf *out)
 {
@@ -50,6 +52,9 @@ int tok_normalize(const ft_tokenizer *t, const char *s, size_t n, tok_buf *out)
                 continue;
             if (tok_buf_append(&tmp, st->content, st->content_len) < 0 ||
                 tok_buf_append(&tmp, out->data, out->len) < 0)
+                goto oom;
+        } else if (st->kind == TOK_NORM_NFC) {
+            if (tok_nfc(out->data, out->len, &tmp) < 0)
                 goto oom;
         } else {
             if (apply_replace(st, out->data, out->len, &tmp) < 0)

@@ -41,8 +41,13 @@ static const char usage_text[] =
     "                       training data: none (default): BOS + prompt; alpaca: the\n"
     "                       Stanford Alpaca prompt ending \"### Response:\\n\" (--input\n"
     "                       adds its \"### Input:\" block); llama3-chat, llama31-chat,\n"
-    "                       llama2-chat: the Llama 3 / 3.1 / 2 chat formats, a user turn\n"
-    "                       and the open assistant turn (need --tokenizer)\n"
+    "                       llama2-chat: the Llama 3 / 3.1 / 2 chat formats; chatml,\n"
+    "                       qwen2-chat, qwen2.5-chat: ChatML (<|im_start|>role ...\n"
+    "                       <|im_end|>), the Qwen ones with Qwen's default system turn\n"
+    "                       when --system is not given, stopping at <|im_end|>;\n"
+    "                       mistral-chat: <s>[INST] [system\\n\\n]prompt[/INST] (v0.3); a chat\n"
+    "                       template frames a user turn and the open assistant turn\n"
+    "                       (needs --tokenizer)\n"
     "  --system TEXT        system message (chat templates)\n"
     "  --input TEXT         the input of an alpaca prompt\n"
     "  --no-bos             do not start templates none/alpaca with BOS\n"
@@ -238,7 +243,8 @@ static int parse(int argc, char **argv, cli *c)
         case OPT_TEMPLATE:
             if (ft_template_parse(optarg, &c->s.tmpl))
                 return usage_error("--template '%s': expected none, alpaca, llama3-chat, "
-                                   "llama31-chat or llama2-chat", optarg);
+                                   "llama31-chat, llama2-chat, chatml, qwen2-chat, "
+                                   "qwen2.5-chat or mistral-chat", optarg);
             break;
         case OPT_SYSTEM: c->system = optarg; break;
         case OPT_INPUT: c->input = optarg; break;
@@ -343,7 +349,8 @@ static int parse(int argc, char **argv, cli *c)
     const bool chat = c->s.tmpl != FT_TEMPLATE_NONE && c->s.tmpl != FT_TEMPLATE_ALPACA;
     if (c->system && !chat)
         return usage_error("%s", "--system is for the chat templates (llama3-chat, "
-                                 "llama31-chat, llama2-chat)");
+                                 "llama31-chat, llama2-chat, chatml, qwen2-chat, "
+                                 "qwen2.5-chat, mistral-chat)");
     if (!c->ids_mode && c->s.byte_tokens && chat)
         return usage_error("--template %s needs --tokenizer", ft_template_name(c->s.tmpl));
     if (c->s.ignore_eos && c->s.n_eos_override >= 0)

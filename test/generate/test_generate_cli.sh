@@ -30,7 +30,7 @@ expect_exit 2 "--top-p" --ids "$HF" 1 --top-p 0
 expect_exit 2 "--top-p" --ids "$HF" 1 --top-p 1.5
 expect_exit 2 "--top-k" --ids "$HF" 1 --top-k -3
 expect_exit 2 "--max-new-tokens" --ids "$HF" 1 --max-new-tokens 1x
-expect_exit 2 "--template 'chatml'" --byte-tokens "$HF" hi --template chatml
+expect_exit 2 "--template 'vicuna'" --byte-tokens "$HF" hi --template vicuna
 expect_exit 2 "unknown option" --ids "$HF" 1 --bogus
 expect_exit 2 "needs a value" --ids "$HF" 1 --seed
 expect_exit 2 "needs --tokenizer" --byte-tokens "$HF" hi --template llama3-chat

@@ -5,7 +5,10 @@
  *  - llama2-chat and alpaca are the pieces ftmpi-prep renders, each encoded alone;
  *  - special-token names in the user's text stay text;
  *  - byte tokens: BOS 256 + bytes, decode keeps bytes < 256;
- *  - UTF-8 sanitising for JSON output. */
+ *  - UTF-8 sanitising for JSON output;
+ *  - chatml, qwen2-chat, qwen2.5-chat give the ids of transformers' apply_chat_template
+ *    (add_generation_prompt=True, the real chat_template strings of
+ *    test/data/chat_templates) on the tiny Qwen2-pipeline tokenizer, and stop at <|im_end|>. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -191,12 +194,99 @@ static void test_utf8(void **state)
     free(s);
 }
 
+/* Expected ids: transformers 5.23 apply_chat_template(messages, add_generation_prompt=True)
+ * with test/data/chat_templates/{chatml,qwen2,qwen2.5}.jinja on families/qwen2/tokenizer.json,
+ * user "Hello, naïve 12 世界" (system NULL or "Be brief."). */
+static void test_chatml(void **state)
+{
+    (void)state;
+    ft_tokenizer *tok = load("families/qwen2");
+    ft_text_codec c;
+    ft_text_codec_tokenizer(&c, tok, -1, -1);
+    static const int32_t user_gen[] = { 701, 84, 82, 260, 198, 634, 11, 220, 637, 220, 16, 17,
+                                        220, 603, 234, 702, 198, 701, 64, 416, 72, 297, 259, 83,
+                                        198 };
+    static const int32_t brief[] = { 701, 82, 88, 297, 380, 198, 33, 68, 518, 72, 68, 69, 13,
+                                     702, 198 };
+    static const int32_t qwen2_sys[] = { 701, 82, 88, 297, 380, 198, 56, 400, 220, 64, 81, 68,
+                                         220, 64, 220, 264, 75, 79, 69, 84, 75, 220, 64, 416, 72,
+                                         297, 259, 83, 13, 702, 198 };
+    static const int32_t qwen25_sys[] = { 701, 82, 88, 297, 380, 198, 56, 400, 220, 64, 81, 68,
+                                          220, 48, 86, 68, 77, 11, 275, 81, 68, 64, 83, 68, 67,
+                                          220, 65, 88, 220, 32, 75, 72, 65, 370, 64, 220, 34, 75,
+                                          400, 67, 13, 220, 56, 400, 220, 64, 81, 68, 220, 64,
+                                          220, 264, 75, 79, 69, 84, 75, 220, 64, 416, 72, 297,
+                                          259, 83, 13, 702, 198 };
+    const struct {
+        ft_template t;
+        const char *sys;
+        const int32_t *head;
+        size_t n_head;
+    } cases[] = {
+        { FT_TEMPLATE_CHATML, NULL, NULL, 0 },
+        { FT_TEMPLATE_CHATML, "Be brief.", brief, 15 },
+        { FT_TEMPLATE_QWEN2_CHAT, NULL, qwen2_sys, sizeof qwen2_sys / sizeof qwen2_sys[0] },
+        { FT_TEMPLATE_QWEN2_CHAT, "Be brief.", brief, 15 },
+        { FT_TEMPLATE_QWEN25_CHAT, NULL, qwen25_sys, sizeof qwen25_sys / sizeof qwen25_sys[0] },
+        { FT_TEMPLATE_QWEN25_CHAT, "Be brief.", brief, 15 },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int32_t want[128];
+        size_t nw = 0;
+        for (size_t i = 0; i < cases[k].n_head; i++)
+            want[nw++] = cases[k].head[i];
+        for (size_t i = 0; i < sizeof user_gen / sizeof user_gen[0]; i++)
+            want[nw++] = user_gen[i];
+        int32_t *ids;
+        int n;
+        encode(&c, cases[k].t, cases[k].sys, "Hello, naïve 12 世界", NULL, &ids, &n);
+        assert_int_equal(n, (int)nw);
+        assert_memory_equal(ids, want, nw * sizeof *want);
+        free(ids);
+        int32_t stops[4];
+        int ns = ft_prompt_stop_ids(&c, cases[k].t, stops, 4);
+        int has_end = 0;
+        for (int i = 0; i < ns; i++)
+            has_end |= stops[i] == 702; /* <|im_end|> */
+        assert_true(has_end);
+    }
+    ft_tokenizer_free(tok);
+}
+
+/* mistral-chat: transformers apply_chat_template(add_generation_prompt=True) with
+ * test/data/chat_templates/mistral-v0.3.jinja on families/mistral/tokenizer.json. */
+static void test_mistral(void **state)
+{
+    (void)state;
+    ft_tokenizer *tok = load("families/mistral");
+    ft_text_codec c;
+    ft_text_codec_tokenizer(&c, tok, -1, -1);
+    static const int32_t plain[] = { 1, 3, 720, 474, 312, 436, 311, 565, 482, 529, 389, 742, 4 };
+    static const int32_t sys[] = { 1, 3, 389, 71, 435, 570, 306, 579, 272, 458, 554, 474, 312,
+                                   436, 311, 565, 482, 529, 389, 742, 4 };
+    int32_t *ids;
+    int n;
+    encode(&c, FT_TEMPLATE_MISTRAL_CHAT, NULL, "Hello, naïve 12 世界", NULL, &ids, &n);
+    assert_int_equal(n, (int)(sizeof plain / sizeof plain[0]));
+    assert_memory_equal(ids, plain, sizeof plain);
+    free(ids);
+    encode(&c, FT_TEMPLATE_MISTRAL_CHAT, "Be brief.", "Hello, naïve 12 世界", NULL, &ids, &n);
+    assert_int_equal(n, (int)(sizeof sys / sizeof sys[0]));
+    assert_memory_equal(ids, sys, sizeof sys);
+    free(ids);
+    int32_t stops[4];
+    int ns = ft_prompt_stop_ids(&c, FT_TEMPLATE_MISTRAL_CHAT, stops, 4);
+    assert_true(ns >= 1 && stops[0] == 2); /* </s> */
+    ft_tokenizer_free(tok);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama3),  cmocka_unit_test(test_llama31),
         cmocka_unit_test(test_llama2),  cmocka_unit_test(test_alpaca),
         cmocka_unit_test(test_bytes),   cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_chatml),  cmocka_unit_test(test_mistral),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,7 @@
 
 #include "tok_test_util.h"
 #include "tokenizer/tok_bytelevel.h"
+#include "tokenizer/tok_nfc.h"
 #include "tokenizer/tok_utf8.h"
 
 static int32_t *encode(const ft_tokenizer *t, const char *s, size_t len, bool allow_special,
@@ -380,6 +381,46 @@ static void test_utf8_lossy(void **state)
     assert_false(tok_is_white_space(0x200B));
 }
 
+/* NFC against Python's unicodedata: golden_nfc.txt (gen_nfc_table.py --golden) holds input
+ * and expected code points in hex; each line is encoded to UTF-8, normalized, compared. */
+static size_t hex_to_utf8(char *line, char *out)
+{
+    size_t n = 0;
+    char *end;
+    for (unsigned long cp = strtoul(line, &end, 16); end != line; cp = strtoul(line, &end, 16)) {
+        n += (size_t)tok_utf8_encode((uint32_t)cp, out + n);
+        line = end;
+    }
+    return n;
+}
+
+static void test_nfc_golden(void **state)
+{
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/test/tokenizer/golden_nfc.txt", FT_TEST_SRCDIR);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[1024], in[512], want[512];
+    int n_lines = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#')
+            continue;
+        char *tab = strchr(line, '\t');
+        assert_non_null(tab);
+        *tab = 0;
+        size_t ni = hex_to_utf8(line, in), nw = hex_to_utf8(tab + 1, want);
+        tok_buf out = {0};
+        assert_int_equal(tok_nfc(in, ni, &out), 0);
+        if (out.len != nw || memcmp(out.data, want, nw) != 0)
+            fail_msg("NFC differs from unicodedata for %s", line);
+        tok_buf_free(&out);
+        n_lines++;
+    }
+    fclose(f);
+    assert_true(n_lines > 3000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -394,6 +435,7 @@ int main(void)
         cmocka_unit_test(test_utf8_lossy),
         cmocka_unit_test(test_added_tokens_move_pool),
         cmocka_unit_test(test_word_without_ids),
+        cmocka_unit_test(test_nfc_golden),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
