@@ -268,7 +268,7 @@ static void fwd_query_block(const ft_attn_tile_kernels *K, attn_scratch *sc, con
     store_rows(out, sc->acc, g, g->q_stride, b, q0, qn, h, 1.0f);
 }
 
-static void attention_fwd_f32(ft_backend *be, float *out, float *lse, const float *q, const float *k,
+void ft_cpu_attention_fwd(ft_backend *be, float *out, float *lse, const float *q, const float *k,
                           const float *v, const int32_t *segment, ft_attn_shape s)
 {
     if (s.batch <= 0 || s.seq_len <= 0 || s.n_heads <= 0)
@@ -386,7 +386,7 @@ static void bwd_query_block(const ft_attn_tile_kernels *K, attn_scratch *sc, con
     store_rows(dq, sc->acc, g, g->q_stride, b, q0, qn, h, g->scale);
 }
 
-static void attention_bwd_f32(ft_backend *be, float *dq, float *dk, float *dv, const float *dout,
+void ft_cpu_attention_bwd(ft_backend *be, float *dq, float *dk, float *dv, const float *dout,
                           const float *out, const float *lse, const float *q, const float *k,
                           const float *v, const int32_t *segment, ft_attn_shape s)
 {
@@ -438,21 +438,4 @@ static void attention_bwd_f32(ft_backend *be, float *dq, float *dk, float *dv, c
         free(sc.block);
     }
     free(D);
-}
-
-void ft_cpu_attention_fwd(ft_backend *be, ft_dtype dt, void *out, float *lse, const void *q,
-                          const void *k, const void *v, const int32_t *segment, ft_attn_shape s)
-{
-    if (dt == FT_DTYPE_F32)
-        return attention_fwd_f32(be, out, lse, q, k, v, segment, s);
-    ft_cpu_unsupported_dtype("attention_fwd", dt);
-}
-
-void ft_cpu_attention_bwd(ft_backend *be, ft_dtype dt, void *dq, void *dk, void *dv,
-                          const void *dout, const void *out, const float *lse, const void *q,
-                          const void *k, const void *v, const int32_t *segment, ft_attn_shape s)
-{
-    if (dt == FT_DTYPE_F32)
-        return attention_bwd_f32(be, dq, dk, dv, dout, out, lse, q, k, v, segment, s);
-    ft_cpu_unsupported_dtype("attention_bwd", dt);
 }

@@ -61,7 +61,7 @@ static void decode_one(float *o, const float *q, const float *k_cache, const flo
         o[d] *= inv;
 }
 
-static void attention_decode_f32(ft_backend *be, float *out, const float *q, const float *k_cache,
+void ft_cpu_attention_decode(ft_backend *be, float *out, const float *q, const float *k_cache,
                              const float *v_cache, int past, int n_new, int n_heads,
                              int n_kv_heads, int head_dim, int window)
 {
@@ -95,14 +95,4 @@ static void attention_decode_f32(ft_backend *be, float *out, const float *q, con
         }
         free(scratch);
     }
-}
-
-void ft_cpu_attention_decode(ft_backend *be, ft_dtype dt, void *out, const void *q,
-                             const void *k_cache, const void *v_cache, int past, int n_new,
-                             int n_heads, int n_kv_heads, int head_dim, int window)
-{
-    if (dt == FT_DTYPE_F32)
-        return attention_decode_f32(be, out, q, k_cache, v_cache, past, n_new, n_heads,
-                                    n_kv_heads, head_dim, window);
-    ft_cpu_unsupported_dtype("attention_decode", dt);
 }

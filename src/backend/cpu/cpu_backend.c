@@ -8,7 +8,6 @@
  * thread, as the rest of the program does. */
 #include "backend/cpu/cpu_internal.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -220,10 +219,4 @@ int ft_backend_cpu_create(ft_backend **out, ft_error *err)
     be->impl = st;
     *out = be;
     return 0;
-}
-
-void ft_cpu_unsupported_dtype(const char *op, ft_dtype dt)
-{
-    fprintf(stderr, "ftmpi: CPU backend: %s has no %s implementation\n", op, ft_dtype_name(dt));
-    abort();
 }

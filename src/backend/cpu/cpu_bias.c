@@ -5,7 +5,7 @@
  * threads. */
 #include "backend/cpu/cpu_internal.h"
 
-static void bias_add_f32(ft_backend *be, float *y, const float *b, int rows, int dim)
+void ft_cpu_bias_add(ft_backend *be, float *y, const float *b, int rows, int dim)
 {
     (void)be;
     const size_t work = (size_t)rows * (size_t)dim;
@@ -21,7 +21,7 @@ static void bias_add_f32(ft_backend *be, float *y, const float *b, int rows, int
 /* Columns per task: a multiple of 16 floats so that tasks never share a cache line. */
 #define BIAS_COLS 64
 
-static void bias_grad_f32(ft_backend *be, float *db, const float *dy, int rows, int dim)
+void ft_cpu_bias_grad(ft_backend *be, float *db, const float *dy, int rows, int dim)
 {
     (void)be;
     const size_t work = (size_t)rows * (size_t)dim;
@@ -40,21 +40,4 @@ static void bias_grad_f32(ft_backend *be, float *db, const float *dy, int rows, 
         for (int c = 0; c < n; c++)
             db[c0 + c] += acc[c];
     }
-}
-
-void ft_cpu_bias_add(ft_backend *be, ft_dtype dt, void *y, const void *b, int rows, int dim)
-{
-    if (dt == FT_DTYPE_F32)
-        return bias_add_f32(be, y, b, rows, dim);
-    ft_cpu_unsupported_dtype("bias_add", dt);
-}
-
-void ft_cpu_bias_grad(ft_backend *be, ft_dtype dt, ft_dtype gt, void *db, const void *dy,
-                      int rows, int dim)
-{
-    if (gt != FT_DTYPE_F32)
-        ft_cpu_unsupported_dtype("bias_grad (gradient)", gt);
-    if (dt == FT_DTYPE_F32)
-        return bias_grad_f32(be, db, dy, rows, dim);
-    ft_cpu_unsupported_dtype("bias_grad", dt);
 }

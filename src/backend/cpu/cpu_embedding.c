@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-static void embedding_fwd_f32(ft_backend *be, float *out, const float *table, const int32_t *ids,
+void ft_cpu_embedding_fwd(ft_backend *be, float *out, const float *table, const int32_t *ids,
                           int tokens, int dim)
 {
     size_t work = (size_t)tokens * (size_t)dim;
@@ -21,7 +21,7 @@ static void embedding_fwd_f32(ft_backend *be, float *out, const float *table, co
  * accesses, narrow enough to give 64 blocks to 64 threads at dim = 4096. */
 #define EMBEDDING_COL_BLOCK 64
 
-static void embedding_bwd_f32(ft_backend *be, float *dtable, const float *dout, const int32_t *ids,
+void ft_cpu_embedding_bwd(ft_backend *be, float *dtable, const float *dout, const int32_t *ids,
                           int tokens, int dim)
 {
     size_t work = (size_t)tokens * (size_t)dim;
@@ -38,22 +38,4 @@ static void embedding_bwd_f32(ft_backend *be, float *dtable, const float *dout, 
                 dst[j] += src[j];
         }
     }
-}
-
-void ft_cpu_embedding_fwd(ft_backend *be, ft_dtype dt, void *out, const void *table,
-                          const int32_t *ids, int tokens, int dim)
-{
-    if (dt == FT_DTYPE_F32)
-        return embedding_fwd_f32(be, out, table, ids, tokens, dim);
-    ft_cpu_unsupported_dtype("embedding_fwd", dt);
-}
-
-void ft_cpu_embedding_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dtable,
-                          const void *dout, const int32_t *ids, int tokens, int dim)
-{
-    if (gt != FT_DTYPE_F32)
-        ft_cpu_unsupported_dtype("embedding_bwd (gradient)", gt);
-    if (dt == FT_DTYPE_F32)
-        return embedding_bwd_f32(be, dtable, dout, ids, tokens, dim);
-    ft_cpu_unsupported_dtype("embedding_bwd", dt);
 }

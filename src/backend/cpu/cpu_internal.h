@@ -29,58 +29,53 @@ static inline ft_cpu_isa ft_cpu_isa_of(const ft_backend *be)
  * costs more than the work (elementwise ops move ~8-16 bytes per element). */
 #define FT_CPU_PAR_MIN 32768
 
-/* An op was called with a storage type it does not implement: a programming error
- * (the model checks the recipe against the backend before it runs); aborts with the
- * op's name. cpu_backend.c. */
-_Noreturn void ft_cpu_unsupported_dtype(const char *op, ft_dtype dt);
+/* The fp32 kernels, one per op (cpu_<family>.c). The vtable's entries for the
+ * transformer ops are the cpu_widen.c functions below, which call these for fp32
+ * storage and on widened copies for bf16. */
 
 /* cpu_matmul.c */
-void ft_cpu_matmul(ft_backend *be, ft_gemm_types t, void *c, const void *a, const void *b, int m,
-                   int n, int k, bool trans_a, bool trans_b, float alpha, float beta);
+void ft_cpu_matmul(ft_backend *be, float *c, const float *a, const float *b, int m, int n, int k,
+                   bool trans_a, bool trans_b, float alpha, float beta);
 void ft_cpu_add(ft_backend *be, float *y, const float *x, size_t n);
 void ft_cpu_scale(ft_backend *be, float *x, float s, size_t n);
 double ft_cpu_sum_squares(ft_backend *be, const float *x, size_t n);
 
 /* cpu_rmsnorm.c */
-void ft_cpu_rmsnorm_fwd(ft_backend *be, ft_dtype dt, void *y, float *rstd, const void *x,
-                        const void *w, int rows, int dim, float eps);
-void ft_cpu_rmsnorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx, void *dw,
-                        const void *dy, const void *x, const void *w, const float *rstd,
-                        int rows, int dim);
+void ft_cpu_rmsnorm_fwd(ft_backend *be, float *y, float *rstd, const float *x, const float *w,
+                        int rows, int dim, float eps);
+void ft_cpu_rmsnorm_bwd(ft_backend *be, float *dx, float *dw, const float *dy, const float *x,
+                        const float *w, const float *rstd, int rows, int dim);
 
 /* cpu_rope.c */
-void ft_cpu_rope(ft_backend *be, ft_dtype dt, void *x, const float *cos_table,
-                 const float *sin_table, const int32_t *pos, int tokens, int n_heads, int head_dim,
-                 bool inverse);
+void ft_cpu_rope(ft_backend *be, float *x, const float *cos_table, const float *sin_table,
+                 const int32_t *pos, int tokens, int n_heads, int head_dim, bool inverse);
 
 /* cpu_attention.c */
-void ft_cpu_attention_fwd(ft_backend *be, ft_dtype dt, void *out, float *lse, const void *q,
-                          const void *k, const void *v, const int32_t *segment, ft_attn_shape s);
-void ft_cpu_attention_bwd(ft_backend *be, ft_dtype dt, void *dq, void *dk, void *dv,
-                          const void *dout, const void *out, const float *lse, const void *q,
-                          const void *k, const void *v, const int32_t *segment, ft_attn_shape s);
+void ft_cpu_attention_fwd(ft_backend *be, float *out, float *lse, const float *q, const float *k,
+                          const float *v, const int32_t *segment, ft_attn_shape s);
+void ft_cpu_attention_bwd(ft_backend *be, float *dq, float *dk, float *dv, const float *dout,
+                          const float *out, const float *lse, const float *q, const float *k,
+                          const float *v, const int32_t *segment, ft_attn_shape s);
 
 /* cpu_attention_decode.c */
-void ft_cpu_attention_decode(ft_backend *be, ft_dtype dt, void *out, const void *q,
-                             const void *k_cache, const void *v_cache, int past, int n_new,
-                             int n_heads, int n_kv_heads, int head_dim, int window);
+void ft_cpu_attention_decode(ft_backend *be, float *out, const float *q, const float *k_cache,
+                             const float *v_cache, int past, int n_new, int n_heads,
+                             int n_kv_heads, int head_dim, int window);
 
 /* cpu_bias.c */
-void ft_cpu_bias_add(ft_backend *be, ft_dtype dt, void *y, const void *b, int rows, int dim);
-void ft_cpu_bias_grad(ft_backend *be, ft_dtype dt, ft_dtype gt, void *db, const void *dy,
-                      int rows, int dim);
+void ft_cpu_bias_add(ft_backend *be, float *y, const float *b, int rows, int dim);
+void ft_cpu_bias_grad(ft_backend *be, float *db, const float *dy, int rows, int dim);
 
 /* cpu_swiglu.c */
-void ft_cpu_swiglu_fwd(ft_backend *be, ft_dtype dt, void *out, const void *gate, const void *up,
-                       size_t n);
-void ft_cpu_swiglu_bwd(ft_backend *be, ft_dtype dt, void *dgate, void *dup, const void *dout,
-                       const void *gate, const void *up, size_t n);
+void ft_cpu_swiglu_fwd(ft_backend *be, float *out, const float *gate, const float *up, size_t n);
+void ft_cpu_swiglu_bwd(ft_backend *be, float *dgate, float *dup, const float *dout,
+                       const float *gate, const float *up, size_t n);
 
 /* cpu_embedding.c */
-void ft_cpu_embedding_fwd(ft_backend *be, ft_dtype dt, void *out, const void *table,
-                          const int32_t *ids, int tokens, int dim);
-void ft_cpu_embedding_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dtable,
-                          const void *dout, const int32_t *ids, int tokens, int dim);
+void ft_cpu_embedding_fwd(ft_backend *be, float *out, const float *table, const int32_t *ids,
+                          int tokens, int dim);
+void ft_cpu_embedding_bwd(ft_backend *be, float *dtable, const float *dout, const int32_t *ids,
+                          int tokens, int dim);
 
 /* cpu_cross_entropy.c */
 void ft_cpu_cross_entropy(ft_backend *be, float *logits, float *row_loss, const int32_t *targets,

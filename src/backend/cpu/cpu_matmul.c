@@ -8,7 +8,7 @@
  * op(a) is [m,k]: stored [m,k] (lda = k), or [k,m] when trans_a (lda = m).
  * op(b) is [k,n]: stored [k,n] (ldb = n), or [n,k] when trans_b (ldb = k).
  * BLAS leaves c unread when beta == 0, so stale NaN in c does not leak through. */
-static void matmul_f32(ft_backend *be, float *c, const float *a, const float *b, int m, int n, int k,
+void ft_cpu_matmul(ft_backend *be, float *c, const float *a, const float *b, int m, int n, int k,
                    bool trans_a, bool trans_b, float alpha, float beta)
 {
     if (m <= 0 || n <= 0)
@@ -70,12 +70,4 @@ double ft_cpu_sum_squares(ft_backend *be, const float *x, size_t n)
     for (long c = 0; c < chunks; c++)
         total += partial[c];
     return total;
-}
-
-void ft_cpu_matmul(ft_backend *be, ft_gemm_types t, void *c, const void *a, const void *b, int m,
-                   int n, int k, bool trans_a, bool trans_b, float alpha, float beta)
-{
-    if (t.a == FT_DTYPE_F32 && t.b == FT_DTYPE_F32 && t.c == FT_DTYPE_F32)
-        return matmul_f32(be, c, a, b, m, n, k, trans_a, trans_b, alpha, beta);
-    ft_cpu_unsupported_dtype("matmul", FT_DTYPE_BF16);
 }

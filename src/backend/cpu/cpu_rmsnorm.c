@@ -10,7 +10,7 @@
 
 #include <math.h>
 
-static void rmsnorm_fwd_f32(ft_backend *be, float *y, float *rstd, const float *x, const float *w,
+void ft_cpu_rmsnorm_fwd(ft_backend *be, float *y, float *rstd, const float *x, const float *w,
                         int rows, int dim, float eps)
 {
     size_t work = (size_t)rows * (size_t)dim;
@@ -32,7 +32,7 @@ static void rmsnorm_fwd_f32(ft_backend *be, float *y, float *rstd, const float *
 
 #define RMSNORM_DW_BLOCK 64
 
-static void rmsnorm_bwd_f32(ft_backend *be, float *dx, float *dw, const float *dy, const float *x,
+void ft_cpu_rmsnorm_bwd(ft_backend *be, float *dx, float *dw, const float *dy, const float *x,
                         const float *w, const float *rstd, int rows, int dim)
 {
     size_t work = (size_t)rows * (size_t)dim;
@@ -71,23 +71,4 @@ static void rmsnorm_bwd_f32(ft_backend *be, float *dx, float *dw, const float *d
                 dw[j] += acc[j - lo];
         }
     }
-}
-
-void ft_cpu_rmsnorm_fwd(ft_backend *be, ft_dtype dt, void *y, float *rstd, const void *x,
-                        const void *w, int rows, int dim, float eps)
-{
-    if (dt == FT_DTYPE_F32)
-        return rmsnorm_fwd_f32(be, y, rstd, x, w, rows, dim, eps);
-    ft_cpu_unsupported_dtype("rmsnorm_fwd", dt);
-}
-
-void ft_cpu_rmsnorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx, void *dw,
-                        const void *dy, const void *x, const void *w, const float *rstd,
-                        int rows, int dim)
-{
-    if (gt != FT_DTYPE_F32)
-        ft_cpu_unsupported_dtype("rmsnorm_bwd (gradient)", gt);
-    if (dt == FT_DTYPE_F32)
-        return rmsnorm_bwd_f32(be, dx, dw, dy, x, w, rstd, rows, dim);
-    ft_cpu_unsupported_dtype("rmsnorm_bwd", dt);
 }

@@ -7,7 +7,7 @@
  * (s -> -s): inverse = true. */
 #include "backend/cpu/cpu_internal.h"
 
-static void rope_f32(ft_backend *be, float *x, const float *cos_table, const float *sin_table,
+void ft_cpu_rope(ft_backend *be, float *x, const float *cos_table, const float *sin_table,
                  const int32_t *pos, int tokens, int n_heads, int head_dim, bool inverse)
 {
     int half = head_dim / 2;
@@ -29,13 +29,4 @@ static void rope_f32(ft_backend *be, float *x, const float *cos_table, const flo
             }
         }
     }
-}
-
-void ft_cpu_rope(ft_backend *be, ft_dtype dt, void *x, const float *cos_table,
-                 const float *sin_table, const int32_t *pos, int tokens, int n_heads, int head_dim,
-                 bool inverse)
-{
-    if (dt == FT_DTYPE_F32)
-        return rope_f32(be, x, cos_table, sin_table, pos, tokens, n_heads, head_dim, inverse);
-    ft_cpu_unsupported_dtype("rope", dt);
 }

@@ -4,7 +4,7 @@
 #include "backend/cpu/cpu_internal.h"
 #include "backend/cpu/cpu_math.h"
 
-static void swiglu_fwd_f32(ft_backend *be, float *out, const float *gate, const float *up, size_t n)
+void ft_cpu_swiglu_fwd(ft_backend *be, float *out, const float *gate, const float *up, size_t n)
 {
 #pragma omp parallel for simd schedule(static) if (n >= FT_CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
@@ -14,7 +14,7 @@ static void swiglu_fwd_f32(ft_backend *be, float *out, const float *gate, const 
     }
 }
 
-static void swiglu_bwd_f32(ft_backend *be, float *dgate, float *dup, const float *dout,
+void ft_cpu_swiglu_bwd(ft_backend *be, float *dgate, float *dup, const float *dout,
                        const float *gate, const float *up, size_t n)
 {
 #pragma omp parallel for simd schedule(static) if (n >= FT_CPU_PAR_MIN)
@@ -26,20 +26,4 @@ static void swiglu_bwd_f32(ft_backend *be, float *dgate, float *dup, const float
         dup[i] = d * silu;
         dgate[i] = d * up[i] * sig * (1.0f + g * (1.0f - sig));
     }
-}
-
-void ft_cpu_swiglu_fwd(ft_backend *be, ft_dtype dt, void *out, const void *gate, const void *up,
-                       size_t n)
-{
-    if (dt == FT_DTYPE_F32)
-        return swiglu_fwd_f32(be, out, gate, up, n);
-    ft_cpu_unsupported_dtype("swiglu_fwd", dt);
-}
-
-void ft_cpu_swiglu_bwd(ft_backend *be, ft_dtype dt, void *dgate, void *dup, const void *dout,
-                       const void *gate, const void *up, size_t n)
-{
-    if (dt == FT_DTYPE_F32)
-        return swiglu_bwd_f32(be, dgate, dup, dout, gate, up, n);
-    ft_cpu_unsupported_dtype("swiglu_bwd", dt);
 }

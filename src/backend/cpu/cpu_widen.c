@@ -85,7 +85,7 @@ void ft_cpu_widen_matmul(ft_backend *be, ft_gemm_types t, void *c, const void *a
                          int m, int n, int k, bool trans_a, bool trans_b, float alpha, float beta)
 {
     if (t.a == FT_DTYPE_F32 && t.b == FT_DTYPE_F32 && t.c == FT_DTYPE_F32) {
-        ft_cpu_matmul(be, t, c, a, b, m, n, k, trans_a, trans_b, alpha, beta);
+        ft_cpu_matmul(be, c, a, b, m, n, k, trans_a, trans_b, alpha, beta);
         return;
     }
     if (m <= 0 || n <= 0)
@@ -97,7 +97,7 @@ void ft_cpu_widen_matmul(ft_backend *be, ft_gemm_types t, void *c, const void *a
     float *fc = beta != 0.0f ? widen(c, t.c, mn, "matmul") : checked_malloc(mn * 4, "matmul");
     if (beta == 0.0f)
         memset(fc, 0, mn * sizeof(float));
-    ft_cpu_matmul(be, FT_GEMM_F32, fc, fa, fb, m, n, k, trans_a, trans_b, alpha, beta);
+    ft_cpu_matmul(be, fc, fa, fb, m, n, k, trans_a, trans_b, alpha, beta);
     free(fa);
     free(fb);
     narrow(c, t.c, fc, mn);
@@ -107,13 +107,13 @@ void ft_cpu_widen_rmsnorm_fwd(ft_backend *be, ft_dtype dt, void *y, float *rstd,
                               const void *w, int rows, int dim, float eps)
 {
     if (dt == FT_DTYPE_F32) {
-        ft_cpu_rmsnorm_fwd(be, dt, y, rstd, x, w, rows, dim, eps);
+        ft_cpu_rmsnorm_fwd(be, y, rstd, x, w, rows, dim, eps);
         return;
     }
     const size_t n = (size_t)rows * dim;
     float *fx = widen(x, dt, n, "rmsnorm_fwd"), *fw = widen(w, dt, (size_t)dim, "rmsnorm_fwd");
     float *fy = checked_malloc(n * sizeof(float), "rmsnorm_fwd");
-    ft_cpu_rmsnorm_fwd(be, FT_DTYPE_F32, fy, rstd, fx, fw, rows, dim, eps);
+    ft_cpu_rmsnorm_fwd(be, fy, rstd, fx, fw, rows, dim, eps);
     free(fx);
     free(fw);
     narrow(y, dt, fy, n);
@@ -124,14 +124,14 @@ void ft_cpu_widen_rmsnorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx
                               int rows, int dim)
 {
     if (dt == FT_DTYPE_F32 && gt == FT_DTYPE_F32) {
-        ft_cpu_rmsnorm_bwd(be, dt, gt, dx, dw, dy, x, w, rstd, rows, dim);
+        ft_cpu_rmsnorm_bwd(be, dx, dw, dy, x, w, rstd, rows, dim);
         return;
     }
     const size_t n = (size_t)rows * dim;
     float *fdx = widen(dx, dt, n, "rmsnorm_bwd"), *fdy = widen(dy, dt, n, "rmsnorm_bwd");
     float *fx = widen(x, dt, n, "rmsnorm_bwd"), *fw = widen(w, dt, (size_t)dim, "rmsnorm_bwd");
     float *fdw = grad_begin(dw, gt, (size_t)dim, "rmsnorm_bwd");
-    ft_cpu_rmsnorm_bwd(be, FT_DTYPE_F32, FT_DTYPE_F32, fdx, fdw, fdy, fx, fw, rstd, rows, dim);
+    ft_cpu_rmsnorm_bwd(be, fdx, fdw, fdy, fx, fw, rstd, rows, dim);
     grad_finish(dw, gt, fdw, (size_t)dim);
     free(fdy);
     free(fx);
@@ -144,12 +144,12 @@ void ft_cpu_widen_rope(ft_backend *be, ft_dtype dt, void *x, const float *cos_ta
                        int head_dim, bool inverse)
 {
     if (dt == FT_DTYPE_F32) {
-        ft_cpu_rope(be, dt, x, cos_table, sin_table, pos, tokens, n_heads, head_dim, inverse);
+        ft_cpu_rope(be, x, cos_table, sin_table, pos, tokens, n_heads, head_dim, inverse);
         return;
     }
     const size_t n = (size_t)tokens * n_heads * head_dim;
     float *fx = widen(x, dt, n, "rope");
-    ft_cpu_rope(be, FT_DTYPE_F32, fx, cos_table, sin_table, pos, tokens, n_heads, head_dim,
+    ft_cpu_rope(be, fx, cos_table, sin_table, pos, tokens, n_heads, head_dim,
                 inverse);
     narrow(x, dt, fx, n);
 }
@@ -159,7 +159,7 @@ void ft_cpu_widen_attention_fwd(ft_backend *be, ft_dtype dt, void *out, float *l
                                 const int32_t *segment, ft_attn_shape s)
 {
     if (dt == FT_DTYPE_F32) {
-        ft_cpu_attention_fwd(be, dt, out, lse, q, k, v, segment, s);
+        ft_cpu_attention_fwd(be, out, lse, q, k, v, segment, s);
         return;
     }
     const size_t tok = (size_t)s.batch * s.seq_len;
@@ -167,7 +167,7 @@ void ft_cpu_widen_attention_fwd(ft_backend *be, ft_dtype dt, void *out, float *l
     float *fq = widen(q, dt, nq, "attention_fwd"), *fk = widen(k, dt, nkv, "attention_fwd");
     float *fv = widen(v, dt, nkv, "attention_fwd");
     float *fo = checked_malloc(nq * sizeof(float), "attention_fwd");
-    ft_cpu_attention_fwd(be, FT_DTYPE_F32, fo, lse, fq, fk, fv, segment, s);
+    ft_cpu_attention_fwd(be, fo, lse, fq, fk, fv, segment, s);
     free(fq);
     free(fk);
     free(fv);
@@ -180,7 +180,7 @@ void ft_cpu_widen_attention_bwd(ft_backend *be, ft_dtype dt, void *dq, void *dk,
                                 const int32_t *segment, ft_attn_shape s)
 {
     if (dt == FT_DTYPE_F32) {
-        ft_cpu_attention_bwd(be, dt, dq, dk, dv, dout, out, lse, q, k, v, segment, s);
+        ft_cpu_attention_bwd(be, dq, dk, dv, dout, out, lse, q, k, v, segment, s);
         return;
     }
     const char *op = "attention_bwd";
@@ -191,7 +191,7 @@ void ft_cpu_widen_attention_bwd(ft_backend *be, ft_dtype dt, void *dq, void *dk,
     float *fdq = checked_malloc(nq * sizeof(float), op);
     float *fdk = checked_malloc(nkv * sizeof(float), op);
     float *fdv = checked_malloc(nkv * sizeof(float), op);
-    ft_cpu_attention_bwd(be, FT_DTYPE_F32, fdq, fdk, fdv, fdo, fo, lse, fq, fk, fv, segment, s);
+    ft_cpu_attention_bwd(be, fdq, fdk, fdv, fdo, fo, lse, fq, fk, fv, segment, s);
     free(fdo);
     free(fo);
     free(fq);
@@ -207,7 +207,7 @@ void ft_cpu_widen_attention_decode(ft_backend *be, ft_dtype dt, void *out, const
                                    int n_heads, int n_kv_heads, int head_dim, int window)
 {
     if (dt == FT_DTYPE_F32) {
-        ft_cpu_attention_decode(be, dt, out, q, k_cache, v_cache, past, n_new, n_heads,
+        ft_cpu_attention_decode(be, out, q, k_cache, v_cache, past, n_new, n_heads,
                                 n_kv_heads, head_dim, window);
         return;
     }
@@ -217,7 +217,7 @@ void ft_cpu_widen_attention_decode(ft_backend *be, ft_dtype dt, void *out, const
     float *fk = widen(k_cache, dt, nkv, "attention_decode");
     float *fv = widen(v_cache, dt, nkv, "attention_decode");
     float *fo = checked_malloc(nq * sizeof(float), "attention_decode");
-    ft_cpu_attention_decode(be, FT_DTYPE_F32, fo, fq, fk, fv, past, n_new, n_heads, n_kv_heads,
+    ft_cpu_attention_decode(be, fo, fq, fk, fv, past, n_new, n_heads, n_kv_heads,
                             head_dim, window);
     free(fq);
     free(fk);
@@ -228,12 +228,12 @@ void ft_cpu_widen_attention_decode(ft_backend *be, ft_dtype dt, void *out, const
 void ft_cpu_widen_bias_add(ft_backend *be, ft_dtype dt, void *y, const void *b, int rows, int dim)
 {
     if (dt == FT_DTYPE_F32) {
-        ft_cpu_bias_add(be, dt, y, b, rows, dim);
+        ft_cpu_bias_add(be, y, b, rows, dim);
         return;
     }
     const size_t n = (size_t)rows * dim;
     float *fy = widen(y, dt, n, "bias_add"), *fb = widen(b, dt, (size_t)dim, "bias_add");
-    ft_cpu_bias_add(be, FT_DTYPE_F32, fy, fb, rows, dim);
+    ft_cpu_bias_add(be, fy, fb, rows, dim);
     free(fb);
     narrow(y, dt, fy, n);
 }
@@ -242,12 +242,12 @@ void ft_cpu_widen_bias_grad(ft_backend *be, ft_dtype dt, ft_dtype gt, void *db, 
                             int rows, int dim)
 {
     if (dt == FT_DTYPE_F32 && gt == FT_DTYPE_F32) {
-        ft_cpu_bias_grad(be, dt, gt, db, dy, rows, dim);
+        ft_cpu_bias_grad(be, db, dy, rows, dim);
         return;
     }
     float *fdy = widen(dy, dt, (size_t)rows * dim, "bias_grad");
     float *fdb = grad_begin(db, gt, (size_t)dim, "bias_grad");
-    ft_cpu_bias_grad(be, FT_DTYPE_F32, FT_DTYPE_F32, fdb, fdy, rows, dim);
+    ft_cpu_bias_grad(be, fdb, fdy, rows, dim);
     grad_finish(db, gt, fdb, (size_t)dim);
     free(fdy);
 }
@@ -256,12 +256,12 @@ void ft_cpu_widen_swiglu_fwd(ft_backend *be, ft_dtype dt, void *out, const void 
                              const void *up, size_t n)
 {
     if (dt == FT_DTYPE_F32) {
-        ft_cpu_swiglu_fwd(be, dt, out, gate, up, n);
+        ft_cpu_swiglu_fwd(be, out, gate, up, n);
         return;
     }
     float *fg = widen(gate, dt, n, "swiglu_fwd"), *fu = widen(up, dt, n, "swiglu_fwd");
     float *fo = checked_malloc(n * sizeof(float), "swiglu_fwd");
-    ft_cpu_swiglu_fwd(be, FT_DTYPE_F32, fo, fg, fu, n);
+    ft_cpu_swiglu_fwd(be, fo, fg, fu, n);
     free(fg);
     free(fu);
     narrow(out, dt, fo, n);
@@ -271,14 +271,14 @@ void ft_cpu_widen_swiglu_bwd(ft_backend *be, ft_dtype dt, void *dgate, void *dup
                              const void *dout, const void *gate, const void *up, size_t n)
 {
     if (dt == FT_DTYPE_F32) {
-        ft_cpu_swiglu_bwd(be, dt, dgate, dup, dout, gate, up, n);
+        ft_cpu_swiglu_bwd(be, dgate, dup, dout, gate, up, n);
         return;
     }
     float *fd = widen(dout, dt, n, "swiglu_bwd"), *fg = widen(gate, dt, n, "swiglu_bwd");
     float *fu = widen(up, dt, n, "swiglu_bwd");
     float *fdg = checked_malloc(n * sizeof(float), "swiglu_bwd");
     float *fdu = checked_malloc(n * sizeof(float), "swiglu_bwd");
-    ft_cpu_swiglu_bwd(be, FT_DTYPE_F32, fdg, fdu, fd, fg, fu, n);
+    ft_cpu_swiglu_bwd(be, fdg, fdu, fd, fg, fu, n);
     free(fd);
     free(fg);
     free(fu);
@@ -291,7 +291,7 @@ void ft_cpu_widen_embedding_fwd(ft_backend *be, ft_dtype dt, void *out, const vo
                                 const int32_t *ids, int tokens, int dim)
 {
     if (dt == FT_DTYPE_F32) {
-        ft_cpu_embedding_fwd(be, dt, out, table, ids, tokens, dim);
+        ft_cpu_embedding_fwd(be, out, table, ids, tokens, dim);
         return;
     }
     const size_t row = (size_t)dim * sizeof(uint16_t);
@@ -306,12 +306,12 @@ void ft_cpu_widen_embedding_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *
                                 const void *dout, const int32_t *ids, int tokens, int dim)
 {
     if (dt == FT_DTYPE_F32 && gt == FT_DTYPE_F32) {
-        ft_cpu_embedding_bwd(be, dt, gt, dtable, dout, ids, tokens, dim);
+        ft_cpu_embedding_bwd(be, dtable, dout, ids, tokens, dim);
         return;
     }
     float *fd = widen(dout, dt, (size_t)tokens * dim, "embedding_bwd");
     if (gt == FT_DTYPE_F32) {
-        ft_cpu_embedding_bwd(be, FT_DTYPE_F32, FT_DTYPE_F32, dtable, fd, ids, tokens, dim);
+        ft_cpu_embedding_bwd(be, dtable, fd, ids, tokens, dim);
         free(fd);
         return;
     }
@@ -329,7 +329,7 @@ void ft_cpu_widen_embedding_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *
     }
     float *sum = checked_malloc((size_t)n_uniq * dim * sizeof(float), "embedding_bwd");
     memset(sum, 0, (size_t)n_uniq * dim * sizeof(float));
-    ft_cpu_embedding_bwd(be, FT_DTYPE_F32, FT_DTYPE_F32, sum, fd, slot, tokens, dim);
+    ft_cpu_embedding_bwd(be, sum, fd, slot, tokens, dim);
     uint16_t *h = dtable;
     for (int u = 0; u < n_uniq; u++)
         for (int j = 0; j < dim; j++) {
