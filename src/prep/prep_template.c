@@ -323,6 +323,24 @@ static int render_chatml(const prep_template *t, const chat_msg *m, size_t n, pr
     return 0;
 }
 
+/* Templates whose turns must alternate: an optional system message (*sys, else NULL), then
+ * user, assistant, user, ... from index *first. */
+static int split_turns(const chat_msg *m, size_t n, const chat_msg **sys, size_t *first,
+                       const char *template_name, ft_error *err)
+{
+    *sys = NULL;
+    *first = 0;
+    if (strcmp(m[0].role, "system") == 0)
+        *sys = &m[0], *first = 1;
+    for (size_t i = *first; i < n; i++) {
+        bool user_turn = (i - *first) % 2 == 0;
+        if ((strcmp(m[i].role, "user") == 0) != user_turn)
+            return ft_fail(err, "messages[%zu]: roles must alternate user/assistant/user/... "
+                           "(after an optional system message) for %s", i, template_name);
+    }
+    return 0;
+}
+
 /* Mistral-7B-Instruct-v0.3's template: <s>, then per user turn [INST] " " + content + [/INST]
  * (the system message, if any, goes in front of the LAST user content as system + "\n\n"),
  * per assistant turn " " + strip(content) + </s> (targets). [INST]/[/INST] are special
@@ -331,18 +349,12 @@ static int render_chatml(const prep_template *t, const chat_msg *m, size_t n, pr
 static int render_mistral(const prep_template *t, const chat_msg *m, size_t n, prep_render *r,
                           ft_error *err)
 {
-    size_t first = 0, last_user = 0;
-    const chat_msg *sys = NULL;
-    if (strcmp(m[0].role, "system") == 0)
-        sys = &m[0], first = 1;
-    for (size_t i = first; i < n; i++) {
-        bool user_turn = (i - first) % 2 == 0;
-        if ((strcmp(m[i].role, "user") == 0) != user_turn)
-            return ft_fail(err, "messages[%zu]: roles must alternate user/assistant/user/... "
-                           "(after an optional system message) for mistral-chat", i);
-        if (user_turn)
-            last_user = i;
-    }
+    size_t first, last_user = 0;
+    const chat_msg *sys;
+    if (split_turns(m, n, &sys, &first, "mistral-chat", err))
+        return -1;
+    for (size_t i = first; i < n; i += 2)
+        last_user = i;
     if (add_special(r, t->bos, false, err))
         return -1;
     for (size_t i = first; i < n; i++) {
@@ -372,16 +384,10 @@ static int render_mistral(const prep_template *t, const chat_msg *m, size_t n, p
 static int render_llama2(const prep_template *t, const chat_msg *m, size_t n, prep_render *r,
                          ft_error *err)
 {
-    size_t first = 0;
-    const chat_msg *sys = NULL;
-    if (strcmp(m[0].role, "system") == 0)
-        sys = &m[0], first = 1;
-    for (size_t i = first; i < n; i++) {
-        bool user_turn = (i - first) % 2 == 0;
-        if ((strcmp(m[i].role, "user") == 0) != user_turn)
-            return ft_fail(err, "messages[%zu]: roles must alternate user/assistant/user/... "
-                           "(after an optional system message) for llama2-chat", i);
-    }
+    size_t first;
+    const chat_msg *sys;
+    if (split_turns(m, n, &sys, &first, "llama2-chat", err))
+        return -1;
     char *joined = NULL;
     for (size_t i = first; i < n; i++) {
         const char *c = m[i].content;
