@@ -114,9 +114,9 @@ void ft_cuda_attention_bwd(ft_backend *be, ft_dtype dt, void *dq, void *dk, void
                       "attention_bwd (tensor cores)");
         return;
     }
-    void *r[10];
-    carve(be, 10, (size_t[]){ nq * 4, nq * 4, nq * 4, nkv * 4, nkv * 4, nq * 4, nkv * 4, nkv * 4,
-                              ft_cuda_attention_bwd_scratch_bytes(s), 0 }, r);
+    void *r[9];
+    carve(be, 9, (size_t[]){ nq * 4, nq * 4, nq * 4, nkv * 4, nkv * 4, nq * 4, nkv * 4, nkv * 4,
+                             ft_cuda_attention_bwd_scratch_bytes(s) }, r);
     widen(be, r[0], dout, nq);
     widen(be, r[1], out, nq);
     widen(be, r[2], q, nq);
