@@ -300,16 +300,18 @@ static void cuda_rmsnorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx,
 
 static void cuda_rope(ft_backend *be, ft_dtype dt, void *x, const float *cos_table,
                       const float *sin_table, const int32_t *pos, int tokens, int n_heads,
-                      int head_dim, bool inverse)
+                      ft_rope_shape r, bool inverse)
 {
-    ft_cuda_check(ft_cuda_launch_rope(dt, x, cos_table, sin_table, pos, tokens, n_heads, head_dim,
+    ft_cuda_check(ft_cuda_launch_rope(dt, x, cos_table, sin_table, pos, tokens, n_heads, r,
                                       inverse ? 1 : 0, ft_cuda_stream(be)),
                   "rope");
 }
 
-static void cuda_bias_add(ft_backend *be, ft_dtype dt, void *y, const void *b, int rows, int dim)
+static void cuda_bias_add(ft_backend *be, ft_dtype dt, ft_dtype yt, void *y, const void *b,
+                          int rows, int dim)
 {
-    ft_cuda_check(ft_cuda_launch_bias_add(dt, y, b, rows, dim, ft_cuda_stream(be)), "bias_add");
+    ft_cuda_check(ft_cuda_launch_bias_add(dt, yt, y, b, rows, dim, ft_cuda_stream(be)),
+                  "bias_add");
 }
 
 static void cuda_bias_grad(ft_backend *be, ft_dtype dt, ft_dtype gt, void *db, const void *dy,

@@ -98,7 +98,7 @@ cudaError_t ft_cuda_launch_rmsnorm_bwd(ft_dtype dt, ft_dtype gt, void *dx, void 
 /* ---- cuda_rope.cu ---- */
 cudaError_t ft_cuda_launch_rope(ft_dtype dt, void *x, const float *cos_table,
                                 const float *sin_table, const int32_t *pos, int tokens,
-                                int n_heads, int head_dim, int inverse, cudaStream_t st);
+                                int n_heads, ft_rope_shape r, int inverse, cudaStream_t st);
 
 /* ---- cuda_embedding.cu ---- */
 cudaError_t ft_cuda_launch_embedding_fwd(ft_dtype dt, void *out, const void *table,
@@ -153,8 +153,9 @@ cudaError_t ft_cuda_launch_attention_decode(float *out, const float *q, const fl
                                             int window, void *scratch, cudaStream_t st);
 
 /* ---- cuda_qwen2.cu ---- */
-cudaError_t ft_cuda_launch_bias_add(ft_dtype dt, void *y, const void *b, int rows, int dim,
-                                    cudaStream_t st);
+/* y stored as yt, b as dt */
+cudaError_t ft_cuda_launch_bias_add(ft_dtype dt, ft_dtype yt, void *y, const void *b, int rows,
+                                    int dim, cudaStream_t st);
 cudaError_t ft_cuda_launch_bias_grad(ft_dtype dt, ft_dtype gt, void *db, const void *dy, int rows,
                                      int dim, cudaStream_t st);
 

@@ -177,8 +177,8 @@ static void test_elementwise(void **state)
     be->ops->swiglu_bwd(be, FT_DTYPE_BF16, DG.h, DU.h, D.h, G.h, U.h, n);
     expect_close(be, "swiglu_bwd dgate", DG, ONE_ROUNDING, 0);
     expect_close(be, "swiglu_bwd dup", DU, ONE_ROUNDING, 0);
-    be->ops->bias_add(be, FT_DTYPE_F32, U.f, B.f, rows, dim);
-    be->ops->bias_add(be, FT_DTYPE_BF16, U.h, B.h, rows, dim);
+    be->ops->bias_add(be, FT_DTYPE_F32, FT_DTYPE_F32, U.f, B.f, rows, dim);
+    be->ops->bias_add(be, FT_DTYPE_BF16, FT_DTYPE_BF16, U.h, B.h, rows, dim);
     expect_close(be, "bias_add", U, ONE_ROUNDING, 0);
     be->ops->bias_grad(be, FT_DTYPE_F32, FT_DTYPE_F32, DB.f, D.f, rows, dim);
     be->ops->bias_grad(be, FT_DTYPE_BF16, FT_DTYPE_BF16, DB.h, D.h, rows, dim);
@@ -200,8 +200,10 @@ static void test_elementwise(void **state)
     float *dcs = bt_upload(be, cs, 64 * hd / 2), *dsn = bt_upload(be, sn, 64 * hd / 2);
     int32_t *dpos = bt_upload_i32(be, pos, (size_t)tokens);
     for (int inv = 0; inv < 2; inv++) {
-        be->ops->rope(be, FT_DTYPE_F32, Q.f, dcs, dsn, dpos, tokens, heads, hd, inv);
-        be->ops->rope(be, FT_DTYPE_BF16, Q.h, dcs, dsn, dpos, tokens, heads, hd, inv);
+        be->ops->rope(be, FT_DTYPE_F32, Q.f, dcs, dsn, dpos, tokens, heads,
+                      (ft_rope_shape){ hd, hd, false }, inv);
+        be->ops->rope(be, FT_DTYPE_BF16, Q.h, dcs, dsn, dpos, tokens, heads,
+                      (ft_rope_shape){ hd, hd, false }, inv);
         /* the second rotation starts from a rounded first one: two roundings */
         expect_close(be, inv ? "rope inverse" : "rope", Q, (1 + inv) * ONE_ROUNDING, 0);
     }

@@ -377,8 +377,10 @@ static void test_rope_case(int tokens, int n_heads, int head_dim)
     float *gs = be_dup(gpu, stab, (size_t)max_pos * half * 4);
     int32_t *cp = be_dup(cpu, pos, (size_t)tokens * 4), *gp = be_dup(gpu, pos, (size_t)tokens * 4);
     for (int inverse = 0; inverse < 2; inverse++) {
-        cpu->ops->rope(cpu, FT_DTYPE_F32, cx, cc, cs, cp, tokens, n_heads, head_dim, inverse);
-        gpu->ops->rope(gpu, FT_DTYPE_F32, gx, gc, gs, gp, tokens, n_heads, head_dim, inverse);
+        cpu->ops->rope(cpu, FT_DTYPE_F32, cx, cc, cs, cp, tokens, n_heads,
+                       (ft_rope_shape){ head_dim, head_dim, false }, inverse);
+        gpu->ops->rope(gpu, FT_DTYPE_F32, gx, gc, gs, gp, tokens, n_heads,
+                       (ft_rope_shape){ head_dim, head_dim, false }, inverse);
         float *rc = be_fetch(cpu, cx, n * 4), *rg = be_fetch(gpu, gx, n * 4);
         snprintf(what, sizeof what, "rope%s tokens=%d heads=%d head_dim=%d",
                  inverse ? " (then inverse)" : "", tokens, n_heads, head_dim);
@@ -555,8 +557,8 @@ static void test_bias_case(int rows, int dim)
     float *cy = be_dup(cpu, y, n * 4), *cb = be_dup(cpu, b, dim * 4), *cdy = be_dup(cpu, dy, n * 4);
     float *gy = be_dup(gpu, y, n * 4), *gb = be_dup(gpu, b, dim * 4), *gdy = be_dup(gpu, dy, n * 4);
     float *cdb = be_dup(cpu, db, dim * 4), *gdb = be_dup(gpu, db, dim * 4);
-    cpu->ops->bias_add(cpu, FT_DTYPE_F32, cy, cb, rows, dim);
-    gpu->ops->bias_add(gpu, FT_DTYPE_F32, gy, gb, rows, dim);
+    cpu->ops->bias_add(cpu, FT_DTYPE_F32, FT_DTYPE_F32, cy, cb, rows, dim);
+    gpu->ops->bias_add(gpu, FT_DTYPE_F32, FT_DTYPE_F32, gy, gb, rows, dim);
     cpu->ops->bias_grad(cpu, FT_DTYPE_F32, FT_DTYPE_F32, cdb, cdy, rows, dim);
     gpu->ops->bias_grad(gpu, FT_DTYPE_F32, FT_DTYPE_F32, gdb, gdy, rows, dim);
     float *r1 = be_fetch(cpu, cy, n * 4), *r2 = be_fetch(gpu, gy, n * 4);

@@ -169,8 +169,8 @@ static void test_elementwise(void)
     gpu->ops->swiglu_bwd(gpu, FT_DTYPE_BF16, DG.g, DU.g, D.g, G.g, U.g, n);
     compare("swiglu_bwd dgate", DG, 1, UNIT);
     compare("swiglu_bwd dup", DU, 1, UNIT);
-    cpu->ops->bias_add(cpu, FT_DTYPE_BF16, U.c, B.c, rows, dim);
-    gpu->ops->bias_add(gpu, FT_DTYPE_BF16, U.g, B.g, rows, dim);
+    cpu->ops->bias_add(cpu, FT_DTYPE_BF16, FT_DTYPE_BF16, U.c, B.c, rows, dim);
+    gpu->ops->bias_add(gpu, FT_DTYPE_BF16, FT_DTYPE_BF16, U.g, B.g, rows, dim);
     compare("bias_add", U, 1, UNIT);
     for (int gbf = 0; gbf < 2; gbf++) {
         void *db = gbf ? (void *)random_bf16(dim, -1, 1) : (void *)random_f32(dim, -1, 1);
@@ -196,8 +196,10 @@ static void test_elementwise(void)
     twin CS = twin_of(cs, 64 * hd / 2 * 4), SN = twin_of(sn, 64 * hd / 2 * 4);
     twin POS = twin_of(pos, rows * 4), Q = twin_of(g, (size_t)rows * heads * hd * 2);
     for (int inv = 0; inv < 2; inv++) {
-        cpu->ops->rope(cpu, FT_DTYPE_BF16, Q.c, CS.c, SN.c, POS.c, rows, heads, hd, inv);
-        gpu->ops->rope(gpu, FT_DTYPE_BF16, Q.g, CS.g, SN.g, POS.g, rows, heads, hd, inv);
+        cpu->ops->rope(cpu, FT_DTYPE_BF16, Q.c, CS.c, SN.c, POS.c, rows, heads,
+                       (ft_rope_shape){ hd, hd, false }, inv);
+        gpu->ops->rope(gpu, FT_DTYPE_BF16, Q.g, CS.g, SN.g, POS.g, rows, heads,
+                       (ft_rope_shape){ hd, hd, false }, inv);
         compare(inv ? "rope inverse" : "rope", Q, 1, 0); /* the same fp32 ops: bit-identical */
     }
     twin_free(CS), twin_free(SN), twin_free(POS), twin_free(Q);
