@@ -1,7 +1,8 @@
 /* Every transformer op of the CPU backend with bf16 storage (GPT-NeoX's and GPT-J's
  * layernorm, gelu, partial or interleaved rope and bias into fp32 logits included)
- * against the same op in fp32 on the same values: inputs are drawn, rounded to bf16 and widened, so both
- * runs see identical numbers, and the bf16 run may differ only by its roundings.
+ * against the same op in fp32 on the same values: inputs are drawn, rounded to bf16
+ * and widened, so both runs see identical numbers, and the bf16 run may differ only
+ * by its roundings.
  *
  * Tolerances (max |got - want| <= rel * max |want| + abs):
  *  - an output rounded once to bf16 (8-bit mantissa, round to nearest) is within
