@@ -25,7 +25,7 @@ static const char *const device_names[] = {"cpu", "cuda", NULL};
 static const char *const dtype_names[] = {"fp32", "bf16", NULL};
 static const char *const rope_scaling_names[] = {"none", "llama3", NULL};
 /* In ft_model_family order (model/family.h). */
-static const char *const family_names[] = {"llama", "qwen2", "qwen3", "mistral", NULL};
+static const char *const family_names[] = {"llama", "qwen2", "qwen3", "mistral", "gpt_neox", "gptj", NULL};
 _Static_assert(sizeof family_names / sizeof family_names[0] == FT_FAMILY_COUNT + 1,
                "one name per model family");
 static const char *const optimizer_names[] = {"adamw", "sgd", NULL};
@@ -91,17 +91,21 @@ const ft_config_key ft_config_keys[] = {
 
     /* model = { ... } */
     STRING("model.weights", model_weights, 0, NULL, NULL, "HDF5 weights to start from; the shape then comes from the file and the shape keys must be absent"),
-    ENUM("model.family", model.family, SHAPE, 0, family_names, "model family: llama, qwen2 (q/k/v biases), qwen3 (q/k RMSNorm), mistral (sliding window)"),
+    ENUM("model.family", model.family, SHAPE, 0, family_names, "model family: llama, qwen2 (q/k/v biases), qwen3 (q/k RMSNorm), mistral (sliding window), gpt_neox (GPTNeoXForCausalLM: LayerNorm, GELU MLP, partial rotary, parallel residual by model.parallel_residual), gptj (GPTJForCausalLM: one LayerNorm for parallel attention and MLP, interleaved partial rotary, lm_head bias)"),
     INT("model.sliding_window", model.sliding_window, SHAPE, 0, INT_MAX, 0, "mistral: each token attends to itself and the previous sliding_window-1 tokens; 0: no window"),
+    INT("model.rotary_dim", model.rotary_dim, SHAPE, 0, INT_MAX, 0, "gpt_neox, gptj: leading dims of each head that RoPE rotates (even, <= head_dim; GPT-NeoX's rotary_pct x head_dim); 0: the whole head"),
+    BOOL("model.parallel_residual", model.parallel_residual, SHAPE, 0, "gpt_neox: x + attn(ln1(x)) + mlp(ln2(x)) (use_parallel_residual); false: sequential as Llama. gptj is always parallel"),
+    BOOL("model.attention_bias", model.attention_bias, SHAPE, 0, "gpt_neox: biases on the q/k/v and output projections"),
+    BOOL("model.gelu_tanh", model.gelu_tanh, SHAPE, 0, "gpt_neox, gptj: the MLP's GELU is the tanh approximation (gelu_new, GPT-J's); false: exact (erf, \"gelu\", Pythia's)"),
     INT("model.vocab_size", model.vocab_size, SHAPE_REQ, 1, INT_MAX, 0, "vocabulary size (rows of the embedding)"),
     INT("model.hidden_size", model.hidden_size, SHAPE_REQ, 1, INT_MAX, 0, "model width"),
-    INT("model.intermediate_size", model.intermediate_size, SHAPE_REQ, 1, INT_MAX, 0, "SwiGLU hidden width"),
+    INT("model.intermediate_size", model.intermediate_size, SHAPE_REQ, 1, INT_MAX, 0, "MLP hidden width (SwiGLU; GELU for gpt_neox, gptj)"),
     INT("model.num_hidden_layers", model.num_hidden_layers, SHAPE_REQ, 1, INT_MAX, 0, "number of transformer blocks"),
     INT("model.num_attention_heads", model.num_attention_heads, SHAPE_REQ, 1, INT_MAX, 0, "query heads"),
     INT_DERIVED("model.num_key_value_heads", model.num_key_value_heads, SHAPE, 1, INT_MAX, "num_attention_heads", "key/value heads (grouped-query attention); must divide num_attention_heads"),
     INT_DERIVED("model.head_dim", model.head_dim, SHAPE, 1, INT_MAX, "hidden_size / num_attention_heads", "width of one head; must be even (RoPE)"),
     INT("model.max_position_embeddings", model.max_position_embeddings, SHAPE, 1, INT_MAX, 2048, "longest sequence the model is meant for"),
-    FLOAT("model.rms_norm_eps", model.rms_norm_eps, SHAPE | GT, 0.0, INF, 1e-5, "epsilon of RMSNorm"),
+    FLOAT("model.rms_norm_eps", model.rms_norm_eps, SHAPE | GT, 0.0, INF, 1e-5, "epsilon of the norms (RMSNorm; LayerNorm for gpt_neox, gptj)"),
     FLOAT("model.rope_theta", model.rope_theta, SHAPE | GT, 0.0, INF, 10000.0, "RoPE base frequency"),
     BOOL("model.tie_word_embeddings", model.tie_word_embeddings, SHAPE, 0, "share the embedding matrix with the output head"),
     ENUM("model.rope_scaling.type", model.rope_scaling.type, SHAPE, 0, rope_scaling_names, "RoPE frequency scaling; \"llama3\" is Llama 3.1's"),

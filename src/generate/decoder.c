@@ -13,16 +13,18 @@ struct ft_decoder {
     ft_param_source src;
     ft_decoder_options opt;
     ft_kv_cache cache;
-    float *rope_cos, *rope_sin; /* [capacity, head_dim/2] */
+    float *rope_cos, *rope_sin; /* [capacity, rot_dim/2] */
     int32_t *ids, *pos;         /* [max_chunk] on the backend */
     int32_t *host_i32;          /* [2 * max_chunk] staging */
     /* activations of one chunk of n <= max_chunk tokens */
     float *x;                   /* [n, H] residual stream: block input, then output */
-    float *xn, *rstd;           /* [n, H] normalised input of a branch, [n] its 1/rms */
+    float *xn, *rstd, *mean;    /* [n, H] normalised input of a branch, [n] its 1/rms (1/std)
+                                 * and (LayerNorm) mean */
+    float *xn2;                 /* [n, H] the MLP's normalised input (parallel residual) */
     float *q, *att, *lse;       /* [n, Q], [n, Q], [n_heads, n] */
     float *h;                   /* [n, H] residual after attention */
     float *gate, *up, *act;     /* [n, I] */
-    float *xf, *rstd_f, *logits; /* head of the last token: [H], [1], [V] */
+    float *xf, *rstd_f, *mean_f, *logits; /* head of the last token: [H], [1], [1], [V] */
     float *proj, *rstd_qk;      /* qk_norm only: q or k before its norm [n, Q], 1/rms [n, nh] */
 };
 
@@ -65,7 +67,7 @@ int ft_decoder_create(ft_decoder **out, const ft_model_layout *layout, ft_backen
     const size_t N = (size_t)d->opt.max_chunk, H = (size_t)c->hidden_size;
     const size_t I = (size_t)c->intermediate_size, V = (size_t)c->vocab_size;
     const size_t Q = (size_t)c->num_attention_heads * (size_t)c->head_dim;
-    const size_t half = (size_t)c->head_dim / 2, cap = (size_t)d->opt.capacity;
+    const size_t half = (size_t)ft_model_rot_dim(c) / 2, cap = (size_t)d->opt.capacity;
     int failed = 0;
     d->rope_cos = balloc(d, cap * half, &failed);
     d->rope_sin = balloc(d, cap * half, &failed);
@@ -74,6 +76,10 @@ int ft_decoder_create(ft_decoder **out, const ft_model_layout *layout, ft_backen
     d->x = balloc(d, N * H, &failed);
     d->xn = balloc(d, N * H, &failed);
     d->rstd = balloc(d, N, &failed);
+    d->mean = balloc(d, N, &failed);
+    d->mean_f = balloc(d, 1, &failed);
+    if (ft_model_parallel_residual(c))
+        d->xn2 = balloc(d, N * H, &failed);
     d->q = balloc(d, N * Q, &failed);
     d->att = balloc(d, N * Q, &failed);
     d->lse = balloc(d, N * (size_t)c->num_attention_heads, &failed);
@@ -116,7 +122,7 @@ void ft_decoder_free(ft_decoder *d)
     ft_backend *be = d->be;
     float *bufs[] = { d->rope_cos, d->rope_sin, (float *)d->ids, (float *)d->pos, d->x, d->xn,
                       d->rstd, d->q, d->att, d->lse, d->h, d->gate, d->up, d->act, d->xf,
-                      d->rstd_f, d->logits, d->proj, d->rstd_qk };
+                      d->rstd_f, d->logits, d->proj, d->rstd_qk, d->mean, d->mean_f, d->xn2 };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         be->ops->free(be, bufs[i]);
     ft_kv_cache_free(&d->cache);
@@ -138,6 +144,26 @@ static void linear_fwd(ft_backend *be, float *z, const float *a, const float *w,
     be->ops->matmul(be, FT_GEMM_F32, z, a, w, n, out, in, false, true, 1.0f, beta);
 }
 
+static void add_bias(ft_backend *be, float *y, const float *b, int n, int dim)
+{
+    if (b)
+        be->ops->bias_add(be, FT_DTYPE_F32, FT_DTYPE_F32, y, b, n, dim);
+}
+
+/* y = the family's norm of x (n rows): block.c's ft_model_norm_fwd in fp32. */
+static void norm_fwd(ft_decoder *d, float *y, float *mean, float *rstd, const float *x,
+                     const float *w, const float *b, int n)
+{
+    ft_backend *be = d->be;
+    const ft_model_config *c = &d->layout->config;
+    if (ft_model_family_of(c)->layernorm)
+        be->ops->layernorm_fwd(be, FT_DTYPE_F32, y, mean, rstd, x, w, b, n, c->hidden_size,
+                               (float)c->rms_norm_eps);
+    else
+        be->ops->rmsnorm_fwd(be, FT_DTYPE_F32, y, rstd, x, w, n, c->hidden_size,
+                             (float)c->rms_norm_eps);
+}
+
 /* z = RoPE(QKNorm(xn W^T + b)) over n_heads heads: block.c's project_rotate. */
 static void project_rotate(ft_decoder *d, float *z, const float *w, const float *bias,
                            const float *norm_w, int n, int n_heads)
@@ -147,13 +173,12 @@ static void project_rotate(ft_decoder *d, float *z, const float *w, const float 
     const int H = c->hidden_size, hd = c->head_dim, out = n_heads * hd;
     float *proj = norm_w ? d->proj : z;
     linear_fwd(be, proj, d->xn, w, n, out, H, 0.0f);
-    if (bias)
-        be->ops->bias_add(be, FT_DTYPE_F32, FT_DTYPE_F32, proj, bias, n, out);
+    add_bias(be, proj, bias, n, out);
     if (norm_w)
         be->ops->rmsnorm_fwd(be, FT_DTYPE_F32, z, d->rstd_qk, proj, norm_w, n * n_heads, hd,
                              (float)c->rms_norm_eps);
     be->ops->rope(be, FT_DTYPE_F32, z, d->rope_cos, d->rope_sin, d->pos, n, n_heads,
-                  (ft_rope_shape){ hd, hd, false }, false);
+                  ft_model_rope_shape(c), false);
 }
 
 /* One block on the chunk's n tokens at positions past .. past+n-1; x is replaced by
@@ -170,17 +195,21 @@ static void block_forward(ft_decoder *d, int layer, const float *flat, int past,
     const int H = c->hidden_size, I = c->intermediate_size, nh = c->num_attention_heads;
     const int nkv = c->num_key_value_heads, hd = c->head_dim;
     const int Q = nh * hd, KV = nkv * hd;
-    const float eps = (float)c->rms_norm_eps;
+    const ft_family_info *fam = ft_model_family_of(c);
+    const bool parallel = ft_model_parallel_residual(c);
     float *k_new = ft_kv_cache_k(&d->cache, layer, past);
     float *v_new = ft_kv_cache_v(&d->cache, layer, past);
 
-    /* attention branch: h = x + Attn(rmsnorm(x)) */
-    be->ops->rmsnorm_fwd(be, FT_DTYPE_F32, d->xn, d->rstd, d->x, w[FT_BLK_ATTN_NORM], n, H, eps);
+    /* attention branch: h = x + Attn(norm1(x)); a parallel residual's separate MLP
+     * norm reads x, so it is taken first, before x is overwritten */
+    norm_fwd(d, d->xn, d->mean, d->rstd, d->x, w[FT_BLK_ATTN_NORM], w[FT_BLK_ATTN_NORM_BIAS], n);
+    if (parallel && !fam->shared_norm)
+        norm_fwd(d, d->xn2, d->mean, d->rstd, d->x, w[FT_BLK_MLP_NORM], w[FT_BLK_MLP_NORM_BIAS],
+                 n);
     project_rotate(d, d->q, w[FT_BLK_Q], w[FT_BLK_Q_BIAS], w[FT_BLK_Q_NORM], n, nh);
     project_rotate(d, k_new, w[FT_BLK_K], w[FT_BLK_K_BIAS], w[FT_BLK_K_NORM], n, nkv);
     linear_fwd(be, v_new, d->xn, w[FT_BLK_V], n, KV, H, 0.0f);
-    if (w[FT_BLK_V_BIAS])
-        be->ops->bias_add(be, FT_DTYPE_F32, FT_DTYPE_F32, v_new, w[FT_BLK_V_BIAS], n, KV);
+    add_bias(be, v_new, w[FT_BLK_V_BIAS], n, KV);
     if (past == 0) {
         /* the whole sequence so far is this chunk: the trainer's attention */
         ft_attn_shape s = { .batch = 1, .seq_len = n, .n_heads = nh, .n_kv_heads = nkv,
@@ -193,14 +222,27 @@ static void block_forward(ft_decoder *d, int layer, const float *flat, int past,
     }
     be->ops->copy(be, d->h, d->x, (size_t)n * H * sizeof(float));
     linear_fwd(be, d->h, d->att, w[FT_BLK_O], n, H, Q, 1.0f);
+    add_bias(be, d->h, w[FT_BLK_O_BIAS], n, H);
 
-    /* MLP branch: x = h + Wdown (silu(Wgate n) * (Wup n)), n = rmsnorm(h) */
-    be->ops->rmsnorm_fwd(be, FT_DTYPE_F32, d->xn, d->rstd, d->h, w[FT_BLK_MLP_NORM], n, H, eps);
-    linear_fwd(be, d->gate, d->xn, w[FT_BLK_GATE], n, I, H, 0.0f);
-    linear_fwd(be, d->up, d->xn, w[FT_BLK_UP], n, I, H, 0.0f);
-    be->ops->swiglu_fwd(be, FT_DTYPE_F32, d->act, d->gate, d->up, (size_t)n * I);
+    /* MLP branch: x = h + MLP(n2), n2 = norm2(h) (sequential), norm2(x) (parallel,
+     * in xn2) or norm1(x) (shared norm, still in xn) */
+    const float *n2 = d->xn;
+    if (!parallel)
+        norm_fwd(d, d->xn, d->mean, d->rstd, d->h, w[FT_BLK_MLP_NORM], w[FT_BLK_MLP_NORM_BIAS], n);
+    else if (!fam->shared_norm)
+        n2 = d->xn2;
+    linear_fwd(be, d->up, n2, w[FT_BLK_UP], n, I, H, 0.0f);
+    if (fam->gelu_mlp) {
+        add_bias(be, d->up, w[FT_BLK_UP_BIAS], n, I);
+        be->ops->gelu_fwd(be, FT_DTYPE_F32, c->gelu_tanh ? FT_GELU_TANH : FT_GELU_ERF, d->act,
+                          d->up, (size_t)n * I);
+    } else {
+        linear_fwd(be, d->gate, n2, w[FT_BLK_GATE], n, I, H, 0.0f);
+        be->ops->swiglu_fwd(be, FT_DTYPE_F32, d->act, d->gate, d->up, (size_t)n * I);
+    }
     be->ops->copy(be, d->x, d->h, (size_t)n * H * sizeof(float));
     linear_fwd(be, d->x, d->act, w[FT_BLK_DOWN], n, H, I, 1.0f);
+    add_bias(be, d->x, w[FT_BLK_DOWN_BIAS], n, H);
 }
 
 /* Final norm and output projection of the chunk's last token into d->logits. */
@@ -212,13 +254,13 @@ static void head_forward(ft_decoder *d, int n)
     const int hu = ft_layout_head_unit(lay);
     const ft_unit_layout *head = &lay->units[hu];
     const float *hp = d->src.acquire(d->src.ctx, hu);
-    const float *w_out = c->tie_word_embeddings ? d->src.acquire(d->src.ctx, 0)
-                                                : hp + head->tensors[FT_HEAD_LM].offset;
-    const float *w_norm = hp + head->tensors[head->n_tensors - 1].offset;
+#define AT(t) (head->slot[t] >= 0 ? hp + ft_unit_slot_offset(head, t) : NULL)
+    const float *w_out = c->tie_word_embeddings ? d->src.acquire(d->src.ctx, 0) : AT(FT_HEAD_LM);
     const float *last = d->x + (size_t)(n - 1) * c->hidden_size;
-    be->ops->rmsnorm_fwd(be, FT_DTYPE_F32, d->xf, d->rstd_f, last, w_norm, 1, c->hidden_size,
-                         (float)c->rms_norm_eps);
+    norm_fwd(d, d->xf, d->mean_f, d->rstd_f, last, AT(FT_HEAD_NORM), AT(FT_HEAD_NORM_BIAS), 1);
     linear_fwd(be, d->logits, d->xf, w_out, 1, c->vocab_size, c->hidden_size, 0.0f);
+    add_bias(be, d->logits, AT(FT_HEAD_LM_BIAS), 1, c->vocab_size);
+#undef AT
     if (c->tie_word_embeddings)
         d->src.release(d->src.ctx, 0);
     d->src.release(d->src.ctx, hu);

@@ -64,6 +64,20 @@ int ft_weights_read_config(const ft_h5file *f, ft_model_config *c, ft_error *err
     if (ft_h5_attr_exists(g, "sliding_window") &&
         read_int(f, g, "sliding_window", &c->sliding_window, err))
         goto done;
+    /* the GPT families' switches: absent (0) for the Llama shape */
+    int flag = 0;
+    if (ft_h5_attr_exists(g, "rotary_dim") && read_int(f, g, "rotary_dim", &c->rotary_dim, err))
+        goto done;
+#define READ_FLAG(name)                                                                  \
+    if (ft_h5_attr_exists(g, #name)) {                                                   \
+        if (read_int(f, g, #name, &flag, err))                                           \
+            goto done;                                                                   \
+        c->name = flag != 0;                                                             \
+    }
+    READ_FLAG(parallel_residual)
+    READ_FLAG(attention_bias)
+    READ_FLAG(gelu_tanh)
+#undef READ_FLAG
     if (strcmp(rope_type, "llama3") == 0) {
         ft_rope_scaling *s = &c->rope_scaling;
         s->type = FT_ROPE_SCALING_LLAMA3;
@@ -114,6 +128,15 @@ int ft_weights_write_config(const ft_h5file *f, const ft_model_config *c, ft_err
         rc = ft_h5_attr_write_str(f, g, "model_family", ft_model_family_of(c)->name, err);
     if (!rc && c->sliding_window > 0)
         rc = ft_h5_attr_write_i64(f, g, "sliding_window", c->sliding_window, err);
+    /* the GPT families' switches, only when set (Llama-shape files do not change) */
+    if (!rc && c->rotary_dim > 0)
+        rc = ft_h5_attr_write_i64(f, g, "rotary_dim", c->rotary_dim, err);
+    if (!rc && c->parallel_residual)
+        rc = ft_h5_attr_write_i64(f, g, "parallel_residual", 1, err);
+    if (!rc && c->attention_bias)
+        rc = ft_h5_attr_write_i64(f, g, "attention_bias", 1, err);
+    if (!rc && c->gelu_tanh)
+        rc = ft_h5_attr_write_i64(f, g, "gelu_tanh", 1, err);
     if (!rc)
         rc = ft_h5_attr_write_f64(f, g, "rms_norm_eps", c->rms_norm_eps, err);
     if (!rc)

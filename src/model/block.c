@@ -1,19 +1,29 @@
-/* One transformer block, forward and backward:
- *   h = x + Attn(RMSNorm(x) ; Wq, Wk, Wv, Wo)
- *   y = h + Wdown (silu(Wgate n) * (Wup n)),  n = RMSNorm(h)
- * Linear layers use HF's [out, in] weights: z = a W^T, so
- *   da = dz W  and  dW += dz^T a.
+/* One transformer block, forward and backward. The Llama shape is
+ *   h = x + Attn(Norm1(x) ; Wq, Wk, Wv, Wo)
+ *   y = h + MLP(Norm2(h))
+ * with Norm = RMSNorm and MLP(n) = Wdown (silu(Wgate n) * (Wup n)) (SwiGLU).
+ * Linear layers use HF's [out, in] weights: z = a W^T (+ b), so
+ *   da = dz W,  dW += dz^T a  and  db += sum over tokens of dz.
  *
- * The families (model/family.h) differ only in how q and k are made and in the
- * attention mask:
+ * The families (model/family.h) switch parts of it, never the structure:
  *   q = RoPE(QKNorm(n Wq^T + bq))     (k likewise; v = n Wv^T + bv)
- * with the biases b present for qwen2 (db = sum over tokens of dz) and QKNorm an
- * RMSNorm over each head's head_dim values with one [head_dim] weight shared by
- * the heads (qwen3): on the [tokens, heads*head_dim] tensor it is the ordinary
- * RMSNorm op on tokens*heads rows of head_dim. Mistral's sliding window is a field
- * of the attention shape (m->attn.window), set once at model creation.
+ * with the biases b present for qwen2 and gpt_neox (attention_bias, which also
+ * biases Wo), QKNorm an RMSNorm over each head's head_dim values with one
+ * [head_dim] weight shared by the heads (qwen3: on the [tokens, heads*head_dim]
+ * tensor it is the ordinary RMSNorm op on tokens*heads rows of head_dim), and RoPE
+ * rotating the first rot_dim dims of a head, half-split or interleaved (gptj).
+ * Mistral's sliding window is a field of the attention shape (m->attn.window).
+ * The GPT families use LayerNorm with a bias for Norm and a GELU MLP with biases,
+ *   MLP(n) = Wdown gelu(Wup n + bup) + bdown,
+ * and a parallel residual (gpt_neox with parallel_residual, gptj always):
+ *   y = x + Attn(Norm1(x)) + MLP(Norm2(x))
+ * computed as h = x + Attn(Norm1(x)), y = h + MLP(Norm2(x)): the sequential code
+ * with the MLP norm reading x instead of h. GPT-J has one norm for both branches
+ * (Norm2 = Norm1: the MLP reads Norm1's output and its gradient joins the
+ * attention's before Norm1's backward).
  */
 #include "model/model_internal.h"
+#include "model/rope_tables.h"
 
 void ft_block_params_bind(const ft_model *m, const ft_unit_layout *u, const void *flat,
                           ft_block_params *p)
@@ -49,6 +59,49 @@ static void linear_bwd(const ft_model *m, void *da, void *dw, const void *dz, co
     be->ops->matmul(be, ft_model_gemm(m), da, dz, w, n, in, out, false, false, 1.0f, beta_da);
 }
 
+/* y[N,dim] += b (when the layer has a bias) */
+static void add_bias(const ft_model *m, void *y, const void *b, int n, int dim)
+{
+    if (b)
+        m->be->ops->bias_add(m->be, m->dt, m->dt, y, b, n, dim);
+}
+
+/* db += column sums of dy (when the layer has a bias) */
+static void bias_bwd(const ft_model *m, void *db, const void *dy, int n, int dim)
+{
+    if (db)
+        m->be->ops->bias_grad(m->be, m->dt, m->gt, db, dy, n, dim);
+}
+
+/* y = Norm(x) over rows of hidden_size: LayerNorm (w, b; mean kept) for the GPT
+ * families, RMSNorm (w) for the others. */
+void ft_model_norm_fwd(const ft_model *m, void *y, float *mean, float *rstd, const void *x,
+                       const void *w, const void *b, int rows)
+{
+    const ft_model_config *c = &m->layout.config;
+    ft_backend *be = m->be;
+    if (ft_model_family_of(c)->layernorm)
+        be->ops->layernorm_fwd(be, m->dt, y, mean, rstd, x, w, b, rows, c->hidden_size,
+                               (float)c->rms_norm_eps);
+    else
+        be->ops->rmsnorm_fwd(be, m->dt, y, rstd, x, w, rows, c->hidden_size,
+                             (float)c->rms_norm_eps);
+}
+
+/* dx += Norm^T dy; dw (and db) accumulate. */
+void ft_model_norm_bwd(const ft_model *m, void *dx, void *dw, void *db, const void *dy,
+                       const void *x, const void *w, const float *mean, const float *rstd,
+                       int rows)
+{
+    const ft_model_config *c = &m->layout.config;
+    ft_backend *be = m->be;
+    if (ft_model_family_of(c)->layernorm)
+        be->ops->layernorm_bwd(be, m->dt, m->gt, dx, dw, db, dy, x, w, mean, rstd, rows,
+                               c->hidden_size);
+    else
+        be->ops->rmsnorm_bwd(be, m->dt, m->gt, dx, dw, dy, x, w, rstd, rows, c->hidden_size);
+}
+
 /* z = RoPE(QKNorm(a W^T + b)) for q (or k): n_heads heads. Without qk_norm the
  * projection goes straight into z; with it into z_raw, normalised into z. */
 static void project_rotate(ft_model *m, void *z, void *z_raw, float *rstd, const void *a,
@@ -59,13 +112,12 @@ static void project_rotate(ft_model *m, void *z, void *z_raw, float *rstd, const
     const int N = m->in.tokens, H = c->hidden_size, out = n_heads * c->head_dim;
     void *proj = norm_w ? z_raw : z;
     linear_fwd(m, proj, a, w, N, out, H, 0.0f);
-    if (bias)
-        be->ops->bias_add(be, m->dt, m->dt, proj, bias, N, out);
+    add_bias(m, proj, bias, N, out);
     if (norm_w)
         be->ops->rmsnorm_fwd(be, m->dt, z, rstd, proj, norm_w, N * n_heads, c->head_dim,
                              (float)c->rms_norm_eps);
     be->ops->rope(be, m->dt, z, m->rope_cos, m->rope_sin, m->in.pos, N, n_heads,
-                  (ft_rope_shape){ c->head_dim, c->head_dim, false }, false);
+                  ft_model_rope_shape(c), false);
 }
 
 /* Backward of project_rotate given dz (the attention's dq or dk; destroyed):
@@ -81,7 +133,7 @@ static void project_rotate_bwd(ft_model *m, void *da, void *dw, void *db, void *
     const int N = m->in.tokens, H = c->hidden_size, out = n_heads * c->head_dim;
     /* The rotation is orthogonal: its backward is the rotation by -angle. */
     be->ops->rope(be, m->dt, dz, m->rope_cos, m->rope_sin, m->in.pos, N, n_heads,
-                  (ft_rope_shape){ c->head_dim, c->head_dim, false }, true);
+                  ft_model_rope_shape(c), true);
     void *dproj = dz;
     if (norm_w) {
         be->ops->zero(be, dz_raw, (size_t)N * out * m->esize);
@@ -89,9 +141,52 @@ static void project_rotate_bwd(ft_model *m, void *da, void *dw, void *db, void *
                              c->head_dim);
         dproj = dz_raw;
     }
-    if (db)
-        be->ops->bias_grad(be, m->dt, m->gt, db, dproj, N, out);
+    bias_bwd(m, db, dproj, N, out);
     linear_bwd(m, da, dw, dproj, a, w, N, out, H, beta_da);
+}
+
+/* y += MLP(n): SwiGLU, or GELU with biases. */
+static void mlp_fwd(ft_model *m, const ft_block_params *p, const void *n, ft_block_acts *a,
+                    void *y)
+{
+    ft_backend *be = m->be;
+    const ft_model_config *c = &m->layout.config;
+    const int N = m->in.tokens, H = c->hidden_size, I = c->intermediate_size;
+    linear_fwd(m, a->up, n, p->w[FT_BLK_UP], N, I, H, 0.0f);
+    if (ft_model_family_of(c)->gelu_mlp) {
+        add_bias(m, a->up, p->w[FT_BLK_UP_BIAS], N, I);
+        be->ops->gelu_fwd(be, m->dt, m->gelu, a->act, a->up, (size_t)N * I);
+    } else {
+        linear_fwd(m, a->gate, n, p->w[FT_BLK_GATE], N, I, H, 0.0f);
+        be->ops->swiglu_fwd(be, m->dt, a->act, a->gate, a->up, (size_t)N * I);
+    }
+    linear_fwd(m, y, a->act, p->w[FT_BLK_DOWN], N, H, I, 1.0f);
+    add_bias(m, y, p->w[FT_BLK_DOWN_BIAS], N, H);
+}
+
+/* Backward of mlp_fwd given dy: dn (+)= d/dn with beta_dn, weight and bias grads
+ * accumulate. a->act is not needed after its weight gradient, so its buffer takes
+ * d(act) (this block's activations are dead after its backward, or recomputed for
+ * the next block with checkpointing). */
+static void mlp_bwd(ft_model *m, const ft_block_params *p, ft_block_grads *g, const void *n,
+                    ft_block_acts *a, const void *dy, void *dn, float beta_dn)
+{
+    ft_backend *be = m->be;
+    const ft_model_config *c = &m->layout.config;
+    const int N = m->in.tokens, H = c->hidden_size, I = c->intermediate_size;
+    ft_block_scratch *s = &m->scratch;
+    void *dact = a->act;
+    bias_bwd(m, g->g[FT_BLK_DOWN_BIAS], dy, N, H);
+    linear_bwd(m, dact, g->g[FT_BLK_DOWN], dy, a->act, p->w[FT_BLK_DOWN], N, H, I, 0.0f);
+    if (ft_model_family_of(c)->gelu_mlp) {
+        be->ops->gelu_bwd(be, m->dt, m->gelu, s->dup, dact, a->up, (size_t)N * I);
+        bias_bwd(m, g->g[FT_BLK_UP_BIAS], s->dup, N, I);
+    } else {
+        be->ops->swiglu_bwd(be, m->dt, s->dgate, s->dup, dact, a->gate, a->up, (size_t)N * I);
+        linear_bwd(m, dn, g->g[FT_BLK_GATE], s->dgate, n, p->w[FT_BLK_GATE], N, I, H, beta_dn);
+        beta_dn = 1.0f;
+    }
+    linear_bwd(m, dn, g->g[FT_BLK_UP], s->dup, n, p->w[FT_BLK_UP], N, I, H, beta_dn);
 }
 
 void ft_block_forward(ft_model *m, const ft_block_params *p, const void *x, void *y,
@@ -99,30 +194,35 @@ void ft_block_forward(ft_model *m, const ft_block_params *p, const void *x, void
 {
     ft_backend *be = m->be;
     const ft_model_config *c = &m->layout.config;
-    const int N = m->in.tokens, H = c->hidden_size, I = c->intermediate_size;
+    const ft_family_info *fam = ft_model_family_of(c);
+    const int N = m->in.tokens, H = c->hidden_size;
     const int Q = c->num_attention_heads * c->head_dim;
     const int KV = c->num_key_value_heads * c->head_dim;
-    const float eps = (float)c->rms_norm_eps;
     const int32_t *seg = m->in.has_segments ? m->in.segment : NULL;
 
-    be->ops->rmsnorm_fwd(be, m->dt, a->xn1, a->rstd1, x, p->w[FT_BLK_ATTN_NORM], N, H, eps);
+    ft_model_norm_fwd(m, a->xn1, a->mean1, a->rstd1, x, p->w[FT_BLK_ATTN_NORM],
+                      p->w[FT_BLK_ATTN_NORM_BIAS], N);
     project_rotate(m, a->q, a->q_raw, a->rstd_q, a->xn1, p->w[FT_BLK_Q], p->w[FT_BLK_Q_BIAS],
                    p->w[FT_BLK_Q_NORM], c->num_attention_heads);
     project_rotate(m, a->k, a->k_raw, a->rstd_k, a->xn1, p->w[FT_BLK_K], p->w[FT_BLK_K_BIAS],
                    p->w[FT_BLK_K_NORM], c->num_key_value_heads);
     linear_fwd(m, a->v, a->xn1, p->w[FT_BLK_V], N, KV, H, 0.0f);
-    if (p->w[FT_BLK_V_BIAS])
-        be->ops->bias_add(be, m->dt, m->dt, a->v, p->w[FT_BLK_V_BIAS], N, KV);
+    add_bias(m, a->v, p->w[FT_BLK_V_BIAS], N, KV);
     be->ops->attention_fwd(be, m->dt, a->att, a->lse, a->q, a->k, a->v, seg, m->attn);
     be->ops->copy(be, a->h, x, (size_t)N * H * m->esize);
     linear_fwd(m, a->h, a->att, p->w[FT_BLK_O], N, H, Q, 1.0f);
+    add_bias(m, a->h, p->w[FT_BLK_O_BIAS], N, H);
 
-    be->ops->rmsnorm_fwd(be, m->dt, a->xn2, a->rstd2, a->h, p->w[FT_BLK_MLP_NORM], N, H, eps);
-    linear_fwd(m, a->gate, a->xn2, p->w[FT_BLK_GATE], N, I, H, 0.0f);
-    linear_fwd(m, a->up, a->xn2, p->w[FT_BLK_UP], N, I, H, 0.0f);
-    be->ops->swiglu_fwd(be, m->dt, a->act, a->gate, a->up, (size_t)N * I);
+    /* the MLP's input: Norm2(h), Norm2(x) (parallel), or Norm1(x) itself (shared) */
+    const void *xn2 = a->xn1;
+    if (!fam->shared_norm) {
+        const void *mlp_in = ft_model_parallel_residual(c) ? x : a->h;
+        ft_model_norm_fwd(m, a->xn2, a->mean2, a->rstd2, mlp_in, p->w[FT_BLK_MLP_NORM],
+                          p->w[FT_BLK_MLP_NORM_BIAS], N);
+        xn2 = a->xn2;
+    }
     be->ops->copy(be, y, a->h, (size_t)N * H * m->esize);
-    linear_fwd(m, y, a->act, p->w[FT_BLK_DOWN], N, H, I, 1.0f);
+    mlp_fwd(m, p, xn2, a, y);
 }
 
 void ft_block_backward(ft_model *m, const ft_block_params *p, ft_block_grads *g, const void *x,
@@ -130,39 +230,47 @@ void ft_block_backward(ft_model *m, const ft_block_params *p, ft_block_grads *g,
 {
     ft_backend *be = m->be;
     const ft_model_config *c = &m->layout.config;
-    const int N = m->in.tokens, H = c->hidden_size, I = c->intermediate_size;
+    const ft_family_info *fam = ft_model_family_of(c);
+    const bool parallel = ft_model_parallel_residual(c);
+    const int N = m->in.tokens, H = c->hidden_size;
     const int Q = c->num_attention_heads * c->head_dim;
     const int KV = c->num_key_value_heads * c->head_dim;
     const int32_t *seg = m->in.has_segments ? m->in.segment : NULL;
     ft_block_scratch *s = &m->scratch;
     const size_t NH = (size_t)N * H * m->esize;
 
-    /* MLP branch: y = h + act Wdown^T. act is not needed after its weight gradient,
-     * so its buffer takes d(act) (this block's activations are dead after its
-     * backward, or recomputed for the next block with checkpointing). */
-    void *dact = a->act;
-    linear_bwd(m, dact, g->g[FT_BLK_DOWN], dy, a->act, p->w[FT_BLK_DOWN], N, H, I, 0.0f);
-    be->ops->swiglu_bwd(be, m->dt, s->dgate, s->dup, dact, a->gate, a->up, (size_t)N * I);
-    linear_bwd(m, s->dxn, g->g[FT_BLK_GATE], s->dgate, a->xn2, p->w[FT_BLK_GATE], N, I, H, 0.0f);
-    linear_bwd(m, s->dxn, g->g[FT_BLK_UP], s->dup, a->xn2, p->w[FT_BLK_UP], N, I, H, 1.0f);
-    be->ops->copy(be, s->dh, dy, NH); /* residual path */
-    be->ops->rmsnorm_bwd(be, m->dt, m->gt, s->dh, g->g[FT_BLK_MLP_NORM], s->dxn, a->h, p->w[FT_BLK_MLP_NORM],
-                         a->rstd2, N, H);
+    /* MLP branch: y = h + MLP(n2). Its gradient wrt n2 lands in dxn; with a shared
+     * norm it stays there and the attention's q/k/v gradients add to it. */
+    mlp_bwd(m, p, g, fam->shared_norm ? a->xn1 : a->xn2, a, dy, s->dxn, 0.0f);
+    be->ops->copy(be, s->dh, dy, NH); /* residual path: dL/dh = dy (+ norm2 for sequential) */
+    if (parallel) {
+        /* y = x + attn + mlp: dx starts as dy, plus Norm2's backward wrt x when the
+         * MLP has its own norm */
+        be->ops->copy(be, dx, dy, NH);
+        if (!fam->shared_norm)
+            ft_model_norm_bwd(m, dx, g->g[FT_BLK_MLP_NORM], g->g[FT_BLK_MLP_NORM_BIAS], s->dxn, x,
+                              p->w[FT_BLK_MLP_NORM], a->mean2, a->rstd2, N);
+    } else {
+        ft_model_norm_bwd(m, s->dh, g->g[FT_BLK_MLP_NORM], g->g[FT_BLK_MLP_NORM_BIAS], s->dxn,
+                          a->h, p->w[FT_BLK_MLP_NORM], a->mean2, a->rstd2, N);
+    }
 
-    /* Attention branch: h = x + att Wo^T */
+    /* Attention branch: h = x + att Wo^T (+ bo) */
+    bias_bwd(m, g->g[FT_BLK_O_BIAS], s->dh, N, H);
     linear_bwd(m, s->datt, g->g[FT_BLK_O], s->dh, a->att, p->w[FT_BLK_O], N, H, Q, 0.0f);
     be->ops->attention_bwd(be, m->dt, s->dq, s->dk, s->dv, s->datt, a->att, a->lse, a->q, a->k, a->v,
                            seg, m->attn);
+    const float beta_q = fam->shared_norm ? 1.0f : 0.0f; /* keep the MLP's dn1 */
     project_rotate_bwd(m, s->dxn, g->g[FT_BLK_Q], g->g[FT_BLK_Q_BIAS], g->g[FT_BLK_Q_NORM], s->dq,
                        s->dq_raw, a->q_raw, a->rstd_q, a->xn1, p->w[FT_BLK_Q],
-                       p->w[FT_BLK_Q_NORM], c->num_attention_heads, 0.0f);
+                       p->w[FT_BLK_Q_NORM], c->num_attention_heads, beta_q);
     project_rotate_bwd(m, s->dxn, g->g[FT_BLK_K], g->g[FT_BLK_K_BIAS], g->g[FT_BLK_K_NORM], s->dk,
                        s->dk_raw, a->k_raw, a->rstd_k, a->xn1, p->w[FT_BLK_K],
                        p->w[FT_BLK_K_NORM], c->num_key_value_heads, 1.0f);
-    if (g->g[FT_BLK_V_BIAS])
-        be->ops->bias_grad(be, m->dt, m->gt, g->g[FT_BLK_V_BIAS], s->dv, N, KV);
+    bias_bwd(m, g->g[FT_BLK_V_BIAS], s->dv, N, KV);
     linear_bwd(m, s->dxn, g->g[FT_BLK_V], s->dv, a->xn1, p->w[FT_BLK_V], N, KV, H, 1.0f);
-    be->ops->copy(be, dx, s->dh, NH);
-    be->ops->rmsnorm_bwd(be, m->dt, m->gt, dx, g->g[FT_BLK_ATTN_NORM], s->dxn, x, p->w[FT_BLK_ATTN_NORM],
-                         a->rstd1, N, H);
+    if (!parallel)
+        be->ops->copy(be, dx, s->dh, NH);
+    ft_model_norm_bwd(m, dx, g->g[FT_BLK_ATTN_NORM], g->g[FT_BLK_ATTN_NORM_BIAS], s->dxn, x,
+                      p->w[FT_BLK_ATTN_NORM], a->mean1, a->rstd1, N);
 }

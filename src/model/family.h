@@ -7,6 +7,14 @@
  *   qwen3    Qwen3ForCausalLM     per-head RMSNorm of q and k before RoPE
  *                                 (head_dim is its own config field)
  *   mistral  MistralForCausalLM   sliding-window attention when sliding_window > 0
+ *   gpt_neox GPTNeoXForCausalLM   LayerNorm with bias; GELU MLP with biases; biases on
+ *                                 q/k/v/o when attention_bias; partial rotary
+ *                                 (rotary_dim, half-split); parallel residual when
+ *                                 parallel_residual; HF fuses q/k/v into one tensor
+ *                                 (the converter splits it)
+ *   gptj     GPTJForCausalLM      one LayerNorm (with bias) feeding attention and MLP in
+ *                                 parallel; GELU MLP with biases; no q/k/v/o biases;
+ *                                 partial rotary in the interleaved style; lm_head bias
  *
  * The enum values are stored in run configs (model.architecture) and must keep
  * their order; weights files and checkpoints store the family's name. */
@@ -20,6 +28,8 @@ typedef enum ft_model_family {
     FT_FAMILY_QWEN2 = 1,
     FT_FAMILY_QWEN3 = 2,
     FT_FAMILY_MISTRAL = 3,
+    FT_FAMILY_GPT_NEOX = 4,
+    FT_FAMILY_GPTJ = 5,
     FT_FAMILY_COUNT
 } ft_model_family;
 
@@ -30,6 +40,14 @@ typedef struct ft_family_info {
     bool qkv_bias;            /* q_proj, k_proj, v_proj have a bias */
     bool qk_norm;             /* q_norm, k_norm: RMSNorm over each head's head_dim */
     bool sliding_window;      /* config.json's sliding_window applies */
+    /* The GPT-style switches (gpt_neox, gptj); all false for the Llama shape. */
+    bool layernorm;           /* LayerNorm with a bias instead of RMSNorm (every norm) */
+    bool gelu_mlp;            /* y = W2 gelu(W1 x + b1) + b2 instead of SwiGLU (no gate) */
+    bool attention_bias_key;  /* the config's attention_bias gives q/k/v/o biases */
+    bool parallel_residual_key; /* the config's parallel_residual chooses the residual */
+    bool shared_norm;         /* one norm feeds attention and MLP (always parallel) */
+    bool rope_interleaved;    /* RoPE pairs 2i with 2i+1 (GPT-J), not i with i + rot/2 */
+    bool lm_head_bias;        /* the output projection has a bias */
 } ft_family_info;
 
 /* The family's description; NULL for a value outside the enum. */
@@ -38,7 +56,7 @@ const ft_family_info *ft_family_info_of(ft_model_family f);
  * NULL when ftmpi has no such family. */
 const ft_family_info *ft_family_by_name(const char *name);
 const ft_family_info *ft_family_by_architecture(const char *architecture);
-/* "llama, qwen2, qwen3, mistral" for messages. */
+/* "llama, qwen2, qwen3, mistral, gpt_neox, gptj" for messages. */
 const char *ft_family_names(void);
 
 #endif

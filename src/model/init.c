@@ -1,5 +1,7 @@
 #include "model/init.h"
 
+#include <string.h>
+
 #include "util/rng.h"
 
 static uint64_t name_stream(const char *s)
@@ -20,9 +22,11 @@ void ft_model_init_range(const ft_unit_layout *u, size_t begin, size_t end, uint
         if (lo >= hi)
             continue;
         uint64_t stream = name_stream(ti->name);
+        const size_t len = strlen(ti->name);
+        const bool bias = len >= 5 && strcmp(ti->name + len - 5, ".bias") == 0;
         for (size_t i = lo; i < hi; i++)
             dst[i - begin] = ti->ndim == 2
                                  ? (float)(std * ft_rng_normal(seed, stream, i - ti->offset))
-                                 : 1.0f;
+                                 : bias ? 0.0f : 1.0f;
     }
 }

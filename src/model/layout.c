@@ -63,16 +63,17 @@ int ft_model_layout_build(ft_model_layout *layout, const ft_model_config *c, ft_
     finish_unit(emb);
 
     const ft_family_info *fam = ft_model_family_of(c);
-    const int n_block = FT_BLK_MLP_NORM + 1 + (fam->qkv_bias ? 3 : 0) + (fam->qk_norm ? 2 : 0);
+    const bool ln = fam->layernorm;
     for (int l = 0; l < L; l++) {
         ft_unit_layout *u = &layout->units[ft_layout_block_unit(l)];
-        if (alloc_unit(u, FT_UNIT_BLOCK, l, n_block, err))
+        if (alloc_unit(u, FT_UNIT_BLOCK, l, FT_BLK_N_TENSORS, err))
             goto fail;
         char n[FT_TENSOR_NAME_MAX];
         int next = 0;
         for (int i = 0; i < FT_BLK_N_TENSORS; i++)
             u->slot[i] = -1;
-        /* 2-D tensors first, then 1-D (norms, biases): the decay range leads. */
+        /* 2-D tensors first, then 1-D (norms, biases): the decay range leads. The
+         * Llama order of the first nine is what existing files hold. */
 #define BLOCK_TENSOR(idx, suffix, nd, d0, d1)                                   \
     do {                                                                        \
         snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix);                 \
@@ -83,12 +84,14 @@ int ft_model_layout_build(ft_model_layout *layout, const ft_model_config *c, ft_
         BLOCK_TENSOR(FT_BLK_K, "self_attn.k_proj.weight", 2, kv_out, H);
         BLOCK_TENSOR(FT_BLK_V, "self_attn.v_proj.weight", 2, kv_out, H);
         BLOCK_TENSOR(FT_BLK_O, "self_attn.o_proj.weight", 2, H, q_out);
-        BLOCK_TENSOR(FT_BLK_GATE, "mlp.gate_proj.weight", 2, I, H);
+        if (!fam->gelu_mlp)
+            BLOCK_TENSOR(FT_BLK_GATE, "mlp.gate_proj.weight", 2, I, H);
         BLOCK_TENSOR(FT_BLK_UP, "mlp.up_proj.weight", 2, I, H);
         BLOCK_TENSOR(FT_BLK_DOWN, "mlp.down_proj.weight", 2, H, I);
         BLOCK_TENSOR(FT_BLK_ATTN_NORM, "input_layernorm.weight", 1, H, 1);
-        BLOCK_TENSOR(FT_BLK_MLP_NORM, "post_attention_layernorm.weight", 1, H, 1);
-        if (fam->qkv_bias) {
+        if (!fam->shared_norm)
+            BLOCK_TENSOR(FT_BLK_MLP_NORM, "post_attention_layernorm.weight", 1, H, 1);
+        if (ft_model_has_qkv_bias(c)) {
             BLOCK_TENSOR(FT_BLK_Q_BIAS, "self_attn.q_proj.bias", 1, q_out, 1);
             BLOCK_TENSOR(FT_BLK_K_BIAS, "self_attn.k_proj.bias", 1, kv_out, 1);
             BLOCK_TENSOR(FT_BLK_V_BIAS, "self_attn.v_proj.bias", 1, kv_out, 1);
@@ -97,17 +100,43 @@ int ft_model_layout_build(ft_model_layout *layout, const ft_model_config *c, ft_
             BLOCK_TENSOR(FT_BLK_Q_NORM, "self_attn.q_norm.weight", 1, c->head_dim, 1);
             BLOCK_TENSOR(FT_BLK_K_NORM, "self_attn.k_norm.weight", 1, c->head_dim, 1);
         }
+        if (ft_model_has_o_bias(c))
+            BLOCK_TENSOR(FT_BLK_O_BIAS, "self_attn.o_proj.bias", 1, H, 1);
+        if (fam->gelu_mlp) {
+            BLOCK_TENSOR(FT_BLK_UP_BIAS, "mlp.up_proj.bias", 1, I, 1);
+            BLOCK_TENSOR(FT_BLK_DOWN_BIAS, "mlp.down_proj.bias", 1, H, 1);
+        }
+        if (ln) {
+            BLOCK_TENSOR(FT_BLK_ATTN_NORM_BIAS, "input_layernorm.bias", 1, H, 1);
+            if (!fam->shared_norm)
+                BLOCK_TENSOR(FT_BLK_MLP_NORM_BIAS, "post_attention_layernorm.bias", 1, H, 1);
+        }
 #undef BLOCK_TENSOR
+        u->n_tensors = next;
         finish_unit(u);
     }
 
     ft_unit_layout *head = &layout->units[ft_layout_head_unit(layout)];
     const int tied = c->tie_word_embeddings;
-    if (alloc_unit(head, FT_UNIT_HEAD, -1, tied ? 1 : 2, err))
+    if (alloc_unit(head, FT_UNIT_HEAD, -1, FT_HEAD_N_TENSORS, err))
         goto fail;
+    for (int i = 0; i < FT_BLK_N_TENSORS; i++)
+        head->slot[i] = -1;
+    int next = 0;
+#define HEAD_TENSOR(idx, name, nd, d0, d1)                                      \
+    do {                                                                        \
+        head->slot[idx] = next;                                                 \
+        set_tensor(head, next++, name, nd, d0, d1);                             \
+    } while (0)
     if (!tied)
-        set_tensor(head, FT_HEAD_LM, "lm_head.weight", 2, V, H);
-    set_tensor(head, tied ? 0 : 1, "model.norm.weight", 1, H, 1);
+        HEAD_TENSOR(FT_HEAD_LM, "lm_head.weight", 2, V, H);
+    HEAD_TENSOR(FT_HEAD_NORM, "model.norm.weight", 1, H, 1);
+    if (ln)
+        HEAD_TENSOR(FT_HEAD_NORM_BIAS, "model.norm.bias", 1, H, 1);
+    if (fam->lm_head_bias)
+        HEAD_TENSOR(FT_HEAD_LM_BIAS, "lm_head.bias", 1, V, 1);
+#undef HEAD_TENSOR
+    head->n_tensors = next;
     finish_unit(head);
 
     for (int i = 0; i < layout->n_units; i++) {

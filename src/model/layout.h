@@ -30,18 +30,28 @@ typedef struct ft_tensor_info {
     size_t numel;
 } ft_tensor_info;
 
-/* The tensors a block can have, in their order inside a block unit. A family
- * (model/family.h) has the first nine and some of the rest; a unit lists only the
- * ones its family has, in this order, and slot[] maps each to its index there. */
+/* The tensors a block can have. A family (model/family.h) has some of them; a unit
+ * lists only those, 2-D weights first, and slot[] maps each to its index there.
+ * Every family uses these Llama-style names (model.layers.N.self_attn.q_proj...);
+ * ftmpi-convert maps GPT-NeoX's and GPT-J's own names to them:
+ *   UP / DOWN       the MLP's first and second linear (SwiGLU's up and down, or
+ *                   GELU's dense_h_to_4h / fc_in and dense_4h_to_h / fc_out)
+ *   ATTN_NORM       the norm before attention (GPT-J: the one shared norm ln_1)
+ *   MLP_NORM        the norm before the MLP (absent with a shared norm) */
 enum ft_block_tensor {
     FT_BLK_Q, FT_BLK_K, FT_BLK_V, FT_BLK_O, FT_BLK_GATE, FT_BLK_UP, FT_BLK_DOWN,
     FT_BLK_ATTN_NORM, FT_BLK_MLP_NORM,
-    FT_BLK_Q_BIAS, FT_BLK_K_BIAS, FT_BLK_V_BIAS, /* qwen2 */
+    FT_BLK_Q_BIAS, FT_BLK_K_BIAS, FT_BLK_V_BIAS, /* qwen2; gpt_neox with attention_bias */
     FT_BLK_Q_NORM, FT_BLK_K_NORM,                 /* qwen3 */
+    FT_BLK_O_BIAS,                                /* gpt_neox with attention_bias */
+    FT_BLK_UP_BIAS, FT_BLK_DOWN_BIAS,             /* GELU MLP */
+    FT_BLK_ATTN_NORM_BIAS, FT_BLK_MLP_NORM_BIAS,  /* LayerNorm */
     FT_BLK_N_TENSORS
 };
-/* Fixed tensor order inside the head unit (FT_HEAD_LM absent when tied). */
-enum ft_head_tensor { FT_HEAD_LM = 0 };
+/* The head unit's tensors, through its slot[] like a block's: lm_head (absent when
+ * tied), the final norm, and the biases of GPT-J's lm_head and of a LayerNorm. */
+enum ft_head_tensor { FT_HEAD_LM, FT_HEAD_NORM, FT_HEAD_NORM_BIAS, FT_HEAD_LM_BIAS,
+                      FT_HEAD_N_TENSORS };
 
 typedef struct ft_unit_layout {
     ft_unit_kind kind;
@@ -51,8 +61,9 @@ typedef struct ft_unit_layout {
     size_t numel;              /* sum of tensor numels */
     size_t decay_numel;        /* leading elements that get weight decay (2-D tensors) */
     int first_tensor;          /* index of tensors[0] in the model-wide tensor order */
-    int slot[FT_BLK_N_TENSORS]; /* blocks: index in tensors[] of each ft_block_tensor, -1
-                                 * when the family has none (unused for embed/head) */
+    int slot[FT_BLK_N_TENSORS]; /* blocks: index in tensors[] of each ft_block_tensor, the
+                                 * head: of each ft_head_tensor; -1 when the family has
+                                 * none (unused for the embedding) */
 } ft_unit_layout;
 
 typedef struct ft_model_layout {
@@ -62,6 +73,13 @@ typedef struct ft_model_layout {
     size_t total_numel;
     int total_tensors;         /* over all units, in unit order */
 } ft_model_layout;
+
+/* The element offset of tensor `slot` of unit u (a block's ft_block_tensor or the
+ * head's ft_head_tensor), or -1 when the unit has no such tensor. */
+static inline long long ft_unit_slot_offset(const ft_unit_layout *u, int slot)
+{
+    return u->slot[slot] >= 0 ? (long long)u->tensors[u->slot[slot]].offset : -1;
+}
 
 int ft_model_layout_build(ft_model_layout *layout, const ft_model_config *config, ft_error *err);
 void ft_model_layout_free(ft_model_layout *layout);

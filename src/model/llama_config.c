@@ -42,6 +42,30 @@ int ft_model_config_validate(const ft_model_config *c, ft_error *err)
         return ft_fail(err, "sliding_window: %d is set but %s models have no sliding window "
                        "(only mistral has one here)", c->sliding_window, fam->name);
 
+    if (c->rotary_dim < 0 || c->rotary_dim > c->head_dim || c->rotary_dim % 2 != 0)
+        return ft_fail(err, "rotary_dim: %d must be even and in [0, head_dim %d] (0: the whole "
+                       "head)", c->rotary_dim, c->head_dim);
+    const bool gpt = fam->layernorm;
+    if (!gpt && c->rotary_dim != 0 && c->rotary_dim != c->head_dim)
+        return ft_fail(err, "rotary_dim: %d is partial but %s models rotate the whole head "
+                       "(only gpt_neox and gptj have partial rotary)", c->rotary_dim, fam->name);
+    if (c->parallel_residual && !fam->parallel_residual_key && !fam->shared_norm)
+        return ft_fail(err, "parallel_residual: is set but %s models have a sequential "
+                       "residual (only gpt_neox has the switch; gptj is always parallel)",
+                       fam->name);
+    if (c->attention_bias && !fam->attention_bias_key)
+        return ft_fail(err, "attention_bias: is set but %s models have no such switch (only "
+                       "gpt_neox; qwen2's q/k/v biases come with the family)", fam->name);
+    if (c->gelu_tanh && !fam->gelu_mlp)
+        return ft_fail(err, "gelu_tanh: is set but %s models have a SwiGLU MLP, no GELU "
+                       "(only gpt_neox and gptj)", fam->name);
+    if (gpt && c->num_key_value_heads != c->num_attention_heads)
+        return ft_fail(err, "num_key_value_heads: %d differs from num_attention_heads (%d); %s "
+                       "models have no grouped-query attention", c->num_key_value_heads,
+                       c->num_attention_heads, fam->name);
+    if (gpt && c->rope_scaling.type != FT_ROPE_SCALING_NONE)
+        return ft_fail(err, "rope_scaling.type: %s models have no RoPE scaling here", fam->name);
+
     if (c->num_attention_heads % c->num_key_value_heads != 0)
         return ft_fail(err, "num_key_value_heads: %d does not divide num_attention_heads (%d)",
                        c->num_key_value_heads, c->num_attention_heads);
@@ -93,17 +117,25 @@ long long ft_model_config_param_count(const ft_model_config *c)
     long long V = c->vocab_size, H = c->hidden_size, I = c->intermediate_size;
     long long L = c->num_hidden_layers, nh = c->num_attention_heads;
     long long nkv = c->num_key_value_heads, hd = c->head_dim;
+    const ft_family_info *fam = ft_model_family_of(c);
+    if (!fam)
+        return 0;
+    const long long norm = fam->layernorm ? 2 * H : H; /* weight (and bias) */
     long long per_layer = H * nh * hd       /* q_proj */
                           + 2 * H * nkv * hd /* k_proj, v_proj */
                           + nh * hd * H      /* o_proj */
-                          + 3 * H * I        /* gate, up, down */
-                          + 2 * H;           /* input and post-attention RMSNorm */
-    const ft_family_info *fam = ft_model_family_of(c);
-    if (fam && fam->qkv_bias)
+                          + (fam->gelu_mlp ? 2 : 3) * H * I /* (gate,) up, down */
+                          + (fam->shared_norm ? 1 : 2) * norm; /* the block's norms */
+    if (ft_model_has_qkv_bias(c))
         per_layer += nh * hd + 2 * nkv * hd;     /* q, k, v biases */
-    if (fam && fam->qk_norm)
+    if (ft_model_has_o_bias(c))
+        per_layer += H;
+    if (fam->gelu_mlp)
+        per_layer += I + H;                      /* up and down biases */
+    if (fam->qk_norm)
         per_layer += 2 * hd;                     /* q_norm, k_norm (one head wide) */
     return V * H                             /* embedding */
-           + L * per_layer + H               /* final norm */
-           + (c->tie_word_embeddings ? 0 : V * H); /* lm_head */
+           + L * per_layer + norm            /* final norm */
+           + (c->tie_word_embeddings ? 0 : V * H) /* lm_head */
+           + (fam->lm_head_bias ? V : 0);
 }

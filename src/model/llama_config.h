@@ -1,5 +1,5 @@
-/* Shape of a Llama-like model (Llama, Qwen2, Qwen3, Mistral: model/family.h): the
- * fields of HF config.json that ftmpi uses. */
+/* Shape of a model of one of ftmpi's families (Llama, Qwen2, Qwen3, Mistral,
+ * GPT-NeoX, GPT-J: model/family.h): the fields of HF config.json that ftmpi uses. */
 #ifndef FT_MODEL_LLAMA_CONFIG_H
 #define FT_MODEL_LLAMA_CONFIG_H
 
@@ -26,14 +26,21 @@ typedef struct ft_model_config {
     int sliding_window;          /* mistral: attention sees the last W positions; 0: none */
     int vocab_size;
     int hidden_size;             /* model width (dim) */
-    int intermediate_size;       /* SwiGLU hidden width */
+    int intermediate_size;       /* MLP hidden width (SwiGLU, or GELU: n_inner) */
     int num_hidden_layers;
     int num_attention_heads;
     int num_key_value_heads;     /* < num_attention_heads: grouped-query attention */
     int head_dim;                /* usually hidden_size / num_attention_heads */
     int max_position_embeddings;
-    double rms_norm_eps;
+    double rms_norm_eps;         /* epsilon of every norm: RMSNorm's, or LayerNorm's
+                                  * (layer_norm_eps / layer_norm_epsilon) */
     double rope_theta;
+    /* GPT-style switches (model/family.h says which family reads which; all zero
+     * is the Llama shape) */
+    int rotary_dim;              /* leading dims of a head that RoPE rotates; 0: all */
+    bool parallel_residual;      /* gpt_neox: y = x + attn(ln1 x) + mlp(ln2 x) */
+    bool attention_bias;         /* gpt_neox: q/k/v/o projections have biases */
+    bool gelu_tanh;              /* GELU families: tanh approximation (gelu_new), else erf */
     ft_rope_scaling rope_scaling;
     bool tie_word_embeddings;
     int bos_token_id;            /* -1 when unknown */
@@ -51,6 +58,26 @@ int ft_model_config_validate(const ft_model_config *c, ft_error *err);
 static inline const ft_family_info *ft_model_family_of(const ft_model_config *c)
 {
     return ft_family_info_of(c->family);
+}
+
+/* What the block computes, from the family and the config's switches. */
+static inline int ft_model_rot_dim(const ft_model_config *c)
+{
+    return c->rotary_dim > 0 ? c->rotary_dim : c->head_dim;
+}
+static inline bool ft_model_has_qkv_bias(const ft_model_config *c)
+{
+    const ft_family_info *f = ft_model_family_of(c);
+    return f->qkv_bias || (f->attention_bias_key && c->attention_bias);
+}
+static inline bool ft_model_has_o_bias(const ft_model_config *c)
+{
+    return ft_model_family_of(c)->attention_bias_key && c->attention_bias;
+}
+/* Attention and MLP both read the block input (x + attn(n1 x) + mlp(n2 x)). */
+static inline bool ft_model_parallel_residual(const ft_model_config *c)
+{
+    return ft_model_family_of(c)->shared_norm || c->parallel_residual;
 }
 
 /* Parameter count (embedding, blocks, final norm, untied head). */

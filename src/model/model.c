@@ -58,9 +58,17 @@ static void alloc_block_acts(ft_model *m, ft_block_acts *a, size_t N, int *faile
     a->att = alloc_act(m, N * Q, failed);
     a->lse = alloc_f32(m, N * (size_t)c->num_attention_heads, failed);
     a->h = alloc_act(m, N * H, failed);
-    a->xn2 = alloc_act(m, N * H, failed);
-    a->rstd2 = alloc_f32(m, N, failed);
-    a->gate = alloc_act(m, N * I, failed);
+    if (!ft_model_family_of(c)->shared_norm) {
+        a->xn2 = alloc_act(m, N * H, failed);
+        a->rstd2 = alloc_f32(m, N, failed);
+    }
+    if (ft_model_family_of(c)->layernorm) {
+        a->mean1 = alloc_f32(m, N, failed);
+        if (!ft_model_family_of(c)->shared_norm)
+            a->mean2 = alloc_f32(m, N, failed);
+    }
+    if (!ft_model_family_of(c)->gelu_mlp)
+        a->gate = alloc_act(m, N * I, failed);
     a->up = alloc_act(m, N * I, failed);
     a->act = alloc_act(m, N * I, failed);
     if (ft_model_family_of(c)->qk_norm) {
@@ -75,7 +83,7 @@ static void free_block_acts(ft_backend *be, ft_block_acts *a)
 {
     void *bufs[] = { a->xn1, a->q,     a->k,     a->v,     a->att,   a->h,      a->xn2,
                      a->gate, a->up,   a->act,   a->q_raw, a->k_raw, a->rstd1,  a->lse,
-                     a->rstd2, a->rstd_q, a->rstd_k };
+                     a->rstd2, a->rstd_q, a->rstd_k, a->mean1, a->mean2 };
     _Static_assert(sizeof bufs == sizeof *a, "free every buffer of ft_block_acts");
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         be->ops->free(be, bufs[i]);
@@ -108,7 +116,7 @@ static int allocate_buffers(ft_model *m)
     const size_t KV = (size_t)c->num_key_value_heads * c->head_dim;
     const int L = c->num_hidden_layers;
 
-    const size_t half = (size_t)c->head_dim / 2;
+    const size_t half = (size_t)ft_model_rot_dim(c) / 2;
     m->rope_cos = alloc_f32(m, (size_t)opt->seq_len * half, &failed);
     m->rope_sin = alloc_f32(m, (size_t)opt->seq_len * half, &failed);
     m->in.ids = alloc_i32(m, N, &failed);
@@ -137,7 +145,8 @@ static int allocate_buffers(ft_model *m)
     s->dq = alloc_act(m, N * Q, &failed);
     s->dk = alloc_act(m, N * KV, &failed);
     s->dv = alloc_act(m, N * KV, &failed);
-    s->dgate = alloc_act(m, N * I, &failed);
+    if (!ft_model_family_of(c)->gelu_mlp)
+        s->dgate = alloc_act(m, N * I, &failed);
     s->dup = alloc_act(m, N * I, &failed);
     if (ft_model_family_of(c)->qk_norm) {
         s->dq_raw = alloc_act(m, N * Q, &failed);
@@ -147,6 +156,8 @@ static int allocate_buffers(ft_model *m)
     m->dres[1] = alloc_act(m, N * H, &failed);
     m->xf = alloc_act(m, N * H, &failed);
     m->rstd_f = alloc_f32(m, N, &failed);
+    if (ft_model_family_of(c)->layernorm)
+        m->mean_f = alloc_f32(m, N, &failed);
     m->dxf = alloc_act(m, N * H, &failed);
     const size_t chunk = (size_t)m->opt.head_chunk_rows * c->vocab_size;
     m->logits = alloc_f32(m, chunk, &failed);
@@ -178,7 +189,8 @@ int ft_model_create(ft_model **out, const ft_model_layout *layout, ft_backend *b
                                .n_kv_heads = c->num_key_value_heads, .head_dim = c->head_dim,
                                .window = c->sliding_window };
 
-    const size_t half = (size_t)c->head_dim / 2;
+    m->gelu = c->gelu_tanh ? FT_GELU_TANH : FT_GELU_ERF;
+    const size_t half = (size_t)ft_model_rot_dim(c) / 2;
     int failed = allocate_buffers(m);
     if (failed) {
         size_t want = m->act_bytes;
@@ -223,7 +235,8 @@ void ft_model_free(ft_model *m)
         be->ops->free(be, s[i]);
     void *bufs[] = { m->rope_cos, m->rope_sin, m->in.ids,  m->in.targets, m->in.segment,
                      m->in.pos,   m->in.weights, m->dres[0], m->dres[1], m->xf,
-                     m->rstd_f,   m->dxf,      m->logits,  m->dlogits,  m->row_loss };
+                     m->rstd_f,   m->mean_f,   m->dxf,     m->logits,   m->dlogits,
+                     m->row_loss };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         be->ops->free(be, bufs[i]);
     free(m->block_in);
@@ -354,28 +367,51 @@ static void forward_blocks(ft_model *m, const ft_param_source *src)
     }
 }
 
-/* The head's tensors: output projection (lm_head, or the embedding when tied) and norm. */
+/* The head's tensors of a unit's flat parameters (hp) or gradients (hg; NULL for
+ * parameters): lm_head, or the embedding's (emb) when tied. */
+static ft_head_params bind_head(const ft_model *m, const void *hp, const void *emb)
+{
+    const ft_model_layout *lay = &m->layout;
+    const ft_unit_layout *head = &lay->units[ft_layout_head_unit(lay)];
+    ft_head_params p = { 0 };
+#define AT(t) (head->slot[t] >= 0 ? ft_model_at(m, hp, (size_t)ft_unit_slot_offset(head, t)) \
+                                        : NULL)
+    p.w_out = lay->config.tie_word_embeddings ? emb : AT(FT_HEAD_LM);
+    p.b_out = AT(FT_HEAD_LM_BIAS);
+    p.w_norm = AT(FT_HEAD_NORM);
+    p.b_norm = AT(FT_HEAD_NORM_BIAS);
+#undef AT
+    return p;
+}
+
+static ft_head_grads bind_head_grads(const ft_model *m, void *hg, void *emb_g)
+{
+    const ft_model_layout *lay = &m->layout;
+    const ft_unit_layout *head = &lay->units[ft_layout_head_unit(lay)];
+    ft_head_grads g = { 0 };
+#define AT(t) (head->slot[t] >= 0 ? (char *)hg + ft_unit_slot_offset(head, t) * m->gsize \
+                                        : NULL)
+    g.w_out = lay->config.tie_word_embeddings ? emb_g : AT(FT_HEAD_LM);
+    g.b_out = AT(FT_HEAD_LM_BIAS);
+    g.w_norm = AT(FT_HEAD_NORM);
+    g.b_norm = AT(FT_HEAD_NORM_BIAS);
+#undef AT
+    return g;
+}
+
 static double run_head(ft_model *m, const ft_param_source *src, float grad_scale, int train,
                        void *dx)
 {
     const ft_model_layout *lay = &m->layout;
     const int hu = ft_layout_head_unit(lay);
-    const ft_unit_layout *head = &lay->units[hu];
     const int tied = lay->config.tie_word_embeddings;
     const void *hp = src->acquire(src->ctx, hu);
-    const void *w_out =
-        tied ? src->acquire(src->ctx, 0) : ft_model_at(m, hp, head->tensors[FT_HEAD_LM].offset);
-    const void *w_norm = ft_model_at(m, hp, head->tensors[head->n_tensors - 1].offset);
-    void *g_out = NULL, *g_norm = NULL;
-    if (train) {
-        char *hg = src->grads(src->ctx, hu);
-        g_out = tied ? src->grads(src->ctx, 0)
-                     : hg + head->tensors[FT_HEAD_LM].offset * m->gsize;
-        g_norm = hg + head->tensors[head->n_tensors - 1].offset * m->gsize;
-    }
-    double loss = ft_head_forward_backward(m, w_out, w_norm, g_out, g_norm,
-                                           m->block_in[lay->config.num_hidden_layers], dx,
-                                           grad_scale, train);
+    const ft_head_params p = bind_head(m, hp, tied ? src->acquire(src->ctx, 0) : NULL);
+    ft_head_grads g = { 0 };
+    if (train)
+        g = bind_head_grads(m, src->grads(src->ctx, hu), tied ? src->grads(src->ctx, 0) : NULL);
+    double loss = ft_head_forward_backward(m, &p, &g, m->block_in[lay->config.num_hidden_layers],
+                                           dx, grad_scale, train);
     if (train)
         src->grad_done(src->ctx, hu);
     if (tied)
@@ -451,21 +487,16 @@ int ft_model_logits(ft_model *m, const ft_param_source *src, const ft_host_batch
     const ft_model_layout *lay = &m->layout;
     const ft_model_config *c = &lay->config;
     const int hu = ft_layout_head_unit(lay);
-    const ft_unit_layout *head = &lay->units[hu];
-    const int N = m->in.tokens, H = c->hidden_size, V = c->vocab_size;
+    const int N = m->in.tokens, V = c->vocab_size;
     const int chunk = m->opt.head_chunk_rows;
     ft_backend *be = m->be;
     const void *hp = src->acquire(src->ctx, hu);
-    const void *w_out = c->tie_word_embeddings
-                            ? src->acquire(src->ctx, 0)
-                            : ft_model_at(m, hp, head->tensors[FT_HEAD_LM].offset);
-    const void *w_norm = ft_model_at(m, hp, head->tensors[head->n_tensors - 1].offset);
-    be->ops->rmsnorm_fwd(be, m->dt, m->xf, m->rstd_f, m->block_in[c->num_hidden_layers], w_norm, N, H,
-                         (float)c->rms_norm_eps);
+    const ft_head_params p =
+        bind_head(m, hp, c->tie_word_embeddings ? src->acquire(src->ctx, 0) : NULL);
+    ft_head_norm(m, &p, m->block_in[c->num_hidden_layers]);
     for (int r0 = 0; r0 < N; r0 += chunk) {
         const int rows = N - r0 < chunk ? N - r0 : chunk;
-        be->ops->matmul(be, ft_model_gemm_to_f32(m), m->logits, ft_model_at(m, m->xf, (size_t)r0 * H), w_out, rows, V, H, false, true,
-                        1.0f, 0.0f);
+        ft_head_logits(m, &p, r0, rows);
         be->ops->download(be, logits_host + (size_t)r0 * V, m->logits,
                           (size_t)rows * V * sizeof(float));
     }

@@ -9,11 +9,13 @@
 typedef struct ft_block_acts {
     void *xn1, *q, *k, *v;   /* attention-norm output; projections, q and k after RoPE */
     void *att, *h, *xn2;     /* attention output, residual after attention, mlp-norm output */
-    void *gate, *up, *act;   /* SwiGLU inputs and output */
+    void *gate, *up, *act;   /* SwiGLU inputs and output (GELU: up = pre-activation,
+                              * no gate) */
     /* qk_norm families only (NULL otherwise): q and k before their per-head RMSNorm */
     void *q_raw, *k_raw;
     float *rstd1, *lse, *rstd2; /* 1/rms of the two norms, attention log-sum-exp */
     float *rstd_q, *rstd_k;     /* qk_norm only: 1/rms per (token, head) */
+    float *mean1, *mean2;       /* LayerNorm families only: the norms' row means */
 } ft_block_acts;
 
 /* Gradient scratch of one block's backward (shared by all blocks), model dtype. */
@@ -40,7 +42,8 @@ struct ft_model {
     size_t esize;                /* bytes per element of dt */
     ft_dtype gt;                 /* the current source's grad_dtype (set per pass) */
     size_t gsize;                /* bytes per element of gt */
-    float *rope_cos, *rope_sin;  /* [seq_len, head_dim/2] */
+    float *rope_cos, *rope_sin;  /* [seq_len, rot_dim/2] */
+    ft_gelu_kind gelu;           /* GELU families: the activation's formula */
 
     ft_dev_batch in;
     int32_t *host_i32;           /* [max_tokens] staging for ids/targets/segment/pos */
@@ -53,7 +56,7 @@ struct ft_model {
     ft_block_scratch scratch;
     void *dres[2];               /* residual-stream gradient ping-pong */
     void *xf, *dxf;              /* head: final-norm output and its gradient */
-    float *rstd_f;               /* head: 1/rms of the final norm */
+    float *rstd_f, *mean_f;      /* head: the final norm's 1/rms (1/std) and mean (LayerNorm) */
     float *logits;               /* [head_chunk_rows, vocab], fp32 whatever dt is */
     void *dlogits;               /* bf16 only: the chunk's dlogits rounded for the GEMMs */
     float *row_loss;             /* [max_tokens] */
@@ -84,11 +87,35 @@ void ft_block_forward(ft_model *m, const ft_block_params *p, const void *x, void
 void ft_block_backward(ft_model *m, const ft_block_params *p, ft_block_grads *g, const void *x,
                        ft_block_acts *a, const void *dy, void *dx);
 
+/* y = Norm(x) over rows of hidden_size (LayerNorm with bias b and the row means
+ * kept in mean, or RMSNorm: the family's norm); its backward accumulates into dx,
+ * dw and db. mean and b are NULL for RMSNorm. */
+void ft_model_norm_fwd(const ft_model *m, void *y, float *mean, float *rstd, const void *x,
+                       const void *w, const void *b, int rows);
+void ft_model_norm_bwd(const ft_model *m, void *dx, void *dw, void *db, const void *dy,
+                       const void *x, const void *w, const float *mean, const float *rstd,
+                       int rows);
+
+/* The head's tensors (model dtype) and their gradients (gradient type): the output
+ * projection (lm_head, or the embedding when tied), its bias (gptj), the final
+ * norm's weight and bias (LayerNorm). Absent ones are NULL. */
+typedef struct ft_head_params {
+    const void *w_out, *b_out, *w_norm, *b_norm;
+} ft_head_params;
+typedef struct ft_head_grads {
+    void *w_out, *b_out, *w_norm, *b_norm;
+} ft_head_grads;
+
+/* Final norm into m->xf; logits of rows [r0, r0+rows) into m->logits (fp32, bias
+ * added). */
+void ft_head_norm(ft_model *m, const ft_head_params *p, const void *x);
+void ft_head_logits(ft_model *m, const ft_head_params *p, int r0, int rows);
+
 /* Head forward: final norm, logits in chunks, cross-entropy. With train != 0 also the
- * backward: dx (overwrite) and parameter grads. Returns the loss sum. */
-double ft_head_forward_backward(ft_model *m, const void *w_out, const void *w_norm,
-                                void *g_out, void *g_norm, const void *x, void *dx,
-                                float grad_scale, int train);
+ * backward: dx (overwrite) and parameter grads (g may be NULL without train).
+ * Returns the loss sum. */
+double ft_head_forward_backward(ft_model *m, const ft_head_params *p, ft_head_grads *g,
+                                const void *x, void *dx, float grad_scale, int train);
 
 /* The GEMM types of the model's matmuls: everything in the model's dtype, or the
  * product written in fp32 (logits). */

@@ -2,14 +2,16 @@
 
 #include <math.h>
 
-/* inv_freq[i] = theta^(-2i/d). The exponent and power are taken in fp32 the way
- * HF computes them (arange(0, d, 2).float() / d, then base ** that), so angles agree
- * with the reference to the last bits. */
+/* inv_freq[i] = theta^(-2i/d) with d the rotated width (head_dim, or GPT-NeoX's
+ * and GPT-J's partial rotary_dim: their frequencies span the rotated dims only).
+ * The exponent and power are taken in fp32 the way HF computes them
+ * (arange(0, d, 2).float() / d, then base ** that), so angles agree with the
+ * reference to the last bits. */
 void ft_rope_inv_freq(const ft_model_config *c, float *inv_freq)
 {
-    const int half = c->head_dim / 2;
+    const int d = ft_model_rot_dim(c), half = d / 2;
     for (int i = 0; i < half; i++) {
-        float expo = (float)(2 * i) / (float)c->head_dim;
+        float expo = (float)(2 * i) / (float)d;
         inv_freq[i] = 1.0f / powf((float)c->rope_theta, expo);
     }
     if (c->rope_scaling.type != FT_ROPE_SCALING_LLAMA3)
@@ -40,7 +42,7 @@ void ft_rope_inv_freq(const ft_model_config *c, float *inv_freq)
 
 void ft_rope_tables(const ft_model_config *c, int max_pos, float *cos_table, float *sin_table)
 {
-    const int half = c->head_dim / 2;
+    const int half = ft_model_rot_dim(c) / 2;
     float inv_freq[half];
     ft_rope_inv_freq(c, inv_freq);
     for (int p = 0; p < max_pos; p++)

@@ -339,7 +339,8 @@ static int check_shape(const char *path, const ft_model_config *have, const ft_m
                        "run", path, (int)have->field, (int)want->field);
     SAME(vocab_size) SAME(hidden_size) SAME(intermediate_size) SAME(num_hidden_layers)
     SAME(num_attention_heads) SAME(num_key_value_heads) SAME(head_dim)
-    SAME(tie_word_embeddings) SAME(family) SAME(sliding_window)
+    SAME(tie_word_embeddings) SAME(family) SAME(sliding_window) SAME(rotary_dim)
+    SAME(parallel_residual) SAME(attention_bias) SAME(gelu_tanh)
 #undef SAME
     return 0;
 }
