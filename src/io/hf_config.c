@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -211,7 +212,8 @@ static int check_model_kind(const char *path, const json_t *root, ft_model_confi
     if (!fam)
         return ft_fail(err, "%s: model_type is \"%s\", not a family ftmpi has; ftmpi-convert "
                        "handles model_type %s (LlamaForCausalLM, Qwen2ForCausalLM, "
-                       "Qwen3ForCausalLM, MistralForCausalLM)", path, json_string_value(mt),
+                       "Qwen3ForCausalLM, MistralForCausalLM, GPTNeoXForCausalLM, "
+                       "GPTJForCausalLM)", path, json_string_value(mt),
                        ft_family_names());
     c->family = fam->family;
     const json_t *arch = json_object_get(root, "architectures");
@@ -229,8 +231,140 @@ static int check_model_kind(const char *path, const json_t *root, ft_model_confi
                            fam->name);
     }
     const json_t *act = json_object_get(root, "hidden_act");
-    if (act && (!json_is_string(act) || strcmp(json_string_value(act), "silu") != 0))
+    if (!fam->gelu_mlp && act &&
+        (!json_is_string(act) || strcmp(json_string_value(act), "silu") != 0))
         return ft_fail(err, "%s: \"hidden_act\" must be \"silu\" (ftmpi's MLP is SwiGLU)", path);
+    return 0;
+}
+
+/* ------------------------------------------------------------ GPT families */
+
+/* A boolean field; absent or null gives dflt. */
+static int get_bool(const char *path, const json_t *root, const char *key, bool dflt, bool *v,
+                    ft_error *err)
+{
+    const json_t *j = json_object_get(root, key);
+    if (!j || json_is_null(j)) {
+        *v = dflt;
+        return 0;
+    }
+    if (!json_is_boolean(j))
+        return ft_fail(err, "%s: \"%s\" must be true or false", path, key);
+    *v = json_is_true(j);
+    return 0;
+}
+
+/* The GELU of hidden_act (gpt_neox) / activation_function (gptj): transformers'
+ * "gelu" is exact (erf); "gelu_new", "gelu_pytorch_tanh" and "gelu_fast" are the
+ * tanh approximation (gelu_fast writes the same formula differently). */
+static int read_gelu(const char *path, const json_t *root, const char *key, const char *dflt,
+                     ft_model_config *c, ft_error *err)
+{
+    const json_t *j = json_object_get(root, key);
+    if (j && !json_is_null(j) && !json_is_string(j))
+        return ft_fail(err, "%s: \"%s\" must be a string", path, key);
+    const char *act = j && json_is_string(j) ? json_string_value(j) : dflt;
+    if (strcmp(act, "gelu") == 0) {
+        c->gelu_tanh = false;
+        return 0;
+    }
+    if (strcmp(act, "gelu_new") == 0 || strcmp(act, "gelu_pytorch_tanh") == 0 ||
+        strcmp(act, "gelu_fast") == 0) {
+        c->gelu_tanh = true;
+        return 0;
+    }
+    return ft_fail(err, "%s: \"%s\" is \"%s\"; ftmpi's GELU MLP has \"gelu\" (exact) and "
+                   "\"gelu_new\" / \"gelu_pytorch_tanh\" / \"gelu_fast\" (tanh)", path, key, act);
+}
+
+/* GPT-NeoX (GPTNeoXConfig): Llama's shape field names, plus layer_norm_eps,
+ * use_parallel_residual (default true), attention_bias (true), hidden_act ("gelu"),
+ * and the rotary fields: partial_rotary_factor and rope_theta in rope_parameters
+ * (transformers 5) or the legacy rotary_pct (0.25) and rotary_emb_base (10000).
+ * HF rotates int(head_dim * pct) dims. */
+static int read_gpt_neox(const char *path, const json_t *root, ft_model_config *c,
+                         ft_hf_config_info *info, ft_error *err)
+{
+    (void)info;
+    if (get_int(path, root, "vocab_size", true, 0, 1, &c->vocab_size, err) ||
+        get_int(path, root, "hidden_size", true, 0, 1, &c->hidden_size, err) ||
+        get_int(path, root, "intermediate_size", true, 0, 1, &c->intermediate_size, err) ||
+        get_int(path, root, "num_hidden_layers", true, 0, 1, &c->num_hidden_layers, err) ||
+        get_int(path, root, "num_attention_heads", true, 0, 1, &c->num_attention_heads, err) ||
+        get_int(path, root, "max_position_embeddings", true, 0, 1, &c->max_position_embeddings,
+                err) ||
+        get_real(path, root, "", "layer_norm_eps", false, 1e-5, &c->rms_norm_eps, err) ||
+        get_bool(path, root, "use_parallel_residual", true, &c->parallel_residual, err) ||
+        get_bool(path, root, "attention_bias", true, &c->attention_bias, err) ||
+        read_gelu(path, root, "hidden_act", "gelu", c, err))
+        return -1;
+    if (c->hidden_size % c->num_attention_heads != 0)
+        return ft_fail(err, "%s: hidden_size %d is not a multiple of num_attention_heads %d", path,
+                       c->hidden_size, c->num_attention_heads);
+    c->num_key_value_heads = c->num_attention_heads;
+    c->head_dim = c->hidden_size / c->num_attention_heads;
+    const json_t *params = json_object_get(root, "rope_parameters");
+    if (params && !json_is_null(params) && !json_is_object(params))
+        return ft_fail(err, "%s: \"rope_parameters\" must be an object", path);
+    const bool in_params = params && json_is_object(params);
+    double pct, theta;
+    if (in_params && json_object_get(params, "partial_rotary_factor")) {
+        if (get_real(path, params, "rope_parameters.", "partial_rotary_factor", true, 0, &pct, err))
+            return -1;
+    } else if (get_real(path, root, "", "rotary_pct", false, 0.25, &pct, err)) {
+        return -1;
+    }
+    if (in_params && json_object_get(params, "rope_theta")) {
+        if (get_real(path, params, "rope_parameters.", "rope_theta", true, 0, &theta, err))
+            return -1;
+    } else if (get_real(path, root, "", "rotary_emb_base", false, 10000.0, &theta, err)) {
+        return -1;
+    }
+    if (in_params) {
+        const json_t *t = json_object_get(params, "rope_type");
+        if (t && (!json_is_string(t) || strcmp(json_string_value(t), "default") != 0))
+            return ft_fail(err, "%s: rope_parameters.rope_type must be \"default\" (ftmpi has "
+                           "no RoPE scaling for gpt_neox)", path);
+    }
+    if (!(pct > 0 && pct <= 1))
+        return ft_fail(err, "%s: rotary_pct %g must be in (0, 1]", path, pct);
+    c->rotary_dim = (int)(c->head_dim * pct);
+    c->rope_theta = theta;
+    return 0;
+}
+
+/* GPT-J (GPTJConfig): n_embd, n_layer, n_head, n_positions, rotary_dim (64),
+ * n_inner (null: 4 n_embd), activation_function ("gelu_new"), layer_norm_epsilon.
+ * RoPE's base is fixed at 10000. */
+static int read_gptj(const char *path, const json_t *root, ft_model_config *c,
+                     ft_hf_config_info *info, ft_error *err)
+{
+    if (get_int(path, root, "vocab_size", true, 0, 1, &c->vocab_size, err) ||
+        get_int(path, root, "n_embd", true, 0, 1, &c->hidden_size, err) ||
+        get_int(path, root, "n_layer", true, 0, 1, &c->num_hidden_layers, err) ||
+        get_int(path, root, "n_head", true, 0, 1, &c->num_attention_heads, err) ||
+        get_int(path, root, "n_positions", false, 2048, 1, &c->max_position_embeddings, err) ||
+        get_real(path, root, "", "layer_norm_epsilon", false, 1e-5, &c->rms_norm_eps, err) ||
+        read_gelu(path, root, "activation_function", "gelu_new", c, err))
+        return -1;
+    if (c->hidden_size % c->num_attention_heads != 0)
+        return ft_fail(err, "%s: n_embd %d is not a multiple of n_head %d", path, c->hidden_size,
+                       c->num_attention_heads);
+    if ((long long)c->hidden_size * 4 > INT_MAX)
+        return ft_fail(err, "%s: n_embd %d is too large", path, c->hidden_size);
+    if (!json_object_get(root, "n_inner") || json_is_null(json_object_get(root, "n_inner")))
+        add_note(info, "n_inner null: using 4 x n_embd");
+    if (get_int(path, root, "n_inner", false, 4 * c->hidden_size, 1, &c->intermediate_size, err))
+        return -1;
+    const json_t *rd = json_object_get(root, "rotary_dim");
+    if (rd && json_is_null(rd))
+        return ft_fail(err, "%s: \"rotary_dim\" is null; ftmpi needs GPT-J's partial rotary "
+                       "width (an even number <= n_embd / n_head)", path);
+    if (get_int(path, root, "rotary_dim", false, 64, 1, &c->rotary_dim, err))
+        return -1;
+    c->num_key_value_heads = c->num_attention_heads;
+    c->head_dim = c->hidden_size / c->num_attention_heads;
+    c->rope_theta = 10000.0;
     return 0;
 }
 
@@ -252,8 +386,16 @@ int ft_hf_config_read(const char *path, ft_model_config *c, ft_hf_config_info *i
         ft_fail(err, "%s: not a JSON object", path);
         goto done;
     }
-    if (check_model_kind(path, root, c, err) ||
-        get_int(path, root, "vocab_size", true, 0, 1, &c->vocab_size, err) ||
+    if (check_model_kind(path, root, c, err))
+        goto done;
+    if (ft_model_family_of(c)->layernorm) {
+        if ((c->family == FT_FAMILY_GPTJ ? read_gptj : read_gpt_neox)(path, root, c, info, err) ||
+            read_token_id(path, root, "bos_token_id", &c->bos_token_id, info, err) ||
+            read_token_id(path, root, "eos_token_id", &c->eos_token_id, info, err))
+            goto done;
+        goto common;
+    }
+    if (get_int(path, root, "vocab_size", true, 0, 1, &c->vocab_size, err) ||
         get_int(path, root, "hidden_size", true, 0, 1, &c->hidden_size, err) ||
         get_int(path, root, "intermediate_size", true, 0, 1, &c->intermediate_size, err) ||
         get_int(path, root, "num_hidden_layers", true, 0, 1, &c->num_hidden_layers, err) ||
@@ -289,12 +431,13 @@ int ft_hf_config_read(const char *path, ft_model_config *c, ft_hf_config_info *i
         read_token_id(path, root, "bos_token_id", &c->bos_token_id, info, err) ||
         read_token_id(path, root, "eos_token_id", &c->eos_token_id, info, err))
         goto done;
+common:;
     const json_t *tie = json_object_get(root, "tie_word_embeddings");
     if (tie && !json_is_null(tie) && !json_is_boolean(tie)) {
         ft_fail(err, "%s: \"tie_word_embeddings\" must be true or false", path);
         goto done;
     }
-    c->tie_word_embeddings = tie && json_is_true(tie); /* LlamaConfig's default is false */
+    c->tie_word_embeddings = tie && json_is_true(tie); /* every family's default is false */
     const json_t *dt = json_object_get(root, "torch_dtype");
     if (!json_is_string(dt))
         dt = json_object_get(root, "dtype"); /* transformers 5 renamed it */
@@ -337,12 +480,71 @@ static void put_token(FILE *fp, const char *key, int id)
         fprintf(fp, "  \"%s\": %d,\n", key, id);
 }
 
+/* GPTNeoXConfig / GPTJConfig, in their own field names. NeoX's rotary width is
+ * written as the legacy rotary_pct (transformers 5 still reads it); HF rotates
+ * int(head_dim * rotary_pct) dims, so the fraction is nudged up until that
+ * product gives rotary_dim back (24/96 is below 0.25 in binary otherwise). */
+static void write_gpt(FILE *fp, const ft_model_config *c, const char *torch_dtype)
+{
+    const ft_family_info *fam = ft_model_family_of(c);
+    char eps[40];
+    fmt_real(eps, sizeof eps, c->rms_norm_eps);
+    const bool neox = c->family == FT_FAMILY_GPT_NEOX;
+    const char *act = c->gelu_tanh ? "gelu_new" : "gelu";
+    fprintf(fp, "{\n  \"architectures\": [\n    \"%s\"\n  ],\n", fam->architecture);
+    if (neox) {
+        double pct = (double)ft_model_rot_dim(c) / c->head_dim;
+        while ((int)(c->head_dim * pct) < ft_model_rot_dim(c))
+            pct = nextafter(pct, 2.0);
+        char pct_s[40], theta[40];
+        fmt_real(pct_s, sizeof pct_s, pct);
+        fmt_real(theta, sizeof theta, c->rope_theta);
+        fprintf(fp, "  \"attention_bias\": %s,\n", c->attention_bias ? "true" : "false");
+        fprintf(fp, "  \"attention_dropout\": 0.0,\n");
+        put_token(fp, "bos_token_id", c->bos_token_id);
+        put_token(fp, "eos_token_id", c->eos_token_id);
+        fprintf(fp, "  \"hidden_act\": \"%s\",\n  \"hidden_dropout\": 0.0,\n", act);
+        fprintf(fp, "  \"hidden_size\": %d,\n  \"initializer_range\": 0.02,\n", c->hidden_size);
+        fprintf(fp, "  \"intermediate_size\": %d,\n", c->intermediate_size);
+        fprintf(fp, "  \"layer_norm_eps\": %s,\n", eps);
+        fprintf(fp, "  \"max_position_embeddings\": %d,\n", c->max_position_embeddings);
+        fprintf(fp, "  \"model_type\": \"gpt_neox\",\n");
+        fprintf(fp, "  \"num_attention_heads\": %d,\n  \"num_hidden_layers\": %d,\n",
+                c->num_attention_heads, c->num_hidden_layers);
+        fprintf(fp, "  \"rotary_emb_base\": %s,\n  \"rotary_pct\": %s,\n", theta, pct_s);
+    } else {
+        fprintf(fp, "  \"activation_function\": \"%s\",\n  \"attn_pdrop\": 0.0,\n", act);
+        put_token(fp, "bos_token_id", c->bos_token_id);
+        fprintf(fp, "  \"embd_pdrop\": 0.0,\n");
+        put_token(fp, "eos_token_id", c->eos_token_id);
+        fprintf(fp, "  \"initializer_range\": 0.02,\n  \"layer_norm_epsilon\": %s,\n", eps);
+        fprintf(fp, "  \"model_type\": \"gptj\",\n");
+        fprintf(fp, "  \"n_embd\": %d,\n  \"n_head\": %d,\n  \"n_inner\": %d,\n", c->hidden_size,
+                c->num_attention_heads, c->intermediate_size);
+        fprintf(fp, "  \"n_layer\": %d,\n  \"n_positions\": %d,\n", c->num_hidden_layers,
+                c->max_position_embeddings);
+        fprintf(fp, "  \"resid_pdrop\": 0.0,\n  \"rotary_dim\": %d,\n", ft_model_rot_dim(c));
+    }
+    fprintf(fp, "  \"tie_word_embeddings\": %s,\n", c->tie_word_embeddings ? "true" : "false");
+    fprintf(fp, "  \"torch_dtype\": \"%s\",\n", torch_dtype);
+    if (neox)
+        fprintf(fp, "  \"use_cache\": true,\n  \"use_parallel_residual\": %s,\n",
+                c->parallel_residual ? "true" : "false");
+    else
+        fprintf(fp, "  \"use_cache\": true,\n");
+    fprintf(fp, "  \"vocab_size\": %d\n}\n", c->vocab_size);
+}
+
 int ft_hf_config_write(const char *path, const ft_model_config *c, const char *torch_dtype,
                        ft_error *err)
 {
     FILE *fp = fopen(path, "w");
     if (!fp)
         return ft_fail(err, "%s: cannot create: %s", path, strerror(errno));
+    if (ft_model_family_of(c)->layernorm) {
+        write_gpt(fp, c, torch_dtype);
+        goto close;
+    }
     char eps[40], theta[40];
     fmt_real(eps, sizeof eps, c->rms_norm_eps);
     fmt_real(theta, sizeof theta, c->rope_theta);
@@ -395,6 +597,7 @@ int ft_hf_config_write(const char *path, const ft_model_config *c, const char *t
     if (qwen)
         fprintf(fp, "  \"use_sliding_window\": false,\n");
     fprintf(fp, "  \"vocab_size\": %d\n}\n", c->vocab_size);
+close:;
     int bad = ferror(fp);
     bad |= fflush(fp) != 0 || fsync(fileno(fp)) != 0;
     bad |= fclose(fp) != 0;

@@ -8,7 +8,32 @@
 
 #include "io/h5file.h"
 #include "io/safetensors.h"
+#include "model/layout.h"
 #include "util/error.h"
+
+/* One tensor of the Hugging Face checkpoint of a model and where its elements are in
+ * the ftmpi layout (ftmpi_convert_names.c): one layout tensor under the family's HF
+ * name, or GPT-NeoX's fused query_key_value made of three (q, k, v). */
+typedef struct cv_hf_tensor {
+    char name[FT_TENSOR_NAME_MAX + 32];
+    int ndim;
+    uint64_t shape[2];
+    uint64_t numel;
+    int n_parts;    /* 1, or 3 for a fused q/k/v */
+    int part[3];    /* model-wide layout tensor index of each part */
+    uint64_t seg;   /* fused: elements of one head's rows of one part */
+} cv_hf_tensor;
+
+/* The model's HF tensors in layout order (*out owned by the caller, free()). */
+int cv_hf_tensors(const ft_model_layout *l, cv_hf_tensor **out, int *n, ft_error *err);
+/* Element e of t is element *off of layout tensor t->part[*part]; the next *run
+ * elements of t (from e) are contiguous there too. */
+void cv_hf_locate(const cv_hf_tensor *t, uint64_t e, int *part, uint64_t *off, uint64_t *run);
+/* The name a checkpoint may use instead of one of cv_hf_tensors' (GPT-NeoX's
+ * lm_head.weight for embed_out.weight, as transformers 5 saves it), or NULL. */
+const char *cv_hf_alias(const ft_model_config *c, const char *name);
+/* Checkpoint entries that are buffers, not weights (skipped on import). */
+bool cv_hf_ignored(const char *name);
 
 /* Exit codes. */
 enum { CV_EXIT_OK = 0, CV_EXIT_FAIL = 1, CV_EXIT_USAGE = 2 };

@@ -5,7 +5,9 @@
  * export like weights files. Shards are planned up front (a safetensors header
  * lists every tensor before the data), then each tensor streams through one fixed
  * buffer from its HDF5 dataset into the shard. Files are written as NAME.tmp and
- * renamed when complete; config.json and the index come last.
+ * renamed when complete; config.json and the index come last. Tensors get their
+ * family's HF names (ftmpi_convert_names.c; GPT-NeoX's q, k and v are fused back
+ * into query_key_value).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -31,24 +33,26 @@ typedef struct export_opts {
 } export_opts;
 
 typedef struct out_tensor {
-    const ft_tensor_info *ti;
+    const cv_hf_tensor *ht;
+    const ft_tensor_info *parts[3]; /* its layout tensor(s) */
     ft_st_dtype stored; /* dtype in the HDF5 file */
     uint64_t bytes;     /* in the output dtype */
     int shard;
 } out_tensor;
 
-static int flatten(const ft_model_layout *l, out_tensor **out, int *n, ft_error *err)
+static int flatten(const ft_model_layout *l, cv_hf_tensor **hf, out_tensor **out, int *n,
+                   ft_error *err)
 {
-    *n = 0;
-    for (int u = 0; u < l->n_units; u++)
-        *n += l->units[u].n_tensors;
+    if (cv_hf_tensors(l, hf, n, err))
+        return -1;
     *out = calloc((size_t)*n, sizeof **out);
     if (!*out)
         return ft_fail(err, "out of host memory");
-    int k = 0;
-    for (int u = 0; u < l->n_units; u++)
-        for (int t = 0; t < l->units[u].n_tensors; t++)
-            (*out)[k++].ti = &l->units[u].tensors[t];
+    for (int k = 0; k < *n; k++) {
+        (*out)[k].ht = &(*hf)[k];
+        for (int p = 0; p < (*hf)[k].n_parts; p++)
+            (*out)[k].parts[p] = ft_model_layout_tensor_at(l, (*hf)[k].part[p]);
+    }
     return 0;
 }
 
@@ -133,33 +137,44 @@ static int prepare_dir(const export_opts *o, ft_error *err)
     return rc;
 }
 
-/* Streams one tensor from its dataset into the shard writer. */
+/* Streams one HF tensor from its dataset(s) into the shard writer; a chunk never
+ * crosses a run of a fused tensor's layout (ftmpi_convert_names.c). */
 static int copy_tensor(const ft_h5file *h, const out_tensor *ot, ft_st_dtype out,
                        ft_st_writer *w, void *inbuf, void *outbuf, size_t half, ft_error *err)
 {
-    const ft_tensor_info *ti = ot->ti;
-    char dpath[256];
-    snprintf(dpath, sizeof dpath, "/model/%s", ti->name);
-    hid_t d = H5Dopen2(h->id, dpath, H5P_DEFAULT);
-    if (d < 0)
-        return ft_fail(err, "%s: cannot open %s", h->path, dpath);
+    const cv_hf_tensor *ht = ot->ht;
+    hid_t d[3] = { -1, -1, -1 };
+    char dpath[3][256];
+    int rc = 0;
+    for (int p = 0; p < ht->n_parts && !rc; p++) {
+        snprintf(dpath[p], sizeof dpath[p], "/model/%s", ot->parts[p]->name);
+        d[p] = H5Dopen2(h->id, dpath[p], H5P_DEFAULT);
+        if (d[p] < 0)
+            rc = ft_fail(err, "%s: cannot open %s", h->path, dpath[p]);
+    }
     const size_t in_sz = ft_st_dtype_size(ot->stored), out_sz = ft_st_dtype_size(out);
     const size_t chunk = cv_chunk_elems(half, in_sz > out_sz ? in_sz : out_sz,
-                                        ti->ndim == 2 ? (uint64_t)ti->shape[1] : 0);
-    hsize_t dims[2] = { (hsize_t)ti->shape[0], (hsize_t)ti->shape[1] };
+                                        ht->ndim == 2 ? ht->shape[1] : 0);
     hid_t mtype = ot->stored == FT_ST_BF16 ? H5T_NATIVE_UINT16 : H5T_NATIVE_FLOAT;
-    int rc = 0;
-    for (uint64_t lo = 0; lo < ti->numel && !rc; lo += chunk) {
-        uint64_t hi = lo + chunk < ti->numel ? lo + chunk : ti->numel;
-        size_t n = (size_t)(hi - lo);
+    for (uint64_t lo = 0; lo < ht->numel && !rc;) {
+        int p;
+        uint64_t off, run;
+        cv_hf_locate(ht, lo, &p, &off, &run);
+        const size_t n = (size_t)(run < chunk ? run : chunk);
+        const ft_tensor_info *ti = ot->parts[p];
+        hsize_t dims[2] = { (hsize_t)ti->shape[0], (hsize_t)ti->shape[1] };
         void *data = ot->stored == out ? inbuf : outbuf;
-        rc = cv_h5_transfer(h, d, dpath, ti->ndim, dims, lo, hi, mtype, inbuf, false, err);
+        rc = cv_h5_transfer(h, d[p], dpath[p], ti->ndim, dims, off, off + n, mtype, inbuf, false,
+                            err);
         if (!rc) {
             cv_convert(ot->stored, out, inbuf, data, n);
             rc = ft_st_writer_append(w, data, n * out_sz, err);
         }
+        lo += n;
     }
-    H5Dclose(d);
+    for (int p = 0; p < ht->n_parts; p++)
+        if (d[p] >= 0)
+            H5Dclose(d[p]);
     return rc;
 }
 
@@ -173,10 +188,10 @@ static int write_shard(const ft_h5file *h, out_tensor *ts, int n, int s, int n_s
     int k = 0;
     for (int i = 0; i < n; i++)
         if (ts[i].shard == s) {
-            const ft_tensor_info *ti = ts[i].ti;
-            specs[k] = (ft_st_spec){ .name = ti->name, .dtype = out, .ndim = ti->ndim };
-            specs[k].shape[0] = (uint64_t)ti->shape[0];
-            specs[k].shape[1] = (uint64_t)ti->shape[1];
+            const cv_hf_tensor *ht = ts[i].ht;
+            specs[k] = (ft_st_spec){ .name = ht->name, .dtype = out, .ndim = ht->ndim };
+            specs[k].shape[0] = ht->shape[0];
+            specs[k].shape[1] = ht->shape[1];
             k++;
         }
     char name[64], path[4200], final[4096];
@@ -214,7 +229,7 @@ static int write_index(const out_tensor *ts, int n, int n_shards, const export_o
     int rc = -1;
     if (names && files && fp) {
         for (int i = 0; i < n; i++) {
-            names[i] = ts[i].ti->name;
+            names[i] = ts[i].ht->name;
             shard_name(files[i], sizeof files[i], ts[i].shard, n_shards);
             fp[i] = files[i];
         }
@@ -267,31 +282,37 @@ static int run_export(const export_opts *o, uint64_t *moved, ft_error *err)
     ft_model_config c;
     ft_model_layout l = { 0 };
     out_tensor *ts = NULL;
+    cv_hf_tensor *hf = NULL;
     void *inbuf = NULL, *outbuf = NULL;
     int n = 0, rc = open_model(&h, o->in, &c, err);
     bool opened = h.id >= 0;
     if (!rc)
         rc = ft_model_layout_build(&l, &c, err) || ft_weights_check_tensors(&h, "/model", &l, err) ||
-             flatten(&l, &ts, &n, err);
+             flatten(&l, &hf, &ts, &n, err);
     int n_bf16 = 0;
     for (int i = 0; i < n && !rc; i++) {
-        char dpath[256];
-        snprintf(dpath, sizeof dpath, "/model/%s", ts[i].ti->name);
-        hid_t d = H5Dopen2(h.id, dpath, H5P_DEFAULT);
-        int dt = d < 0 ? -1 : cv_h5_dataset_dtype(&h, d);
-        if (d >= 0)
-            H5Dclose(d);
-        if (dt < 0)
-            rc = ft_fail(err, "%s: %s is neither fp32 nor bf16", o->in, dpath);
-        ts[i].stored = (ft_st_dtype)dt;
-        n_bf16 += dt == FT_ST_BF16;
+        for (int p = 0; p < ts[i].ht->n_parts && !rc; p++) {
+            char dpath[256];
+            snprintf(dpath, sizeof dpath, "/model/%s", ts[i].parts[p]->name);
+            hid_t d = H5Dopen2(h.id, dpath, H5P_DEFAULT);
+            int dt = d < 0 ? -1 : cv_h5_dataset_dtype(&h, d);
+            if (d >= 0)
+                H5Dclose(d);
+            if (dt < 0)
+                rc = ft_fail(err, "%s: %s is neither fp32 nor bf16", o->in, dpath);
+            else if (p > 0 && (ft_st_dtype)dt != ts[i].stored)
+                rc = ft_fail(err, "%s: %s and %s are stored in different types; they are "
+                             "exported as one tensor", o->in, ts[i].parts[0]->name, dpath);
+            ts[i].stored = (ft_st_dtype)dt;
+        }
+        n_bf16 += ts[i].stored == FT_ST_BF16;
     }
     ft_st_dtype out = FT_ST_F32;
     if (strcmp(o->dtype, "bf16") == 0 || (strcmp(o->dtype, "auto") == 0 && n_bf16 == n))
         out = FT_ST_BF16;
     uint64_t total = 0;
     for (int i = 0; i < n; i++) {
-        ts[i].bytes = ts[i].ti->numel * ft_st_dtype_size(out);
+        ts[i].bytes = ts[i].ht->numel * ft_st_dtype_size(out);
         total += ts[i].bytes;
     }
     int n_shards = rc ? 0 : plan_shards(ts, n, o->max_shard);
@@ -329,6 +350,7 @@ static int run_export(const export_opts *o, uint64_t *moved, ft_error *err)
     free(inbuf);
     free(outbuf);
     free(ts);
+    free(hf);
     ft_model_layout_free(&l);
     if (opened) {
         ft_error cerr;

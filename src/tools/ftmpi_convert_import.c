@@ -1,5 +1,7 @@
-/* ftmpi-convert import: a Hugging Face Llama-family directory (config.json + safetensors,
- * single or sharded) -> an ftmpi weights file.
+/* ftmpi-convert import: a Hugging Face directory of one of ftmpi's families
+ * (config.json + safetensors, single or sharded) -> an ftmpi weights file. The HF
+ * names map to the layout's by ftmpi_convert_names.c (GPT-NeoX's fused q/k/v is
+ * split into the three layout tensors on the way).
  *
  * Everything is checked before the output is created (config, the set of tensors,
  * their shapes and dtypes), so a bad input never leaves a half-written file. Tensors
@@ -27,7 +29,7 @@ typedef struct import_opts {
     const char *hf_dir, *out;
 } import_opts;
 
-/* Where each layout tensor comes from. */
+/* Where each HF tensor of the model comes from. */
 typedef struct source_ref {
     int shard;
     const ft_st_tensor *t;
@@ -39,8 +41,10 @@ typedef struct hf_model {
     ft_model_layout layout;
     int n_shards;
     ft_st_file *shards;
-    source_ref *src;  /* per tensor of the layout, in layout order */
-    int n_tensors;
+    cv_hf_tensor *hf; /* the model's HF tensors, in layout order */
+    int n_hf;
+    source_ref *src;  /* per HF tensor */
+    int n_tensors;    /* of the layout */
     uint64_t total_bytes; /* source bytes of the tensors used */
     int n_extra;      /* skipped with --allow-extra */
     int n_bf16, n_f16, n_f32;
@@ -52,6 +56,7 @@ static void hf_model_free(hf_model *m)
         ft_st_close(&m->shards[i]);
     free(m->shards);
     free(m->src);
+    free(m->hf);
     ft_model_layout_free(&m->layout);
 }
 
@@ -65,21 +70,12 @@ static const ft_tensor_info *layout_tensor(const ft_model_layout *l, int i)
     return NULL;
 }
 
-static int layout_index(const ft_model_layout *l, const char *name)
+static int hf_index(const hf_model *m, const char *name)
 {
-    int unit, tensor;
-    if (ft_model_layout_find(l, name, &unit, &tensor))
-        return -1;
-    int i = tensor;
-    for (int u = 0; u < unit; u++)
-        i += l->units[u].n_tensors;
-    return i;
-}
-
-static bool ends_with(const char *s, const char *suffix)
-{
-    size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && strcmp(s + a - b, suffix) == 0;
+    for (int i = 0; i < m->n_hf; i++)
+        if (strcmp(m->hf[i].name, name) == 0)
+            return i;
+    return -1;
 }
 
 /* Opens the shards named by the index, or the single model.safetensors. */
@@ -140,13 +136,13 @@ static int map_tensors(hf_model *m, const import_opts *o, const ft_st_index *idx
                        bool have_idx, ft_error *err)
 {
     const ft_model_layout *l = &m->layout;
-    m->n_tensors = 0;
-    for (int u = 0; u < l->n_units; u++)
-        m->n_tensors += l->units[u].n_tensors;
-    m->src = calloc((size_t)m->n_tensors, sizeof *m->src);
+    m->n_tensors = l->total_tensors;
+    if (cv_hf_tensors(l, &m->hf, &m->n_hf, err))
+        return -1;
+    m->src = calloc((size_t)m->n_hf, sizeof *m->src);
     if (!m->src)
         return ft_fail(err, "out of host memory");
-    for (int i = 0; i < m->n_tensors; i++)
+    for (int i = 0; i < m->n_hf; i++)
         m->src[i].shard = -1;
     const char *first_extra = NULL, *first_extra_file = NULL;
     int n_extra = 0;
@@ -154,12 +150,15 @@ static int map_tensors(hf_model *m, const import_opts *o, const ft_st_index *idx
         const ft_st_file *f = &m->shards[s];
         for (int k = 0; k < f->n_tensors; k++) {
             const ft_st_tensor *t = &f->tensors[k];
-            if (ends_with(t->name, ".rotary_emb.inv_freq")) /* a buffer, not a weight */
+            if (cv_hf_ignored(t->name)) /* a buffer, not a weight */
                 continue;
             if (have_idx && !ft_st_index_lookup(idx, t->name))
                 fprintf(stderr, "ftmpi-convert: warning: %s: tensor '%s' is not listed in "
                         "model.safetensors.index.json (used anyway)\n", f->path, t->name);
-            int i = layout_index(l, t->name);
+            int i = hf_index(m, t->name);
+            const char *alias = i < 0 ? cv_hf_alias(&m->config, t->name) : NULL;
+            if (alias)
+                i = hf_index(m, alias);
             if (i < 0) {
                 if (!first_extra) {
                     first_extra = t->name;
@@ -186,27 +185,29 @@ static int map_tensors(hf_model *m, const import_opts *o, const ft_st_index *idx
         fprintf(stderr, "ftmpi-convert: warning: skipping %d tensor%s not in the model, e.g. "
                 "'%s' (--allow-extra)\n", n_extra, n_extra == 1 ? "" : "s", first_extra);
     m->n_extra = n_extra;
-    for (int i = 0; i < m->n_tensors; i++) {
-        const ft_tensor_info *ti = layout_tensor(l, i);
+    for (int i = 0; i < m->n_hf; i++) {
+        const cv_hf_tensor *ti = &m->hf[i];
         const source_ref *r = &m->src[i];
         if (r->shard < 0)
-            return ft_fail(err, "%s: tensor '%s' [%lld%s%lld] is missing (config.json: %d layers, "
-                           "tie_word_embeddings %s)", o->hf_dir, ti->name, ti->shape[0],
-                           ti->ndim == 2 ? "," : "", ti->ndim == 2 ? ti->shape[1] : 0ll,
+            return ft_fail(err, "%s: tensor '%s' [%llu%s%llu] is missing (config.json: %d layers, "
+                           "tie_word_embeddings %s)", o->hf_dir, ti->name,
+                           (unsigned long long)ti->shape[0], ti->ndim == 2 ? "," : "",
+                           ti->ndim == 2 ? (unsigned long long)ti->shape[1] : 0ull,
                            m->config.num_hidden_layers,
                            m->config.tie_word_embeddings ? "true" : "false");
         const ft_st_tensor *t = r->t;
-        bool ok = t->ndim == ti->ndim && t->shape[0] == (uint64_t)ti->shape[0] &&
-                  (ti->ndim == 1 || t->shape[1] == (uint64_t)ti->shape[1]);
+        bool ok = t->ndim == ti->ndim && t->shape[0] == ti->shape[0] &&
+                  (ti->ndim == 1 || t->shape[1] == ti->shape[1]);
         if (!ok) {
             char got[128] = "[";
             for (int d = 0; d < t->ndim; d++)
                 snprintf(got + strlen(got), sizeof got - strlen(got), "%s%llu", d ? "," : "",
                          (unsigned long long)t->shape[d]);
             snprintf(got + strlen(got), sizeof got - strlen(got), "]");
-            return ft_fail(err, "%s: tensor '%s' has shape %s, config.json implies [%lld%s%lld]",
-                           m->shards[r->shard].path, ti->name, got, ti->shape[0],
-                           ti->ndim == 2 ? "," : "", ti->ndim == 2 ? ti->shape[1] : 0ll);
+            return ft_fail(err, "%s: tensor '%s' has shape %s, config.json implies [%llu%s%llu]",
+                           m->shards[r->shard].path, ti->name, got,
+                           (unsigned long long)ti->shape[0], ti->ndim == 2 ? "," : "",
+                           ti->ndim == 2 ? (unsigned long long)ti->shape[1] : 0ull);
         }
         m->n_bf16 += t->dtype == FT_ST_BF16;
         m->n_f16 += t->dtype == FT_ST_F16;
@@ -235,40 +236,54 @@ static int load_hf(hf_model *m, const import_opts *o, ft_error *err)
     return rc ? -1 : 0;
 }
 
-/* Streams one tensor into its dataset; adds the content hash attribute. */
+/* Streams HF tensor i into the dataset(s) of its layout part(s); adds each dataset's
+ * content hash attribute. A chunk never crosses a run of the fused layout (a head's
+ * rows of q, k or v), so it lands in one hyperslab of one dataset. */
 static int copy_tensor(ft_h5file *h, const hf_model *m, int i, ft_st_dtype out, void *inbuf,
                        void *outbuf, size_t half, ft_error *err)
 {
-    const ft_tensor_info *ti = layout_tensor(&m->layout, i);
+    const cv_hf_tensor *ht = &m->hf[i];
     const ft_st_file *sf = &m->shards[m->src[i].shard];
     const ft_st_tensor *t = m->src[i].t;
-    char dpath[256];
-    snprintf(dpath, sizeof dpath, "/model/%s", ti->name);
-    hid_t d = H5Dopen2(h->id, dpath, H5P_DEFAULT);
-    if (d < 0)
-        return ft_fail(err, "%s: cannot open %s", h->path, dpath);
+    const ft_tensor_info *parts[3];
+    hid_t d[3] = { -1, -1, -1 };
+    uint64_t hash[3] = { 0, 0, 0 };
+    char dpath[3][256];
+    int rc = 0;
+    for (int p = 0; p < ht->n_parts && !rc; p++) {
+        parts[p] = layout_tensor(&m->layout, ht->part[p]);
+        snprintf(dpath[p], sizeof dpath[p], "/model/%s", parts[p]->name);
+        d[p] = H5Dopen2(h->id, dpath[p], H5P_DEFAULT);
+        if (d[p] < 0)
+            rc = ft_fail(err, "%s: cannot open %s", h->path, dpath[p]);
+    }
     const size_t in_sz = ft_st_dtype_size(t->dtype), out_sz = ft_st_dtype_size(out);
     const size_t big = in_sz > out_sz ? in_sz : out_sz;
-    const uint64_t numel = ti->numel;
-    const size_t chunk = cv_chunk_elems(half, big, ti->ndim == 2 ? (uint64_t)ti->shape[1] : 0);
-    hsize_t dims[2] = { (hsize_t)ti->shape[0], (hsize_t)ti->shape[1] };
+    const size_t chunk = cv_chunk_elems(half, big, ht->ndim == 2 ? ht->shape[1] : 0);
     hid_t mtype = out == FT_ST_BF16 ? H5T_NATIVE_UINT16 : H5T_NATIVE_FLOAT;
-    uint64_t hash = 0;
-    int rc = 0;
-    for (uint64_t lo = 0; lo < numel && !rc; lo += chunk) {
-        uint64_t hi = lo + chunk < numel ? lo + chunk : numel;
-        size_t n = (size_t)(hi - lo);
+    for (uint64_t lo = 0; lo < ht->numel && !rc;) {
+        int p;
+        uint64_t off, run;
+        cv_hf_locate(ht, lo, &p, &off, &run);
+        const size_t n = (size_t)(run < chunk ? run : chunk);
+        const ft_tensor_info *ti = parts[p];
+        hsize_t dims[2] = { (hsize_t)ti->shape[0], (hsize_t)ti->shape[1] };
         void *data = t->dtype == out ? inbuf : outbuf;
         rc = ft_st_read(sf, t, lo * in_sz, inbuf, n * in_sz, err);
         if (!rc) {
             cv_convert(t->dtype, out, inbuf, data, n);
-            hash += ft_weights_hash_part(lo, data, n, (int)out_sz);
-            rc = cv_h5_transfer(h, d, dpath, ti->ndim, dims, lo, hi, mtype, data, true, err);
+            hash[p] += ft_weights_hash_part(off, data, n, (int)out_sz);
+            rc = cv_h5_transfer(h, d[p], dpath[p], ti->ndim, dims, off, off + n, mtype, data,
+                                true, err);
         }
+        lo += n;
     }
-    if (!rc)
-        rc = ft_h5_attr_write_i64(h, d, "content_hash", (int64_t)hash, err);
-    H5Dclose(d);
+    for (int p = 0; p < ht->n_parts; p++) {
+        if (!rc)
+            rc = ft_h5_attr_write_i64(h, d[p], "content_hash", (int64_t)hash[p], err);
+        if (d[p] >= 0)
+            H5Dclose(d[p]);
+    }
     return rc;
 }
 
@@ -296,11 +311,11 @@ static int write_weights(const hf_model *m, const import_opts *o, ft_st_dtype ou
          ft_weights_write_config(&h, &m->config, err) ||
          ft_weights_create_tensors(&h, "/model", &m->layout,
                                    out == FT_ST_BF16 ? FT_FILE_BF16 : FT_FILE_F32, err);
-    for (int i = 0; i < m->n_tensors && !rc; i++) {
+    for (int i = 0; i < m->n_hf && !rc; i++) {
         rc = copy_tensor(&h, m, i, out, inbuf, outbuf, half, err);
-        *written += layout_tensor(&m->layout, i)->numel * ft_st_dtype_size(out);
+        *written += m->hf[i].numel * ft_st_dtype_size(out);
         if (!rc && !o->common.quiet && isatty(STDERR_FILENO))
-            fprintf(stderr, "\rimport: %d/%d tensors", i + 1, m->n_tensors);
+            fprintf(stderr, "\rimport: %d/%d tensors", i + 1, m->n_hf);
     }
     if (!o->common.quiet && isatty(STDERR_FILENO))
         fprintf(stderr, "\n");

@@ -1,7 +1,8 @@
 /* The CPU model against Hugging Face LlamaForCausalLM, Qwen2ForCausalLM,
- * Qwen3ForCausalLM and MistralForCausalLM: logits, loss, every gradient
- * and the weights after three AdamW steps, from the golden files written by
- * test/reference/gen_hf_reference.py (committed under test/data/hf). */
+ * Qwen3ForCausalLM, MistralForCausalLM, GPTNeoXForCausalLM and GPTJForCausalLM:
+ * logits, loss, every gradient and the weights after three AdamW steps, from the
+ * golden files written by test/reference/gen_hf_reference.py and
+ * gen_hf_reference_gpt.py (committed under test/data/hf). */
 #include <math.h>
 #include <mpi.h>
 #include <setjmp.h>
@@ -280,6 +281,16 @@ static void test_adamw_qwen2(void **s) { (void)s; check_adamw("test/data/hf/hf_q
 static void test_adamw_qwen2_tied(void **s) { (void)s; check_adamw("test/data/hf/hf_qwen2_tied.h5"); }
 static void test_adamw_qwen3(void **s) { (void)s; check_adamw("test/data/hf/hf_qwen3.h5"); }
 static void test_adamw_mistral(void **s) { (void)s; check_adamw("test/data/hf/hf_mistral.h5"); }
+/* GPT-NeoX: parallel residual, exact GELU, attention biases, rotary_pct 0.25, packed
+ * documents; sequential residual, tanh GELU, no attention biases, rotary_pct 0.5.
+ * GPT-J: shared norm, interleaved rotary_dim 8 of 16, lm_head bias, packed documents. */
+static void test_neox_docs(void **s) { (void)s; check_forward_and_grads("test/data/hf/hf_neox.h5", 0); }
+static void test_neox_seq_ckpt(void **s) { (void)s; check_forward_and_grads("test/data/hf/hf_neox_seq.h5", 1); }
+static void test_gptj_docs(void **s) { (void)s; check_forward_and_grads("test/data/hf/hf_gptj.h5", 0); }
+static void test_gptj_docs_ckpt(void **s) { (void)s; check_forward_and_grads("test/data/hf/hf_gptj.h5", 1); }
+static void test_adamw_neox(void **s) { (void)s; check_adamw("test/data/hf/hf_neox.h5"); }
+static void test_adamw_neox_seq(void **s) { (void)s; check_adamw("test/data/hf/hf_neox_seq.h5"); }
+static void test_adamw_gptj(void **s) { (void)s; check_adamw("test/data/hf/hf_gptj.h5"); }
 
 int main(int argc, char **argv)
 {
@@ -301,6 +312,13 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_adamw_qwen2_tied),
         cmocka_unit_test(test_adamw_qwen3),
         cmocka_unit_test(test_adamw_mistral),
+        cmocka_unit_test(test_neox_docs),
+        cmocka_unit_test(test_neox_seq_ckpt),
+        cmocka_unit_test(test_gptj_docs),
+        cmocka_unit_test(test_gptj_docs_ckpt),
+        cmocka_unit_test(test_adamw_neox),
+        cmocka_unit_test(test_adamw_neox_seq),
+        cmocka_unit_test(test_adamw_gptj),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     MPI_Finalize();
