@@ -61,7 +61,44 @@ def fail(msg):
     raise Mismatch(msg)
 
 
+def expected_gpt_shapes(cfg):
+    """GPTNeoXForCausalLM / GPTJForCausalLM names, as the hub stores them."""
+    v = cfg["vocab_size"]
+    if cfg["model_type"] == "gpt_neox":
+        h, inter = cfg["hidden_size"], cfg["intermediate_size"]
+        out = {"gpt_neox.embed_in.weight": (v, h), "gpt_neox.final_layer_norm.weight": (h,),
+               "gpt_neox.final_layer_norm.bias": (h,), "embed_out.weight": (v, h)}
+        for i in range(cfg["num_hidden_layers"]):
+            p = f"gpt_neox.layers.{i}."
+            for n in ("input_layernorm", "post_attention_layernorm"):
+                out[p + n + ".weight"] = out[p + n + ".bias"] = (h,)
+            out[p + "attention.query_key_value.weight"] = (3 * h, h)
+            out[p + "attention.dense.weight"] = (h, h)
+            if cfg.get("attention_bias", True):
+                out[p + "attention.query_key_value.bias"] = (3 * h,)
+                out[p + "attention.dense.bias"] = (h,)
+            out.update({p + "mlp.dense_h_to_4h.weight": (inter, h),
+                        p + "mlp.dense_h_to_4h.bias": (inter,),
+                        p + "mlp.dense_4h_to_h.weight": (h, inter),
+                        p + "mlp.dense_4h_to_h.bias": (h,)})
+        return out
+    h = cfg["n_embd"]
+    inter = cfg.get("n_inner") or 4 * h
+    out = {"transformer.wte.weight": (v, h), "transformer.ln_f.weight": (h,),
+           "transformer.ln_f.bias": (h,), "lm_head.weight": (v, h), "lm_head.bias": (v,)}
+    for i in range(cfg["n_layer"]):
+        p = f"transformer.h.{i}."
+        out.update({p + "ln_1.weight": (h,), p + "ln_1.bias": (h,),
+                    p + "mlp.fc_in.weight": (inter, h), p + "mlp.fc_in.bias": (inter,),
+                    p + "mlp.fc_out.weight": (h, inter), p + "mlp.fc_out.bias": (h,)})
+        for n in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            out[p + "attn." + n + ".weight"] = (h, h)
+    return out
+
+
 def expected_shapes(cfg):
+    if cfg["model_type"] in ("gpt_neox", "gptj"):
+        return expected_gpt_shapes(cfg)
     h, inter, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
     nh = cfg["num_attention_heads"]
     nkv = cfg.get("num_key_value_heads") or nh

@@ -7,7 +7,7 @@ test/data/convert/). Needs torch and transformers from pip:
     python3 test/convert/gen_export_golden.py test/data/convert
 
 For each committed tiny Hugging Face directory (tiny_bf16, tiny_fp32 and the
-families' tiny_qwen2, tiny_qwen3, tiny_mistral), loads it with transformers'
+families' tiny_qwen2, tiny_qwen3, tiny_mistral, tiny_neox, tiny_gptj), loads it with transformers'
 AutoModelForCausalLM.from_pretrained(dir, dtype=torch.float32), runs a
 fixed 2x16 batch of token ids (stored in the golden file) and writes the float32
 logits to test/data/convert/<model>.logits.json:
@@ -29,7 +29,8 @@ import torch
 import transformers
 from transformers import AutoModelForCausalLM
 
-MODELS = ("tiny_bf16", "tiny_fp32", "tiny_qwen2", "tiny_qwen3", "tiny_mistral")
+MODELS = ("tiny_bf16", "tiny_fp32", "tiny_qwen2", "tiny_qwen3", "tiny_mistral", "tiny_neox",
+          "tiny_gptj")
 BATCH, SEQ = 2, 16
 
 

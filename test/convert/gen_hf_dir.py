@@ -14,6 +14,10 @@ split over several shards with a model.safetensors.index.json:
   tiny_qwen2/   Qwen2ForCausalLM, bfloat16, tied, q/k/v biases
   tiny_qwen3/   Qwen3ForCausalLM, float32, untied, q/k norms, head_dim 24 (not 64/4)
   tiny_mistral/ MistralForCausalLM, bfloat16, untied, sliding_window 8
+  tiny_neox/    GPTNeoXForCausalLM, bfloat16, parallel residual, rotary_pct 0.25, fused
+                query_key_value; the head saved as embed_out.weight (the hub's name;
+                transformers 5 writes lm_head.weight)
+  tiny_gptj/    GPTJForCausalLM, float32, rotary_dim 8, lm_head bias
 
     python3 test/convert/gen_hf_dir.py test/data/convert tiny_qwen2 ...   # only these
 
@@ -24,7 +28,9 @@ import os
 import sys
 
 import torch
-from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
+from safetensors.torch import load_file, save_file
+from transformers import (GPTJConfig, GPTJForCausalLM, GPTNeoXConfig, GPTNeoXForCausalLM,
+                          LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 
@@ -103,6 +109,45 @@ def main():
     if want("tiny_mistral"):
         build_family(os.path.join(root, "tiny_mistral"), MistralConfig, MistralForCausalLM,
                      torch.bfloat16, False, "80KB", 15, sliding_window=8)
+    main_gpt(root, want)
+
+
+def rename_neox_head(out_dir):
+    """lm_head.weight -> embed_out.weight in the shards and the index, as on the hub."""
+    import json
+    idx = os.path.join(out_dir, "model.safetensors.index.json")
+    files = sorted(f for f in os.listdir(out_dir) if f.endswith(".safetensors"))
+    for f in files:
+        t = load_file(os.path.join(out_dir, f))
+        if "lm_head.weight" in t:
+            t["embed_out.weight"] = t.pop("lm_head.weight")
+            save_file(t, os.path.join(out_dir, f), metadata={"format": "pt"})
+    if os.path.exists(idx):
+        j = json.load(open(idx))
+        wm = j["weight_map"]
+        if "lm_head.weight" in wm:
+            wm["embed_out.weight"] = wm.pop("lm_head.weight")
+        j["weight_map"] = dict(sorted(wm.items()))
+        json.dump(j, open(idx, "w"), indent=2)
+
+
+def main_gpt(root, want):
+    if want("tiny_neox"):
+        d = os.path.join(root, "tiny_neox")
+        torch.manual_seed(16)
+        cfg = GPTNeoXConfig(vocab_size=96, hidden_size=64, intermediate_size=128,
+                            num_hidden_layers=2, num_attention_heads=4,
+                            max_position_embeddings=128, rotary_pct=0.25, rotary_emb_base=10000,
+                            use_parallel_residual=True, hidden_act="gelu", bos_token_id=1,
+                            eos_token_id=2, tie_word_embeddings=False)
+        save(GPTNeoXForCausalLM(cfg), d, torch.bfloat16, "80KB")
+        rename_neox_head(d)
+    if want("tiny_gptj"):
+        torch.manual_seed(17)
+        cfg = GPTJConfig(vocab_size=96, n_embd=64, n_inner=128, n_layer=2, n_head=4,
+                         n_positions=128, rotary_dim=8, activation_function="gelu_new",
+                         bos_token_id=1, eos_token_id=2, tie_word_embeddings=False)
+        save(GPTJForCausalLM(cfg), os.path.join(root, "tiny_gptj"), torch.float32, "150KB")
 
 
 if __name__ == "__main__":

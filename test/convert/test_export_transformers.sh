@@ -1,7 +1,7 @@
 #!/bin/sh
 # transformers loads ftmpi-convert's exports and computes the reference logits:
 # each committed tiny HF model (tiny_bf16, tiny_fp32, tiny_qwen2, tiny_qwen3,
-# tiny_mistral) is imported to HDF5 and exported again (sharded and single-file);
+# tiny_mistral, tiny_neox, tiny_gptj) is imported to HDF5 and exported again (sharded and single-file);
 # AutoModelForCausalLM.from_pretrained (the config's architecture) on the
 # export (float32) must give the golden logits that gen_export_golden.py made from
 # the source directory, and safetensors' safe_open must read format=pt and the
@@ -19,8 +19,8 @@ export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1
 
 set --   # the checks for check_export_golden.py, run in one Python process
-for m in tiny_bf16 tiny_fp32 tiny_qwen2 tiny_qwen3 tiny_mistral; do
-    case $m in tiny_bf16|tiny_qwen2|tiny_mistral) dt=bf16 ;; *) dt=fp32 ;; esac
+for m in tiny_bf16 tiny_fp32 tiny_qwen2 tiny_qwen3 tiny_mistral tiny_neox tiny_gptj; do
+    case $m in tiny_bf16|tiny_qwen2|tiny_mistral|tiny_neox) dt=bf16 ;; *) dt=fp32 ;; esac
     golden="$DATA/$m.logits.json"
     [ -f "$golden" ] || fail "$golden missing"
     "$CONVERT" import -q "$DATA/$m" $m.h5 > log.txt 2>&1 || { cat log.txt; fail "import $m"; }

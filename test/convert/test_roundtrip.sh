@@ -1,10 +1,11 @@
 #!/bin/sh
 # HF -> ftmpi -> HF round trips on the committed tiny models (sharded, bf16 and
 # fp32; Llama, Qwen2, Qwen3, Mistral): the exported tensors are byte-identical to the source, whatever the
-# sharding; dtype options; legacy config.json fields; tokenizer copy; --force.
+# sharding (GPT-NeoX: its fused query_key_value split on import and re-fused on
+# export; GPT-J: its own names); dtype options; legacy config.json fields; tokenizer copy; --force.
 . "$(dirname "$0")/lib.sh"
 
-for m in tiny_bf16 tiny_fp32 tiny_qwen2 tiny_qwen3 tiny_mistral; do
+for m in tiny_bf16 tiny_fp32 tiny_qwen2 tiny_qwen3 tiny_mistral tiny_neox tiny_gptj; do
     "$CONVERT" import "$DATA/$m" $m.h5 > log.txt 2>&1 || { cat log.txt; fail "import $m"; }
     "$CONVERT" inspect --verify $m.h5 > insp.txt || { cat insp.txt; fail "inspect $m"; }
     grep -q "content hashes ok" insp.txt || fail "$m: hashes not verified"
