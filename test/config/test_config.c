@@ -245,7 +245,7 @@ static const bad_case bad_cases[] = {
     {"bad/kv_not_dividing.cfg", NULL, 11, "model.num_key_value_heads: 3 does not divide num_attention_heads (8)"},
     {"bad/odd_head_dim.cfg", NULL, 11, "model.head_dim: 33 must be even"},
     {"bad/window_not_mistral.cfg", NULL, 12, "model.sliding_window: 64 is set but qwen2 models have no sliding window"},
-    {"bad/bad_family.cfg", NULL, 6, "model.family: \"gptj\" is not one of \"llama\", \"qwen2\", \"qwen3\", \"mistral\""},
+    {"bad/bad_family.cfg", NULL, 6, "model.family: \"falcon\" is not one of \"llama\", \"qwen2\", \"qwen3\", \"mistral\", \"gpt_neox\", \"gptj\""},
     {"bad/warmup.cfg", NULL, 13, "optimizer.warmup_steps: 300 is greater than max_steps (100)"},
     {"bad/min_lr.cfg", NULL, 13, "optimizer.min_lr: 0.001 is greater than optimizer.lr (0.0003)"},
     {"bad/rope_without_type.cfg", NULL, 11, "model.rope_scaling.factor: has no effect unless"},

@@ -21,9 +21,9 @@ expect_fail 1 "tensor 'model.layers.0.mlp.gate_proj.weight' has shape [128,64], 
 edit_config tiny_fp32 no_hidden '/"hidden_size"/d'
 expect_fail 1 'no_hidden/config.json: field "hidden_size" is missing' "$CONVERT" import no_hidden out.h5
 
-edit_config tiny_fp32 neox 's/"model_type": "llama"/"model_type": "gpt_neox"/'
-expect_fail 1 'neox/config.json: model_type is "gpt_neox", not a family ftmpi has' \
-    "$CONVERT" import neox out.h5
+edit_config tiny_fp32 falcon 's/"model_type": "llama"/"model_type": "falcon"/'
+expect_fail 1 'falcon/config.json: model_type is "falcon", not a family ftmpi has' \
+    "$CONVERT" import falcon out.h5
 
 # the family's class must be listed: a Mistral model_type with Llama's architectures
 edit_config tiny_fp32 mistral 's/"model_type": "llama"/"model_type": "mistral"/'

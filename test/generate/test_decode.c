@@ -172,7 +172,8 @@ static void test_random_tiny(void **state)
 static void test_hf_weights(void **state)
 {
     const char *files[] = { "hf_basic.h5", "hf_tied.h5", "hf_llama3rope.h5", "hf_qwen2.h5",
-                            "hf_qwen2_tied.h5", "hf_qwen3.h5", "hf_mistral.h5" };
+                            "hf_qwen2_tied.h5", "hf_qwen3.h5", "hf_mistral.h5", "hf_neox.h5",
+                            "hf_neox_seq.h5", "hf_gptj.h5" };
     for (int f = 0; f < (int)(sizeof files / sizeof files[0]); f++) {
         ft_gen_params *p = load_hf(files[f]);
         check_against_full(p, 7, 24, 0, 10 + (uint64_t)f, files[f]);
@@ -192,6 +193,10 @@ static void test_chunked_prefill(void **state)
     p = load_hf("hf_mistral.h5");
     check_against_full(p, 23, 8, 5, 32, "hf_mistral, chunks of 5");
     check_against_full(p, 23, 8, 1, 33, "hf_mistral, chunks of 1");
+    ft_gen_params_free(p);
+    /* GPT-J: interleaved partial rotary at positions past 0 through the decode path */
+    p = load_hf("hf_gptj.h5");
+    check_against_full(p, 23, 8, 5, 34, "hf_gptj, chunks of 5");
     ft_gen_params_free(p);
 }
 
