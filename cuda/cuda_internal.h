@@ -95,6 +95,22 @@ cudaError_t ft_cuda_launch_rmsnorm_bwd(ft_dtype dt, ft_dtype gt, void *dx, void 
                                        const float *rstd, int rows, int dim, void *scratch,
                                        cudaStream_t st);
 
+/* ---- cuda_layernorm.cu ---- */
+cudaError_t ft_cuda_launch_layernorm_fwd(ft_dtype dt, void *y, float *mean, float *rstd,
+                                         const void *x, const void *w, const void *b, int rows,
+                                         int dim, float eps, cudaStream_t st);
+size_t ft_cuda_layernorm_bwd_scratch_bytes(int rows, int dim);
+cudaError_t ft_cuda_launch_layernorm_bwd(ft_dtype dt, ft_dtype gt, void *dx, void *dw, void *db,
+                                         const void *dy, const void *x, const void *w,
+                                         const float *mean, const float *rstd, int rows, int dim,
+                                         void *scratch, cudaStream_t st);
+
+/* ---- cuda_gelu.cu (dx may be dout's buffer) ---- */
+cudaError_t ft_cuda_launch_gelu_fwd(ft_dtype dt, ft_gelu_kind kind, void *out, const void *x,
+                                    size_t n, cudaStream_t st);
+cudaError_t ft_cuda_launch_gelu_bwd(ft_dtype dt, ft_gelu_kind kind, void *dx, const void *dout,
+                                    const void *x, size_t n, cudaStream_t st);
+
 /* ---- cuda_rope.cu ---- */
 cudaError_t ft_cuda_launch_rope(ft_dtype dt, void *x, const float *cos_table,
                                 const float *sin_table, const int32_t *pos, int tokens,
