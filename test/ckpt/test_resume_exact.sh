@@ -4,7 +4,7 @@
 # weights, for 1 and 4 ranks at ZeRO stage 3, with accumulation (4 and 1 micro-batches)
 # and a non-constant (warmup + cosine) schedule; also bf16 parameters at stage 1 on 2
 # ranks, stage 0 (replicated optimizer state) on 2 ranks and stage 2 on 3 ranks; and
-# Qwen2, Qwen3 and Mistral models on 2 ranks.
+# Qwen2, Qwen3, Mistral, GPT-NeoX and GPT-J (bf16 recipe) models on 2 ranks.
 . "$(dirname "$0")/../train/lib.sh"
 "$GENDATA" --rows 128 --seq-len 32 --digits 2 train.h5 >/dev/null || fail "gendata"
 write_small_cfg s.cfg
@@ -34,6 +34,8 @@ check 3 zero_stage=2 global_batch_size=6
 check 2 model.family=qwen2 model.tie_word_embeddings=true
 check 2 model.family=qwen3 model.head_dim=24 model.param_dtype=bf16
 check 2 model.family=mistral model.sliding_window=5 zero_stage=1
+check 2 model.family=gpt_neox model.num_key_value_heads=4 model.rotary_dim=4 model.parallel_residual=true model.attention_bias=true
+check 2 model.family=gptj model.num_key_value_heads=4 model.rotary_dim=8 model.gelu_tanh=true precision=bf16
 # the bf16 recipe (bf16 working weights made from the fp32 master, bf16 activations)
 check 1 precision=bf16 zero_stage=0
 check 2 precision=bf16
