@@ -108,7 +108,9 @@ static int open_shards(hf_model *m, const char *dir, ft_st_index *idx, bool *hav
     for (int i = 0; i < m->n_shards; i++) {
         snprintf(path, sizeof path, "%s/%s", dir,
                  *have_idx ? idx->unique_files[i] : "model.safetensors");
-        if (ft_st_open(&m->shards[i], path, 0, err))
+        /* any dtype: old GPT-NeoX/GPT-J saves hold BOOL mask buffers, skipped by
+         * name in map_tensors; the tensors used must be weights (checked there) */
+        if (ft_st_open(&m->shards[i], path, FT_ST_ANY_DTYPE, err))
             return -1;
     }
     return 0;
@@ -170,6 +172,9 @@ static int map_tensors(hf_model *m, const import_opts *o, const ft_st_index *idx
             if (m->src[i].shard >= 0)
                 return ft_fail(err, "%s: tensor '%s' is also in %s; a tensor must be stored "
                                "once", f->path, t->name, m->shards[m->src[i].shard].path);
+            if (!ft_st_dtype_is_weight(t->dtype))
+                return ft_fail(err, "%s: tensor '%s' has dtype %s; ftmpi reads only BF16, F16 "
+                               "and F32 weights", f->path, t->name, ft_st_dtype_name(t->dtype));
             m->src[i] = (source_ref){ s, t };
         }
     }

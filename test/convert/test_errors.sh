@@ -54,6 +54,18 @@ expect_fail 1 '"rope_parameters.rope_type" is "yarn"' "$CONVERT" import yarn out
 edit_config tiny_fp32 bias 's/"attention_bias": false/"attention_bias": true/'
 expect_fail 1 '"attention_bias" is true' "$CONVERT" import bias out.h5
 
+# GPT-NeoX and GPT-J: fields of their own
+edit_config tiny_neox neox_act 's/"hidden_act": "gelu"/"hidden_act": "relu"/'
+expect_fail 1 '"hidden_act" is "relu"; ftmpi'"'"'s GELU MLP has "gelu" (exact)' "$CONVERT" import neox_act out.h5
+edit_config tiny_neox neox_odd 's/"partial_rotary_factor": 0.25/"partial_rotary_factor": 0.2/'
+expect_fail 1 "rotary_dim: 3 must be even" "$CONVERT" import neox_odd out.h5
+edit_config tiny_gptj gptj_rot 's/"rotary_dim": 8/"rotary_dim": null/'
+expect_fail 1 '"rotary_dim" is null' "$CONVERT" import gptj_rot out.h5
+# a NeoX checkpoint without attention biases whose config.json says it has them
+edit_config tiny_neox neox_nobias 's/"attention_bias": true/"attention_bias": false/'
+expect_fail 1 "bias' is not part of a GPTNeoXForCausalLM model with this config.json (4 unexpected tensors" \
+    "$CONVERT" import neox_nobias out.h5
+
 # tied config but lm_head.weight present: unexpected unless --allow-extra
 edit_config tiny_fp32 tied 's/"tie_word_embeddings": false/"tie_word_embeddings": true/'
 expect_fail 1 "tensor 'lm_head.weight' is not part of a LlamaForCausalLM model with this config.json (tie_word_embeddings is true)" \

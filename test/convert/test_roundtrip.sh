@@ -52,6 +52,34 @@ sed 's/^{$/{\n  "rope_theta": 500000.0,\n  "rope_scaling": {"type": "llama3", "f
 cmp legacy_out/config.json tiny_bf16_one/config.json ||
     fail "legacy rope_scaling/rope_theta read differently from rope_parameters"
 
+# GPT-NeoX's legacy config.json (the hub's Pythia/Dolly fields: rotary_pct and
+# rotary_emb_base, no rope_parameters) reads as transformers 5's rope_parameters
+copy_model tiny_neox neox_legacy
+sed -e '/"rope_parameters"/,/^  },/d' \
+    -e 's/^{$/{\n  "rotary_pct": 0.25,\n  "rotary_emb_base": 10000,/' \
+    "$DATA/tiny_neox/config.json" > neox_legacy/config.json
+grep -q rope_parameters neox_legacy/config.json && fail "legacy NeoX config still has rope_parameters"
+"$CONVERT" import -q neox_legacy neox_legacy.h5 || fail "import of a legacy NeoX config"
+"$CONVERT" export -q neox_legacy.h5 neox_legacy_out || fail "export legacy NeoX"
+cmp neox_legacy_out/config.json tiny_neox_one/config.json ||
+    fail "legacy rotary_pct/rotary_emb_base read differently from rope_parameters"
+grep -q '"rotary_pct": 0.25' tiny_neox_one/config.json || fail "NeoX export: no rotary_pct 0.25"
+# old saves carry causal-mask buffers (BOOL) and RoPE frequencies: a shard of them,
+# listed in the index, is skipped on import (written here byte by byte: 8-byte header
+# length, JSON header, 12 data bytes)
+hdr='{"gpt_neox.layers.0.attention.bias":{"dtype":"BOOL","shape":[1,1,2,2],"data_offsets":[0,4]},"gpt_neox.layers.0.attention.masked_bias":{"dtype":"F32","shape":[1],"data_offsets":[4,8]},"gpt_neox.layers.1.attention.rotary_emb.inv_freq":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}'
+n=${#hdr}
+{ printf "$(printf '\\%03o\\%03o' $((n & 255)) $((n >> 8 & 255)))"
+  printf '\000\000\000\000\000\000%s' "$hdr"
+  printf '\001\000\001\001\000\000\200\077\000\000\200\077'; } > neox_legacy/model-buffers.safetensors
+sed -i 's/"weight_map": {/"weight_map": {\n    "gpt_neox.layers.0.attention.bias": "model-buffers.safetensors",\n    "gpt_neox.layers.0.attention.masked_bias": "model-buffers.safetensors",\n    "gpt_neox.layers.1.attention.rotary_emb.inv_freq": "model-buffers.safetensors",/' \
+    neox_legacy/model.safetensors.index.json
+"$CONVERT" inspect neox_legacy/model-buffers.safetensors | grep -q "masked_bias" ||
+    fail "the buffer shard is not a valid safetensors file"
+"$CONVERT" import -q neox_legacy neox_buf.h5 || fail "import with old NeoX buffers"
+"$CONVERT" export -q neox_buf.h5 neox_buf_out || fail "export of the import with old buffers"
+"$STCMP" "$DATA/tiny_neox" neox_buf_out || fail "the buffers changed the NeoX export"
+
 # tokenizer files (directory and single file)
 "$CONVERT" export -q tiny_bf16.h5 tok_dir --tokenizer "$S/test/data/tokenizers/llama3" ||
     fail "export --tokenizer DIR"

@@ -20,6 +20,9 @@ check 1 zero_stage=0 activation_checkpointing=false
 check 1 zero_stage=0 activation_checkpointing=true micro_batch_size=4
 # the families' extra buffers (qwen3: q/k before their norms) are planned too
 check 1 zero_stage=0 activation_checkpointing=false model.family=qwen3 model.head_dim=24
+# LayerNorm means, GELU without a gate, GPT-J's shared norm (no second norm's buffers)
+check 1 zero_stage=0 activation_checkpointing=false model.family=gptj model.num_key_value_heads=4 model.rotary_dim=8
+check 1 zero_stage=0 precision=bf16 model.family=gpt_neox model.num_key_value_heads=4 model.rotary_dim=4 model.parallel_residual=true model.attention_bias=true
 if have_mpirun; then
     check 2 zero_stage=1 activation_checkpointing=true
     check 2 zero_stage=2 model.param_dtype=bf16 global_batch_size=16
@@ -42,7 +45,8 @@ grep -E '^. +0 +no +off ' p70.log | grep -q 'no$' || { cat p70.log; fail "70B st
 "$FTMPI" --plan "$S/input/llama2-70b.cfg" -np 16 --seq-len 4096 > p2.log 2>&1 || { cat p2.log; fail "Llama 2 70B plan"; }
 grep -E '^\* +3 +no +on ' p2.log | grep -q 'yes$' || { cat p2.log; fail "Llama 2 70B bf16 at stage 3 without offload should fit 80 GiB on 16 ranks"; }
 # the families' decks: parameter counts of the public models (biases and q/k norms counted)
-for deck in "qwen2.5-7b 7.616" "qwen3-8b 8.191" "mistral-7b-v0.3 7.248"; do
+for deck in "qwen2.5-7b 7.616" "qwen3-8b 8.191" "mistral-7b-v0.3 7.248" "pythia-6.9b 6.857" \
+            "gpt-j-6b 6.051"; do
     set -- $deck
     "$FTMPI" --plan "$S/input/$1.cfg" -np 8 --seq-len 4096 > pf.log 2>&1 || { cat pf.log; fail "$1 plan"; }
     grep -q "$2 B parameters" pf.log || { cat pf.log; fail "$1 parameter count"; }
