@@ -20,10 +20,9 @@ struct ft_decoder {
     float *x;                   /* [n, H] residual stream: block input, then output */
     float *xn, *rstd, *mean;    /* [n, H] normalised input of a branch, [n] its 1/rms (1/std)
                                  * and (LayerNorm) mean */
-    float *xn2;                 /* [n, H] the MLP's normalised input (parallel residual) */
     float *q, *att, *lse;       /* [n, Q], [n, Q], [n_heads, n] */
     float *h;                   /* [n, H] residual after attention */
-    float *gate, *up, *act;     /* [n, I] */
+    float *gate, *up, *act;     /* [n, I] (gate: SwiGLU only) */
     float *xf, *rstd_f, *mean_f, *logits; /* head of the last token: [H], [1], [1], [V] */
     float *proj, *rstd_qk;      /* qk_norm only: q or k before its norm [n, Q], 1/rms [n, nh] */
 };
@@ -78,13 +77,12 @@ int ft_decoder_create(ft_decoder **out, const ft_model_layout *layout, ft_backen
     d->rstd = balloc(d, N, &failed);
     d->mean = balloc(d, N, &failed);
     d->mean_f = balloc(d, 1, &failed);
-    if (ft_model_parallel_residual(c))
-        d->xn2 = balloc(d, N * H, &failed);
     d->q = balloc(d, N * Q, &failed);
     d->att = balloc(d, N * Q, &failed);
     d->lse = balloc(d, N * (size_t)c->num_attention_heads, &failed);
     d->h = balloc(d, N * H, &failed);
-    d->gate = balloc(d, N * I, &failed);
+    if (!ft_model_family_of(c)->gelu_mlp) /* GELU MLPs have no gate */
+        d->gate = balloc(d, N * I, &failed);
     d->up = balloc(d, N * I, &failed);
     d->act = balloc(d, N * I, &failed);
     d->xf = balloc(d, H, &failed);
@@ -122,7 +120,7 @@ void ft_decoder_free(ft_decoder *d)
     ft_backend *be = d->be;
     float *bufs[] = { d->rope_cos, d->rope_sin, (float *)d->ids, (float *)d->pos, d->x, d->xn,
                       d->rstd, d->q, d->att, d->lse, d->h, d->gate, d->up, d->act, d->xf,
-                      d->rstd_f, d->logits, d->proj, d->rstd_qk, d->mean, d->mean_f, d->xn2 };
+                      d->rstd_f, d->logits, d->proj, d->rstd_qk, d->mean, d->mean_f };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         be->ops->free(be, bufs[i]);
     ft_kv_cache_free(&d->cache);
@@ -200,12 +198,8 @@ static void block_forward(ft_decoder *d, int layer, const float *flat, int past,
     float *k_new = ft_kv_cache_k(&d->cache, layer, past);
     float *v_new = ft_kv_cache_v(&d->cache, layer, past);
 
-    /* attention branch: h = x + Attn(norm1(x)); a parallel residual's separate MLP
-     * norm reads x, so it is taken first, before x is overwritten */
+    /* attention branch: h = x + Attn(norm1(x)) */
     norm_fwd(d, d->xn, d->mean, d->rstd, d->x, w[FT_BLK_ATTN_NORM], w[FT_BLK_ATTN_NORM_BIAS], n);
-    if (parallel && !fam->shared_norm)
-        norm_fwd(d, d->xn2, d->mean, d->rstd, d->x, w[FT_BLK_MLP_NORM], w[FT_BLK_MLP_NORM_BIAS],
-                 n);
     project_rotate(d, d->q, w[FT_BLK_Q], w[FT_BLK_Q_BIAS], w[FT_BLK_Q_NORM], n, nh);
     project_rotate(d, k_new, w[FT_BLK_K], w[FT_BLK_K_BIAS], w[FT_BLK_K_NORM], n, nkv);
     linear_fwd(be, v_new, d->xn, w[FT_BLK_V], n, KV, H, 0.0f);
@@ -224,20 +218,18 @@ static void block_forward(ft_decoder *d, int layer, const float *flat, int past,
     linear_fwd(be, d->h, d->att, w[FT_BLK_O], n, H, Q, 1.0f);
     add_bias(be, d->h, w[FT_BLK_O_BIAS], n, H);
 
-    /* MLP branch: x = h + MLP(n2), n2 = norm2(h) (sequential), norm2(x) (parallel,
-     * in xn2) or norm1(x) (shared norm, still in xn) */
-    const float *n2 = d->xn;
-    if (!parallel)
-        norm_fwd(d, d->xn, d->mean, d->rstd, d->h, w[FT_BLK_MLP_NORM], w[FT_BLK_MLP_NORM_BIAS], n);
-    else if (!fam->shared_norm)
-        n2 = d->xn2;
-    linear_fwd(be, d->up, n2, w[FT_BLK_UP], n, I, H, 0.0f);
+    /* MLP branch: x = h + MLP(xn), xn = norm2(h) (sequential), norm2(x) (parallel; x
+     * is still the block input) or norm1(x) (shared norm: xn already holds it) */
+    if (!fam->shared_norm)
+        norm_fwd(d, d->xn, d->mean, d->rstd, parallel ? d->x : d->h, w[FT_BLK_MLP_NORM],
+                 w[FT_BLK_MLP_NORM_BIAS], n);
+    linear_fwd(be, d->up, d->xn, w[FT_BLK_UP], n, I, H, 0.0f);
     if (fam->gelu_mlp) {
         add_bias(be, d->up, w[FT_BLK_UP_BIAS], n, I);
         be->ops->gelu_fwd(be, FT_DTYPE_F32, c->gelu_tanh ? FT_GELU_TANH : FT_GELU_ERF, d->act,
                           d->up, (size_t)n * I);
     } else {
-        linear_fwd(be, d->gate, n2, w[FT_BLK_GATE], n, I, H, 0.0f);
+        linear_fwd(be, d->gate, d->xn, w[FT_BLK_GATE], n, I, H, 0.0f);
         be->ops->swiglu_fwd(be, FT_DTYPE_F32, d->act, d->gate, d->up, (size_t)n * I);
     }
     be->ops->copy(be, d->x, d->h, (size_t)n * H * sizeof(float));

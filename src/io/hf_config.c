@@ -285,7 +285,13 @@ static int read_gelu(const char *path, const json_t *root, const char *key, cons
 static int read_gpt_neox(const char *path, const json_t *root, ft_model_config *c,
                          ft_hf_config_info *info, ft_error *err)
 {
-    (void)info;
+    static const char *const defaults[][2] = {
+        { "use_parallel_residual", "use_parallel_residual absent: true (the GPTNeoXConfig default)" },
+        { "attention_bias", "attention_bias absent: true (the GPTNeoXConfig default)" },
+    };
+    for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
+        if (!json_object_get(root, defaults[i][0]))
+            add_note(info, defaults[i][1]);
     if (get_int(path, root, "vocab_size", true, 0, 1, &c->vocab_size, err) ||
         get_int(path, root, "hidden_size", true, 0, 1, &c->hidden_size, err) ||
         get_int(path, root, "intermediate_size", true, 0, 1, &c->intermediate_size, err) ||
@@ -311,14 +317,20 @@ static int read_gpt_neox(const char *path, const json_t *root, ft_model_config *
     if (in_params && json_object_get(params, "partial_rotary_factor")) {
         if (get_real(path, params, "rope_parameters.", "partial_rotary_factor", true, 0, &pct, err))
             return -1;
-    } else if (get_real(path, root, "", "rotary_pct", false, 0.25, &pct, err)) {
-        return -1;
+    } else {
+        if (!json_object_get(root, "rotary_pct"))
+            add_note(info, "rotary_pct absent: 0.25 (the GPTNeoXConfig default)");
+        if (get_real(path, root, "", "rotary_pct", false, 0.25, &pct, err))
+            return -1;
     }
     if (in_params && json_object_get(params, "rope_theta")) {
         if (get_real(path, params, "rope_parameters.", "rope_theta", true, 0, &theta, err))
             return -1;
-    } else if (get_real(path, root, "", "rotary_emb_base", false, 10000.0, &theta, err)) {
-        return -1;
+    } else {
+        if (!json_object_get(root, "rotary_emb_base"))
+            add_note(info, "rotary_emb_base absent: 10000 (the GPTNeoXConfig default)");
+        if (get_real(path, root, "", "rotary_emb_base", false, 10000.0, &theta, err))
+            return -1;
     }
     if (in_params) {
         const json_t *t = json_object_get(params, "rope_type");

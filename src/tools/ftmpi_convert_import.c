@@ -44,7 +44,6 @@ typedef struct hf_model {
     cv_hf_tensor *hf; /* the model's HF tensors, in layout order */
     int n_hf;
     source_ref *src;  /* per HF tensor */
-    int n_tensors;    /* of the layout */
     uint64_t total_bytes; /* source bytes of the tensors used */
     int n_extra;      /* skipped with --allow-extra */
     int n_bf16, n_f16, n_f32;
@@ -138,7 +137,6 @@ static int map_tensors(hf_model *m, const import_opts *o, const ft_st_index *idx
                        bool have_idx, ft_error *err)
 {
     const ft_model_layout *l = &m->layout;
-    m->n_tensors = l->total_tensors;
     if (cv_hf_tensors(l, &m->hf, &m->n_hf, err))
         return -1;
     m->src = calloc((size_t)m->n_hf, sizeof *m->src);
@@ -402,7 +400,7 @@ int cv_import_main(int argc, char **argv)
     int rc = write_weights(&m, &o, out, &written, &err);
     if (!rc && !o.common.quiet)
         printf("imported %s -> %s: %d tensors in %d shard%s, %lld parameters, %s%s%s-> %s\n",
-               o.hf_dir, o.out, m.n_tensors, m.n_shards, m.n_shards == 1 ? "" : "s",
+               o.hf_dir, o.out, m.n_hf, m.n_shards, m.n_shards == 1 ? "" : "s",
                (long long)m.layout.total_numel, m.n_bf16 ? "BF16 " : "", m.n_f16 ? "F16 " : "",
                m.n_f32 ? "F32 " : "", out == FT_ST_BF16 ? "bf16" : "fp32");
     if (!rc && o.common.stats)
