@@ -1,8 +1,9 @@
 #!/bin/sh
 # The command-line path from a weights file: `ftmpi --eval-only` with model.weights =
-# an HF golden file and its batch as the dataset prints HF's loss (rel 1e-5).
+# an HF golden file (every family) and its batch as the dataset prints HF's loss (rel 1e-5).
 . "$(dirname "$0")/lib.sh"
-for case in hf_basic hf_llama3rope hf_tied hf_qwen2 hf_qwen2_tied hf_qwen3 hf_mistral; do
+for case in hf_basic hf_llama3rope hf_tied hf_qwen2 hf_qwen2_tied hf_qwen3 hf_mistral hf_neox \
+            hf_neox_seq hf_gptj; do
     golden="$S/test/data/hf/$case.h5"
     "$B/test/train/hf_batch_to_dataset" "$golden" batch.h5 || fail "$case: converting the batch"
     cat > w.cfg <<CFG
