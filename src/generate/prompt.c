@@ -8,7 +8,7 @@
 static const char *const template_names[] = { "none", "alpaca", "llama3-chat", "llama31-chat",
                                                "llama2-chat", "chatml", "qwen2-chat",
                                                "qwen2.5-chat", "mistral-chat", "qwen3-chat",
-                                               "qwen3-chat-no-thinking" };
+                                               "qwen3-chat-no-thinking", "smollm2-chat" };
 
 int ft_template_parse(const char *name, ft_template *t)
 {
@@ -182,6 +182,8 @@ static int encode_chatml(const ft_text_codec *c, idbuf *b, ft_template t, const 
         system = "You are a helpful assistant.";
     if (!system && t == FT_TEMPLATE_QWEN25_CHAT)
         system = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+    if (!system && t == FT_TEMPLATE_SMOLLM2_CHAT)
+        system = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
     const char *tail = t == FT_TEMPLATE_QWEN3_CHAT_NO_THINKING ? "<think>\n\n</think>\n\n" : NULL;
     return (system && chatml_turn(c, b, t, "system", system, NULL, err)) ||
            chatml_turn(c, b, t, "user", prompt, NULL, err) ||
@@ -274,6 +276,7 @@ int ft_prompt_encode(const ft_text_codec *c, ft_template t, const char *system,
         case FT_TEMPLATE_QWEN25_CHAT:
         case FT_TEMPLATE_QWEN3_CHAT:
         case FT_TEMPLATE_QWEN3_CHAT_NO_THINKING:
+        case FT_TEMPLATE_SMOLLM2_CHAT:
             rc = encode_chatml(c, &b, t, system, prompt, err);
             break;
         case FT_TEMPLATE_MISTRAL_CHAT: rc = encode_mistral(c, &b, system, prompt, err); break;
@@ -301,7 +304,8 @@ int ft_prompt_stop_ids(const ft_text_codec *c, ft_template t, int32_t *stops, in
             stops[n++] = eot;
     }
     if ((t == FT_TEMPLATE_CHATML || t == FT_TEMPLATE_QWEN2_CHAT || t == FT_TEMPLATE_QWEN25_CHAT ||
-         t == FT_TEMPLATE_QWEN3_CHAT || t == FT_TEMPLATE_QWEN3_CHAT_NO_THINKING) &&
+         t == FT_TEMPLATE_QWEN3_CHAT || t == FT_TEMPLATE_QWEN3_CHAT_NO_THINKING ||
+         t == FT_TEMPLATE_SMOLLM2_CHAT) &&
         c->tok && n < max) {
         int32_t end = ft_tokenizer_token_id(c->tok, "<|im_end|>"); /* Qwen's EOS is <|endoftext|> */
         if (end >= 0 && end != c->eos)

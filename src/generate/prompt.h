@@ -46,11 +46,13 @@ typedef enum ft_template {
     FT_TEMPLATE_MISTRAL_CHAT, /* Mistral v0.3: <s>[INST] [system\n\n]prompt[/INST] */
     FT_TEMPLATE_QWEN3_CHAT,   /* ChatML, Qwen3 with thinking enabled (no default system) */
     FT_TEMPLATE_QWEN3_CHAT_NO_THINKING, /* the same + an empty <think></think> block */
+    FT_TEMPLATE_SMOLLM2_CHAT, /* ChatML + SmolLM2-Instruct's default system prompt */
 } ft_template;
 
 /* "none" | "alpaca" | "llama3-chat" | "llama31-chat" (or "llama3.1-chat", ftmpi-prep's and
  * ft_chat_template_match's spelling) | "llama2-chat" | "chatml" | "qwen2-chat" |
- * "qwen2.5-chat" | "mistral-chat" | "qwen3-chat" | "qwen3-chat-no-thinking"; -1 if unknown. */
+ * "qwen2.5-chat" | "mistral-chat" | "qwen3-chat" | "qwen3-chat-no-thinking" | "smollm2-chat";
+ * -1 if unknown. */
 int ft_template_parse(const char *name, ft_template *t);
 const char *ft_template_name(ft_template t);
 

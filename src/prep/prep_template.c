@@ -304,6 +304,8 @@ static const char *chatml_default_system(prep_template_kind k)
         return "You are a helpful assistant.";
     if (k == PREP_TPL_QWEN25_CHAT)
         return "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+    if (k == PREP_TPL_SMOLLM2_CHAT)
+        return "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
     return NULL;
 }
 
@@ -661,6 +663,7 @@ int prep_template_parse(const char *s, prep_template_kind *k)
         { "qwen2.5-chat", PREP_TPL_QWEN25_CHAT },
         { "mistral-chat", PREP_TPL_MISTRAL_CHAT },
         { "qwen3-chat", PREP_TPL_QWEN3_CHAT },
+        { "smollm2-chat", PREP_TPL_SMOLLM2_CHAT },
     };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (strcmp(s, names[i].name) == 0) {
@@ -723,7 +726,8 @@ static bool compatible(prep_format f, prep_template_kind k)
     case PREP_FORMAT_CHAT:
         return k == PREP_TPL_LLAMA3_CHAT || k == PREP_TPL_LLAMA31_CHAT ||
                k == PREP_TPL_LLAMA2_CHAT || k == PREP_TPL_CHATML || k == PREP_TPL_QWEN2_CHAT ||
-               k == PREP_TPL_QWEN25_CHAT || k == PREP_TPL_MISTRAL_CHAT || k == PREP_TPL_QWEN3_CHAT;
+               k == PREP_TPL_QWEN25_CHAT || k == PREP_TPL_MISTRAL_CHAT || k == PREP_TPL_QWEN3_CHAT ||
+               k == PREP_TPL_SMOLLM2_CHAT;
     case PREP_FORMAT_TEXT: return k == PREP_TPL_TEXT;
     case PREP_FORMAT_AUTO: break;
     }
@@ -762,7 +766,7 @@ int prep_template_init(prep_template *t, prep_format format, prep_template_kind 
     if (!compatible(format, kind))
         return ft_fail(err, "template does not fit %s records (alpaca/dolly/samsum: alpaca; "
                        "chat: llama3-chat, llama3.1-chat, llama2-chat, chatml, qwen2-chat, "
-                       "qwen2.5-chat, qwen3-chat, mistral-chat; text: text)",
+                       "qwen2.5-chat, qwen3-chat, smollm2-chat, mistral-chat; text: text)",
                        prep_format_name(format));
     if ((prompt_file || prompt_file_no_input) && kind != PREP_TPL_ALPACA)
         return ft_fail(err, "--prompt-template only applies to alpaca, dolly and samsum records");
@@ -777,7 +781,8 @@ int prep_template_init(prep_template *t, prep_format format, prep_template_kind 
                        "<|end_header_id|> and <|eot_id|> special tokens; this tokenizer lacks "
                        "them (use --template llama2-chat for a Llama 2 tokenizer)");
     bool chatml = kind == PREP_TPL_CHATML || kind == PREP_TPL_QWEN2_CHAT ||
-                  kind == PREP_TPL_QWEN25_CHAT || kind == PREP_TPL_QWEN3_CHAT;
+                  kind == PREP_TPL_QWEN25_CHAT || kind == PREP_TPL_QWEN3_CHAT ||
+                  kind == PREP_TPL_SMOLLM2_CHAT;
     if (chatml && !has_chatml)
         return ft_fail(err, "the ChatML templates need <|im_start|> and <|im_end|> special "
                        "tokens; this tokenizer lacks them (name another template with --template)");
@@ -812,7 +817,8 @@ int prep_template_init(prep_template *t, prep_format format, prep_template_kind 
 
     static const char *const attr[] = { "", "alpaca", "chat-llama3", "chat-llama3.1",
                                         "chat-llama2", "text", "chat-chatml", "chat-qwen2",
-                                        "chat-qwen2.5", "chat-mistral", "chat-qwen3" };
+                                        "chat-qwen2.5", "chat-mistral", "chat-qwen3",
+                                        "chat-smollm2" };
     snprintf(t->name, sizeof t->name, "%s%s", attr[kind],
              prompt_file || prompt_file_no_input ? "-custom" : "");
     if (kind == PREP_TPL_ALPACA) {

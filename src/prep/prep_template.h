@@ -44,6 +44,7 @@ typedef enum prep_template_kind {
     PREP_TPL_MISTRAL_CHAT, /* Mistral v0.3: <s>[INST] ...[/INST] answer</s> */
     PREP_TPL_QWEN3_CHAT,   /* ChatML + Qwen3's <think> blocks (reasoning kept after the last
                             * user turn, stripped before it) */
+    PREP_TPL_SMOLLM2_CHAT, /* ChatML + SmolLM2-Instruct's default system prompt */
 } prep_template_kind;
 
 /* One piece: special >= 0 is a token id; otherwise text [off, off+len) of the render's text. */

@@ -8,7 +8,8 @@
 #include "util/error.h"
 
 /* The template's name as ftmpi-prep's --template spells it ("llama3-chat", "llama3.1-chat",
- * "llama2-chat", "chatml", "qwen2-chat", "qwen2.5-chat", "qwen3-chat", "mistral-chat"), or
+ * "llama2-chat", "chatml", "qwen2-chat", "qwen2.5-chat", "qwen3-chat", "smollm2-chat",
+ * "mistral-chat"), or
  * NULL when the Jinja text is not one ftmpi knows. Static strings. */
 const char *ft_chat_template_match(const char *jinja);
 
@@ -20,6 +21,6 @@ int ft_chat_template_detect(const char *tokenizer_path, const char **name, ft_er
 /* The names the error message offers, for the front ends' own messages. */
 #define FT_CHAT_TEMPLATE_NAMES \
     "llama3-chat, llama3.1-chat, llama2-chat, chatml, qwen2-chat, qwen2.5-chat, qwen3-chat, " \
-    "mistral-chat"
+    "smollm2-chat, mistral-chat"
 
 #endif

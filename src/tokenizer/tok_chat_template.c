@@ -48,8 +48,13 @@ const char *ft_chat_template_match(const char *jinja)
     else if (strstr(s, "<|im_start|>") && strstr(s, "<|im_end|>") && strstr(s, "<think>"))
         k = is_qwen3(s) ? "qwen3-chat" : NULL; /* other reasoning templates stay unknown */
     else if (strstr(s, "<|im_start|>") && strstr(s, "<|im_end|>")) {
-        /* Unknown default system prompts (SmolLM, ...) stay unknown. */
-        if (strstr(s, "YouareQwen,createdbyAlibabaCloud.Youareahelpfulassistant."))
+        /* Other default system prompts stay unknown. SmolLM2's literals hold real newlines,
+         * which squeezing removes, so its marker does not depend on how "\n" is written. */
+        if (strstr(s, "{%ifloop.firstandmessages[0]['role']!='system'%}") &&
+            strstr(s, "YouareahelpfulAIassistantnamedSmolLM,trainedbyHuggingFace<|im_end|>") &&
+            strstr(s, "message['content']+'<|im_end|>'"))
+            k = "smollm2-chat";
+        else if (strstr(s, "YouareQwen,createdbyAlibabaCloud.Youareahelpfulassistant."))
             k = "qwen2.5-chat";
         else if (strstr(s, "'<|im_start|>system\\nYouareahelpfulassistant.<|im_end|>\\n'"))
             k = "qwen2-chat";

@@ -48,7 +48,8 @@ static const char usage_text[] =
     "                       <|im_end|>), the Qwen ones with Qwen's default system turn\n"
     "                       when --system is not given, stopping at <|im_end|>;\n"
     "                       mistral-chat: <s>[INST] [system\\n\\n]prompt[/INST] (v0.3);\n"
-    "                       qwen3-chat: ChatML, the open turn as Qwen3 with thinking\n"
+    "                       smollm2-chat: ChatML with SmolLM2-Instruct's default system\n"
+    "                       turn; qwen3-chat: ChatML, the open turn as Qwen3 with thinking\n"
     "                       enabled; a chat template frames a user turn and the open\n"
     "                       assistant turn (needs --tokenizer). Without --template: the\n"
     "                       template that the tokenizer's tokenizer_config.json\n"
@@ -278,7 +279,8 @@ static int parse(int argc, char **argv, cli *c)
             if (ft_template_parse(optarg, &c->s.tmpl))
                 return usage_error("--template '%s': expected none, alpaca, llama3-chat, "
                                    "llama31-chat, llama2-chat, chatml, qwen2-chat, "
-                                   "qwen2.5-chat, qwen3-chat or mistral-chat", optarg);
+                                   "qwen2.5-chat, qwen3-chat, smollm2-chat or mistral-chat",
+                                   optarg);
             c->template_given = true;
             break;
         case OPT_NO_THINKING: c->no_thinking = true; break;
@@ -400,7 +402,7 @@ static int parse(int argc, char **argv, cli *c)
     if (c->system && !chat)
         return usage_error("%s", "--system is for the chat templates (llama3-chat, "
                                  "llama31-chat, llama2-chat, chatml, qwen2-chat, "
-                                 "qwen2.5-chat, qwen3-chat, mistral-chat)");
+                                 "qwen2.5-chat, qwen3-chat, smollm2-chat, mistral-chat)");
     if (!c->ids_mode && c->s.byte_tokens && chat)
         return usage_error("--template %s needs --tokenizer", ft_template_name(c->s.tmpl));
     if (c->s.ignore_eos && c->s.n_eos_override >= 0)

@@ -115,6 +115,18 @@ printf '%s' "$hello" | "$GEN" --tokenizer "$Q3" --prompt-ids > q3stdin.txt || fa
 expect_exit 2 "--no-thinking is for --template qwen3-chat" --tokenizer "$Q3" --template chatml \
     --no-thinking --prompt-ids hi
 expect_exit 2 "--prompt-ids needs --tokenizer" --byte-tokens --prompt-ids hi
+# SmolLM2 (ChatML + its default system turn) on the tiny Digits + ByteLevel tokenizer whose
+# tokenizer_config.json holds SmolLM2-Instruct's chat_template: apply_chat_template's ids
+# (test_generate_cli_smollm2.jsonl, test/prep/gen_golden_chatml.py), named and recognised.
+SM="$S/test/data/tokenizers/families/digits/tokenizer.json"
+SMG="$S/test/generate/test_generate_cli_smollm2.jsonl"
+sm_ids() { sed -n "${1}s/.*\"ids\":\[\([0-9,]*\)\].*/\1/p" "$SMG"; }
+got=$("$GEN" --tokenizer "$SM" --template smollm2-chat --prompt-ids "Hello, naïve 12 世界 x1y22") &&
+    [ "$got" = "$(sm_ids 1)" ] || fail "smollm2-chat prompt ids differ from HF: $got"
+got=$("$GEN" --tokenizer "$SM" --template smollm2-chat --system "Be brief." --prompt-ids \
+      "What is 2+2?") && [ "$got" = "$(sm_ids 2)" ] || fail "smollm2-chat with --system: $got"
+got=$("$GEN" --tokenizer "$SM" --prompt-ids "Hello, naïve 12 世界 x1y22") &&
+    [ "$got" = "$(sm_ids 1)" ] || fail "SmolLM2's chat_template not recognised: $got"
 # an unknown chat_template: one line naming the file and --template, exit 1; --template wins
 mkdir -p unk
 cp "$S/test/data/tokenizers/families/qwen2/tokenizer.json" unk/

