@@ -44,7 +44,7 @@ for mode in "--template qwen3-chat" ""; do
     echo "ok: qwen3-chat ${mode:-(recognised from chat_template)}"
 done
 printf '%s\n' '{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"y","reasoning_content":3}]}' > badr.jsonl
-"$PREP" -q -t "$Q3TOK" --seq-len 4096 -o out.h5 badr.jsonl 2> err.txt
+"$PREP" -q -t "$QTOK" --template qwen3-chat --seq-len 4096 -o out.h5 badr.jsonl 2> err.txt
 grep -q 'badr.jsonl:1: .*messages\[1\]: "reasoning_content" is not a string or null' err.txt ||
     fail "bad reasoning_content: unexpected error: $(cat err.txt)"
 echo "ok: a non-string reasoning_content is named with its file and line"
