@@ -40,7 +40,7 @@ static const char usage_text[] =
     "\n"
     "Prompt:\n"
     "  --template NAME      how the prompt is framed, exactly as ftmpi-prep frames the\n"
-    "                       training data: none (default): BOS + prompt; alpaca: the\n"
+    "                       training data: none: BOS + prompt; alpaca: the\n"
     "                       Stanford Alpaca prompt ending \"### Response:\\n\" (--input\n"
     "                       adds its \"### Input:\" block); llama3-chat, llama31-chat,\n"
     "                       llama2-chat: the Llama 3 / 3.1 / 2 chat formats; chatml,\n"
