@@ -124,6 +124,8 @@ got=$("$GEN" --tokenizer "$SM" --template smollm2-chat --system "Be brief." --pr
       "What is 2+2?") && [ "$got" = "$(sm_ids 2)" ] || fail "smollm2-chat with --system: $got"
 got=$("$GEN" --tokenizer "$SM" --prompt-ids "Hello, naïve 12 世界 x1y22") &&
     [ "$got" = "$(sm_ids 1)" ] || fail "SmolLM2's chat_template not recognised: $got"
+got=$(printf '%s' "Hello, naïve 12 世界 x1y22" | "$GEN" --tokenizer "$SM" --prompt-ids) &&
+    [ "$got" = "$(sm_ids 1)" ] || fail "--prompt-ids with the prompt on standard input: $got"
 # an unknown chat_template: one line naming the file and --template, exit 1; --template wins
 mkdir -p unk
 cp "$S/test/data/tokenizers/families/qwen2/tokenizer.json" unk/
