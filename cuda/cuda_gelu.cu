@@ -5,10 +5,10 @@
  *                      gelu(x) = 0.5 x (1 + t)
  *                      gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)
  * One thread per element (grid-stride), over fp32 or bf16 storage; the kind is a
- * template parameter, so no branch per element. erff, tanhf and expf are the accurate
- * libdevice versions: results agree with the CPU backend to a few ulp (not bit for
- * bit: the libraries round differently). gelu_bwd reads dout[i] before writing dx[i],
- * so dx may be dout's buffer. */
+ * template parameter, so no branch per element. erfcf and expf are the accurate
+ * libdevice versions; results agree with the CPU backend (its own vectorisable erf and
+ * tanh) to a few ulp, not bit for bit. gelu_bwd reads dout[i] before writing dx[i], so
+ * dx may be dout's buffer. */
 #include "cuda_common.cuh"
 
 #include <math.h>
@@ -19,23 +19,40 @@
 #define GELU_TANH_K 0.79788456080286536f /* sqrt(2/pi) */
 #define GELU_TANH_C 0.044715f
 
+/* 1 + tanh(u) and 1 - tanh(u) from e = exp(-2|u|) in [0, 1]: 2/(1+e) on u's side,
+ * 2e/(1+e) on the other. They keep their relative accuracy where tanh -> +-1, as
+ * 1 + erf(z) = erfc(-z) does for the erf form: the far negative tails of gelu and
+ * gelu' do not cancel (the CPU backend computes the same forms). */
+__device__ __forceinline__ void tanh_parts(float u, float *one_plus_t, float *one_minus_t)
+{
+    float e = expf(-2.0f * fabsf(u));
+    float r = 1.0f / (1.0f + e);
+    float big = 2.0f * r, small = 2.0f * e * r;
+    *one_plus_t = u >= 0.0f ? big : small;
+    *one_minus_t = u >= 0.0f ? small : big;
+}
+
 template <int KIND>
 __device__ __forceinline__ float gelu_value(float v)
 {
-    if (KIND == FT_GELU_TANH)
-        return 0.5f * v * (1.0f + tanhf(GELU_TANH_K * (v + GELU_TANH_C * v * v * v)));
-    return 0.5f * v * (1.0f + erff(v * GELU_INV_SQRT2));
+    if (KIND == FT_GELU_TANH) {
+        float opt, omt;
+        tanh_parts(GELU_TANH_K * (v + GELU_TANH_C * v * v * v), &opt, &omt);
+        return 0.5f * v * opt;
+    }
+    return 0.5f * v * erfcf(-v * GELU_INV_SQRT2);
 }
 
 template <int KIND>
 __device__ __forceinline__ float gelu_slope(float v)
 {
     if (KIND == FT_GELU_TANH) {
-        float t = tanhf(GELU_TANH_K * (v + GELU_TANH_C * v * v * v));
+        float opt, omt;
+        tanh_parts(GELU_TANH_K * (v + GELU_TANH_C * v * v * v), &opt, &omt);
         float du = GELU_TANH_K * (1.0f + 3.0f * GELU_TANH_C * v * v);
-        return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
+        return 0.5f * opt + 0.5f * v * (opt * omt) * du; /* (1+t)(1-t) = 1 - t^2 */
     }
-    float cdf = 0.5f * (1.0f + erff(v * GELU_INV_SQRT2));
+    float cdf = 0.5f * erfcf(-v * GELU_INV_SQRT2);
     return cdf + v * (GELU_INV_SQRT_2PI * expf(-0.5f * v * v));
 }
 

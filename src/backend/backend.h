@@ -137,8 +137,10 @@ typedef struct ft_backend_ops {
     /* With xhat = (x - mean) * rstd and g = dy * w, per row:
      *   dx += rstd * (g - mean_j(g) - xhat * mean_j(g * xhat)),
      *   dw += sum over rows of dy * xhat,  db += sum over rows of dy.
-     * All accumulate; dw and db stored as gt (like rmsnorm_bwd); each column's sum
-     * runs over the rows in row order, so the results do not depend on threads. */
+     * All accumulate; dw and db stored as gt (like rmsnorm_bwd). Each column's sum over
+     * the rows is added in an order fixed by rows and dim (the CPU: row order; CUDA:
+     * fixed row chunks, then the chunks in order), so results do not depend on threads
+     * or differ between runs. */
     void (*layernorm_bwd)(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx, void *dw,
                           void *db, const void *dy, const void *x, const void *w,
                           const float *mean, const float *rstd, int rows, int dim);

@@ -92,11 +92,15 @@ void ref_rope_hf(double *x, const int32_t *pos, int tokens, int n_heads, ft_rope
     free(out);
 }
 
+/* HF's formulas, rewritten so that the far negative tail does not cancel in double:
+ * 1 + erf(z) = erfc(-z), and 1 + tanh(u) = 2 / (1 + exp(-2u)). */
 double ref_gelu(ft_gelu_kind kind, double x)
 {
-    if (kind == FT_GELU_TANH)
-        return 0.5 * x * (1.0 + tanh(sqrt(2.0 / acos(-1.0)) * (x + 0.044715 * x * x * x)));
-    return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    if (kind == FT_GELU_TANH) {
+        double u = sqrt(2.0 / acos(-1.0)) * (x + 0.044715 * x * x * x);
+        return x / (1.0 + exp(-2.0 * u));
+    }
+    return 0.5 * x * erfc(-x / sqrt(2.0));
 }
 
 static int visible(const int32_t *segment, int window, int b, int T, int i, int j)

@@ -32,7 +32,8 @@ void ref_layernorm_fwd(double *y, double *mean, double *rstd, const double *x, c
 void ref_rope_hf(double *x, const int32_t *pos, int tokens, int n_heads, ft_rope_shape r,
                  double theta, int inverse);
 
-/* gelu(x) of ft_gelu_kind, elementwise in double. */
+/* gelu(x) of ft_gelu_kind in double, accurate to double rounding everywhere (the
+ * tails included). */
 double ref_gelu(ft_gelu_kind kind, double x);
 
 /* Naive attention: materialises each row of scores, masks (causal + segments +

@@ -1,9 +1,10 @@
 /* GELU, both kinds (erf "gelu", tanh "gelu_new"): the forward against the double
  * reference (ref_gelu, HF's formulas) and the backward against central finite
  * differences of that reference, element by element (gelu is elementwise, so
- * dx_i = dout_i * (g(x_i + h) - g(x_i - h)) / 2h). Both within 1e-6 max|ref| + 1e-7:
- * libm's erff/tanhf/expf are good to a few ulp. Also: dx may be dout's buffer, and
- * the multi-threaded path gives the same bits as one thread. */
+ * dx_i = dout_i * (g(x_i + h) - g(x_i - h)) / 2h), both within 1e-6 max|ref| + 1e-7;
+ * the far negative tail element by element, relative to itself (no cancellation);
+ * saturation far out. Also: dx may be dout's buffer, and the multi-threaded path
+ * gives the same bits as one thread. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -104,6 +105,39 @@ static void test_gelu_parallel_path(void **state)
     check_gelu(FT_GELU_TANH, 70001, 2);
 }
 
+/* The negative tail, where gelu -> 0 and 1 + erf or 1 + tanh would cancel: each
+ * element within 2e-5 of itself. That is the input's own conditioning (d ln gelu /
+ * d ln x ~ x^2 / 2 ~ 32 at x = -8: one fp32 rounding of x moves gelu by ~4e-6). */
+static void test_gelu_tail_relative(void **state)
+{
+    (void)state;
+    ft_backend *be = bt_backend_create();
+    const size_t n = 7001;
+    float *x = malloc(n * 4), *y = malloc(n * 4), *d = malloc(n * 4);
+    for (size_t i = 0; i < n; i++)
+        x[i] = -8.0f + 7.0f * (float)i / (float)(n - 1); /* [-8, -1] */
+    float *d_x = bt_upload(be, x, n), *d_y = bt_upload(be, NULL, n), *d_d = bt_upload(be, NULL, n);
+    for (int kind = FT_GELU_ERF; kind <= FT_GELU_TANH; kind++) {
+        be->ops->gelu_fwd(be, FT_DTYPE_F32, (ft_gelu_kind)kind, d_y, d_x, n);
+        bt_download(be, y, d_y, n);
+        double worst = 0;
+        size_t at = 0;
+        for (size_t i = 0; i < n; i++) {
+            double want = ref_gelu((ft_gelu_kind)kind, x[i]);
+            double rel = fabs(y[i] - want) / fabs(want);
+            if (rel > worst)
+                worst = rel, at = i;
+        }
+        if (worst > 2e-5)
+            print_error("gelu %s tail: relative error %.3g at x = %g\n",
+                        kind == FT_GELU_TANH ? "tanh" : "erf", worst, x[at]);
+        assert_true(worst <= 2e-5);
+    }
+    be->ops->free(be, d_x), be->ops->free(be, d_y), be->ops->free(be, d_d);
+    free(x), free(y), free(d);
+    ft_backend_destroy(be);
+}
+
 /* Far in the tails gelu is 0 and x, gelu' 0 and 1, exactly in fp32 (no NaN from
  * x^3 or exp underflow). */
 static void test_gelu_saturates(void **state)
@@ -134,6 +168,7 @@ int main(void)
         cmocka_unit_test(test_gelu_erf),
         cmocka_unit_test(test_gelu_tanh),
         cmocka_unit_test(test_gelu_parallel_path),
+        cmocka_unit_test(test_gelu_tail_relative),
         cmocka_unit_test(test_gelu_saturates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

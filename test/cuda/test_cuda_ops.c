@@ -523,6 +523,40 @@ static void test_gelu_case(size_t n, ft_gelu_kind kind)
     free(x), free(d);
 }
 
+/* The far negative tail, element by element relative to itself: both backends compute
+ * gelu there without cancellation (1 + erf as erfc, 1 + tanh from exp(-2|u|)). */
+static void test_gelu_tail(ft_gelu_kind kind)
+{
+    char what[96];
+    size_t n = 4001;
+    float *x = xmalloc(n * 4), *one = xmalloc(n * 4);
+    for (size_t i = 0; i < n; i++)
+        x[i] = -8.0f + 7.0f * (float)i / (float)(n - 1), one[i] = 1.0f;
+    float *cx = be_dup(cpu, x, n * 4), *gx = be_dup(gpu, x, n * 4);
+    float *cd = be_dup(cpu, one, n * 4), *gd = be_dup(gpu, one, n * 4);
+    float *co = cpu->ops->alloc(cpu, n * 4), *go = gpu->ops->alloc(gpu, n * 4);
+    for (int bwd = 0; bwd < 2; bwd++) {
+        if (bwd) { /* gelu' itself: dout = 1, in place */
+            cpu->ops->gelu_bwd(cpu, FT_DTYPE_F32, kind, cd, cd, cx, n);
+            gpu->ops->gelu_bwd(gpu, FT_DTYPE_F32, kind, gd, gd, gx, n);
+        } else {
+            cpu->ops->gelu_fwd(cpu, FT_DTYPE_F32, kind, co, cx, n);
+            gpu->ops->gelu_fwd(gpu, FT_DTYPE_F32, kind, go, gx, n);
+        }
+        float *rc = be_fetch(cpu, bwd ? cd : co, n * 4), *rg = be_fetch(gpu, bwd ? gd : go, n * 4);
+        double worst = 0;
+        for (size_t i = 0; i < n; i++)
+            worst = fmax(worst, fabs((double)rg[i] - rc[i]) / fabs((double)rc[i]));
+        snprintf(what, sizeof what, "gelu_%s %s tail x in [-8, -1], relative to each element",
+                 bwd ? "bwd" : "fwd", kind == FT_GELU_TANH ? "tanh" : "erf");
+        report(what, worst <= 2e-5, "max relative error %.3g", worst);
+        free(rc), free(rg);
+    }
+    cpu->ops->free(cpu, cx), cpu->ops->free(cpu, cd), cpu->ops->free(cpu, co);
+    gpu->ops->free(gpu, gx), gpu->ops->free(gpu, gd), gpu->ops->free(gpu, go);
+    free(x), free(one);
+}
+
 /* ---------------------------------------------------------------- attention */
 
 /* Segment ids per row: 0 = none (NULL), 1 = increasing documents of random
@@ -945,6 +979,8 @@ int main(void)
     test_gelu_case(1, FT_GELU_ERF);
     test_gelu_case(100003, FT_GELU_ERF);
     test_gelu_case(100003, FT_GELU_TANH);
+    test_gelu_tail(FT_GELU_ERF);
+    test_gelu_tail(FT_GELU_TANH);
     test_rmsnorm_case(13 * 4, 24); /* qwen3's per-head q/k norm: tokens x heads rows */
     test_attention();
     test_bias_case(1, 3);
