@@ -1,16 +1,19 @@
 /* Flash attention forward on tensor cores (sm_80+): bf16 q, k, v; fp32 scores, softmax
  * statistics and accumulator; the output stored as fp32 or bf16 (template OT: the bf16
  * recipe's attention, cuda_attention_route.c), rounded once; the FlashAttention-2 work
- * split. Document-tile skipping and the sliding window are still to come (issue #12).
+ * split.
  *
- * Notation as in cuda_attention.cu: s_ij = scale q_i.k_j, query i sees key j iff j <= i
- * and segment[j] == segment[i]; o_i = sum_j softmax_j(s_ij) v_j, lse_i = ln sum_j e^s_ij.
+ * Notation as in cuda_attention.cu: s_ij = scale q_i.k_j, query i sees key j iff j <= i,
+ * segment[j] == segment[i] and, with a sliding window W > 0, j > i - W;
+ * o_i = sum_j softmax_j(s_ij) v_j, lse_i = ln sum_j e^s_ij.
  *
  * Work split. One block of 4 warps per (64-query tile, head, batch row); warp w owns query
  * rows 16w .. 16w+15 of the tile for the whole pass (its O accumulator and its softmax
  * statistics stay in registers: no atomics, no inter-warp reduction). The block walks the
- * key tiles up to the diagonal (causal bound), BK keys at a time, staged in shared memory
- * by cp.async with double buffering: tile t+1 is in flight while tile t is used.
+ * key tiles from the first inside the window (tc_first_key_tile) up to the diagonal
+ * (causal bound), BK keys at a time, skipping tiles whose documents cannot meet its own
+ * (tc_segments_meet), staged in shared memory by cp.async with double buffering: the
+ * next tile to be visited is in flight while the current one is used.
  *
  * Per key tile, per warp (fragments in cuda_mma.cuh's notation):
  *   S = Q K^T     Q fragments (ldmatrix.x4 of the Q tile, loaded once), K^T fragments
@@ -25,9 +28,25 @@
  * phase reads fall in distinct bank groups.
  *
  * Requirements: head_dim a multiple of 8 and at most 256 (cp.async moves 16-byte
- * chunks of a head's row; real models use 64, 80, 96, 128, 256) and no sliding window
- * (yet); the caller falls back to the fp32 kernel otherwise. */
+ * chunks of a head's row; real models use 64, 80, 96, 128, 256); the caller falls back to
+ * the fp32 kernel otherwise. */
 #include "cuda_attention_tc.cuh"
+
+#ifdef FT_CUDA_EMULATION
+unsigned long long ft_cuda_attention_tc_tiles[3];
+#endif
+
+/* The first key tile after `after` and before `end` whose documents may meet the query
+ * tile's (range qr); `end` when none. Block-uniform. */
+template <int BK>
+__device__ __forceinline__ int tc_next_key_tile(const TcArgs &a, int b, int2 qr, int after,
+                                                int end)
+{
+    int kt = after + 1;
+    while (kt < end && !tc_segments_meet(a, b, qr, kt * BK, min(BK, a.seq - kt * BK)))
+        kt++;
+    return kt;
+}
 
 /* OT: the output's storage, float or ft_bf16 (rounded once from the fp32 accumulator) */
 template <int HDMAX, int BK, typename OT>
@@ -53,10 +72,15 @@ __global__ void __launch_bounds__(TC_THREADS)
     const uint16_t *kb = k + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
     const uint16_t *vb = v + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
 
-    const int nkt = (q0 + qn - 1) / BK + 1; /* key tiles up to the diagonal */
+    /* key tiles [first in the window, diagonal], those meeting the query tile's documents */
+    const int nkt = (q0 + qn - 1) / BK + 1;
+    const int2 qr = tc_segment_range(a, b, q0, qn);
+    int kt = tc_next_key_tile<BK>(a, b, qr, tc_first_key_tile(a, q0, BK) - 1, nkt);
     tc_stage<HDMAX, TC_BQ>(Qs, qb, a.q_stride, q0, qn, a.hd);
-    tc_stage<HDMAX, BK>(Ks, kb, a.kv_stride, 0, min(BK, a.seq), a.hd);
-    tc_stage<HDMAX, BK>(Vs, vb, a.kv_stride, 0, min(BK, a.seq), a.hd);
+    if (kt < nkt) {
+        tc_stage<HDMAX, BK>(Ks, kb, a.kv_stride, kt * BK, min(BK, a.seq - kt * BK), a.hd);
+        tc_stage<HDMAX, BK>(Vs, vb, a.kv_stride, kt * BK, min(BK, a.seq - kt * BK), a.hd);
+    }
     ft_cp_async_commit();
 
     /* this lane's two query rows (absolute) and their segments */
@@ -70,18 +94,20 @@ __global__ void __launch_bounds__(TC_THREADS)
     for (int d = 0; d < DT; d++)
         o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
 
-    for (int kt = 0; kt < nkt; kt++) {
-        const int k0 = kt * BK, buf = kt & 1;
+    for (int it = 0; kt < nkt; it++) { /* it: visited tiles so far, kt: this one */
+        const int k0 = kt * BK, buf = it & 1;
         ft_cp_async_wait<0>();
-        __syncthreads(); /* tile kt visible to all; everyone is done with tile kt-1 */
-        if (kt == 0) {
+        __syncthreads(); /* tile kt visible to all; everyone is done with the previous one */
+        TC_COUNT_TILE(0);
+        if (it == 0) {
 #pragma unroll
             for (int ks = 0; ks < KS; ks++)
                 ft_ldmatrix<4, false>(qa[ks], Qs + (warp * 16 + lane % 16) * P + ks * 16 +
                                                   8 * (lane / 16));
         }
-        if (kt + 1 < nkt) { /* prefetch the next tile into the other buffer */
-            int nk0 = k0 + BK;
+        const int kt_next = tc_next_key_tile<BK>(a, b, qr, kt, nkt);
+        if (kt_next < nkt) { /* prefetch the next tile into the other buffer */
+            int nk0 = kt_next * BK;
             tc_stage<HDMAX, BK>(Ks + (buf ^ 1) * BK * P, kb, a.kv_stride, nk0,
                                 min(BK, a.seq - nk0), a.hd);
             tc_stage<HDMAX, BK>(Vs + (buf ^ 1) * BK * P, vb, a.kv_stride, nk0,
@@ -168,6 +194,7 @@ __global__ void __launch_bounds__(TC_THREADS)
                 ft_mma_m16n8k16_bf16(o[d], pa, vf, o[d]);
             }
         }
+        kt = kt_next;
     }
     ft_cp_async_wait<0>(); /* no copy may still target shared memory at exit */
 
@@ -214,10 +241,9 @@ static cudaError_t tc_fwd_run(OT *out, float *lse, const uint16_t *q, const uint
     return cudaGetLastError();
 }
 
-/* The sliding window (Mistral) is not in the tensor-core kernels yet: the fp32 ones have it. */
 extern "C" int ft_cuda_attention_tc_supported(ft_attn_shape s)
 {
-    return s.head_dim > 0 && s.head_dim <= 256 && s.head_dim % 8 == 0 && s.window == 0;
+    return s.head_dim > 0 && s.head_dim <= 256 && s.head_dim % 8 == 0;
 }
 
 template <typename OT>

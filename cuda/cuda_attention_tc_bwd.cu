@@ -5,10 +5,14 @@
  *   p_ij  = exp(s_ij - lse_i),  dP_ij = dO_i . v_j,  dS_ij = p_ij (dP_ij - D_i)
  *   dV_j  = sum_i p_ij dO_i,  dK_j = scale sum_i dS_ij q_i   (tc_bwd_dkdv_kernel: one
  *           block per (64-key tile, kv head, batch row); warp w owns keys 16w..16w+15 and
- *           walks every query tile at or past the diagonal of every query head of its
- *           GQA group, so each dK/dV element is summed by one thread in a fixed order)
+ *           walks the query tiles from the diagonal to the last one whose window reaches
+ *           its keys, of every query head of its GQA group, so each dK/dV element is
+ *           summed by one thread in a fixed order)
  *   dQ_i  = scale sum_j dS_ij k_j                          (tc_bwd_dq_kernel: one block
- *           per (64-query tile, head, batch row); warp w owns 16 query rows)
+ *           per (64-query tile, head, batch row); warp w owns 16 query rows; it walks the
+ *           key tiles from the first inside the window to the diagonal)
+ * Both passes skip tile pairs whose documents cannot meet (tc_segments_meet): a skipped
+ * pair would add exact zeros, so the fixed summation order, and every bit, is kept.
  *
  * Every product is an m16n8k16 mma (cuda_mma.cuh). The dK/dV kernel computes the
  * transposed tiles S^T = K Q^T and dP^T = V dO^T, so that its rows are its own keys and the
@@ -91,6 +95,7 @@ __global__ void __launch_bounds__(TC_THREADS)
         ft_ldmatrix<4, false>(va[ks], Vs + off);
     }
     const int kr0 = k0 + warp * 16 + g, kr1 = kr0 + 8; /* this lane's two keys */
+    const int2 kr = tc_segment_range(a, b, k0, kn);
     float dka[DT][4], dva[DT][4];
 #pragma unroll
     for (int d = 0; d < DT; d++)
@@ -106,6 +111,11 @@ __global__ void __launch_bounds__(TC_THREADS)
         const float *Db = Dv + ((size_t)b * heads + h) * a.seq;
         for (int qt = k0 / TC_BQ; qt < nqt; qt++) { /* queries before k0 see none of the keys */
             const int q0 = qt * TC_BQ, qn = min(TC_BQ, a.seq - q0);
+            if (tc_before_window(a, q0, k0, kn))
+                break; /* later query tiles are further past the window */
+            if (!tc_segments_meet(a, b, kr, q0, qn))
+                continue;
+            TC_COUNT_TILE(1);
             __syncthreads(); /* the previous query tile is no longer read */
             tc_stage<HDMAX, TC_BQ>(Qs, qb, a.q_stride, q0, qn, a.hd);
             tc_stage<HDMAX, TC_BQ>(dOs, ob, a.q_stride, q0, qn, a.hd);
@@ -220,8 +230,12 @@ __global__ void __launch_bounds__(TC_THREADS)
             dqa[d][e] = 0.0f;
 
     const int nkt = (q0 + qn - 1) / TC_BK + 1;
-    for (int kt = 0; kt < nkt; kt++) {
+    const int2 qr = tc_segment_range(a, b, q0, qn);
+    for (int kt = tc_first_key_tile(a, q0, TC_BK); kt < nkt; kt++) {
         const int k0 = kt * TC_BK, kn = min(TC_BK, a.seq - k0);
+        if (!tc_segments_meet(a, b, qr, k0, kn))
+            continue;
+        TC_COUNT_TILE(2);
         __syncthreads(); /* the previous key tile is no longer read */
         tc_stage<HDMAX, TC_BK>(Ks, kb, a.kv_stride, k0, kn, a.hd);
         tc_stage<HDMAX, TC_BK>(Vs, vb, a.kv_stride, k0, kn, a.hd);
