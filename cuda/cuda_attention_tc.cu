@@ -87,7 +87,11 @@ __global__ void __launch_bounds__(TC_THREADS)
     const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
     const int seg0 = tc_segment(a, b, r0), seg1 = tc_segment(a, b, r1);
 
-    uint32_t qa[KS][4];
+    /* Q's A fragments stay in registers, except at head_dim 256, where they (64 registers)
+     * next to O's 128 would spill: there each k-step reloads them from the Q tile, which
+     * stays in shared memory for the whole pass. */
+    constexpr bool Q_IN_REGS = HDMAX < 256;
+    uint32_t qa[Q_IN_REGS ? KS : 1][4];
     float o[DT][4];
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 #pragma unroll
@@ -99,11 +103,13 @@ __global__ void __launch_bounds__(TC_THREADS)
         ft_cp_async_wait<0>();
         __syncthreads(); /* tile kt visible to all; everyone is done with the previous one */
         TC_COUNT_TILE(0);
-        if (it == 0) {
+        if constexpr (Q_IN_REGS) {
+            if (it == 0) {
 #pragma unroll
-            for (int ks = 0; ks < KS; ks++)
-                ft_ldmatrix<4, false>(qa[ks], Qs + (warp * 16 + lane % 16) * P + ks * 16 +
-                                                  8 * (lane / 16));
+                for (int ks = 0; ks < KS; ks++)
+                    ft_ldmatrix<4, false>(qa[ks], Qs + (warp * 16 + lane % 16) * P + ks * 16 +
+                                                      8 * (lane / 16));
+            }
         }
         const int kt_next = tc_next_key_tile<BK>(a, b, qr, kt, nkt);
         if (kt_next < nkt) { /* prefetch the next tile into the other buffer */
@@ -119,14 +125,25 @@ __global__ void __launch_bounds__(TC_THREADS)
         /* S = Q K^T, this warp's 16 rows x BK keys */
         float s[NT][4];
 #pragma unroll
-        for (int n = 0; n < NT; n++) {
+        for (int n = 0; n < NT; n++)
             s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
-            for (int ks = 0; ks < KS; ks++) {
+        for (int ks = 0; ks < KS; ks++) {
+            uint32_t qf[4];
+            if constexpr (Q_IN_REGS) {
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    qf[i] = qa[ks][i];
+            } else { /* reloaded from the tile */
+                ft_ldmatrix<4, false>(qf, Qs + (warp * 16 + lane % 16) * P + ks * 16 +
+                                              8 * (lane / 16));
+            }
+#pragma unroll
+            for (int n = 0; n < NT; n++) {
                 uint32_t kf[2];
                 ft_ldmatrix<2, false>(kf, Kt + (n * 8 + lane % 8) * P + ks * 16 +
                                               8 * ((lane / 8) % 2));
-                ft_mma_m16n8k16_bf16(s[n], qa[ks], kf, s[n]);
+                ft_mma_m16n8k16_bf16(s[n], qf, kf, s[n]);
             }
         }
 

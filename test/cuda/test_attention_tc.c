@@ -217,13 +217,14 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
     failures += !ok;
 #ifdef FT_CUDA_EMULATION
     /* the exact count needs ranges that are the documents themselves: packed ids. Key
-     * tiles of the forward: 64 keys, 32 for head_dim > 128 (cuda_attention_tc.cu); of the
-     * backward: 64; the dK/dV pass visits each pair once per query head of the group. */
+     * tiles: 64 keys, 32 for head_dim > 128 in the forward (cuda_attention_tc.cu) and in
+     * the dK/dV pass (cuda_attention_tc_bwd.cu, TcBwdCfg), 64 in the dQ pass; the dK/dV
+     * pass visits each pair once per query head of the group. */
     if (seg_kind != SEG_SCATTERED) {
-        unsigned long long want[3] = {
-            needed_tiles(seg, batch, seq, heads, window, 64, hd > 128 ? 32 : 64),
-            needed_tiles(seg, batch, seq, heads, window, 64, 64),
-            needed_tiles(seg, batch, seq, heads, window, 64, 64)};
+        int bk = hd > 128 ? 32 : 64;
+        unsigned long long want[3] = {needed_tiles(seg, batch, seq, heads, window, 64, bk),
+                                      needed_tiles(seg, batch, seq, heads, window, 64, bk),
+                                      needed_tiles(seg, batch, seq, heads, window, 64, 64)};
         unsigned long long *got = ft_cuda_attention_tc_tiles;
         checks++;
         ok = got[0] == want[0] && got[1] == want[1] && got[2] == want[2];
