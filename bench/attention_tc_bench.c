@@ -44,7 +44,8 @@ static void *dev(size_t bytes)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: attention_tc_bench HEAD_DIM SEQ [BATCH HEADS [WINDOW [DOC_LEN]]]\n");
+        fprintf(stderr,
+                "usage: attention_tc_bench HEAD_DIM SEQ [BATCH HEADS [WINDOW [DOC_LEN]]]\n");
         return 2;
     }
     int hd = atoi(argv[1]), seq = atoi(argv[2]);

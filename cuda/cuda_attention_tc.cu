@@ -16,8 +16,9 @@
  * next tile to be visited is in flight while the current one is used.
  *
  * Per key tile, per warp (fragments in cuda_mma.cuh's notation):
- *   S = Q K^T     Q fragments (ldmatrix.x4 of the Q tile, loaded once), K^T fragments
- *                 (ldmatrix.x2 of K rows: K row-major is K^T's "col" layout); fp32 acc
+ *   S = Q K^T     Q fragments (ldmatrix.x4 of the Q tile, loaded once; at head_dim 256
+ *                 once per k-step, Q_IN_REGS), K^T fragments (ldmatrix.x2 of K rows: K
+ *                 row-major is K^T's "col" layout); fp32 acc
  *   mask, online softmax in base 2 on S's accumulator registers: each lane holds two
  *                 rows (g, g+8) x two columns per 8-key group; row max and sum over the
  *                 four lanes of a quad (shuffles xor 1, 2)

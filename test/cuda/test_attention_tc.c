@@ -180,7 +180,8 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
     snprintf(what, sizeof what, "B=%d T=%d H=%d KV=%d D=%d seg=%s window=%d", batch, seq, heads,
              kv, hd, seg_name[seg_kind], window);
     printf("%s attention_fwd_bf16 %s: worst out %.2f, lse %.2f of tolerance%s\n",
-           ok ? "ok  " : "FAIL", what, worst_o, worst_l, e == cudaSuccess ? "" : " (launch failed)");
+           ok ? "ok  " : "FAIL", what, worst_o, worst_l,
+           e == cudaSuccess ? "" : " (launch failed)");
     failures += !ok;
 
     /* backward from the CPU's forward results: dO rounded to bf16 for both */
