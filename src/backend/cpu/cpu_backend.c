@@ -177,24 +177,31 @@ static ft_cpu_isa cpu_detect_isa(void)
     return FT_CPU_ISA_GENERIC;
 }
 
-static int cpu_choose_isa(ft_cpu_isa *out, ft_error *err)
+static int cpu_choose_isa(ft_cpu_state *st, ft_error *err)
 {
     ft_cpu_isa best = cpu_detect_isa();
     const char *want = getenv("FT_CPU_ISA");
-    *out = best;
+    st->isa = best;
+    st->bf16_gemm = ft_cpu_gemm_bf16_available();
     if (!want || !*want)
         return 0;
     ft_cpu_isa asked;
-    if (strcmp(want, "generic") == 0)
+    bool bf16 = false;
+    if (strcmp(want, "avx512bf16") == 0)
+        asked = FT_CPU_ISA_AVX512, bf16 = true;
+    else if (strcmp(want, "generic") == 0)
         asked = FT_CPU_ISA_GENERIC;
     else if (strcmp(want, "avx2") == 0)
         asked = FT_CPU_ISA_AVX2;
     else if (strcmp(want, "avx512") == 0)
         asked = FT_CPU_ISA_AVX512;
     else
-        return ft_fail(err, "FT_CPU_ISA=%s: unknown instruction set (use generic, avx2 or avx512)",
+        return ft_fail(err,
+                       "FT_CPU_ISA=%s: unknown instruction set (use generic, avx2, avx512 or "
+                       "avx512bf16)",
                        want);
-    *out = asked < best ? asked : best;
+    st->isa = asked < best ? asked : best;
+    st->bf16_gemm = st->bf16_gemm && bf16;
     return 0;
 }
 
@@ -208,7 +215,7 @@ int ft_backend_cpu_create(ft_backend **out, ft_error *err)
         free(st);
         return ft_fail(err, "CPU backend: out of host memory");
     }
-    if (cpu_choose_isa(&st->isa, err) != 0) {
+    if (cpu_choose_isa(st, err) != 0) {
         free(be);
         free(st);
         return ft_fail_context(err, "CPU backend");

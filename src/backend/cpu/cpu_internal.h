@@ -8,8 +8,10 @@
 
 /* Instruction sets the hand-vectorised kernels (attention tiles) are built for.
  * Chosen once in ft_backend_cpu_create from the CPU, or forced with the
- * environment variable FT_CPU_ISA=generic|avx2|avx512 (tests use it to exercise
- * every variant; asking for one the CPU lacks falls back to the best it has). */
+ * environment variable FT_CPU_ISA=generic|avx2|avx512|avx512bf16 (tests use it to
+ * exercise every variant; asking for one the CPU lacks falls back to the best it
+ * has). avx512bf16 is avx512 plus the native bf16 GEMM (cpu_gemm_bf16.c), the default
+ * where the CPU has AVX512-BF16; any lower choice widens bf16 GEMMs to sgemm. */
 typedef enum ft_cpu_isa {
     FT_CPU_ISA_GENERIC = 0, /* portable C, vectorised by the compiler for the baseline */
     FT_CPU_ISA_AVX2 = 1,    /* x86-64 AVX2 + FMA */
@@ -18,6 +20,7 @@ typedef enum ft_cpu_isa {
 
 typedef struct ft_cpu_state {
     ft_cpu_isa isa;
+    bool bf16_gemm; /* bf16 x bf16 GEMMs on VDPBF16PS (cpu_gemm_bf16.c) */
 } ft_cpu_state;
 
 static inline ft_cpu_isa ft_cpu_isa_of(const ft_backend *be)
@@ -39,6 +42,13 @@ void ft_cpu_matmul(ft_backend *be, float *c, const float *a, const float *b, int
 void ft_cpu_add(ft_backend *be, float *y, const float *x, size_t n);
 void ft_cpu_scale(ft_backend *be, float *x, float s, size_t n);
 double ft_cpu_sum_squares(ft_backend *be, const float *x, size_t n);
+
+/* cpu_gemm_bf16.c: c = alpha op(a) op(b) + beta c with a, b bf16 and c stored as ct
+ * (fp32 or bf16), on AVX512-BF16. Returns -1 (nothing written) when this build or CPU
+ * cannot, or a packing buffer cannot be allocated; the caller then widens. */
+bool ft_cpu_gemm_bf16_available(void);
+int ft_cpu_gemm_bf16(ft_dtype ct, void *c, const uint16_t *a, const uint16_t *b, int m, int n,
+                     int k, bool trans_a, bool trans_b, float alpha, float beta);
 
 /* cpu_rmsnorm.c */
 void ft_cpu_rmsnorm_fwd(ft_backend *be, float *y, float *rstd, const float *x, const float *w,

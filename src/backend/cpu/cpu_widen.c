@@ -90,6 +90,11 @@ void ft_cpu_widen_matmul(ft_backend *be, ft_gemm_types t, void *c, const void *a
     }
     if (m <= 0 || n <= 0)
         return;
+    /* bf16 operands on a CPU with AVX512-BF16: the native kernel, no widened copies */
+    if (t.a == FT_DTYPE_BF16 && t.b == FT_DTYPE_BF16 &&
+        ((const ft_cpu_state *)be->impl)->bf16_gemm &&
+        ft_cpu_gemm_bf16(t.c, c, a, b, m, n, k, trans_a, trans_b, alpha, beta) == 0)
+        return;
     const size_t mn = (size_t)m * n, mk = (size_t)m * (k > 0 ? k : 0);
     const size_t kn = (size_t)(k > 0 ? k : 0) * n;
     float *fa = widen(a, t.a, mk, "matmul"), *fb = widen(b, t.b, kn, "matmul");
