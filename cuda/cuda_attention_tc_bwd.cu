@@ -69,9 +69,11 @@ struct TcBwdCfg {
     static constexpr int BKV = 16 * TC_WARPS / DSPLIT;     /* keys per dK/dV block */
     static constexpr bool KV_IN_REGS = HDMAX <= 64;        /* dK/dV: K, V fragments held */
     static constexpr bool QO_IN_REGS = HDMAX <= 128;       /* dQ: Q, dO fragments held */
-    /* two 64-row token tiles of each operand kind, and per-query lse and D */
-    static constexpr size_t smem =
-        (size_t)(2 * TC_BQ + 2 * TC_BK) * P * sizeof(uint16_t) + 2 * TC_BQ * sizeof(float);
+    /* dK/dV: the K and V tiles (BKV rows), the Q and dO tiles, per-query lse and D;
+     * dQ: the Q, dO, K and V tiles (64 rows each) */
+    static constexpr size_t smem_dkdv =
+        (size_t)(2 * BKV + 2 * TC_BQ) * P * sizeof(uint16_t) + 2 * TC_BQ * sizeof(float);
+    static constexpr size_t smem_dq = (size_t)(2 * TC_BQ + 2 * TC_BK) * P * sizeof(uint16_t);
 };
 
 /* Rows g and g+8 of an m16n8 accumulator tile as the bf16 A operand of the next product:
@@ -111,7 +113,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     constexpr int DT = HDMAX / 8 / C::DSPLIT; /* 8-feature groups of dK/dV this warp owns */
     constexpr bool KV_IN_REGS = C::KV_IN_REGS;
     FT_DYNAMIC_SMEM(uint16_t, smem);
-    uint16_t *Ks = smem, *Vs = Ks + TC_BK * P, *Qs = Vs + TC_BK * P, *dOs = Qs + TC_BQ * P;
+    uint16_t *Ks = smem, *Vs = Ks + BKV * P, *Qs = Vs + BKV * P, *dOs = Qs + TC_BQ * P;
     float *lse_s = (float *)(dOs + TC_BQ * P), *D_s = lse_s + TC_BQ;
 
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
@@ -366,27 +368,27 @@ static cudaError_t tc_bwd_run(OT *dq, OT *dk, OT *dv, const uint16_t *dout,
                               const uint16_t *k, const uint16_t *v, const TcArgs &a,
                               ft_attn_shape s, cudaStream_t st)
 {
-    const size_t smem = TcBwdCfg<HDMAX>::smem;
+    const size_t smem_kv = TcBwdCfg<HDMAX>::smem_dkdv, smem_q = TcBwdCfg<HDMAX>::smem_dq;
     void (*kkv)(OT *, OT *, const uint16_t *, const float *, const float *,
                 const uint16_t *, const uint16_t *, const uint16_t *, TcArgs, int) =
         tc_bwd_dkdv_kernel<HDMAX, OT>;
     void (*kq)(OT *, const uint16_t *, const float *, const float *, const uint16_t *,
                const uint16_t *, const uint16_t *, TcArgs, int) = tc_bwd_dq_kernel<HDMAX, OT>;
     cudaError_t e = cudaFuncSetAttribute(kkv, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)smem);
+                                         (int)smem_kv);
     if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        e = cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q);
     if (e != cudaSuccess)
         return e;
     const int bkv = TcBwdCfg<HDMAX>::BKV;
     dim3 gkv((unsigned)((s.seq_len + bkv - 1) / bkv), (unsigned)s.n_kv_heads,
              (unsigned)s.batch);
-    FT_LAUNCH(kkv, gkv, TC_THREADS, smem, st)(dk, dv, dout, lse, Dv, q, k, v, a, s.n_heads);
+    FT_LAUNCH(kkv, gkv, TC_THREADS, smem_kv, st)(dk, dv, dout, lse, Dv, q, k, v, a, s.n_heads);
     e = cudaGetLastError();
     if (e != cudaSuccess)
         return e;
     dim3 gq((unsigned)((s.seq_len + TC_BQ - 1) / TC_BQ), (unsigned)s.n_heads, (unsigned)s.batch);
-    FT_LAUNCH(kq, gq, TC_THREADS, smem, st)(dq, dout, lse, Dv, q, k, v, a, s.n_heads);
+    FT_LAUNCH(kq, gq, TC_THREADS, smem_q, st)(dq, dout, lse, Dv, q, k, v, a, s.n_heads);
     return cudaGetLastError();
 }
 
