@@ -74,6 +74,7 @@ int main(int argc, char **argv)
     uint16_t *out = dev(n * 2), *dq = dev(n * 2), *dk = dev(n * 2), *dv = dev(n * 2);
     float *lse = dev(nl * 4);
     void *scratch = dev(ft_cuda_attention_bwd_bf16_scratch_bytes(s));
+    void *fscratch = dev(ft_cuda_attention_fwd_bf16_scratch_bytes(s));
     cudaEvent_t a, b;
     cudaEventCreate(&a);
     cudaEventCreate(&b);
@@ -82,7 +83,8 @@ int main(int argc, char **argv)
     for (int pass = 0; pass < 2; pass++) { /* pass 0 warms up */
         cudaEventRecord(a, 0);
         for (int r = 0; r < reps; r++)
-            ft_cuda_launch_attention_fwd_bf16(FT_DTYPE_BF16, out, lse, q, k, v, segment, s, 0);
+            ft_cuda_launch_attention_fwd_bf16(FT_DTYPE_BF16, out, lse, q, k, v, segment, s,
+                                              fscratch, 0);
         cudaEventRecord(b, 0);
         cudaEventSynchronize(b);
         cudaEventElapsedTime(&fwd_ms, a, b);

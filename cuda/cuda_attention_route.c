@@ -79,8 +79,9 @@ void ft_cuda_attention_fwd(ft_backend *be, ft_dtype dt, void *out, float *lse, c
         return;
     }
     if (ft_cuda_attention_tc_supported(s)) {
+        void *scratch = ft_cuda_scratch(be, ft_cuda_attention_fwd_bf16_scratch_bytes(s));
         ft_cuda_check(ft_cuda_launch_attention_fwd_bf16(FT_DTYPE_BF16, out, lse, q, k, v, segment,
-                                                        s, st),
+                                                        s, scratch, st),
                       "attention_fwd (tensor cores)");
         return;
     }

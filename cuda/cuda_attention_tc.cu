@@ -37,6 +37,33 @@
 unsigned long long ft_cuda_attention_tc_tiles[3];
 #endif
 
+/* [min, max] segment id of every granule of TC_GRAN tokens (clipped to seq) of every row. */
+__global__ void tc_seg_range_kernel(int2 *range, const int32_t *segment, int batch, int seq,
+                                    int ngran)
+{
+    size_t total = (size_t)batch * ngran, stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+        int b = (int)(i / ngran), t0 = (int)(i % ngran) * TC_GRAN;
+        const int32_t *s = segment + (size_t)b * seq;
+        int lo = INT_MAX, hi = INT_MIN;
+        for (int t = t0; t < min(t0 + TC_GRAN, seq); t++) {
+            lo = min(lo, s[t]);
+            hi = max(hi, s[t]);
+        }
+        range[i] = make_int2(lo, hi);
+    }
+}
+
+cudaError_t tc_seg_ranges(const TcArgs &a, int batch, cudaStream_t st)
+{
+    if (!a.segment)
+        return cudaSuccess;
+    size_t total = (size_t)batch * a.ngran;
+    FT_LAUNCH(tc_seg_range_kernel, ft_cuda_grid_for(total, 256), 256, 0, st)
+    ((int2 *)a.seg_range, a.segment, batch, a.seq, a.ngran);
+    return cudaGetLastError();
+}
+
 /* The first key tile after `after` and before `end` whose documents may meet the query
  * tile's (range qr); `end` when none. Block-uniform. */
 template <int BK>
@@ -276,17 +303,25 @@ static cudaError_t tc_fwd_dispatch(OT *out, float *lse, const uint16_t *q, const
     return tc_fwd_run<256, 32>(out, lse, q, k, v, a, s, st);
 }
 
+extern "C" size_t ft_cuda_attention_fwd_bf16_scratch_bytes(ft_attn_shape s)
+{
+    return tc_seg_range_bytes(s);
+}
+
 extern "C" cudaError_t ft_cuda_launch_attention_fwd_bf16(ft_dtype out_dt, void *out, float *lse,
                                                          const uint16_t *q, const uint16_t *k,
                                                          const uint16_t *v,
                                                          const int32_t *segment, ft_attn_shape s,
-                                                         cudaStream_t st)
+                                                         void *scratch, cudaStream_t st)
 {
     if (s.batch <= 0 || s.seq_len <= 0)
         return cudaSuccess;
     if (!ft_cuda_attention_tc_supported(s))
         return cudaErrorInvalidValue;
-    TcArgs a = tc_args(s, segment);
+    TcArgs a = tc_args(s, segment, scratch);
+    cudaError_t e = tc_seg_ranges(a, s.batch, st);
+    if (e != cudaSuccess)
+        return e;
     if (out_dt == FT_DTYPE_BF16)
         return tc_fwd_dispatch((ft_bf16 *)out, lse, q, k, v, a, s, st);
     return tc_fwd_dispatch((float *)out, lse, q, k, v, a, s, st);

@@ -15,6 +15,7 @@
 #define TC_PAD 8
 #define TC_LOG2E 1.4426950408889634f
 #define TC_LN2 0.6931471805599453f
+#define TC_GRAN 32 /* tokens per granule of the segment-range table; every tile starts on one */
 
 struct TcArgs {
     int seq, hd, group;
@@ -22,6 +23,8 @@ struct TcArgs {
     float scale_log2;
     int window;               /* 0: none; else query i sees only keys j > i - window */
     const int32_t *segment;   /* [batch * seq] or NULL */
+    const int2 *seg_range;    /* [batch][ngran] [min, max] id per granule (with segment) */
+    int ngran;
 };
 
 /* Forward tile geometry: the Q tile and two K and two V buffers of BK rows. */
@@ -53,7 +56,19 @@ __device__ __forceinline__ uint32_t tc_pack_bf16(float lo, float hi)
     return (uint32_t)ft_bf16_from_f32(lo) | ((uint32_t)ft_bf16_from_f32(hi) << 16);
 }
 
-static inline TcArgs tc_args(ft_attn_shape s, const int32_t *segment)
+static inline int tc_ngran(ft_attn_shape s) { return (s.seq_len + TC_GRAN - 1) / TC_GRAN; }
+
+/* Bytes of the segment-range table, the scratch both passes start with. */
+static inline size_t tc_seg_range_bytes(ft_attn_shape s)
+{
+    return (size_t)s.batch * tc_ngran(s) * sizeof(int2);
+}
+
+/* Fills a.seg_range (a.segment non-NULL) before the kernels that read it (cuda_attention_tc.cu). */
+cudaError_t tc_seg_ranges(const TcArgs &a, int batch, cudaStream_t st);
+
+/* seg_range: scratch of tc_seg_range_bytes, used only with segment ids */
+static inline TcArgs tc_args(ft_attn_shape s, const int32_t *segment, void *seg_range)
 {
     TcArgs a;
     a.seq = s.seq_len;
@@ -64,6 +79,8 @@ static inline TcArgs tc_args(ft_attn_shape s, const int32_t *segment)
     a.scale_log2 = TC_LOG2E / sqrtf((float)s.head_dim);
     a.window = s.window > 0 ? s.window : 0;
     a.segment = segment;
+    a.seg_range = (const int2 *)seg_range;
+    a.ngran = tc_ngran(s);
     return a;
 }
 
@@ -104,27 +121,22 @@ __device__ __forceinline__ int tc_first_key_tile(const TcArgs &a, int q0, int bk
     return a.window > 0 ? max(0, q0 - a.window + 1) / bk : 0;
 }
 
-/* Documents: the [min, max] segment id over tokens t0 .. t0+n-1 of row b. No order of the
- * ids is assumed (packed rows have non-decreasing ids, but the op allows any): each warp
- * reduces the n <= 64 ids itself (two loads per lane, shuffles), so the result is the same
- * in every warp without a barrier and costs little next to a tile's products. Called by
- * whole warps with block-uniform arguments. */
+/* Documents: the [min, max] segment id over tokens t0 .. t0+n-1 of row b (n >= 1), from
+ * the granules covering them (a pre-pass, tc_seg_ranges, reduces each granule of TC_GRAN
+ * ids once per call). No order of the ids is assumed (packed rows have non-decreasing
+ * ids, but the op allows any), so a walk over key tiles tests each one; the test is one
+ * or two broadcast loads, where reducing the tile's own ids would read all T ids per
+ * query tile. Tiles start on granules, so the range is the tile's own. */
 __device__ __forceinline__ int2 tc_segment_range(const TcArgs &a, int b, int t0, int n)
 {
-    int lo = INT_MAX, hi = INT_MIN;
     if (!a.segment)
         return make_int2(0, 0);
-    const int32_t *s = a.segment + (size_t)b * a.seq + t0;
-    for (int i = threadIdx.x % 32; i < n; i += 32) {
-        lo = min(lo, s[i]);
-        hi = max(hi, s[i]);
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-        lo = min(lo, __shfl_xor_sync(FT_FULL_MASK, lo, off));
-        hi = max(hi, __shfl_xor_sync(FT_FULL_MASK, hi, off));
-    }
-    return make_int2(lo, hi);
+    const int2 *r = a.seg_range + (size_t)b * a.ngran;
+    int g0 = t0 / TC_GRAN, g1 = (t0 + n - 1) / TC_GRAN;
+    int2 out = r[g0];
+    for (int g = g0 + 1; g <= g1; g++)
+        out = make_int2(min(out.x, r[g].x), max(out.y, r[g].y));
+    return out;
 }
 
 /* False when the tile [t0, t0+n) shares no segment id range with `other` (the other

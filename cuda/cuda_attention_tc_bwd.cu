@@ -392,9 +392,12 @@ static cudaError_t tc_bwd_run(OT *dq, OT *dk, OT *dv, const uint16_t *dout,
     return cudaGetLastError();
 }
 
+/* Scratch: the segment-range table, then D (256-byte aligned). */
+static size_t tc_bwd_d_offset(ft_attn_shape s) { return (tc_seg_range_bytes(s) + 255) / 256 * 256; }
+
 extern "C" size_t ft_cuda_attention_bwd_bf16_scratch_bytes(ft_attn_shape s)
 {
-    return (size_t)s.batch * s.n_heads * s.seq_len * sizeof(float);
+    return tc_bwd_d_offset(s) + (size_t)s.batch * s.n_heads * s.seq_len * sizeof(float);
 }
 
 template <typename OT>
@@ -429,8 +432,11 @@ extern "C" cudaError_t ft_cuda_launch_attention_bwd_bf16(ft_dtype dt, void *dq, 
         return cudaSuccess;
     if (!ft_cuda_attention_tc_supported(s))
         return cudaErrorInvalidValue;
-    TcArgs a = tc_args(s, segment);
-    float *Dv = (float *)scratch;
+    TcArgs a = tc_args(s, segment, scratch);
+    float *Dv = (float *)((char *)scratch + tc_bwd_d_offset(s));
+    cudaError_t e = tc_seg_ranges(a, s.batch, st);
+    if (e != cudaSuccess)
+        return e;
     if (dt == FT_DTYPE_BF16)
         return tc_bwd_dispatch((ft_bf16 *)dq, (ft_bf16 *)dk, (ft_bf16 *)dv, dout,
                                (const ft_bf16 *)out, lse, q, k, v, a, s, Dv, st);

@@ -135,10 +135,12 @@ int ft_cuda_attention_tc_supported(ft_attn_shape s);
 /* Harness only: tile pairs the tensor-core kernels computed (forward, dK/dV, dQ). */
 extern unsigned long long ft_cuda_attention_tc_tiles[3];
 #endif
+/* scratch: ft_cuda_attention_fwd_bf16_scratch_bytes (the segment ranges of tile skipping) */
+size_t ft_cuda_attention_fwd_bf16_scratch_bytes(ft_attn_shape s);
 cudaError_t ft_cuda_launch_attention_fwd_bf16(ft_dtype out_dt, void *out, float *lse,
                                               const uint16_t *q, const uint16_t *k,
                                               const uint16_t *v, const int32_t *segment,
-                                              ft_attn_shape s, cudaStream_t st);
+                                              ft_attn_shape s, void *scratch, cudaStream_t st);
 /* ---- cuda_attention_tc_bwd.cu: its backward (bf16 dout, fp32 lse; out read and dq, dk,
  * dv overwritten as dt, fp32 or bf16); scratch: ft_cuda_attention_bwd_bf16_scratch_bytes. */
 size_t ft_cuda_attention_bwd_bf16_scratch_bytes(ft_attn_shape s);

@@ -153,7 +153,9 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
 #ifdef FT_CUDA_EMULATION
     memset(ft_cuda_attention_tc_tiles, 0, sizeof ft_cuda_attention_tc_tiles);
 #endif
-    cudaError_t e = ft_cuda_launch_attention_fwd_bf16(FT_DTYPE_F32, dout, dlse, dq, dk, dv, ds, s, 0);
+    void *fscratch = dev_copy(NULL, ft_cuda_attention_fwd_bf16_scratch_bytes(s));
+    cudaError_t e =
+        ft_cuda_launch_attention_fwd_bf16(FT_DTYPE_F32, dout, dlse, dq, dk, dv, ds, s, fscratch, 0);
     float *go = malloc(nq * 4), *gl = malloc(nl * 4);
     cudaMemcpy(go, dout, nq * 4, cudaMemcpyDeviceToHost);
     cudaMemcpy(gl, dlse, nl * 4, cudaMemcpyDeviceToHost);
@@ -236,7 +238,7 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
     }
 #endif
     cudaFree(ddo), cudaFree(dro), cudaFree(drl), cudaFree(ddq), cudaFree(ddk), cudaFree(ddv);
-    cudaFree(scratch);
+    cudaFree(scratch), cudaFree(fscratch);
     cpu->ops->free(cpu, cdo), cpu->ops->free(cpu, cdq), cpu->ops->free(cpu, cdk);
     cpu->ops->free(cpu, cdv);
     free(dob), free(dof), free(rdq), free(rdk), free(rdv), free(gdq), free(gdk), free(gdv);
