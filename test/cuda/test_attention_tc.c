@@ -10,6 +10,8 @@
  * window that count must equal the number of tile pairs holding at least one visible
  * (query, key) pair, counted here by brute force: fewer means a needed tile was skipped
  * (the comparison with the CPU fails too), more means a masked tile was computed.
+ * Determinism: a second backward of the windowed and head_dim-256 GQA cases must give
+ * the same bits.
  *
  * Tolerances. The scores are exact bf16 products summed in fp32, so lse agrees to fp32
  * round-off (relative 1e-5 of |lse| + 1e-5). The output multiplies probabilities rounded
