@@ -298,18 +298,52 @@ static void cuda_rmsnorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx,
                   "rmsnorm_bwd");
 }
 
+static void cuda_layernorm_fwd(ft_backend *be, ft_dtype dt, void *y, float *mean, float *rstd,
+                               const void *x, const void *w, const void *b, int rows, int dim,
+                               float eps)
+{
+    ft_cuda_check(ft_cuda_launch_layernorm_fwd(dt, y, mean, rstd, x, w, b, rows, dim, eps,
+                                               ft_cuda_stream(be)),
+                  "layernorm_fwd");
+}
+
+static void cuda_layernorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx, void *dw,
+                               void *db, const void *dy, const void *x, const void *w,
+                               const float *mean, const float *rstd, int rows, int dim)
+{
+    void *scratch = ft_cuda_scratch(be, ft_cuda_layernorm_bwd_scratch_bytes(rows, dim));
+    ft_cuda_check(ft_cuda_launch_layernorm_bwd(dt, gt, dx, dw, db, dy, x, w, mean, rstd, rows, dim,
+                                               scratch, ft_cuda_stream(be)),
+                  "layernorm_bwd");
+}
+
+static void cuda_gelu_fwd(ft_backend *be, ft_dtype dt, ft_gelu_kind kind, void *out,
+                          const void *x, size_t n)
+{
+    ft_cuda_check(ft_cuda_launch_gelu_fwd(dt, kind, out, x, n, ft_cuda_stream(be)), "gelu_fwd");
+}
+
+static void cuda_gelu_bwd(ft_backend *be, ft_dtype dt, ft_gelu_kind kind, void *dx,
+                          const void *dout, const void *x, size_t n)
+{
+    ft_cuda_check(ft_cuda_launch_gelu_bwd(dt, kind, dx, dout, x, n, ft_cuda_stream(be)),
+                  "gelu_bwd");
+}
+
 static void cuda_rope(ft_backend *be, ft_dtype dt, void *x, const float *cos_table,
                       const float *sin_table, const int32_t *pos, int tokens, int n_heads,
-                      int head_dim, bool inverse)
+                      ft_rope_shape r, bool inverse)
 {
-    ft_cuda_check(ft_cuda_launch_rope(dt, x, cos_table, sin_table, pos, tokens, n_heads, head_dim,
+    ft_cuda_check(ft_cuda_launch_rope(dt, x, cos_table, sin_table, pos, tokens, n_heads, r,
                                       inverse ? 1 : 0, ft_cuda_stream(be)),
                   "rope");
 }
 
-static void cuda_bias_add(ft_backend *be, ft_dtype dt, void *y, const void *b, int rows, int dim)
+static void cuda_bias_add(ft_backend *be, ft_dtype dt, ft_dtype yt, void *y, const void *b,
+                          int rows, int dim)
 {
-    ft_cuda_check(ft_cuda_launch_bias_add(dt, y, b, rows, dim, ft_cuda_stream(be)), "bias_add");
+    ft_cuda_check(ft_cuda_launch_bias_add(dt, yt, y, b, rows, dim, ft_cuda_stream(be)),
+                  "bias_add");
 }
 
 static void cuda_bias_grad(ft_backend *be, ft_dtype dt, ft_dtype gt, void *db, const void *dy,
@@ -452,6 +486,8 @@ static const ft_backend_ops cuda_ops = {
     .sum_squares = cuda_sum_squares,
     .rmsnorm_fwd = cuda_rmsnorm_fwd,
     .rmsnorm_bwd = cuda_rmsnorm_bwd,
+    .layernorm_fwd = cuda_layernorm_fwd,
+    .layernorm_bwd = cuda_layernorm_bwd,
     .rope = cuda_rope,
     .attention_fwd = ft_cuda_attention_fwd,
     .attention_bwd = ft_cuda_attention_bwd,
@@ -460,6 +496,8 @@ static const ft_backend_ops cuda_ops = {
     .bias_grad = cuda_bias_grad,
     .swiglu_fwd = cuda_swiglu_fwd,
     .swiglu_bwd = cuda_swiglu_bwd,
+    .gelu_fwd = cuda_gelu_fwd,
+    .gelu_bwd = cuda_gelu_bwd,
     .embedding_fwd = cuda_embedding_fwd,
     .embedding_bwd = cuda_embedding_bwd,
     .cross_entropy = cuda_cross_entropy,

@@ -95,10 +95,26 @@ cudaError_t ft_cuda_launch_rmsnorm_bwd(ft_dtype dt, ft_dtype gt, void *dx, void 
                                        const float *rstd, int rows, int dim, void *scratch,
                                        cudaStream_t st);
 
+/* ---- cuda_layernorm.cu ---- */
+cudaError_t ft_cuda_launch_layernorm_fwd(ft_dtype dt, void *y, float *mean, float *rstd,
+                                         const void *x, const void *w, const void *b, int rows,
+                                         int dim, float eps, cudaStream_t st);
+size_t ft_cuda_layernorm_bwd_scratch_bytes(int rows, int dim);
+cudaError_t ft_cuda_launch_layernorm_bwd(ft_dtype dt, ft_dtype gt, void *dx, void *dw, void *db,
+                                         const void *dy, const void *x, const void *w,
+                                         const float *mean, const float *rstd, int rows, int dim,
+                                         void *scratch, cudaStream_t st);
+
+/* ---- cuda_gelu.cu (dx may be dout's buffer) ---- */
+cudaError_t ft_cuda_launch_gelu_fwd(ft_dtype dt, ft_gelu_kind kind, void *out, const void *x,
+                                    size_t n, cudaStream_t st);
+cudaError_t ft_cuda_launch_gelu_bwd(ft_dtype dt, ft_gelu_kind kind, void *dx, const void *dout,
+                                    const void *x, size_t n, cudaStream_t st);
+
 /* ---- cuda_rope.cu ---- */
 cudaError_t ft_cuda_launch_rope(ft_dtype dt, void *x, const float *cos_table,
                                 const float *sin_table, const int32_t *pos, int tokens,
-                                int n_heads, int head_dim, int inverse, cudaStream_t st);
+                                int n_heads, ft_rope_shape r, int inverse, cudaStream_t st);
 
 /* ---- cuda_embedding.cu ---- */
 cudaError_t ft_cuda_launch_embedding_fwd(ft_dtype dt, void *out, const void *table,
@@ -159,8 +175,9 @@ cudaError_t ft_cuda_launch_attention_decode(float *out, const float *q, const fl
                                             int window, void *scratch, cudaStream_t st);
 
 /* ---- cuda_qwen2.cu ---- */
-cudaError_t ft_cuda_launch_bias_add(ft_dtype dt, void *y, const void *b, int rows, int dim,
-                                    cudaStream_t st);
+/* y stored as yt, b as dt */
+cudaError_t ft_cuda_launch_bias_add(ft_dtype dt, ft_dtype yt, void *y, const void *b, int rows,
+                                    int dim, cudaStream_t st);
 cudaError_t ft_cuda_launch_bias_grad(ft_dtype dt, ft_dtype gt, void *db, const void *dy, int rows,
                                      int dim, cudaStream_t st);
 

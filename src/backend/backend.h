@@ -10,7 +10,7 @@
  *    activations (inputs, outputs and their gradients) and of the parameters it
  *    reads (weights, biases, the embedding table); those arguments are `void *`.
  *    Everything else is fp32 (`float *`) whatever dt is: statistics kept for the
- *    backward (rstd, lse), RoPE tables, loss weights, per-row losses and logits.
+ *    backward (mean, rstd, lse), RoPE tables, loss weights, per-row losses and logits.
  *    Parameter gradients (dw, db, dtable; `void *`) are stored as `gt`: fp32, the
  *    accumulators that sum micro-batches, or bf16 when the sharding engine stages one
  *    micro-batch's gradient of a unit in bf16 for a bf16 reduction (FSDP's layout);
@@ -62,6 +62,25 @@ typedef struct ft_gemm_types {
 
 #define FT_GEMM_F32 ((ft_gemm_types){ FT_DTYPE_F32, FT_DTYPE_F32, FT_DTYPE_F32 })
 
+/* Rotary geometry of one head. The first rot_dim dimensions rotate, the other
+ * head_dim - rot_dim pass through unchanged (GPT-NeoX's rotary_pct, GPT-J's rotary_dim;
+ * Llama rotates the whole head, rot_dim = head_dim). rot_dim is even, <= head_dim.
+ * Pairing of the rotated dimensions:
+ *   half-split (interleaved = false; HF Llama/NeoX "rotate_half"): i with i + rot_dim/2,
+ *   interleaved (interleaved = true; GPT-J "rotate_every_two"): 2i with 2i + 1.
+ * Pair i (0 <= i < rot_dim/2) rotates by pos * inv_freq[i] in both styles. */
+typedef struct ft_rope_shape {
+    int head_dim;
+    int rot_dim;
+    bool interleaved;
+} ft_rope_shape;
+
+/* The two GELUs of Hugging Face configs:
+ *   FT_GELU_ERF  "gelu" (exact):  0.5 x (1 + erf(x / sqrt 2))
+ *   FT_GELU_TANH "gelu_new", "gelu_pytorch_tanh", "gelu_fast":
+ *                0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+typedef enum ft_gelu_kind { FT_GELU_ERF = 0, FT_GELU_TANH = 1 } ft_gelu_kind;
+
 typedef struct ft_adamw_params {
     float lr;
     float beta1;
@@ -108,13 +127,33 @@ typedef struct ft_backend_ops {
                         const void *dy, const void *x, const void *w, const float *rstd,
                         int rows, int dim);
 
-    /* Rotary embedding in place on x [tokens, n_heads*head_dim], HF half-split layout:
-     * dimension i pairs with i + head_dim/2 and rotates by angle pos[t] * inv_freq[i].
-     * cos_table/sin_table are [max_pos, head_dim/2] (precomputed once, fp32 angles).
+    /* LayerNorm with bias (GPT-NeoX, GPT-J), per row of dim values:
+     *   mean = sum(x)/dim, var = sum((x - mean)^2)/dim (biased, as torch.nn.LayerNorm),
+     *   rstd = 1/sqrt(var + eps), y = (x - mean) * rstd * w + b (y overwrite).
+     * mean and rstd [rows] (fp32) are saved for the backward. */
+    void (*layernorm_fwd)(ft_backend *be, ft_dtype dt, void *y, float *mean, float *rstd,
+                          const void *x, const void *w, const void *b, int rows, int dim,
+                          float eps);
+    /* With xhat = (x - mean) * rstd and g = dy * w, per row:
+     *   dx += rstd * (g - mean_j(g) - xhat * mean_j(g * xhat)),
+     *   dw += sum over rows of dy * xhat,  db += sum over rows of dy.
+     * All accumulate; dw and db stored as gt (like rmsnorm_bwd). Each column's sum over
+     * the rows is added in an order fixed by rows and dim (the CPU: row order; CUDA:
+     * fixed row chunks, then the chunks in order), so results do not depend on threads
+     * or differ between runs. */
+    void (*layernorm_bwd)(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx, void *dw,
+                          void *db, const void *dy, const void *x, const void *w,
+                          const float *mean, const float *rstd, int rows, int dim);
+
+    /* Rotary embedding in place on x [tokens, n_heads*r.head_dim]: in each head the
+     * pairs of the first r.rot_dim dimensions (ft_rope_shape) rotate, pair i by
+     * angle = pos[t] * inv_freq[i]:
+     *   x'_a = x_a cos - x_b sin,  x'_b = x_a sin + x_b cos   (a, b the pair's dims).
+     * cos_table/sin_table are [max_pos, r.rot_dim/2] (precomputed once, fp32 angles).
      * inverse = true rotates by -angle: the backward pass of the forward rotation. */
     void (*rope)(ft_backend *be, ft_dtype dt, void *x, const float *cos_table,
                  const float *sin_table, const int32_t *pos, int tokens, int n_heads,
-                 int head_dim, bool inverse);
+                 ft_rope_shape r, bool inverse);
 
     /* Causal attention with document masking (flash attention: tiled, online softmax).
      * Query token i of a row attends key token j of the same row iff j <= i,
@@ -144,9 +183,12 @@ typedef struct ft_backend_ops {
                              const void *k_cache, const void *v_cache, int past, int n_new,
                              int n_heads, int n_kv_heads, int head_dim, int window);
 
-    /* Bias of a linear layer (Qwen2's q/k/v projections).
-     * y[rows, dim] += b[dim], the same b added to every row. */
-    void (*bias_add)(ft_backend *be, ft_dtype dt, void *y, const void *b, int rows, int dim);
+    /* Bias of a linear layer (Qwen2's q/k/v projections, GPT-NeoX's and GPT-J's layers).
+     * y[rows, dim] += b[dim], the same b added to every row. b is stored as dt, y as
+     * yt: dt for activations, FT_DTYPE_F32 for a bias added to fp32 logits (GPT-J's
+     * lm_head); the sum is fp32, rounded once into a bf16 y. */
+    void (*bias_add)(ft_backend *be, ft_dtype dt, ft_dtype yt, void *y, const void *b, int rows,
+                     int dim);
     /* Its gradient: db[dim] += sum over rows of dy[rows, dim] (accumulate; db stored
      * as gt), each column summed in row order, so the result does not depend on
      * threads. */
@@ -159,6 +201,13 @@ typedef struct ft_backend_ops {
     /* dgate, dup overwrite. */
     void (*swiglu_bwd)(ft_backend *be, ft_dtype dt, void *dgate, void *dup, const void *dout,
                        const void *gate, const void *up, size_t n);
+
+    /* out = gelu(x) over n elements (overwrite); kind: ft_gelu_kind. */
+    void (*gelu_fwd)(ft_backend *be, ft_dtype dt, ft_gelu_kind kind, void *out, const void *x,
+                     size_t n);
+    /* dx = gelu'(x) * dout (overwrite; dx may be the same buffer as dout). */
+    void (*gelu_bwd)(ft_backend *be, ft_dtype dt, ft_gelu_kind kind, void *dx, const void *dout,
+                     const void *x, size_t n);
 
     /* out[t,:] = table[ids[t],:] (overwrite). */
     void (*embedding_fwd)(ft_backend *be, ft_dtype dt, void *out, const void *table,

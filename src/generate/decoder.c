@@ -148,11 +148,12 @@ static void project_rotate(ft_decoder *d, float *z, const float *w, const float 
     float *proj = norm_w ? d->proj : z;
     linear_fwd(be, proj, d->xn, w, n, out, H, 0.0f);
     if (bias)
-        be->ops->bias_add(be, FT_DTYPE_F32, proj, bias, n, out);
+        be->ops->bias_add(be, FT_DTYPE_F32, FT_DTYPE_F32, proj, bias, n, out);
     if (norm_w)
         be->ops->rmsnorm_fwd(be, FT_DTYPE_F32, z, d->rstd_qk, proj, norm_w, n * n_heads, hd,
                              (float)c->rms_norm_eps);
-    be->ops->rope(be, FT_DTYPE_F32, z, d->rope_cos, d->rope_sin, d->pos, n, n_heads, hd, false);
+    be->ops->rope(be, FT_DTYPE_F32, z, d->rope_cos, d->rope_sin, d->pos, n, n_heads,
+                  (ft_rope_shape){ hd, hd, false }, false);
 }
 
 /* One block on the chunk's n tokens at positions past .. past+n-1; x is replaced by
@@ -179,7 +180,7 @@ static void block_forward(ft_decoder *d, int layer, const float *flat, int past,
     project_rotate(d, k_new, w[FT_BLK_K], w[FT_BLK_K_BIAS], w[FT_BLK_K_NORM], n, nkv);
     linear_fwd(be, v_new, d->xn, w[FT_BLK_V], n, KV, H, 0.0f);
     if (w[FT_BLK_V_BIAS])
-        be->ops->bias_add(be, FT_DTYPE_F32, v_new, w[FT_BLK_V_BIAS], n, KV);
+        be->ops->bias_add(be, FT_DTYPE_F32, FT_DTYPE_F32, v_new, w[FT_BLK_V_BIAS], n, KV);
     if (past == 0) {
         /* the whole sequence so far is this chunk: the trainer's attention */
         ft_attn_shape s = { .batch = 1, .seq_len = n, .n_heads = nh, .n_kv_heads = nkv,

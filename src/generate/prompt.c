@@ -7,10 +7,15 @@
 
 static const char *const template_names[] = { "none", "alpaca", "llama3-chat", "llama31-chat",
                                                "llama2-chat", "chatml", "qwen2-chat",
-                                               "qwen2.5-chat", "mistral-chat" };
+                                               "qwen2.5-chat", "mistral-chat", "qwen3-chat",
+                                               "qwen3-chat-no-thinking", "smollm2-chat" };
 
 int ft_template_parse(const char *name, ft_template *t)
 {
+    if (strcmp(name, "llama3.1-chat") == 0) {
+        *t = FT_TEMPLATE_LLAMA31_CHAT;
+        return 0;
+    }
     for (int i = 0; i < (int)(sizeof template_names / sizeof template_names[0]); i++)
         if (strcmp(name, template_names[i]) == 0) {
             *t = (ft_template)i;
@@ -149,20 +154,21 @@ static int encode_llama3(const ft_text_codec *c, idbuf *b, ft_template t, const 
            llama3_turn(c, b, t, "assistant", NULL, NULL, err);
 }
 
-/* ChatML as the Qwen2/2.5 chat_template renders it with add_generation_prompt: [system turn]
+/* ChatML as the Qwen2/2.5/3 chat_templates render it with add_generation_prompt: [system turn]
  * <|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n; contents are not trimmed.
- * "role\n" + content is encoded as one text, as HF encodes the text between two specials. */
+ * "role\n" + content is encoded as one text, as HF encodes the text between two specials;
+ * content NULL is the open turn, followed by tail (Qwen3's empty think block) in that text. */
 static int chatml_turn(const ft_text_codec *c, idbuf *b, ft_template t, const char *role,
-                       const char *content, ft_error *err)
+                       const char *content, const char *tail, ft_error *err)
 {
-    size_t rn = strlen(role), cn = content ? strlen(content) : 0;
+    const char *body = content ? content : tail ? tail : "";
+    size_t rn = strlen(role), cn = strlen(body);
     char *s = malloc(rn + 1 + cn + 1);
     if (!s)
         return ft_fail(err, "out of host memory");
     memcpy(s, role, rn);
     s[rn] = '\n';
-    if (cn)
-        memcpy(s + rn + 1, content, cn);
+    memcpy(s + rn + 1, body, cn);
     int rc = push_special(c, b, "<|im_start|>", t, err) || push_text(c, b, s, rn + 1 + cn, err) ||
              (content && (push_special(c, b, "<|im_end|>", t, err) || push_str(c, b, "\n", err)));
     free(s);
@@ -176,9 +182,12 @@ static int encode_chatml(const ft_text_codec *c, idbuf *b, ft_template t, const 
         system = "You are a helpful assistant.";
     if (!system && t == FT_TEMPLATE_QWEN25_CHAT)
         system = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
-    return (system && chatml_turn(c, b, t, "system", system, err)) ||
-           chatml_turn(c, b, t, "user", prompt, err) ||
-           chatml_turn(c, b, t, "assistant", NULL, err);
+    if (!system && t == FT_TEMPLATE_SMOLLM2_CHAT)
+        system = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+    const char *tail = t == FT_TEMPLATE_QWEN3_CHAT_NO_THINKING ? "<think>\n\n</think>\n\n" : NULL;
+    return (system && chatml_turn(c, b, t, "system", system, NULL, err)) ||
+           chatml_turn(c, b, t, "user", prompt, NULL, err) ||
+           chatml_turn(c, b, t, "assistant", NULL, tail, err);
 }
 
 /* Mistral-7B-Instruct-v0.3: <s> [INST] " " + [system + "\n\n"] + prompt [/INST] (no trim;
@@ -264,7 +273,12 @@ int ft_prompt_encode(const ft_text_codec *c, ft_template t, const char *system,
         case FT_TEMPLATE_LLAMA2_CHAT: rc = encode_llama2(c, &b, system, prompt, err); break;
         case FT_TEMPLATE_CHATML:
         case FT_TEMPLATE_QWEN2_CHAT:
-        case FT_TEMPLATE_QWEN25_CHAT: rc = encode_chatml(c, &b, t, system, prompt, err); break;
+        case FT_TEMPLATE_QWEN25_CHAT:
+        case FT_TEMPLATE_QWEN3_CHAT:
+        case FT_TEMPLATE_QWEN3_CHAT_NO_THINKING:
+        case FT_TEMPLATE_SMOLLM2_CHAT:
+            rc = encode_chatml(c, &b, t, system, prompt, err);
+            break;
         case FT_TEMPLATE_MISTRAL_CHAT: rc = encode_mistral(c, &b, system, prompt, err); break;
         }
     }
@@ -289,7 +303,9 @@ int ft_prompt_stop_ids(const ft_text_codec *c, ft_template t, int32_t *stops, in
         if (eot >= 0 && eot != c->eos)
             stops[n++] = eot;
     }
-    if ((t == FT_TEMPLATE_CHATML || t == FT_TEMPLATE_QWEN2_CHAT || t == FT_TEMPLATE_QWEN25_CHAT) &&
+    if ((t == FT_TEMPLATE_CHATML || t == FT_TEMPLATE_QWEN2_CHAT || t == FT_TEMPLATE_QWEN25_CHAT ||
+         t == FT_TEMPLATE_QWEN3_CHAT || t == FT_TEMPLATE_QWEN3_CHAT_NO_THINKING ||
+         t == FT_TEMPLATE_SMOLLM2_CHAT) &&
         c->tok && n < max) {
         int32_t end = ft_tokenizer_token_id(c->tok, "<|im_end|>"); /* Qwen's EOS is <|endoftext|> */
         if (end >= 0 && end != c->eos)

@@ -17,6 +17,10 @@
  *   llama31-chat  the same, always opening with the Llama 3.1 dated system block
  *                 ("Cutting Knowledge Date: ..." then the system message)
  *   llama2-chat   <s> "[INST] " trim([<<SYS>>\n{system}\n<</SYS>>\n\n]{prompt}) " [/INST]"
+ *   qwen3-chat    ChatML without a default system turn, the open turn
+ *                 <|im_start|> "assistant\n" (transformers' enable_thinking default: the model
+ *                 opens its own <think> block); qwen3-chat-no-thinking adds the empty block
+ *                 "<think>\n\n</think>\n\n" (enable_thinking=False)
  */
 #ifndef FT_GENERATE_PROMPT_H
 #define FT_GENERATE_PROMPT_H
@@ -40,10 +44,15 @@ typedef enum ft_template {
     FT_TEMPLATE_QWEN2_CHAT,   /* ChatML + "You are a helpful assistant." when no system */
     FT_TEMPLATE_QWEN25_CHAT,  /* ChatML + Qwen2.5's default system prompt */
     FT_TEMPLATE_MISTRAL_CHAT, /* Mistral v0.3: <s>[INST] [system\n\n]prompt[/INST] */
+    FT_TEMPLATE_QWEN3_CHAT,   /* ChatML, Qwen3 with thinking enabled (no default system) */
+    FT_TEMPLATE_QWEN3_CHAT_NO_THINKING, /* the same + an empty <think></think> block */
+    FT_TEMPLATE_SMOLLM2_CHAT, /* ChatML + SmolLM2-Instruct's default system prompt */
 } ft_template;
 
-/* "none" | "alpaca" | "llama3-chat" | "llama31-chat" | "llama2-chat" | "chatml" |
- * "qwen2-chat" | "qwen2.5-chat" | "mistral-chat"; -1 if unknown. */
+/* "none" | "alpaca" | "llama3-chat" | "llama31-chat" (or "llama3.1-chat", ftmpi-prep's and
+ * ft_chat_template_match's spelling) | "llama2-chat" | "chatml" | "qwen2-chat" |
+ * "qwen2.5-chat" | "mistral-chat" | "qwen3-chat" | "qwen3-chat-no-thinking" | "smollm2-chat";
+ * -1 if unknown. */
 int ft_template_parse(const char *name, ft_template *t);
 const char *ft_template_name(ft_template t);
 

@@ -60,11 +60,12 @@ static void project_rotate(ft_model *m, void *z, void *z_raw, float *rstd, const
     void *proj = norm_w ? z_raw : z;
     linear_fwd(m, proj, a, w, N, out, H, 0.0f);
     if (bias)
-        be->ops->bias_add(be, m->dt, proj, bias, N, out);
+        be->ops->bias_add(be, m->dt, m->dt, proj, bias, N, out);
     if (norm_w)
         be->ops->rmsnorm_fwd(be, m->dt, z, rstd, proj, norm_w, N * n_heads, c->head_dim,
                              (float)c->rms_norm_eps);
-    be->ops->rope(be, m->dt, z, m->rope_cos, m->rope_sin, m->in.pos, N, n_heads, c->head_dim, false);
+    be->ops->rope(be, m->dt, z, m->rope_cos, m->rope_sin, m->in.pos, N, n_heads,
+                  (ft_rope_shape){ c->head_dim, c->head_dim, false }, false);
 }
 
 /* Backward of project_rotate given dz (the attention's dq or dk; destroyed):
@@ -79,7 +80,8 @@ static void project_rotate_bwd(ft_model *m, void *da, void *dw, void *db, void *
     const ft_model_config *c = &m->layout.config;
     const int N = m->in.tokens, H = c->hidden_size, out = n_heads * c->head_dim;
     /* The rotation is orthogonal: its backward is the rotation by -angle. */
-    be->ops->rope(be, m->dt, dz, m->rope_cos, m->rope_sin, m->in.pos, N, n_heads, c->head_dim, true);
+    be->ops->rope(be, m->dt, dz, m->rope_cos, m->rope_sin, m->in.pos, N, n_heads,
+                  (ft_rope_shape){ c->head_dim, c->head_dim, false }, true);
     void *dproj = dz;
     if (norm_w) {
         be->ops->zero(be, dz_raw, (size_t)N * out * m->esize);
@@ -110,7 +112,7 @@ void ft_block_forward(ft_model *m, const ft_block_params *p, const void *x, void
                    p->w[FT_BLK_K_NORM], c->num_key_value_heads);
     linear_fwd(m, a->v, a->xn1, p->w[FT_BLK_V], N, KV, H, 0.0f);
     if (p->w[FT_BLK_V_BIAS])
-        be->ops->bias_add(be, m->dt, a->v, p->w[FT_BLK_V_BIAS], N, KV);
+        be->ops->bias_add(be, m->dt, m->dt, a->v, p->w[FT_BLK_V_BIAS], N, KV);
     be->ops->attention_fwd(be, m->dt, a->att, a->lse, a->q, a->k, a->v, seg, m->attn);
     be->ops->copy(be, a->h, x, (size_t)N * H * m->esize);
     linear_fwd(m, a->h, a->att, p->w[FT_BLK_O], N, H, Q, 1.0f);

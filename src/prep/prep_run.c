@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "io/dataset.h"
-#include "prep/prep_chat_template.h"
+#include "tokenizer/chat_template.h"
 #include "prep/prep_comm.h"
 #include "prep/prep_writer.h"
 
@@ -322,8 +322,10 @@ int prep_run(const prep_options *o, MPI_Comm comm, ft_error *err)
      * one ftmpi knows; an unknown one is an error rather than a silent guess. */
     prep_template_kind kind = o->template_kind;
     rc = 0;
-    if (fmt == PREP_FORMAT_CHAT && kind == PREP_TPL_AUTO)
-        rc = prep_chat_template_detect(o->tokenizer, &kind, err) < 0 ? -1 : 0;
+    const char *known = NULL;
+    if (fmt == PREP_FORMAT_CHAT && kind == PREP_TPL_AUTO &&
+        (rc = ft_chat_template_detect(o->tokenizer, &known, err)) > 0)
+        rc = prep_template_parse(known, &kind) ? ft_fail(err, "internal: template %s", known) : 0;
     if (rc == 0)
         rc = prep_template_init(&tpl, fmt, kind, o->prompt_template,
                             o->prompt_template_no_input, tok, o->eos_token, err);

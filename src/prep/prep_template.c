@@ -204,6 +204,8 @@ static int render_instruction(const prep_template *t, const char *ins, size_t in
 typedef struct chat_msg {
     const char *role, *content;
     size_t content_len;
+    const char *reasoning; /* "reasoning_content" (Qwen3), NULL when absent or null */
+    size_t reasoning_len;
 } chat_msg;
 
 /* Validates messages: a non-empty array of {role, content} strings with at least one
@@ -238,8 +240,14 @@ static int get_messages(json_t *obj, chat_msg **out, size_t *n, ft_error *err)
             free(msgs);
             return ft_fail(err, "messages[%zu]: a system message may only come first", i);
         }
+        json_t *reasoning = json_object_get(e, "reasoning_content");
+        if (reasoning && !json_is_null(reasoning) && !json_is_string(reasoning)) {
+            free(msgs);
+            return ft_fail(err, "messages[%zu]: \"reasoning_content\" is not a string or null", i);
+        }
         any_assistant |= strcmp(rs, "assistant") == 0;
-        msgs[i] = (chat_msg){ rs, json_string_value(content), json_string_length(content) };
+        msgs[i] = (chat_msg){ rs, json_string_value(content), json_string_length(content),
+                              json_string_value(reasoning), json_string_length(reasoning) };
     }
     if (!any_assistant) {
         free(msgs);
@@ -296,6 +304,8 @@ static const char *chatml_default_system(prep_template_kind k)
         return "You are a helpful assistant.";
     if (k == PREP_TPL_QWEN25_CHAT)
         return "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+    if (k == PREP_TPL_SMOLLM2_CHAT)
+        return "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
     return NULL;
 }
 
@@ -320,6 +330,124 @@ static int render_chatml(const prep_template *t, const chat_msg *m, size_t n, pr
     for (size_t i = 0; i < n; i++)
         if (chatml_message(t, r, m[i].role, m[i].content, m[i].content_len, err))
             return -1;
+    return 0;
+}
+
+/* ---- Qwen3 ---- */
+
+static bool has_prefix(const char *s, size_t n, const char *p)
+{
+    size_t k = strlen(p);
+    return n >= k && memcmp(s, p, k) == 0;
+}
+
+static bool has_suffix(const char *s, size_t n, const char *p)
+{
+    size_t k = strlen(p);
+    return n >= k && memcmp(s + n - k, p, k) == 0;
+}
+
+/* First / last occurrence of the NUL-terminated needle in s[0..n), NULL if none. */
+static const char *find_first(const char *s, size_t n, const char *needle)
+{
+    size_t k = strlen(needle);
+    for (size_t i = 0; i + k <= n; i++)
+        if (memcmp(s + i, needle, k) == 0)
+            return s + i;
+    return NULL;
+}
+
+static const char *find_last(const char *s, size_t n, const char *needle)
+{
+    size_t k = strlen(needle);
+    for (size_t i = n >= k ? n - k + 1 : 0; i-- > 0;)
+        if (memcmp(s + i, needle, k) == 0)
+            return s + i;
+    return NULL;
+}
+
+/* Python's lstrip('\n') / rstrip('\n'). */
+static void lstrip_nl(const char **s, size_t *n)
+{
+    while (*n && **s == '\n')
+        ++*s, --*n;
+}
+
+static void rstrip_nl(const char *s, size_t *n)
+{
+    (void)s;
+    while (*n && s[*n - 1] == '\n')
+        --*n;
+}
+
+/* Qwen3's chat_template for an assistant message: the reasoning is reasoning_content when
+ * given, else the text between the last <think> before the first </think> and that </think>,
+ * and the content what follows the last </think>; both lose their newlines at the seams. */
+static void qwen3_split(const chat_msg *m, const char **c, size_t *cn, const char **r, size_t *rn)
+{
+    *c = m->content, *cn = m->content_len, *r = "", *rn = 0;
+    if (m->reasoning) {
+        *r = m->reasoning, *rn = m->reasoning_len;
+        return;
+    }
+    const char *last_end = find_last(m->content, m->content_len, "</think>");
+    if (!last_end)
+        return;
+    *c = last_end + 8;
+    *cn = m->content_len - (size_t)(*c - m->content);
+    lstrip_nl(c, cn);
+    const char *first_end = find_first(m->content, m->content_len, "</think>");
+    size_t before = (size_t)(first_end - m->content);
+    rstrip_nl(m->content, &before);
+    const char *open = find_last(m->content, before, "<think>");
+    *r = open ? open + 7 : m->content;
+    *rn = before - (size_t)(*r - m->content);
+    lstrip_nl(r, rn);
+}
+
+/* Qwen3-*: ChatML without a default system turn. Assistant turns after the last user message
+ * (one that is not a "<tool_response>...</tool_response>") open with
+ * "<think>\n" reasoning "\n</think>\n\n" when they are the last message or have reasoning;
+ * earlier turns lose their reasoning (the template strips it from the history). Targets: the
+ * assistant content and its <|im_end|>, and a think block that holds reasoning (the model
+ * writes it); an empty think block is prompt, as the enable_thinking=false generation prompt
+ * puts it in front of the answer. */
+static int render_qwen3(const prep_template *t, const chat_msg *m, size_t n, prep_render *r,
+                        ft_error *err)
+{
+    size_t last_query = n - 1;
+    for (size_t i = n; i-- > 0;)
+        if (strcmp(m[i].role, "user") == 0 &&
+            !(has_prefix(m[i].content, m[i].content_len, "<tool_response>") &&
+              has_suffix(m[i].content, m[i].content_len, "</tool_response>"))) {
+            last_query = i;
+            break;
+        }
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(m[i].role, "assistant") != 0) {
+            if (chatml_message(t, r, m[i].role, m[i].content, m[i].content_len, err))
+                return -1;
+            continue;
+        }
+        const char *c, *rs;
+        size_t cn, rn;
+        qwen3_split(&m[i], &c, &cn, &rs, &rn);
+        if (add_special(r, t->im_start, false, err) || add_cstr(r, "assistant\n", false, err))
+            return -1;
+        if (i > last_query && (i == n - 1 || rn > 0)) {
+            while (rn && rs[0] == '\n') /* reasoning_content.strip('\n') */
+                rs++, rn--;
+            rstrip_nl(rs, &rn);
+            lstrip_nl(&c, &cn);
+            bool think = rn > 0;
+            if (add_cstr(r, "<think>\n", think, err) || add_text(r, rs, rn, think, err) ||
+                add_cstr(r, "\n</think>\n\n", think, err))
+                return -1;
+        }
+        if (add_text(r, c, cn, true, err) || add_special(r, t->eos, true, err) ||
+            add_cstr(r, "\n", false, err))
+            return -1;
+    }
     return 0;
 }
 
@@ -455,6 +583,7 @@ int prep_render_json(const prep_template *t, json_t *obj, prep_render *r, ft_err
         if (get_messages(obj, &m, &n, err))
             return -1;
         int rc = t->kind == PREP_TPL_MISTRAL_CHAT ? render_mistral(t, m, n, r, err)
+                 : t->kind == PREP_TPL_QWEN3_CHAT  ? render_qwen3(t, m, n, r, err)
                  : t->kind == PREP_TPL_LLAMA2_CHAT ? render_llama2(t, m, n, r, err)
                  : t->im_start >= 0              ? render_chatml(t, m, n, r, err)
                                                  : render_llama3(t, m, n, r, err);
@@ -533,6 +662,8 @@ int prep_template_parse(const char *s, prep_template_kind *k)
         { "qwen2-chat", PREP_TPL_QWEN2_CHAT },
         { "qwen2.5-chat", PREP_TPL_QWEN25_CHAT },
         { "mistral-chat", PREP_TPL_MISTRAL_CHAT },
+        { "qwen3-chat", PREP_TPL_QWEN3_CHAT },
+        { "smollm2-chat", PREP_TPL_SMOLLM2_CHAT },
     };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (strcmp(s, names[i].name) == 0) {
@@ -595,7 +726,8 @@ static bool compatible(prep_format f, prep_template_kind k)
     case PREP_FORMAT_CHAT:
         return k == PREP_TPL_LLAMA3_CHAT || k == PREP_TPL_LLAMA31_CHAT ||
                k == PREP_TPL_LLAMA2_CHAT || k == PREP_TPL_CHATML || k == PREP_TPL_QWEN2_CHAT ||
-               k == PREP_TPL_QWEN25_CHAT || k == PREP_TPL_MISTRAL_CHAT;
+               k == PREP_TPL_QWEN25_CHAT || k == PREP_TPL_MISTRAL_CHAT || k == PREP_TPL_QWEN3_CHAT ||
+               k == PREP_TPL_SMOLLM2_CHAT;
     case PREP_FORMAT_TEXT: return k == PREP_TPL_TEXT;
     case PREP_FORMAT_AUTO: break;
     }
@@ -634,7 +766,7 @@ int prep_template_init(prep_template *t, prep_format format, prep_template_kind 
     if (!compatible(format, kind))
         return ft_fail(err, "template does not fit %s records (alpaca/dolly/samsum: alpaca; "
                        "chat: llama3-chat, llama3.1-chat, llama2-chat, chatml, qwen2-chat, "
-                       "qwen2.5-chat, mistral-chat; text: text)",
+                       "qwen2.5-chat, qwen3-chat, smollm2-chat, mistral-chat; text: text)",
                        prep_format_name(format));
     if ((prompt_file || prompt_file_no_input) && kind != PREP_TPL_ALPACA)
         return ft_fail(err, "--prompt-template only applies to alpaca, dolly and samsum records");
@@ -649,7 +781,8 @@ int prep_template_init(prep_template *t, prep_format format, prep_template_kind 
                        "<|end_header_id|> and <|eot_id|> special tokens; this tokenizer lacks "
                        "them (use --template llama2-chat for a Llama 2 tokenizer)");
     bool chatml = kind == PREP_TPL_CHATML || kind == PREP_TPL_QWEN2_CHAT ||
-                  kind == PREP_TPL_QWEN25_CHAT;
+                  kind == PREP_TPL_QWEN25_CHAT || kind == PREP_TPL_QWEN3_CHAT ||
+                  kind == PREP_TPL_SMOLLM2_CHAT;
     if (chatml && !has_chatml)
         return ft_fail(err, "the ChatML templates need <|im_start|> and <|im_end|> special "
                        "tokens; this tokenizer lacks them (name another template with --template)");
@@ -684,7 +817,8 @@ int prep_template_init(prep_template *t, prep_format format, prep_template_kind 
 
     static const char *const attr[] = { "", "alpaca", "chat-llama3", "chat-llama3.1",
                                         "chat-llama2", "text", "chat-chatml", "chat-qwen2",
-                                        "chat-qwen2.5", "chat-mistral" };
+                                        "chat-qwen2.5", "chat-mistral", "chat-qwen3",
+                                        "chat-smollm2" };
     snprintf(t->name, sizeof t->name, "%s%s", attr[kind],
              prompt_file || prompt_file_no_input ? "-custom" : "");
     if (kind == PREP_TPL_ALPACA) {

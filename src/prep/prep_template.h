@@ -42,6 +42,9 @@ typedef enum prep_template_kind {
     PREP_TPL_QWEN2_CHAT,   /* ChatML + default system "You are a helpful assistant." */
     PREP_TPL_QWEN25_CHAT,  /* ChatML + Qwen2.5's default system ("You are Qwen, ...") */
     PREP_TPL_MISTRAL_CHAT, /* Mistral v0.3: <s>[INST] ...[/INST] answer</s> */
+    PREP_TPL_QWEN3_CHAT,   /* ChatML + Qwen3's <think> blocks (reasoning kept after the last
+                            * user turn, stripped before it) */
+    PREP_TPL_SMOLLM2_CHAT, /* ChatML + SmolLM2-Instruct's default system prompt */
 } prep_template_kind;
 
 /* One piece: special >= 0 is a token id; otherwise text [off, off+len) of the render's text. */

@@ -127,15 +127,25 @@ static int parse_normalizer(ft_tokenizer *t, json_t *n, const char *where, ft_er
 
 /* ------------------------------------------------------------------ pre-tokenizer */
 
-static int set_split_regex(ft_tokenizer *t, const char *pattern, size_t n, const char *where,
+static int add_stage(ft_tokenizer *t, tok_stage st, const char *where, ft_error *err)
+{
+    if (t->n_stages == TOK_MAX_STAGES) {
+        pcre2_code_free(st.re);
+        return ft_fail(err, "%s: %s: more than %d pre-tokenizer stages are not supported", t->name,
+                       where, TOK_MAX_STAGES);
+    }
+    t->stages[t->n_stages++] = st;
+    return 0;
+}
+
+static int add_regex_stage(ft_tokenizer *t, const char *pattern, size_t n, const char *where,
                            ft_error *err)
 {
-    if (t->split_re)
-        return ft_fail(err, "%s: %s: only one regex split stage is supported", t->name, where);
     char why[512];
-    if (tok_regex_compile(pattern, n, &t->split_re, why, sizeof why) < 0)
+    tok_stage st = {.kind = TOK_STAGE_REGEX};
+    if (tok_regex_compile(pattern, n, &st.re, why, sizeof why) < 0)
         return ft_fail(err, "%s: %s.pattern: %s", t->name, where, why);
-    return 0;
+    return add_stage(t, st, where, err);
 }
 
 static int bool_field(json_t *obj, const char *key, bool dflt)
@@ -176,7 +186,7 @@ static int parse_pre_tokenizer(ft_tokenizer *t, json_t *p, const char *where, ft
         json_t *re = json_object_get(pat, "Regex");
         json_t *lit = json_object_get(pat, "String");
         if (json_is_string(re))
-            return set_split_regex(t, json_string_value(re), json_string_length(re), where, err);
+            return add_regex_stage(t, json_string_value(re), json_string_length(re), where, err);
         if (json_is_string(lit)) {
             /* A literal: escape every ASCII punctuation character for the regex. */
             tok_buf esc = {0};
@@ -195,30 +205,42 @@ static int parse_pre_tokenizer(ft_tokenizer *t, json_t *p, const char *where, ft
             else if (rc < 0)
                 rc = ft_fail(err, "%s: %s: out of memory", t->name, where);
             else
-                rc = set_split_regex(t, esc.data, esc.len, where, err);
+                rc = add_regex_stage(t, esc.data, esc.len, where, err);
             tok_buf_free(&esc);
             return rc;
         }
         return ft_fail(err, "%s: %s.pattern: expected {\"Regex\": \"...\"} or {\"String\": \"...\"}",
                        t->name, where);
     }
+    if (strcmp(type, "Digits") == 0) {
+        bool individual = bool_field(p, "individual_digits", false);
+        if (t->metaspace != TOK_META_NONE)
+            return ft_fail(err, "%s: %s: Digits after Metaspace is not supported", t->name, where);
+        if (t->byte_level) /* HF splits the byte-level spelling: see tok_stage */
+            return add_stage(t, (tok_stage){.kind = TOK_STAGE_BYTE_DIGITS, .individual = individual},
+                             where, err);
+        return individual ? add_regex_stage(t, "\\p{N}", 5, where, err)
+                          : add_regex_stage(t, "\\p{N}+", 6, where, err);
+    }
     if (strcmp(type, "ByteLevel") == 0) {
-        if (bool_field(p, "add_prefix_space", false)) {
-            if (t->split_re)
-                return ft_fail(err, "%s: %s.add_prefix_space: true after a Split is not supported",
-                               t->name, where);
-            t->prefix_space = true;
-        }
+        if (t->byte_level)
+            return ft_fail(err, "%s: %s: a second ByteLevel is not supported", t->name, where);
+        if (t->metaspace != TOK_META_NONE)
+            return ft_fail(err, "%s: %s: ByteLevel after Metaspace is not supported", t->name, where);
         t->byte_level = true;
+        /* HF: per piece, the prefix space first, then the GPT-2 regex. */
+        if (bool_field(p, "add_prefix_space", false) &&
+            add_stage(t, (tok_stage){.kind = TOK_STAGE_PREFIX_SPACE}, where, err) < 0)
+            return -1;
         if (bool_field(p, "use_regex", true))
-            return set_split_regex(t, gpt2_pattern, sizeof gpt2_pattern - 1, where, err);
+            return add_regex_stage(t, gpt2_pattern, sizeof gpt2_pattern - 1, where, err);
         return 0;
     }
     if (strcmp(type, "Metaspace") == 0) {
         /* Mistral v0.3 style; the Llama 2 legacy layout does the same with normalizers. */
         const char *rep = json_string_value(json_object_get(p, "replacement"));
         const char *scheme = json_string_value(json_object_get(p, "prepend_scheme"));
-        if (t->byte_level || t->split_re || t->metaspace != TOK_META_NONE)
+        if (t->byte_level || t->n_stages > 0 || t->metaspace != TOK_META_NONE)
             return ft_fail(err, "%s: %s: Metaspace combined with another pre-tokenizer is not "
                                 "supported", t->name, where);
         if (!rep || strcmp(rep, "\xe2\x96\x81") != 0)
@@ -240,7 +262,7 @@ static int parse_pre_tokenizer(ft_tokenizer *t, json_t *p, const char *where, ft
         return 0;
     }
     return ft_fail(err, "%s: %s: pre_tokenizer type \"%s\" is not supported (supported: Sequence, "
-                        "Split with behavior Isolated, ByteLevel, Metaspace with split false)",
+                        "Split with behavior Isolated, Digits, ByteLevel, Metaspace with split false)",
                    t->name, where, type);
 }
 
@@ -336,9 +358,9 @@ int tok_config_pipeline(ft_tokenizer *t, json_t *root, ft_error *err)
     if (parse_normalizer(t, json_object_get(root, "normalizer"), "normalizer", err) < 0 ||
         parse_pre_tokenizer(t, json_object_get(root, "pre_tokenizer"), "pre_tokenizer", err) < 0)
         return -1;
-    if (t->split_re && !t->byte_level)
-        return ft_fail(err, "%s: pre_tokenizer: a regex Split without ByteLevel is not supported",
-                       t->name);
+    if (t->n_stages > 0 && !t->byte_level)
+        return ft_fail(err, "%s: pre_tokenizer: a Split or Digits without ByteLevel is not "
+                            "supported", t->name);
     json_t *dec = json_object_get(root, "decoder");
     t->has_decoder = dec && !json_is_null(dec);
     if (t->has_decoder && parse_decoder(t, dec, "decoder", err) < 0)

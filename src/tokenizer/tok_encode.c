@@ -17,7 +17,10 @@ void ft_tok_scratch_free(ft_tok_scratch *s)
 {
     if (!s)
         return;
-    pcre2_match_data_free(s->match);
+    for (size_t i = 0; i < TOK_MAX_STAGES; i++) {
+        pcre2_match_data_free(s->match[i]);
+        tok_buf_free(&s->prefixed[i]);
+    }
     pcre2_match_context_free(s->mctx);
     pcre2_jit_stack_free(s->jit_stack);
     free(s->raw_spans.data);
@@ -94,13 +97,6 @@ static int encode_segment(const ft_tokenizer *t, ft_tok_scratch *s, const char *
         size_t piece_len = spans[i].end - spans[i].start;
         if (t->metaspace != TOK_META_NONE) {
             if (metaspace(t, &s->metaspaced, piece, piece_len, at_start && spans[i].start == 0) < 0)
-                return ft_fail(err, "%s: encode: out of memory", t->name);
-            piece = s->metaspaced.data;
-            piece_len = s->metaspaced.len;
-        } else if (t->prefix_space && piece_len > 0 && piece[0] != ' ') {
-            s->metaspaced.len = 0;
-            if (tok_buf_append(&s->metaspaced, " ", 1) < 0 ||
-                tok_buf_append(&s->metaspaced, piece, piece_len) < 0)
                 return ft_fail(err, "%s: encode: out of memory", t->name);
             piece = s->metaspaced.data;
             piece_len = s->metaspaced.len;

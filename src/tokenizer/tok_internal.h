@@ -4,7 +4,7 @@
  *   text --split on added tokens (tok_specials.c)--> segments
  *        --normalizer per segment (tok_normalize.c)--> normalized segment
  *        --split on normalized added tokens (tok_specials.c)--> pieces of text
- *        --pre-tokenizer regex (tok_pretokenize.c)--> pre-tokens
+ *        --pre-tokenizer stages (tok_pretokenize.c)--> pre-tokens
  *        --BPE model (tok_bpe.c)--> ids
  * tok_encode.c drives it, tok_decode.c runs the decoder chain, tok_load.c and
  * tok_config.c build this struct from tokenizer.json. */
@@ -75,6 +75,25 @@ typedef struct tok_dec_step {
     size_t start, stop; /* Strip: at most this many characters at each end */
 } tok_dec_step;
 
+/* One splitting stage of the pre-tokenizer. HF runs a Sequence's pre-tokenizers in order, each
+ * on every piece the one before made; the stages keep that order:
+ *   REGEX         Split(Regex|String, Isolated), Digits before ByteLevel (\p{N} or \p{N}+: HF's
+ *                 Digits tests Rust's char::is_numeric, the Unicode N categories), and the
+ *                 GPT-2 regex of ByteLevel(use_regex=true)
+ *   PREFIX_SPACE  ByteLevel(add_prefix_space=true): ' ' in front of a piece not starting with one
+ *   BYTE_DIGITS   Digits after ByteLevel: HF then sees the byte alphabet, whose numeric
+ *                 characters are the bytes '0'-'9' and 0xB2 0xB3 0xB9 0xBC-0xBE (spelled ² ³ ¹
+ *                 ¼ ½ ¾), so the split is on those bytes, even inside a UTF-8 sequence. */
+typedef enum { TOK_STAGE_REGEX, TOK_STAGE_PREFIX_SPACE, TOK_STAGE_BYTE_DIGITS } tok_stage_kind;
+
+typedef struct tok_stage {
+    tok_stage_kind kind;
+    pcre2_code *re;  /* REGEX: owned */
+    bool individual; /* BYTE_DIGITS: each numeric byte alone (else runs of them) */
+} tok_stage;
+
+enum { TOK_MAX_STAGES = 8 };
+
 /* TOK_ID_RESPELLED: an added token whose spelling for decode is its norm_content. */
 enum { TOK_ID_PRESENT = 1, TOK_ID_ADDED = 2, TOK_ID_SPECIAL = 4, TOK_ID_RESPELLED = 8 };
 
@@ -102,9 +121,6 @@ struct ft_tokenizer {
     /* Metaspace pre-tokenizer (Mistral v0.3; split false): ' ' -> U+2581 in each segment, and
      * a U+2581 prepended per prepend_scheme unless the segment already starts with one. */
     enum { TOK_META_NONE, TOK_META_NEVER, TOK_META_FIRST, TOK_META_ALWAYS } metaspace;
-    /* ByteLevel add_prefix_space (GPT-2/RoBERTa style): a ' ' in front of every text piece
-     * that does not start with one (only without an earlier Split, where HF adds it per split). */
-    bool prefix_space;
     int32_t unk_id;              /* -1 if none */
     int32_t byte_char_id[256];   /* byte-level: id of the one-byte token, -1 if missing */
     int32_t byte_fallback_id[256]; /* id of "<0xXX>", -1 if missing */
@@ -117,7 +133,9 @@ struct ft_tokenizer {
     tok_norm_step *norm;
     size_t n_norm;
 
-    pcre2_code *split_re; /* NULL: a whole segment is one pre-token */
+    /* Pre-tokenizer stages of a byte-level model, in order (none: a segment is one pre-token). */
+    tok_stage stages[TOK_MAX_STAGES];
+    size_t n_stages;
 
     bool has_decoder; /* false: HF joins token strings with " " */
     tok_dec_step *dec;
@@ -148,12 +166,13 @@ typedef struct tok_bpe_work {
 
 struct ft_tok_scratch {
     const ft_tokenizer *t;
-    pcre2_match_data *match;
+    pcre2_match_data *match[TOK_MAX_STAGES]; /* per REGEX stage: the stages nest */
     pcre2_match_context *mctx;
     pcre2_jit_stack *jit_stack;
     tok_spans raw_spans, norm_spans;
     tok_buf normalized;
     tok_buf metaspaced; /* Metaspace output of one segment */
+    tok_buf prefixed[TOK_MAX_STAGES]; /* PREFIX_SPACE output, per stage */
     tok_bpe_work bpe;
 };
 

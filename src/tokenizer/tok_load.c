@@ -535,7 +535,8 @@ void ft_tokenizer_free(ft_tokenizer *t)
         free(t->norm[i].content);
     }
     free(t->norm);
-    pcre2_code_free(t->split_re);
+    for (size_t i = 0; i < t->n_stages; i++)
+        pcre2_code_free(t->stages[i].re);
     for (size_t i = 0; i < t->n_dec; i++) {
         free(t->dec[i].pattern);
         free(t->dec[i].content);

@@ -1,5 +1,6 @@
-/* Pre-tokenizer: HF Split(Regex, behavior "Isolated") run with PCRE2 in UTF mode (JIT when
- * available). "Isolated" means both the matches and the gaps between them are pre-tokens.
+/* Pre-tokenizer: the stages of tok_stage, each on every piece of the one before. Regex stages
+ * are HF Split(Regex, behavior "Isolated") run with PCRE2 in UTF mode (JIT when available):
+ * "Isolated" means both the matches and the gaps between them are pieces.
  *
  * HF compiles the pattern with Oniguruma, whose \s is the Unicode White_Space property
  * (U+0085 NEL included, U+FEFF BOM not). PCRE2's \s in UCP mode is "Z or h/v space" and
@@ -111,55 +112,116 @@ int tok_regex_compile(const char *pattern, size_t len, pcre2_code **out, char *w
 
 static int ensure_match_state(const ft_tokenizer *t, ft_tok_scratch *s, ft_error *err)
 {
-    if (s->match)
+    if (s->mctx) /* made last: once set, the state is complete */
         return 0;
-    s->match = pcre2_match_data_create_from_pattern(t->split_re, NULL);
-    s->mctx = pcre2_match_context_create(NULL);
+    for (size_t k = 0; k < t->n_stages; k++)
+        if (t->stages[k].re && !s->match[k] &&
+            !(s->match[k] = pcre2_match_data_create_from_pattern(t->stages[k].re, NULL)))
+            return ft_fail(err, "%s: pre_tokenizer: out of memory for the regex match state",
+                           t->name);
     /* The default JIT stack is 32 KiB on the machine stack; long whitespace runs under
      * "\s+(?!\S)" backtrack deeply, so give the JIT a heap stack that can grow to 8 MiB. */
-    s->jit_stack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, NULL);
-    if (!s->match || !s->mctx)
+    if (!s->jit_stack)
+        s->jit_stack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, NULL);
+    s->mctx = pcre2_match_context_create(NULL);
+    if (!s->mctx)
         return ft_fail(err, "%s: pre_tokenizer: out of memory for the regex match state", t->name);
     if (s->jit_stack)
         pcre2_jit_stack_assign(s->mctx, NULL, s->jit_stack);
     return 0;
 }
 
-/* Runs the split regex over a well-formed UTF-8 run. */
-static int split_run(const ft_tokenizer *t, ft_tok_scratch *s, const char *text, size_t n,
-                     tok_piece_fn fn, void *ctx, ft_error *err)
+typedef struct stage_out {
+    tok_piece_fn fn;
+    void *ctx;
+    ft_error *err;
+} stage_out;
+
+static int run_stages(const ft_tokenizer *t, ft_tok_scratch *s, size_t k, const char *text,
+                      size_t n, const stage_out *o);
+
+/* Stage k = REGEX over well-formed UTF-8: matches and the gaps between them go to stage k+1. */
+static int split_regex(const ft_tokenizer *t, ft_tok_scratch *s, size_t k, const char *text,
+                       size_t n, const stage_out *o)
 {
+    pcre2_code *re = t->stages[k].re;
+    pcre2_match_data *md = s->match[k];
     size_t pos = 0, gap = 0; /* gap: start of text not yet emitted */
     while (pos < n) {
-        int rc = pcre2_match(t->split_re, (PCRE2_SPTR)text, n, pos, PCRE2_NO_UTF_CHECK, s->match,
-                             s->mctx);
+        int rc = pcre2_match(re, (PCRE2_SPTR)text, n, pos, PCRE2_NO_UTF_CHECK, md, s->mctx);
         if (rc == PCRE2_ERROR_NOMATCH)
             break;
         if (rc < 0) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(rc, msg, sizeof msg);
-            return ft_fail(err, "%s: pre_tokenizer regex failed on a %zu-byte text: %s", t->name, n,
-                           (const char *)msg);
+            return ft_fail(o->err, "%s: pre_tokenizer regex failed on a %zu-byte text: %s",
+                           t->name, n, (const char *)msg);
         }
-        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->match);
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         size_t ms = ov[0], me = ov[1];
         if (me == ms) {
             /* An empty match yields an empty (dropped) piece; step over one character as
              * Oniguruma's iterator does, leaving it in the gap. */
             uint32_t cp;
-            int k = tok_utf8_next((const unsigned char *)text + ms, n - ms, &cp);
-            pos = ms + (size_t)(k > 0 ? k : 1);
+            int len = tok_utf8_next((const unsigned char *)text + ms, n - ms, &cp);
+            pos = ms + (size_t)(len > 0 ? len : 1);
             continue;
         }
-        if (ms > gap && (rc = fn(ctx, text + gap, ms - gap)) != 0)
+        if (ms > gap && (rc = run_stages(t, s, k + 1, text + gap, ms - gap, o)) != 0)
             return rc;
-        if ((rc = fn(ctx, text + ms, me - ms)) != 0)
+        if ((rc = run_stages(t, s, k + 1, text + ms, me - ms, o)) != 0)
             return rc;
         pos = gap = me;
     }
     if (gap < n)
-        return fn(ctx, text + gap, n - gap);
+        return run_stages(t, s, k + 1, text + gap, n - gap, o);
     return 0;
+}
+
+/* The bytes whose byte-level characters are numeric (see tok_stage). */
+static bool numeric_byte(unsigned char b)
+{
+    return (b >= '0' && b <= '9') || b == 0xB2 || b == 0xB3 || b == 0xB9 || (b >= 0xBC && b <= 0xBE);
+}
+
+/* Stage k = BYTE_DIGITS: runs of non-numeric bytes, and numeric bytes one by one or in runs. */
+static int split_byte_digits(const ft_tokenizer *t, ft_tok_scratch *s, size_t k, const char *text,
+                             size_t n, const stage_out *o)
+{
+    const unsigned char *u = (const unsigned char *)text;
+    size_t i = 0;
+    while (i < n) {
+        bool num = numeric_byte(u[i]);
+        size_t j = i + 1;
+        if (!num || !t->stages[k].individual)
+            while (j < n && numeric_byte(u[j]) == num)
+                j++;
+        int rc = run_stages(t, s, k + 1, text + i, j - i, o);
+        if (rc != 0)
+            return rc;
+        i = j;
+    }
+    return 0;
+}
+
+static int run_stages(const ft_tokenizer *t, ft_tok_scratch *s, size_t k, const char *text,
+                      size_t n, const stage_out *o)
+{
+    if (k == t->n_stages)
+        return o->fn(o->ctx, text, n);
+    switch (t->stages[k].kind) {
+    case TOK_STAGE_REGEX: return split_regex(t, s, k, text, n, o);
+    case TOK_STAGE_BYTE_DIGITS: return split_byte_digits(t, s, k, text, n, o);
+    case TOK_STAGE_PREFIX_SPACE:
+        break;
+    }
+    if (n > 0 && text[0] == ' ')
+        return run_stages(t, s, k + 1, text, n, o);
+    tok_buf *b = &s->prefixed[k];
+    b->len = 0;
+    if (tok_buf_append(b, " ", 1) < 0 || tok_buf_append(b, text, n) < 0)
+        return ft_fail(o->err, "%s: encode: out of memory", t->name);
+    return run_stages(t, s, k + 1, b->data, b->len, o);
 }
 
 int tok_pretokenize(const ft_tokenizer *t, ft_tok_scratch *s, const char *text, size_t n,
@@ -169,14 +231,14 @@ int tok_pretokenize(const ft_tokenizer *t, ft_tok_scratch *s, const char *text, 
         return 0;
     if (!t->byte_level) /* SentencePiece: the segment is one word; BPE handles stray bytes */
         return fn(ctx, text, n);
-    if (t->split_re && ensure_match_state(t, s, err) < 0)
+    if (t->n_stages > 0 && ensure_match_state(t, s, err) < 0)
         return -1;
+    stage_out o = {fn, ctx, err};
     size_t i = 0;
     while (i < n) {
         size_t good = tok_utf8_valid_prefix(text + i, n - i);
         if (good > 0) {
-            int rc = t->split_re ? split_run(t, s, text + i, good, fn, ctx, err)
-                                 : fn(ctx, text + i, good);
+            int rc = run_stages(t, s, 0, text + i, good, &o);
             if (rc != 0)
                 return rc;
             i += good;

@@ -14,11 +14,13 @@
 #include "config.h"
 #include "generate/batch.h"
 #include "generate/session.h"
+#include "tokenizer/chat_template.h"
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
 static const char usage_text[] =
     "Usage: ftmpi-generate [OPTIONS] MODEL [PROMPT]\n"
+    "       ftmpi-generate --tokenizer FILE [--template NAME] --prompt-ids [PROMPT]\n"
     "       mpirun -np N ftmpi-generate [OPTIONS] MODEL --prompts IN.jsonl --out OUT.jsonl\n"
     "\n"
     "Generate a completion of PROMPT with the Llama model in MODEL: a weights file\n"
@@ -38,19 +40,28 @@ static const char usage_text[] =
     "\n"
     "Prompt:\n"
     "  --template NAME      how the prompt is framed, exactly as ftmpi-prep frames the\n"
-    "                       training data: none (default): BOS + prompt; alpaca: the\n"
+    "                       training data: none: BOS + prompt; alpaca: the\n"
     "                       Stanford Alpaca prompt ending \"### Response:\\n\" (--input\n"
     "                       adds its \"### Input:\" block); llama3-chat, llama31-chat,\n"
     "                       llama2-chat: the Llama 3 / 3.1 / 2 chat formats; chatml,\n"
     "                       qwen2-chat, qwen2.5-chat: ChatML (<|im_start|>role ...\n"
     "                       <|im_end|>), the Qwen ones with Qwen's default system turn\n"
     "                       when --system is not given, stopping at <|im_end|>;\n"
-    "                       mistral-chat: <s>[INST] [system\\n\\n]prompt[/INST] (v0.3); a chat\n"
-    "                       template frames a user turn and the open assistant turn\n"
-    "                       (needs --tokenizer)\n"
+    "                       mistral-chat: <s>[INST] [system\\n\\n]prompt[/INST] (v0.3);\n"
+    "                       smollm2-chat: ChatML with SmolLM2-Instruct's default system\n"
+    "                       turn; qwen3-chat: ChatML, the open turn as Qwen3 with thinking\n"
+    "                       enabled; a chat template frames a user turn and the open\n"
+    "                       assistant turn (needs --tokenizer). Without --template: the\n"
+    "                       template that the tokenizer's tokenizer_config.json\n"
+    "                       chat_template is, when there is one (an unknown one is an\n"
+    "                       error: name the template), else none\n"
+    "  --no-thinking        qwen3-chat: enable_thinking=False, the open turn holds an\n"
+    "                       empty <think></think> block\n"
     "  --system TEXT        system message (chat templates)\n"
     "  --input TEXT         the input of an alpaca prompt\n"
     "  --no-bos             do not start templates none/alpaca with BOS\n"
+    "  --prompt-ids         print the framed prompt's token ids (comma-separated) and\n"
+    "                       exit; no MODEL is read (to check a template)\n"
     "\n"
     "Sampling:\n"
     "  --max-new-tokens N   stop after N generated tokens (default 128)\n"
@@ -103,6 +114,7 @@ typedef struct cli {
     const char *prompt;
     const char *system, *input;
     bool ids_mode, echo, verbose;
+    bool template_given, no_thinking, prompt_ids;
     const char *prompts_path, *out_path;
     const char *device;
 } cli;
@@ -194,10 +206,31 @@ static int parse_ids(const char *s, int32_t **ids, int *n, ft_error *err)
 enum {
     OPT_TOKENIZER = 256, OPT_BYTES, OPT_IDS, OPT_TEMPLATE, OPT_SYSTEM, OPT_INPUT, OPT_NO_BOS,
     OPT_MAX_NEW, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_EOS, OPT_IGNORE_EOS, OPT_PROMPTS,
-    OPT_OUT, OPT_PARAMS, OPT_DEVICE, OPT_CHUNK, OPT_ECHO, OPT_VERBOSE
+    OPT_OUT, OPT_PARAMS, OPT_DEVICE, OPT_CHUNK, OPT_ECHO, OPT_VERBOSE, OPT_NO_THINKING,
+    OPT_PROMPT_IDS
 };
 
-/* Returns 0 to run, -1 on a usage error, 1 after --help/--version. */
+/* Without --template, the template the tokenizer's tokenizer_config.json names (the
+ * recognition ftmpi-prep uses). Returns 0, or -2 after printing the one-line error. */
+static int template_from_tokenizer(cli *c)
+{
+    const char *name = NULL;
+    ft_error err;
+    ft_error_clear(&err);
+    int rc = ft_chat_template_detect(c->s.tokenizer_path, &name, &err);
+    if (rc < 0) {
+        fprintf(stderr, "ftmpi-generate: %s\n", err.msg);
+        return -2;
+    }
+    if (rc > 0 && ft_template_parse(name, &c->s.tmpl)) {
+        fprintf(stderr, "ftmpi-generate: internal: template %s has no prompt framing\n", name);
+        return -2;
+    }
+    return 0;
+}
+
+/* Returns 0 to run, -1 on a usage error, -2 on a runtime error (message printed), 1 after
+ * --help/--version. */
 static int parse(int argc, char **argv, cli *c)
 {
     memset(c, 0, sizeof *c);
@@ -228,6 +261,8 @@ static int parse(int argc, char **argv, cli *c)
         { "prefill-chunk", required_argument, 0, OPT_CHUNK },
         { "echo", no_argument, 0, OPT_ECHO },
         { "verbose", no_argument, 0, OPT_VERBOSE },
+        { "no-thinking", no_argument, 0, OPT_NO_THINKING },
+        { "prompt-ids", no_argument, 0, OPT_PROMPT_IDS },
         { "help", no_argument, 0, 'h' },
         { "version", no_argument, 0, 'V' },
         { 0, 0, 0, 0 },
@@ -244,8 +279,12 @@ static int parse(int argc, char **argv, cli *c)
             if (ft_template_parse(optarg, &c->s.tmpl))
                 return usage_error("--template '%s': expected none, alpaca, llama3-chat, "
                                    "llama31-chat, llama2-chat, chatml, qwen2-chat, "
-                                   "qwen2.5-chat or mistral-chat", optarg);
+                                   "qwen2.5-chat, qwen3-chat, smollm2-chat or mistral-chat",
+                                   optarg);
+            c->template_given = true;
             break;
+        case OPT_NO_THINKING: c->no_thinking = true; break;
+        case OPT_PROMPT_IDS: c->prompt_ids = true; break;
         case OPT_SYSTEM: c->system = optarg; break;
         case OPT_INPUT: c->input = optarg; break;
         case OPT_NO_BOS: c->s.no_bos = true; break;
@@ -315,16 +354,19 @@ static int parse(int argc, char **argv, cli *c)
         }
     }
     /* getopt has moved the operands (MODEL, PROMPT) to the end */
-    const int npos = argc - optind;
-    if (npos == 0)
+    const int npos = argc - optind, want = c->prompt_ids ? 1 : 2; /* --prompt-ids: no MODEL */
+    if (npos == 0 && !c->prompt_ids)
         return usage_error("%s", "no MODEL given (a weights file, checkpoint or checkpoint "
                                  "directory)");
-    if (npos > 2)
+    if (npos > want)
         return usage_error("unexpected argument '%s' (quote a prompt with spaces; put -- "
-                           "before a prompt that starts with '-')", argv[optind + 2]);
-    const char *pos[2] = { argv[optind], npos > 1 ? argv[optind + 1] : NULL };
-    c->s.model_path = pos[0];
-    c->prompt = pos[1];
+                           "before a prompt that starts with '-')", argv[optind + want]);
+    if (c->prompt_ids) {
+        c->prompt = npos > 0 ? argv[optind] : NULL;
+    } else {
+        c->s.model_path = argv[optind];
+        c->prompt = npos > 1 ? argv[optind + 1] : NULL;
+    }
     c->s.use_cuda = strcmp(c->device, "cuda") == 0;
 
     /* combinations */
@@ -339,6 +381,16 @@ static int parse(int argc, char **argv, cli *c)
     if (!c->ids_mode && !c->s.byte_tokens && !c->s.tokenizer_path)
         return usage_error("%s", "text prompts need --tokenizer FILE or --byte-tokens (or "
                                  "give token ids with --ids)");
+    if (c->prompt_ids && (!c->s.tokenizer_path || c->ids_mode || c->prompts_path))
+        return usage_error("%s", "--prompt-ids needs --tokenizer and a text prompt (not --ids, "
+                                 "--byte-tokens or --prompts)");
+    if (!c->template_given && c->s.tokenizer_path && !c->ids_mode && template_from_tokenizer(c))
+        return -2;
+    if (c->no_thinking && c->s.tmpl != FT_TEMPLATE_QWEN3_CHAT)
+        return usage_error("--no-thinking is for --template qwen3-chat (the template is %s)",
+                           ft_template_name(c->s.tmpl));
+    if (c->no_thinking)
+        c->s.tmpl = FT_TEMPLATE_QWEN3_CHAT_NO_THINKING;
     if (c->ids_mode && (c->s.tmpl != FT_TEMPLATE_NONE || c->system || c->input))
         return usage_error("%s", "--ids prompts are used verbatim: no --template, --system or "
                                  "--input");
@@ -350,7 +402,7 @@ static int parse(int argc, char **argv, cli *c)
     if (c->system && !chat)
         return usage_error("%s", "--system is for the chat templates (llama3-chat, "
                                  "llama31-chat, llama2-chat, chatml, qwen2-chat, "
-                                 "qwen2.5-chat, mistral-chat)");
+                                 "qwen2.5-chat, qwen3-chat, smollm2-chat, mistral-chat)");
     if (!c->ids_mode && c->s.byte_tokens && chat)
         return usage_error("--template %s needs --tokenizer", ft_template_name(c->s.tmpl));
     if (c->s.ignore_eos && c->s.n_eos_override >= 0)
@@ -443,6 +495,41 @@ static int run_single(const cli *c, ft_gen_session *s, ft_error *err)
     }
     free(stdin_text);
     return rc;
+}
+
+/* --prompt-ids: the framed prompt's ids, without a model (no MPI either). */
+static int print_prompt_ids(const cli *c)
+{
+    ft_error err;
+    ft_error_clear(&err);
+    ft_tokenizer *tok = NULL;
+    char *stdin_text = NULL;
+    const char *prompt = c->prompt;
+    int32_t *ids = NULL;
+    int n = 0, rc = ft_tokenizer_load(c->s.tokenizer_path, &tok, &err);
+    if (!rc && !prompt) {
+        size_t len;
+        stdin_text = read_all(stdin, &len);
+        rc = !stdin_text ? ft_fail(&err, "out of memory reading the prompt from standard input")
+             : strlen(stdin_text) != len
+                 ? ft_fail(&err, "the prompt on standard input contains a NUL byte")
+                 : 0;
+        prompt = stdin_text;
+    }
+    if (!rc) {
+        ft_text_codec codec;
+        ft_text_codec_tokenizer(&codec, tok, -1, -1);
+        codec.add_bos = !c->s.no_bos;
+        rc = ft_prompt_encode(&codec, c->s.tmpl, c->system, prompt, c->input, &ids, &n, &err);
+    }
+    if (!rc)
+        print_ids(stdout, ids, n);
+    else
+        fprintf(stderr, "ftmpi-generate: %s\n", err.msg);
+    free(ids);
+    free(stdin_text);
+    ft_tokenizer_free(tok);
+    return rc ? EXIT_RUNTIME : EXIT_OK;
 }
 
 /* ---------------------------------------------------------------- batch */
@@ -568,7 +655,9 @@ int main(int argc, char **argv)
     cli c;
     int p = parse(argc, argv, &c);
     if (p)
-        return p > 0 ? EXIT_OK : EXIT_USAGE;
+        return p > 0 ? EXIT_OK : p == -2 ? EXIT_RUNTIME : EXIT_USAGE;
+    if (c.prompt_ids)
+        return print_prompt_ids(&c);
     ft_mpi_io_env_defaults(); /* before MPI_Init: long paths (comm/mpi_io_env.h) */
     MPI_Init(&argc, &argv);
     int rank, size;

@@ -33,6 +33,76 @@ void ref_rope(double *x, const int32_t *pos, int tokens, int n_heads, int head_d
         }
 }
 
+void ref_layernorm_fwd(double *y, double *mean, double *rstd, const double *x, const double *w,
+                       const double *b, int rows, int dim, double eps)
+{
+    for (int r = 0; r < rows; r++) {
+        const double *xr = x + (size_t)r * dim;
+        double mu = 0.0, var = 0.0;
+        for (int j = 0; j < dim; j++)
+            mu += xr[j];
+        mu /= dim;
+        for (int j = 0; j < dim; j++)
+            var += (xr[j] - mu) * (xr[j] - mu);
+        var /= dim;
+        double rs = 1.0 / sqrt(var + eps);
+        if (mean)
+            mean[r] = mu;
+        if (rstd)
+            rstd[r] = rs;
+        for (int j = 0; j < dim; j++)
+            y[(size_t)r * dim + j] = (xr[j] - mu) * rs * w[j] + b[j];
+    }
+}
+
+void ref_rope_hf(double *x, const int32_t *pos, int tokens, int n_heads, ft_rope_shape r,
+                 double theta, int inverse)
+{
+    const int rd = r.rot_dim, half = rd / 2;
+    double *cosv = malloc((size_t)rd * sizeof(double)), *sinv = malloc((size_t)rd * sizeof(double));
+    double *rot = malloc((size_t)rd * sizeof(double)), *out = malloc((size_t)rd * sizeof(double));
+    for (int t = 0; t < tokens; t++) {
+        for (int i = 0; i < half; i++) {
+            double angle = pos[t] * pow(theta, -2.0 * i / rd);
+            double c = cos(angle), s = inverse ? -sin(angle) : sin(angle);
+            if (r.interleaved) { /* repeat_interleave */
+                cosv[2 * i] = cosv[2 * i + 1] = c;
+                sinv[2 * i] = sinv[2 * i + 1] = s;
+            } else { /* cat(freqs, freqs) */
+                cosv[i] = cosv[i + half] = c;
+                sinv[i] = sinv[i + half] = s;
+            }
+        }
+        for (int h = 0; h < n_heads; h++) {
+            double *xh = x + ((size_t)t * n_heads + h) * r.head_dim;
+            for (int d = 0; d < rd; d++) {
+                if (r.interleaved) /* rotate_every_two */
+                    rot[d] = d % 2 == 0 ? -xh[d + 1] : xh[d - 1];
+                else /* rotate_half */
+                    rot[d] = d < half ? -xh[d + half] : xh[d - half];
+            }
+            for (int d = 0; d < rd; d++)
+                out[d] = xh[d] * cosv[d] + rot[d] * sinv[d];
+            memcpy(xh, out, (size_t)rd * sizeof(double));
+        }
+    }
+    free(cosv);
+    free(sinv);
+    free(rot);
+    free(out);
+}
+
+/* HF's formulas, rewritten so that the far negative tail does not cancel in double:
+ * 1 + erf(z) = erfc(-z), and 1 + tanh(u) = 2 / (1 + exp(-2u)). */
+double ref_gelu(ft_gelu_kind kind, double x)
+{
+    if (kind == FT_GELU_TANH) {
+        double u = sqrt(2.0 / acos(-1.0)) * (x + 0.044715 * x * x * x);
+        return x / (1.0 + exp(-2.0 * u));
+    }
+    return 0.5 * x * erfc(-x / sqrt(2.0));
+}
+
 static int visible(const int32_t *segment, int window, int b, int T, int i, int j)
 {
     if (j > i || (window > 0 && j <= i - window))

@@ -16,6 +16,26 @@ void ref_rmsnorm_fwd(double *y, const double *x, const double *w, int rows, int 
 void ref_rope(double *x, const int32_t *pos, int tokens, int n_heads, int head_dim, double theta,
               int inverse);
 
+/* torch.nn.LayerNorm per row: y = (x - mean) / sqrt(var + eps) * w + b, var biased.
+ * mean and rstd may be NULL. */
+void ref_layernorm_fwd(double *y, double *mean, double *rstd, const double *x, const double *w,
+                       const double *b, int rows, int dim, double eps);
+
+/* Hugging Face's rotary embeddings written their way, on the first r.rot_dim dims of
+ * each head of x [tokens, n_heads*r.head_dim] (the rest pass through):
+ * x_rot * cos + rotate(x_rot) * sin with per-dimension cos/sin vectors of length
+ * rot_dim, angle_i = pos * theta^(-2i/rot_dim), i < rot_dim/2;
+ *   half-split (Llama/NeoX): rotate_half(x) = cat(-x2, x1), cos = cat(c, c);
+ *   interleaved (GPT-J):     rotate_every_two(x) = (-x1, x0, -x3, x2, ...),
+ *                            cos = repeat_interleave(c, 2).
+ * inverse: by -angle. */
+void ref_rope_hf(double *x, const int32_t *pos, int tokens, int n_heads, ft_rope_shape r,
+                 double theta, int inverse);
+
+/* gelu(x) of ft_gelu_kind in double, accurate to double rounding everywhere (the
+ * tails included). */
+double ref_gelu(ft_gelu_kind kind, double x);
+
 /* Naive attention: materialises each row of scores, masks (causal + segments +
  * the sliding window s.window: j <= i - window is masked),
  * softmax in double. lse may be NULL. A row that sees nothing gets out = 0 and

@@ -1,6 +1,8 @@
-/* Every transformer op of the CPU backend with bf16 storage against the same op in
- * fp32 on the same values: inputs are drawn, rounded to bf16 and widened, so both
- * runs see identical numbers, and the bf16 run may differ only by its roundings.
+/* Every transformer op of the CPU backend with bf16 storage (GPT-NeoX's and GPT-J's
+ * layernorm, gelu, partial or interleaved rope and bias into fp32 logits included)
+ * against the same op in fp32 on the same values: inputs are drawn, rounded to bf16
+ * and widened, so both runs see identical numbers, and the bf16 run may differ only
+ * by its roundings.
  *
  * Tolerances (max |got - want| <= rel * max |want| + abs):
  *  - an output rounded once to bf16 (8-bit mantissa, round to nearest) is within
@@ -177,8 +179,8 @@ static void test_elementwise(void **state)
     be->ops->swiglu_bwd(be, FT_DTYPE_BF16, DG.h, DU.h, D.h, G.h, U.h, n);
     expect_close(be, "swiglu_bwd dgate", DG, ONE_ROUNDING, 0);
     expect_close(be, "swiglu_bwd dup", DU, ONE_ROUNDING, 0);
-    be->ops->bias_add(be, FT_DTYPE_F32, U.f, B.f, rows, dim);
-    be->ops->bias_add(be, FT_DTYPE_BF16, U.h, B.h, rows, dim);
+    be->ops->bias_add(be, FT_DTYPE_F32, FT_DTYPE_F32, U.f, B.f, rows, dim);
+    be->ops->bias_add(be, FT_DTYPE_BF16, FT_DTYPE_BF16, U.h, B.h, rows, dim);
     expect_close(be, "bias_add", U, ONE_ROUNDING, 0);
     be->ops->bias_grad(be, FT_DTYPE_F32, FT_DTYPE_F32, DB.f, D.f, rows, dim);
     be->ops->bias_grad(be, FT_DTYPE_BF16, FT_DTYPE_BF16, DB.h, D.h, rows, dim);
@@ -200,8 +202,10 @@ static void test_elementwise(void **state)
     float *dcs = bt_upload(be, cs, 64 * hd / 2), *dsn = bt_upload(be, sn, 64 * hd / 2);
     int32_t *dpos = bt_upload_i32(be, pos, (size_t)tokens);
     for (int inv = 0; inv < 2; inv++) {
-        be->ops->rope(be, FT_DTYPE_F32, Q.f, dcs, dsn, dpos, tokens, heads, hd, inv);
-        be->ops->rope(be, FT_DTYPE_BF16, Q.h, dcs, dsn, dpos, tokens, heads, hd, inv);
+        be->ops->rope(be, FT_DTYPE_F32, Q.f, dcs, dsn, dpos, tokens, heads,
+                      (ft_rope_shape){ hd, hd, false }, inv);
+        be->ops->rope(be, FT_DTYPE_BF16, Q.h, dcs, dsn, dpos, tokens, heads,
+                      (ft_rope_shape){ hd, hd, false }, inv);
         /* the second rotation starts from a rounded first one: two roundings */
         expect_close(be, inv ? "rope inverse" : "rope", Q, (1 + inv) * ONE_ROUNDING, 0);
     }
@@ -303,12 +307,147 @@ static void test_attention_decode(void **state)
     ft_backend_destroy(be);
 }
 
+static void test_layernorm(void **state)
+{
+    (void)state;
+    ft_backend *be = bt_backend_create();
+    bt_rng r = bt_rng_make(15);
+    const int rows = 21, dim = 72;
+    const size_t n = (size_t)rows * dim;
+    pair x = pair_random(&r, n, -2, 2), w = pair_random(&r, dim, 0.5f, 1.5f);
+    pair b = pair_random(&r, dim, -0.5f, 0.5f), dy = pair_random(&r, n, -1, 1);
+    pair dx = pair_random(&r, n, -1, 1), dw = pair_random(&r, dim, -1, 1);
+    pair db = pair_random(&r, dim, -1, 1);
+    dev X = dev_of(be, x), W = dev_of(be, w), B = dev_of(be, b), DY = dev_of(be, dy);
+    dev DX = dev_of(be, dx), Y = dev_of(be, x), DW = dev_of(be, dw), DB = dev_of(be, db);
+    dev DW32 = dev_of(be, dw), DB32 = dev_of(be, db);
+    float *mu = be->ops->alloc(be, rows * 4), *rs = be->ops->alloc(be, rows * 4);
+    float *mu16 = be->ops->alloc(be, rows * 4), *rs16 = be->ops->alloc(be, rows * 4);
+    be->ops->layernorm_fwd(be, FT_DTYPE_F32, Y.f, mu, rs, X.f, W.f, B.f, rows, dim, 1e-5f);
+    be->ops->layernorm_fwd(be, FT_DTYPE_BF16, Y.h, mu16, rs16, X.h, W.h, B.h, rows, dim, 1e-5f);
+    expect_close(be, "layernorm_fwd y", Y, ONE_ROUNDING, 0);
+    expect_close_f32(be, "layernorm_fwd mean", mu16, mu, rows, 1e-6);
+    expect_close_f32(be, "layernorm_fwd rstd", rs16, rs, rows, 1e-6);
+    /* dw, db into bf16 gradients (DW.h, DB.h) and fp32 ones from bf16 activations */
+    be->ops->layernorm_bwd(be, FT_DTYPE_F32, FT_DTYPE_F32, DX.f, DW.f, DB.f, DY.f, X.f, W.f, mu,
+                           rs, rows, dim);
+    be->ops->layernorm_bwd(be, FT_DTYPE_BF16, FT_DTYPE_BF16, DX.h, DW.h, DB.h, DY.h, X.h, W.h, mu,
+                           rs, rows, dim);
+    expect_close(be, "layernorm_bwd dx (accumulated)", DX, ONE_ROUNDING, 0);
+    expect_close(be, "layernorm_bwd dw (bf16 gradient)", DW, ONE_ROUNDING, 0);
+    expect_close(be, "layernorm_bwd db (bf16 gradient)", DB, ONE_ROUNDING, 0);
+    uint16_t *dx_scratch = be->ops->alloc(be, n * 2 + 2);
+    be->ops->upload(be, dx_scratch, dx.h, n * 2);
+    be->ops->layernorm_bwd(be, FT_DTYPE_BF16, FT_DTYPE_F32, dx_scratch, DW32.f, DB32.f, DY.h, X.h,
+                           W.h, mu, rs, rows, dim);
+    expect_close_f32(be, "layernorm_bwd dw (fp32 gradient)", DW32.f, DW.f, dim, 1e-5);
+    expect_close_f32(be, "layernorm_bwd db (fp32 gradient)", DB32.f, DB.f, dim, 1e-5);
+    be->ops->free(be, dx_scratch);
+    be->ops->free(be, mu), be->ops->free(be, rs), be->ops->free(be, mu16), be->ops->free(be, rs16);
+    dev_free(be, X), dev_free(be, W), dev_free(be, B), dev_free(be, DY), dev_free(be, DX);
+    dev_free(be, Y), dev_free(be, DW), dev_free(be, DB), dev_free(be, DW32), dev_free(be, DB32);
+    pair_free(x), pair_free(w), pair_free(b), pair_free(dy), pair_free(dx), pair_free(dw);
+    pair_free(db);
+    ft_backend_destroy(be);
+}
+
+static void test_gelu(void **state)
+{
+    (void)state;
+    ft_backend *be = bt_backend_create();
+    bt_rng r = bt_rng_make(16);
+    const size_t n = 1037;
+    pair x = pair_random(&r, n, -5, 5), d = pair_random(&r, n, -1, 1);
+    for (int kind = FT_GELU_ERF; kind <= FT_GELU_TANH; kind++) {
+        const char *fwd = kind == FT_GELU_ERF ? "gelu_fwd erf" : "gelu_fwd tanh";
+        const char *bwd = kind == FT_GELU_ERF ? "gelu_bwd erf" : "gelu_bwd tanh";
+        dev X = dev_of(be, x), O = dev_of(be, x), D = dev_of(be, d), DX = dev_of(be, d);
+        be->ops->gelu_fwd(be, FT_DTYPE_F32, (ft_gelu_kind)kind, O.f, X.f, n);
+        be->ops->gelu_fwd(be, FT_DTYPE_BF16, (ft_gelu_kind)kind, O.h, X.h, n);
+        expect_close(be, fwd, O, ONE_ROUNDING, 0);
+        be->ops->gelu_bwd(be, FT_DTYPE_F32, (ft_gelu_kind)kind, DX.f, D.f, X.f, n);
+        be->ops->gelu_bwd(be, FT_DTYPE_BF16, (ft_gelu_kind)kind, DX.h, D.h, X.h, n);
+        expect_close(be, bwd, DX, ONE_ROUNDING, 0);
+        /* in place over dout: the same bits as into a separate buffer */
+        be->ops->gelu_bwd(be, FT_DTYPE_BF16, (ft_gelu_kind)kind, D.h, D.h, X.h, n);
+        uint16_t *a = malloc(n * 2), *c = malloc(n * 2);
+        be->ops->download(be, a, D.h, n * 2), be->ops->download(be, c, DX.h, n * 2);
+        assert_memory_equal(a, c, n * 2);
+        free(a), free(c);
+        dev_free(be, X), dev_free(be, O), dev_free(be, D), dev_free(be, DX);
+    }
+    pair_free(x), pair_free(d);
+    ft_backend_destroy(be);
+}
+
+/* GPT-NeoX's partial half-split rotation and GPT-J's interleaved one. */
+static void test_rope_geometry(void **state)
+{
+    (void)state;
+    ft_backend *be = bt_backend_create();
+    bt_rng r = bt_rng_make(17);
+    const int tokens = 13, heads = 3, hd = 40, rot = 10, max_pos = 64;
+    float *cs = malloc(max_pos * rot / 2 * 4), *sn = malloc(max_pos * rot / 2 * 4);
+    for (int p = 0; p < max_pos; p++)
+        for (int i = 0; i < rot / 2; i++) {
+            double ang = p * pow(10000.0, -2.0 * i / rot);
+            cs[p * rot / 2 + i] = (float)cos(ang);
+            sn[p * rot / 2 + i] = (float)sin(ang);
+        }
+    int32_t pos[13];
+    for (int t = 0; t < tokens; t++)
+        pos[t] = (t * 11) % max_pos;
+    float *dcs = bt_upload(be, cs, (size_t)max_pos * rot / 2);
+    float *dsn = bt_upload(be, sn, (size_t)max_pos * rot / 2);
+    int32_t *dpos = bt_upload_i32(be, pos, (size_t)tokens);
+    for (int il = 0; il < 2; il++) {
+        const ft_rope_shape shape = { hd, rot, il == 1 };
+        pair q = pair_random(&r, (size_t)tokens * heads * hd, -2, 2);
+        dev Q = dev_of(be, q);
+        for (int inv = 0; inv < 2; inv++) {
+            be->ops->rope(be, FT_DTYPE_F32, Q.f, dcs, dsn, dpos, tokens, heads, shape, inv);
+            be->ops->rope(be, FT_DTYPE_BF16, Q.h, dcs, dsn, dpos, tokens, heads, shape, inv);
+            expect_close(be, il ? "rope interleaved" : "rope partial", Q,
+                         (1 + inv) * ONE_ROUNDING, 0);
+        }
+        dev_free(be, Q), pair_free(q);
+    }
+    free(cs), free(sn);
+    be->ops->free(be, dcs), be->ops->free(be, dsn), be->ops->free(be, dpos);
+    ft_backend_destroy(be);
+}
+
+/* GPT-J's lm_head: a bf16 bias added to fp32 logits, no rounding at all. */
+static void test_bias_add_into_f32(void **state)
+{
+    (void)state;
+    ft_backend *be = bt_backend_create();
+    bt_rng r = bt_rng_make(18);
+    const int rows = 7, dim = 101;
+    pair y = pair_random(&r, (size_t)rows * dim, -8, 8), b = pair_random(&r, dim, -1, 1);
+    float *y32 = bt_upload(be, NULL, (size_t)rows * dim);
+    bt_fill_uniform(y.f, y.n, &r, -8, 8); /* logits: not bf16-representable */
+    dev Y = dev_of(be, y), B = dev_of(be, b);
+    be->ops->upload(be, y32, y.f, y.n * 4);
+    be->ops->bias_add(be, FT_DTYPE_F32, FT_DTYPE_F32, Y.f, B.f, rows, dim);
+    be->ops->bias_add(be, FT_DTYPE_BF16, FT_DTYPE_F32, y32, B.h, rows, dim);
+    float *got = malloc(y.n * 4), *want = malloc(y.n * 4);
+    bt_download(be, got, y32, y.n), bt_download(be, want, Y.f, y.n);
+    assert_memory_equal(got, want, y.n * 4);
+    free(got), free(want);
+    be->ops->free(be, y32);
+    dev_free(be, Y), dev_free(be, B), pair_free(y), pair_free(b);
+    ft_backend_destroy(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul),    cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_elementwise), cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_attention), cmocka_unit_test(test_attention_decode),
+        cmocka_unit_test(test_layernorm), cmocka_unit_test(test_gelu),
+        cmocka_unit_test(test_rope_geometry), cmocka_unit_test(test_bias_add_into_f32),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

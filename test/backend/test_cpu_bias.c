@@ -46,7 +46,7 @@ static void check_bias(int rows, int dim)
 
     float *d_y = bt_upload(be, y, n), *d_b = bt_upload(be, b, dim), *d_r = bt_upload(be, r, n);
     float *d_db = bt_upload(be, db0, dim);
-    be->ops->bias_add(be, FT_DTYPE_F32, d_y, d_b, rows, dim);
+    be->ops->bias_add(be, FT_DTYPE_F32, FT_DTYPE_F32, d_y, d_b, rows, dim);
     be->ops->bias_grad(be, FT_DTYPE_F32, FT_DTYPE_F32, d_db, d_r, rows, dim);
 
     double *want = malloc(n * 8);

@@ -172,7 +172,12 @@ int main(int argc, char **argv)
     double ss = gpu->ops->sum_squares(gpu, one, 0);
     gpu->ops->rmsnorm_fwd(gpu, FT_DTYPE_F32, one, one, one, one, 0, 16, 1e-5f);
     gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, one, one, one, one, one, one, 0, 16);
-    gpu->ops->rope(gpu, FT_DTYPE_F32, one, one, one, ids, 0, 2, 8, false);
+    gpu->ops->layernorm_fwd(gpu, FT_DTYPE_F32, one, one, one, one, one, one, 0, 16, 1e-5f);
+    gpu->ops->layernorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, one, one, one, one, one, one, one,
+                            one, 0, 16);
+    gpu->ops->rope(gpu, FT_DTYPE_F32, one, one, one, ids, 0, 2, (ft_rope_shape){ 8, 8, false }, false);
+    gpu->ops->gelu_fwd(gpu, FT_DTYPE_F32, FT_GELU_ERF, one, one, 0);
+    gpu->ops->gelu_bwd(gpu, FT_DTYPE_F32, FT_GELU_TANH, one, one, one, 0);
     gpu->ops->swiglu_fwd(gpu, FT_DTYPE_F32, one, one, one, 0);
     gpu->ops->swiglu_bwd(gpu, FT_DTYPE_F32, one, one, one, one, one, 0);
     gpu->ops->embedding_fwd(gpu, FT_DTYPE_F32, one, one, ids, 0, 8);

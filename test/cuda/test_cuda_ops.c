@@ -7,8 +7,9 @@
  * norm-relative floor, so that cancellations near zero are not flagged). Ops
  * that are specified to be bit-exact on both backends (casts, embedding
  * backward, optimiser steps, rope, add/scale) are also checked bitwise, and
- * the ops that reduce (attention backward, rmsnorm backward, embedding
- * backward, sum_squares) are run twice on the GPU and must give identical bits.
+ * the ops that reduce (attention backward, rmsnorm and layernorm backward,
+ * embedding backward, sum_squares) are run twice on the GPU and must give
+ * identical bits.
  *
  * Exit status: 0 pass, 1 failure, 77 (automake SKIP) without a CUDA device.
  * FT_CUDA_TEST_DEVICE selects the device (default 0). */
@@ -354,15 +355,20 @@ static void test_rmsnorm_case(int rows, int dim)
         free(hfree[i]);
 }
 
-static void test_rope_case(int tokens, int n_heads, int head_dim)
+/* rot_dim < head_dim leaves the tail of each head alone; interleaved pairs 2i, 2i+1
+ * (GPT-J) instead of i, i + rot_dim/2. */
+static void test_rope_case(int tokens, int n_heads, int head_dim, int rot_dim, int interleaved)
 {
-    char what[96];
-    int half = head_dim / 2, max_pos = 97;
+    char what[128], geo[48];
+    const ft_rope_shape shape = { head_dim, rot_dim, interleaved != 0 };
+    int half = rot_dim / 2, max_pos = 97;
     size_t n = (size_t)tokens * n_heads * head_dim;
+    snprintf(geo, sizeof geo, "head_dim=%d rot_dim=%d%s", head_dim, rot_dim,
+             interleaved ? " interleaved" : "");
     float *ct = xmalloc((size_t)max_pos * half * 4), *stab = xmalloc((size_t)max_pos * half * 4);
     for (int p = 0; p < max_pos; p++)
         for (int i = 0; i < half; i++) {
-            double inv = pow(10000.0, -2.0 * i / head_dim);
+            double inv = pow(10000.0, -2.0 * i / rot_dim);
             ct[(size_t)p * half + i] = (float)cos(p * inv);
             stab[(size_t)p * half + i] = (float)sin(p * inv);
         }
@@ -377,17 +383,25 @@ static void test_rope_case(int tokens, int n_heads, int head_dim)
     float *gs = be_dup(gpu, stab, (size_t)max_pos * half * 4);
     int32_t *cp = be_dup(cpu, pos, (size_t)tokens * 4), *gp = be_dup(gpu, pos, (size_t)tokens * 4);
     for (int inverse = 0; inverse < 2; inverse++) {
-        cpu->ops->rope(cpu, FT_DTYPE_F32, cx, cc, cs, cp, tokens, n_heads, head_dim, inverse);
-        gpu->ops->rope(gpu, FT_DTYPE_F32, gx, gc, gs, gp, tokens, n_heads, head_dim, inverse);
+        cpu->ops->rope(cpu, FT_DTYPE_F32, cx, cc, cs, cp, tokens, n_heads, shape, inverse);
+        gpu->ops->rope(gpu, FT_DTYPE_F32, gx, gc, gs, gp, tokens, n_heads, shape, inverse);
         float *rc = be_fetch(cpu, cx, n * 4), *rg = be_fetch(gpu, gx, n * 4);
-        snprintf(what, sizeof what, "rope%s tokens=%d heads=%d head_dim=%d",
-                 inverse ? " (then inverse)" : "", tokens, n_heads, head_dim);
+        snprintf(what, sizeof what, "rope%s tokens=%d heads=%d %s",
+                 inverse ? " (then inverse)" : "", tokens, n_heads, geo);
         close_enough(what, rg, rc, n, 1e-5f);
-        snprintf(what, sizeof what, "rope%s tokens=%d heads=%d head_dim=%d bitwise",
-                 inverse ? " (then inverse)" : "", tokens, n_heads, head_dim);
+        snprintf(what, sizeof what, "rope%s tokens=%d heads=%d %s bitwise",
+                 inverse ? " (then inverse)" : "", tokens, n_heads, geo);
         bitwise(what, rg, rc, n * 4);
+        if (!inverse && rot_dim < head_dim) {
+            int same = 1;
+            for (size_t th = 0; th < (size_t)tokens * n_heads; th++)
+                same &= memcmp(rg + th * head_dim + rot_dim, x + th * head_dim + rot_dim,
+                               (size_t)(head_dim - rot_dim) * 4) == 0;
+            snprintf(what, sizeof what, "rope leaves dims past rot_dim alone %s", geo);
+            report(what, same, NULL);
+        }
         if (inverse) {
-            snprintf(what, sizeof what, "rope inverse undoes forward head_dim=%d", head_dim);
+            snprintf(what, sizeof what, "rope inverse undoes forward %s", geo);
             close_enough(what, rg, x, n, 1e-5f);
         }
         free(rc), free(rg);
@@ -397,6 +411,150 @@ static void test_rope_case(int tokens, int n_heads, int head_dim)
     gpu->ops->free(gpu, gx), gpu->ops->free(gpu, gc), gpu->ops->free(gpu, gs);
     gpu->ops->free(gpu, gp);
     free(ct), free(stab), free(pos), free(x);
+}
+
+/* ---------------------------------------------------------------- layernorm, gelu */
+
+static void test_layernorm_case(int rows, int dim)
+{
+    char what[96];
+    size_t n = (size_t)rows * dim;
+    float eps = 1e-5f;
+    float *x = host_random(n, -2, 2), *w = host_random((size_t)dim, 0.5f, 1.5f);
+    float *b = host_random((size_t)dim, -0.5f, 0.5f);
+    float *dy = host_random(n, -1, 1), *dx0 = host_random(n, -1, 1);
+    float *dw0 = host_random((size_t)dim, -1, 1), *db0 = host_random((size_t)dim, -1, 1);
+    float *cx = be_dup(cpu, x, n * 4), *cw = be_dup(cpu, w, dim * 4u), *cb = be_dup(cpu, b, dim * 4u);
+    float *gx = be_dup(gpu, x, n * 4), *gw = be_dup(gpu, w, dim * 4u), *gb = be_dup(gpu, b, dim * 4u);
+    float *cy = cpu->ops->alloc(cpu, n * 4), *gy = gpu->ops->alloc(gpu, n * 4);
+    float *cm = cpu->ops->alloc(cpu, rows * 4u), *gm = gpu->ops->alloc(gpu, rows * 4u);
+    float *cr = cpu->ops->alloc(cpu, rows * 4u), *gr = gpu->ops->alloc(gpu, rows * 4u);
+    cpu->ops->layernorm_fwd(cpu, FT_DTYPE_F32, cy, cm, cr, cx, cw, cb, rows, dim, eps);
+    gpu->ops->layernorm_fwd(gpu, FT_DTYPE_F32, gy, gm, gr, gx, gw, gb, rows, dim, eps);
+    float *ry_c = be_fetch(cpu, cy, n * 4), *ry_g = be_fetch(gpu, gy, n * 4);
+    float *rm_c = be_fetch(cpu, cm, rows * 4u), *rm_g = be_fetch(gpu, gm, rows * 4u);
+    float *rr_c = be_fetch(cpu, cr, rows * 4u), *rr_g = be_fetch(gpu, gr, rows * 4u);
+    snprintf(what, sizeof what, "layernorm_fwd y rows=%d dim=%d", rows, dim);
+    close_enough(what, ry_g, ry_c, n, 1e-4f);
+    snprintf(what, sizeof what, "layernorm_fwd mean rows=%d dim=%d", rows, dim);
+    close_enough_floor(what, rm_g, rm_c, (size_t)rows, 1e-4f, 1e-6);
+    snprintf(what, sizeof what, "layernorm_fwd rstd rows=%d dim=%d", rows, dim);
+    close_enough(what, rr_g, rr_c, (size_t)rows, 1e-4f);
+
+    float *cdy = be_dup(cpu, dy, n * 4), *gdy = be_dup(gpu, dy, n * 4);
+    float *cdx = be_dup(cpu, dx0, n * 4), *gdx = be_dup(gpu, dx0, n * 4);
+    float *cdw = be_dup(cpu, dw0, dim * 4u), *gdw = be_dup(gpu, dw0, dim * 4u);
+    float *cdb = be_dup(cpu, db0, dim * 4u), *gdb = be_dup(gpu, db0, dim * 4u);
+    /* Both backends get the CPU's statistics so the backward is compared alone. */
+    float *gmc = be_dup(gpu, rm_c, rows * 4u), *grc = be_dup(gpu, rr_c, rows * 4u);
+    cpu->ops->layernorm_bwd(cpu, FT_DTYPE_F32, FT_DTYPE_F32, cdx, cdw, cdb, cdy, cx, cw, cm, cr,
+                            rows, dim);
+    gpu->ops->layernorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, gdx, gdw, gdb, gdy, gx, gw, gmc, grc,
+                            rows, dim);
+    float *rdx_c = be_fetch(cpu, cdx, n * 4), *rdx_g = be_fetch(gpu, gdx, n * 4);
+    float *rdw_c = be_fetch(cpu, cdw, dim * 4u), *rdw_g = be_fetch(gpu, gdw, dim * 4u);
+    float *rdb_c = be_fetch(cpu, cdb, dim * 4u), *rdb_g = be_fetch(gpu, gdb, dim * 4u);
+    snprintf(what, sizeof what, "layernorm_bwd dx (accumulate) rows=%d dim=%d", rows, dim);
+    close_enough(what, rdx_g, rdx_c, n, 1e-4f);
+    snprintf(what, sizeof what, "layernorm_bwd dw (accumulate) rows=%d dim=%d", rows, dim);
+    close_enough(what, rdw_g, rdw_c, (size_t)dim, 1e-4f);
+    snprintf(what, sizeof what, "layernorm_bwd db (accumulate) rows=%d dim=%d", rows, dim);
+    close_enough(what, rdb_g, rdb_c, (size_t)dim, 1e-4f);
+    /* Reproducibility: same call on fresh accumulators twice. */
+    float *rep[2][2];
+    for (int k = 0; k < 2; k++) {
+        gpu->ops->upload(gpu, gdw, dw0, dim * 4u);
+        gpu->ops->upload(gpu, gdb, db0, dim * 4u);
+        gpu->ops->layernorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, gdx, gdw, gdb, gdy, gx, gw, gmc,
+                                grc, rows, dim);
+        rep[k][0] = be_fetch(gpu, gdw, dim * 4u);
+        rep[k][1] = be_fetch(gpu, gdb, dim * 4u);
+    }
+    snprintf(what, sizeof what, "layernorm_bwd dw reproducible rows=%d dim=%d", rows, dim);
+    bitwise(what, rep[0][0], rep[1][0], dim * 4u);
+    snprintf(what, sizeof what, "layernorm_bwd db reproducible rows=%d dim=%d", rows, dim);
+    bitwise(what, rep[0][1], rep[1][1], dim * 4u);
+
+    void *cfree[] = {cx, cw, cb, cy, cm, cr, cdy, cdx, cdw, cdb};
+    void *gfree[] = {gx, gw, gb, gy, gm, gr, gdy, gdx, gdw, gdb, gmc, grc};
+    for (size_t i = 0; i < sizeof cfree / sizeof cfree[0]; i++)
+        cpu->ops->free(cpu, cfree[i]);
+    for (size_t i = 0; i < sizeof gfree / sizeof gfree[0]; i++)
+        gpu->ops->free(gpu, gfree[i]);
+    void *hfree[] = {x, w, b, dy, dx0, dw0, db0, ry_c, ry_g, rm_c, rm_g, rr_c, rr_g, rdx_c,
+                     rdx_g, rdw_c, rdw_g, rdb_c, rdb_g, rep[0][0], rep[0][1], rep[1][0],
+                     rep[1][1]};
+    for (size_t i = 0; i < sizeof hfree / sizeof hfree[0]; i++)
+        free(hfree[i]);
+}
+
+static void test_gelu_case(size_t n, ft_gelu_kind kind)
+{
+    char what[96];
+    const char *name = kind == FT_GELU_TANH ? "tanh" : "erf";
+    float *x = host_random(n, -6, 6), *d = host_random(n, -1, 1);
+    float *cx = be_dup(cpu, x, n * 4), *cd = be_dup(cpu, d, n * 4);
+    float *gx = be_dup(gpu, x, n * 4), *gd = be_dup(gpu, d, n * 4);
+    float *co = cpu->ops->alloc(cpu, n * 4), *go = gpu->ops->alloc(gpu, n * 4);
+    float *cdx = cpu->ops->alloc(cpu, n * 4), *gdx = gpu->ops->alloc(gpu, n * 4);
+    cpu->ops->gelu_fwd(cpu, FT_DTYPE_F32, kind, co, cx, n);
+    gpu->ops->gelu_fwd(gpu, FT_DTYPE_F32, kind, go, gx, n);
+    cpu->ops->gelu_bwd(cpu, FT_DTYPE_F32, kind, cdx, cd, cx, n);
+    gpu->ops->gelu_bwd(gpu, FT_DTYPE_F32, kind, gdx, gd, gx, n);
+    float *r1 = be_fetch(cpu, co, n * 4), *r2 = be_fetch(gpu, go, n * 4);
+    snprintf(what, sizeof what, "gelu_fwd %s n=%zu", name, n);
+    close_enough(what, r2, r1, n, 1e-5f);
+    free(r1), free(r2);
+    r1 = be_fetch(cpu, cdx, n * 4), r2 = be_fetch(gpu, gdx, n * 4);
+    snprintf(what, sizeof what, "gelu_bwd %s n=%zu", name, n);
+    close_enough(what, r2, r1, n, 1e-5f);
+    /* in place over dout: the same bits as into a separate buffer */
+    gpu->ops->gelu_bwd(gpu, FT_DTYPE_F32, kind, gd, gd, gx, n);
+    float *r3 = be_fetch(gpu, gd, n * 4);
+    snprintf(what, sizeof what, "gelu_bwd %s n=%zu in place", name, n);
+    bitwise(what, r3, r2, n * 4);
+    free(r1), free(r2), free(r3);
+    void *cfree[] = {cx, cd, co, cdx};
+    void *gfree[] = {gx, gd, go, gdx};
+    for (int i = 0; i < 4; i++) {
+        cpu->ops->free(cpu, cfree[i]);
+        gpu->ops->free(gpu, gfree[i]);
+    }
+    free(x), free(d);
+}
+
+/* The far negative tail, element by element relative to itself: both backends compute
+ * gelu there without cancellation (1 + erf as erfc, 1 + tanh from exp(-2|u|)). */
+static void test_gelu_tail(ft_gelu_kind kind)
+{
+    char what[96];
+    size_t n = 4001;
+    float *x = xmalloc(n * 4), *one = xmalloc(n * 4);
+    for (size_t i = 0; i < n; i++)
+        x[i] = -8.0f + 7.0f * (float)i / (float)(n - 1), one[i] = 1.0f;
+    float *cx = be_dup(cpu, x, n * 4), *gx = be_dup(gpu, x, n * 4);
+    float *cd = be_dup(cpu, one, n * 4), *gd = be_dup(gpu, one, n * 4);
+    float *co = cpu->ops->alloc(cpu, n * 4), *go = gpu->ops->alloc(gpu, n * 4);
+    for (int bwd = 0; bwd < 2; bwd++) {
+        if (bwd) { /* gelu' itself: dout = 1, in place */
+            cpu->ops->gelu_bwd(cpu, FT_DTYPE_F32, kind, cd, cd, cx, n);
+            gpu->ops->gelu_bwd(gpu, FT_DTYPE_F32, kind, gd, gd, gx, n);
+        } else {
+            cpu->ops->gelu_fwd(cpu, FT_DTYPE_F32, kind, co, cx, n);
+            gpu->ops->gelu_fwd(gpu, FT_DTYPE_F32, kind, go, gx, n);
+        }
+        float *rc = be_fetch(cpu, bwd ? cd : co, n * 4), *rg = be_fetch(gpu, bwd ? gd : go, n * 4);
+        double worst = 0;
+        for (size_t i = 0; i < n; i++)
+            worst = fmax(worst, fabs((double)rg[i] - rc[i]) / fabs((double)rc[i]));
+        snprintf(what, sizeof what, "gelu_%s %s tail x in [-8, -1], relative to each element",
+                 bwd ? "bwd" : "fwd", kind == FT_GELU_TANH ? "tanh" : "erf");
+        report(what, worst <= 2e-5, "max relative error %.3g", worst);
+        free(rc), free(rg);
+    }
+    cpu->ops->free(cpu, cx), cpu->ops->free(cpu, cd), cpu->ops->free(cpu, co);
+    gpu->ops->free(gpu, gx), gpu->ops->free(gpu, gd), gpu->ops->free(gpu, go);
+    free(x), free(one);
 }
 
 /* ---------------------------------------------------------------- attention */
@@ -555,8 +713,8 @@ static void test_bias_case(int rows, int dim)
     float *cy = be_dup(cpu, y, n * 4), *cb = be_dup(cpu, b, dim * 4), *cdy = be_dup(cpu, dy, n * 4);
     float *gy = be_dup(gpu, y, n * 4), *gb = be_dup(gpu, b, dim * 4), *gdy = be_dup(gpu, dy, n * 4);
     float *cdb = be_dup(cpu, db, dim * 4), *gdb = be_dup(gpu, db, dim * 4);
-    cpu->ops->bias_add(cpu, FT_DTYPE_F32, cy, cb, rows, dim);
-    gpu->ops->bias_add(gpu, FT_DTYPE_F32, gy, gb, rows, dim);
+    cpu->ops->bias_add(cpu, FT_DTYPE_F32, FT_DTYPE_F32, cy, cb, rows, dim);
+    gpu->ops->bias_add(gpu, FT_DTYPE_F32, FT_DTYPE_F32, gy, gb, rows, dim);
     cpu->ops->bias_grad(cpu, FT_DTYPE_F32, FT_DTYPE_F32, cdb, cdy, rows, dim);
     gpu->ops->bias_grad(gpu, FT_DTYPE_F32, FT_DTYPE_F32, gdb, gdy, rows, dim);
     float *r1 = be_fetch(cpu, cy, n * 4), *r2 = be_fetch(gpu, gy, n * 4);
@@ -807,9 +965,22 @@ int main(void)
     test_rmsnorm_case(1, 1);
     test_rmsnorm_case(37, 96);
     test_rmsnorm_case(300, 4096);
-    test_rope_case(13, 3, 16);
-    test_rope_case(130, 4, 64);
-    test_rope_case(7, 2, 128);
+    test_rope_case(13, 3, 16, 16, 0);
+    test_rope_case(130, 4, 64, 64, 0);
+    test_rope_case(7, 2, 128, 128, 0);
+    test_rope_case(11, 3, 64, 16, 0);   /* GPT-NeoX (Pythia): rotary_pct 0.25 */
+    test_rope_case(9, 2, 20, 6, 0);     /* an odd number of pairs */
+    test_rope_case(10, 2, 256, 64, 1);  /* GPT-J: rotary_dim 64, rotate_every_two */
+    test_rope_case(5, 3, 16, 16, 1);
+    test_layernorm_case(1, 1);
+    test_layernorm_case(1, 77);
+    test_layernorm_case(37, 96);
+    test_layernorm_case(300, 2560);     /* Pythia-2.8b width; 3 row chunks of dw/db */
+    test_gelu_case(1, FT_GELU_ERF);
+    test_gelu_case(100003, FT_GELU_ERF);
+    test_gelu_case(100003, FT_GELU_TANH);
+    test_gelu_tail(FT_GELU_ERF);
+    test_gelu_tail(FT_GELU_TANH);
     test_rmsnorm_case(13 * 4, 24); /* qwen3's per-head q/k norm: tokens x heads rows */
     test_attention();
     test_bias_case(1, 3);

@@ -7,7 +7,8 @@
  * Tolerance: max |gpu - cpu| <= tol * max |cpu| with tol = 2^-7 for every output
  * rounded once; 2 x 2^-7 for attention, whose tensor-core kernels also round the
  * probabilities and dS to bf16 for their GEMMs; exact for the embedding gather, the
- * embedding gradient and rope (the same fp32 operations in the same order). Every
+ * embedding gradient, rope (the same fp32 operations in the same order) and a bf16
+ * bias added into fp32 logits. Layernorm and gelu (GPT-NeoX, GPT-J) as the others. Every
  * attention shape the tensor cores take (head_dim 64, 128, 256, GQA, documents, odd
  * lengths, sliding windows) and the widened path (head_dim 36). Gradients into fp32
  * and into bf16 storage.
@@ -169,8 +170,8 @@ static void test_elementwise(void)
     gpu->ops->swiglu_bwd(gpu, FT_DTYPE_BF16, DG.g, DU.g, D.g, G.g, U.g, n);
     compare("swiglu_bwd dgate", DG, 1, UNIT);
     compare("swiglu_bwd dup", DU, 1, UNIT);
-    cpu->ops->bias_add(cpu, FT_DTYPE_BF16, U.c, B.c, rows, dim);
-    gpu->ops->bias_add(gpu, FT_DTYPE_BF16, U.g, B.g, rows, dim);
+    cpu->ops->bias_add(cpu, FT_DTYPE_BF16, FT_DTYPE_BF16, U.c, B.c, rows, dim);
+    gpu->ops->bias_add(gpu, FT_DTYPE_BF16, FT_DTYPE_BF16, U.g, B.g, rows, dim);
     compare("bias_add", U, 1, UNIT);
     for (int gbf = 0; gbf < 2; gbf++) {
         void *db = gbf ? (void *)random_bf16(dim, -1, 1) : (void *)random_f32(dim, -1, 1);
@@ -196,14 +197,112 @@ static void test_elementwise(void)
     twin CS = twin_of(cs, 64 * hd / 2 * 4), SN = twin_of(sn, 64 * hd / 2 * 4);
     twin POS = twin_of(pos, rows * 4), Q = twin_of(g, (size_t)rows * heads * hd * 2);
     for (int inv = 0; inv < 2; inv++) {
-        cpu->ops->rope(cpu, FT_DTYPE_BF16, Q.c, CS.c, SN.c, POS.c, rows, heads, hd, inv);
-        gpu->ops->rope(gpu, FT_DTYPE_BF16, Q.g, CS.g, SN.g, POS.g, rows, heads, hd, inv);
+        cpu->ops->rope(cpu, FT_DTYPE_BF16, Q.c, CS.c, SN.c, POS.c, rows, heads,
+                       (ft_rope_shape){ hd, hd, false }, inv);
+        gpu->ops->rope(gpu, FT_DTYPE_BF16, Q.g, CS.g, SN.g, POS.g, rows, heads,
+                       (ft_rope_shape){ hd, hd, false }, inv);
         compare(inv ? "rope inverse" : "rope", Q, 1, 0); /* the same fp32 ops: bit-identical */
     }
     twin_free(CS), twin_free(SN), twin_free(POS), twin_free(Q);
     twin_free(G), twin_free(U), twin_free(D), twin_free(O), twin_free(DG), twin_free(DU);
     twin_free(B);
     free(g), free(u), free(d), free(b), free(cs), free(sn);
+}
+
+static void test_layernorm(int rows, int dim, ft_dtype gt)
+{
+    const size_t n = (size_t)rows * dim, gb = gt == FT_DTYPE_BF16 ? 2 : 4;
+    uint16_t *x = random_bf16(n, -2, 2), *w = random_bf16(dim, 0.5f, 1.5f);
+    uint16_t *b = random_bf16(dim, -0.5f, 0.5f);
+    uint16_t *dy = random_bf16(n, -1, 1), *dx = random_bf16(n, -1, 1);
+    void *dw = gt == FT_DTYPE_BF16 ? (void *)random_bf16(dim, -1, 1) : (void *)random_f32(dim, -1, 1);
+    void *db = gt == FT_DTYPE_BF16 ? (void *)random_bf16(dim, -1, 1) : (void *)random_f32(dim, -1, 1);
+    twin X = twin_of(x, n * 2), W = twin_of(w, dim * 2), B = twin_of(b, dim * 2);
+    twin DY = twin_of(dy, n * 2), DX = twin_of(dx, n * 2), Y = twin_of(x, n * 2);
+    twin DW = twin_of(dw, dim * gb), DB = twin_of(db, dim * gb);
+    float *zeros = calloc(rows, 4);
+    twin MU = twin_of(zeros, rows * 4), RS = twin_of(zeros, rows * 4);
+    cpu->ops->layernorm_fwd(cpu, FT_DTYPE_BF16, Y.c, MU.c, RS.c, X.c, W.c, B.c, rows, dim, 1e-5f);
+    gpu->ops->layernorm_fwd(gpu, FT_DTYPE_BF16, Y.g, MU.g, RS.g, X.g, W.g, B.g, rows, dim, 1e-5f);
+    compare("layernorm_fwd y", Y, 1, UNIT);
+    compare("layernorm_fwd mean", MU, 0, 1e-5);
+    compare("layernorm_fwd rstd", RS, 0, 1e-5);
+    /* the backward from the CPU's statistics on both, so only the backward differs */
+    void *stat = malloc(rows * 4);
+    cpu->ops->download(cpu, stat, MU.c, rows * 4);
+    gpu->ops->upload(gpu, MU.g, stat, rows * 4);
+    cpu->ops->download(cpu, stat, RS.c, rows * 4);
+    gpu->ops->upload(gpu, RS.g, stat, rows * 4);
+    cpu->ops->layernorm_bwd(cpu, FT_DTYPE_BF16, gt, DX.c, DW.c, DB.c, DY.c, X.c, W.c, MU.c, RS.c,
+                            rows, dim);
+    gpu->ops->layernorm_bwd(gpu, FT_DTYPE_BF16, gt, DX.g, DW.g, DB.g, DY.g, X.g, W.g, MU.g, RS.g,
+                            rows, dim);
+    compare("layernorm_bwd dx (accumulated)", DX, 1, UNIT);
+    int g16 = gt == FT_DTYPE_BF16;
+    compare(g16 ? "layernorm_bwd dw (bf16)" : "layernorm_bwd dw (fp32)", DW, g16, g16 ? UNIT : 1e-5);
+    compare(g16 ? "layernorm_bwd db (bf16)" : "layernorm_bwd db (fp32)", DB, g16, g16 ? UNIT : 1e-5);
+    twin_free(X), twin_free(W), twin_free(B), twin_free(DY), twin_free(DX), twin_free(Y);
+    twin_free(DW), twin_free(DB), twin_free(MU), twin_free(RS);
+    free(x), free(w), free(b), free(dy), free(dx), free(dw), free(db), free(zeros), free(stat);
+}
+
+/* GELU both kinds; bias_add of a bf16 bias into fp32 logits (GPT-J's lm_head, exact:
+ * one fp32 add on both); rope with GPT-NeoX's partial and GPT-J's interleaved pairs. */
+static void test_neox_gptj_elementwise(void)
+{
+    const size_t n = 4099;
+    uint16_t *x = random_bf16(n, -5, 5), *d = random_bf16(n, -1, 1);
+    twin X = twin_of(x, n * 2), O = twin_of(x, n * 2), D = twin_of(d, n * 2);
+    for (int kind = FT_GELU_ERF; kind <= FT_GELU_TANH; kind++) {
+        twin DX = twin_of(d, n * 2);
+        cpu->ops->gelu_fwd(cpu, FT_DTYPE_BF16, (ft_gelu_kind)kind, O.c, X.c, n);
+        gpu->ops->gelu_fwd(gpu, FT_DTYPE_BF16, (ft_gelu_kind)kind, O.g, X.g, n);
+        compare(kind ? "gelu_fwd tanh" : "gelu_fwd erf", O, 1, UNIT);
+        cpu->ops->gelu_bwd(cpu, FT_DTYPE_BF16, (ft_gelu_kind)kind, DX.c, D.c, X.c, n);
+        gpu->ops->gelu_bwd(gpu, FT_DTYPE_BF16, (ft_gelu_kind)kind, DX.g, DX.g, X.g, n); /* in place */
+        compare(kind ? "gelu_bwd tanh" : "gelu_bwd erf", DX, 1, UNIT);
+        twin_free(DX);
+    }
+    twin_free(X), twin_free(O), twin_free(D);
+    free(x), free(d);
+
+    const int rows = 9, vocab = 301;
+    float *logits = random_f32((size_t)rows * vocab, -8, 8);
+    uint16_t *bias = random_bf16(vocab, -1, 1);
+    twin L = twin_of(logits, (size_t)rows * vocab * 4), BI = twin_of(bias, vocab * 2);
+    cpu->ops->bias_add(cpu, FT_DTYPE_BF16, FT_DTYPE_F32, L.c, BI.c, rows, vocab);
+    gpu->ops->bias_add(gpu, FT_DTYPE_BF16, FT_DTYPE_F32, L.g, BI.g, rows, vocab);
+    compare("bias_add bf16 bias into fp32 logits (exact)", L, 0, 0);
+    twin_free(L), twin_free(BI);
+    free(logits), free(bias);
+
+    const int tokens = 17, heads = 3, hd = 40, rot = 10, max_pos = 64;
+    float *cs = malloc(max_pos * rot / 2 * 4), *sn = malloc(max_pos * rot / 2 * 4);
+    int32_t pos[17];
+    for (int p = 0; p < max_pos; p++)
+        for (int i = 0; i < rot / 2; i++) {
+            double ang = p * pow(10000.0, -2.0 * i / rot);
+            cs[p * rot / 2 + i] = (float)cos(ang);
+            sn[p * rot / 2 + i] = (float)sin(ang);
+        }
+    for (int t = 0; t < tokens; t++)
+        pos[t] = (t * 13) % max_pos;
+    uint16_t *q = random_bf16((size_t)tokens * heads * hd, -2, 2);
+    twin CS = twin_of(cs, max_pos * rot / 2 * 4), SN = twin_of(sn, max_pos * rot / 2 * 4);
+    twin POS = twin_of(pos, tokens * 4);
+    for (int il = 0; il < 2; il++) {
+        const ft_rope_shape shape = { hd, rot, il == 1 };
+        twin Q = twin_of(q, (size_t)tokens * heads * hd * 2);
+        for (int inv = 0; inv < 2; inv++) {
+            cpu->ops->rope(cpu, FT_DTYPE_BF16, Q.c, CS.c, SN.c, POS.c, tokens, heads, shape, inv);
+            gpu->ops->rope(gpu, FT_DTYPE_BF16, Q.g, CS.g, SN.g, POS.g, tokens, heads, shape, inv);
+            compare(il ? "rope interleaved rot_dim < head_dim" : "rope partial rot_dim < head_dim",
+                    Q, 1, 0); /* the same fp32 ops: bit-identical */
+        }
+        twin_free(Q);
+    }
+    twin_free(CS), twin_free(SN), twin_free(POS);
+    free(cs), free(sn), free(q);
 }
 
 static void test_embedding(int vocab, int dim, int tokens)
@@ -313,6 +412,10 @@ int main(void)
     test_rmsnorm(37, 96, FT_DTYPE_F32);
     test_rmsnorm(300, 512, FT_DTYPE_BF16);
     test_elementwise();
+    test_layernorm(1, 77, FT_DTYPE_BF16);
+    test_layernorm(37, 96, FT_DTYPE_F32);
+    test_layernorm(300, 1024, FT_DTYPE_BF16);
+    test_neox_gptj_elementwise();
     test_embedding(50, 130, 300);
     test_attention(2, 37, 4, 2, 64, 0, 1);   /* tensor cores, GQA, odd length */
     test_attention(1, 70, 2, 1, 128, 0, 3);  /* tensor cores, three documents */

@@ -18,7 +18,7 @@ expect_exit() {
 
 "$GEN" --help > help.txt || fail "--help"
 for o in --tokenizer --byte-tokens --ids --template --max-new-tokens --temperature --top-k \
-         --top-p --seed --prompts --out --device "Exit status"; do
+         --top-p --seed --prompts --out --device --no-thinking --prompt-ids "Exit status"; do
     grep -q -- "$o" help.txt || fail "--help does not document $o"
 done
 
@@ -91,6 +91,54 @@ cmp -s t1.txt t2.txt || fail "prompt from stdin differs from the argument"
     --max-new-tokens 4 > /dev/null || fail "alpaca template"
 expect_exit 1 "needs the token <|begin_of_text|>" --tokenizer "$TOK" --template llama3-chat \
     w263.h5 hi
+
+# Qwen3 prompts (--prompt-ids, no model): the ids of transformers' apply_chat_template
+# (add_generation_prompt, enable_thinking true/false) with the real Qwen3 tokenizer files,
+# test_generate_cli_qwen3.jsonl (test/prep/gen_golden_qwen3.py); without --template the
+# chat_template of its tokenizer_config.json must be recognised as qwen3-chat.
+Q3="$S/test/data/tokenizers/qwen3/tokenizer.json"
+Q3G="$S/test/generate/test_generate_cli_qwen3.jsonl"
+golden_ids() { sed -n "${1}s/.*\"ids\":\[\([0-9,]*\)\].*/\1/p" "$Q3G"; }
+check_q3() { # golden line, then ftmpi-generate arguments
+    line=$1; shift
+    got=$("$GEN" --tokenizer "$Q3" --prompt-ids "$@") || fail "qwen3 prompt: $*"
+    [ "$got" = "$(golden_ids "$line")" ] || fail "qwen3 prompt ids differ from HF: $*: $got"
+}
+hello="Hello, naïve 12 世界"
+check_q3 1 --template qwen3-chat "$hello"
+check_q3 2 --template qwen3-chat --no-thinking "$hello"
+check_q3 3 --template qwen3-chat --system "Be brief." "What is 2+2?"
+check_q3 4 --system "Be brief." --no-thinking "What is 2+2?" # recognised: no --template
+expect_exit 2 "--no-thinking is for --template qwen3-chat" --tokenizer "$Q3" --template chatml \
+    --no-thinking --prompt-ids hi
+expect_exit 2 "--prompt-ids needs --tokenizer" --byte-tokens --prompt-ids hi
+# SmolLM2 (ChatML + its default system turn) on the tiny Digits + ByteLevel tokenizer whose
+# tokenizer_config.json holds SmolLM2-Instruct's chat_template: apply_chat_template's ids
+# (test_generate_cli_smollm2.jsonl, test/prep/gen_golden_chatml.py), named and recognised.
+SM="$S/test/data/tokenizers/families/digits/tokenizer.json"
+SMG="$S/test/generate/test_generate_cli_smollm2.jsonl"
+sm_ids() { sed -n "${1}s/.*\"ids\":\[\([0-9,]*\)\].*/\1/p" "$SMG"; }
+got=$("$GEN" --tokenizer "$SM" --template smollm2-chat --prompt-ids "Hello, naïve 12 世界 x1y22") &&
+    [ "$got" = "$(sm_ids 1)" ] || fail "smollm2-chat prompt ids differ from HF: $got"
+got=$("$GEN" --tokenizer "$SM" --template smollm2-chat --system "Be brief." --prompt-ids \
+      "What is 2+2?") && [ "$got" = "$(sm_ids 2)" ] || fail "smollm2-chat with --system: $got"
+got=$("$GEN" --tokenizer "$SM" --prompt-ids "Hello, naïve 12 世界 x1y22") &&
+    [ "$got" = "$(sm_ids 1)" ] || fail "SmolLM2's chat_template not recognised: $got"
+got=$(printf '%s' "Hello, naïve 12 世界 x1y22" | "$GEN" --tokenizer "$SM" --prompt-ids) &&
+    [ "$got" = "$(sm_ids 1)" ] || fail "--prompt-ids with the prompt on standard input: $got"
+# an unknown chat_template: one line naming the file and --template, exit 1; --template wins
+mkdir -p unk
+cp "$S/test/data/tokenizers/families/qwen2/tokenizer.json" unk/
+sed 's/You are Qwen, created by Alibaba Cloud/You are SmolLM/g' \
+    "$S/test/data/tokenizers/families/qwen2/tokenizer_config.json" > unk/tokenizer_config.json
+expect_exit 1 "unk/tokenizer_config.json: chat_template is not one ftmpi knows.*--template" \
+    --tokenizer unk/tokenizer.json --prompt-ids hi
+"$GEN" --tokenizer unk/tokenizer.json --template chatml --prompt-ids hi > /dev/null ||
+    fail "--template chatml over an unknown chat_template"
+# and the recognised template is what a real run uses: Qwen2.5's default system turn is there
+"$GEN" --tokenizer "$S/test/data/tokenizers/families/qwen2/tokenizer.json" --prompt-ids hi > a.txt &&
+"$GEN" --tokenizer "$S/test/data/tokenizers/families/qwen2/tokenizer.json" --template qwen2.5-chat \
+    --prompt-ids hi > b.txt && cmp -s a.txt b.txt || fail "Qwen2.5's chat_template not recognised"
 
 # batch mode: same file from 1 and 2 ranks, in input order; line i = prompt i alone
 {

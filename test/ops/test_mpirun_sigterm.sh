@@ -20,10 +20,14 @@ wait_steps a.log 3 || { kill -9 $pid; cat a.log; fail "run did not start"; }
 kill -TERM $pid
 wait $pid; rc=$?
 [ $rc -eq 85 ] || [ $rc -eq 1 ] || { cat a.log; fail "mpirun exited $rc after SIGTERM"; }
-grep -q "exiting with 85" a.log || { cat a.log; fail "the ranks did not checkpoint on SIGTERM"; }
-stopped=$(sed -n 's/.*stop signal: checkpointed after step \([0-9]*\).*/\1/p' a.log)
-rec=$("$FTMPI" --exit-status ck) || { ls -la ck; fail "no exit record for this launch (mpirun exited $rc)"; }
+# The record and the checkpoint are what count: mpirun passes the signal on to the ranks a
+# second after it got it and may stop reading their output meanwhile, so their last log
+# lines can be lost (rank 0 must not block on that output: src/train/signals.c).
+rec=$("$FTMPI" --exit-status ck) || { cat a.log; ls -la ck; fail "the ranks did not checkpoint and record 85 on SIGTERM (mpirun exited $rc)"; }
 [ "$rec" = 85 ] || fail "recorded $rec, not 85"
+stopped=$(sed -n 's/^step \([0-9]*\)$/\1/p' ck/.ftmpi-exit)
+logged=$(sed -n 's/.*stop signal: checkpointed after step \([0-9]*\).*/\1/p' a.log)
+[ -z "$logged" ] || [ "$logged" = "$stopped" ] || fail "the log says step $logged, the record step $stopped"
 [ "$(cat ck/latest)" = "$(printf 'step-%06d.h5' "$stopped")" ] || fail "latest is not the signal checkpoint"
 echo "SIGTERM to mpirun: mpirun exited $rc, the launch's record says 85 (step $stopped)"
 FTMPI_RUN_ID=launch-2 "$FTMPI" --exit-status ck > other.out && fail "launch-2 took launch-1's record"

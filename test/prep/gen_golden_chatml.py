@@ -18,6 +18,11 @@ piecewise and joint encoding can legitimately differ) is also rendered by transf
 apply_chat_template with the real chat_template (test/data/chat_templates/*.jinja) and
 tokenized in one go; the ids must be equal.
 
+smollm2-chat (golden_chat_smollm2.jsonl) is the same ChatML scheme with SmolLM2-Instruct's default
+system turn, on the tiny tokenizer with SmolLM2's pipeline (test/data/tokenizers/families/digits/),
+cross-checked against test/data/chat_templates/smollm2.jinja; it also writes ftmpi-generate's
+SmolLM2 prompt goldens (test/generate/test_generate_cli_smollm2.jsonl).
+
 Usage: python3 test/prep/gen_golden_chatml.py   (needs pip tokenizers, transformers, jinja2)
 """
 import json
@@ -96,6 +101,41 @@ def mistral():
     print("mistral: %d chat examples (%d checked against apply_chat_template)" % (len(out), checked))
 
 
+DIGITS_JSON = os.path.join(HERE, "..", "data", "tokenizers", "families", "digits",
+                           "tokenizer.json")
+SMOLLM2_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+
+
+def smollm2():
+    """smollm2-chat: ChatML with SmolLM2-Instruct's default system turn, on the tiny tokenizer
+    with SmolLM2's pipeline (Digits + ByteLevel). Also the generation prompts of
+    ftmpi-generate's test (test/generate/test_generate_cli_smollm2.jsonl)."""
+    tok = Tokenizer.from_file(DIGITS_JSON)
+    tok.encode_special_tokens = True
+    tpl = open(os.path.join(TPLDIR, "smollm2.jinja"), encoding="utf-8").read()
+    hf = PreTrainedTokenizerFast(tokenizer_file=DIGITS_JSON, chat_template=tpl)
+    out, checked = [], 0
+    for rec in chat_records():
+        ids, mask = encode_pieces(tok, render_chatml(rec, tok, SMOLLM2_SYSTEM))
+        out.append({"ids": ids, "mask": mask})
+        if all("<" not in m["content"] and m["content"][:1] == m["content"][:1].strip()
+               for m in rec["messages"]):
+            joint = hf.apply_chat_template(rec["messages"], tokenize=True,
+                                           add_generation_prompt=False, return_dict=False)
+            assert list(joint) == ids, "smollm2: %r\n%r\n%r" % (rec, list(joint), ids)
+            checked += 1
+    write_jsonl(os.path.join(HERE, "golden_chat_smollm2.jsonl"), out)
+    print("smollm2: %d chat examples (%d checked against apply_chat_template)" % (len(out), checked))
+    rows = []
+    for system, prompt in [(None, "Hello, naïve 12 世界 x1y22"), ("Be brief.", "What is 2+2?")]:
+        msgs = ([{"role": "system", "content": system}] if system else []) + \
+               [{"role": "user", "content": prompt}]
+        ids = hf.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True,
+                                     return_dict=False)
+        rows.append({"system": system, "prompt": prompt, "ids": list(ids)})
+    write_jsonl(os.path.join(HERE, "..", "generate", "test_generate_cli_smollm2.jsonl"), rows)
+
+
 def main():
     tok = Tokenizer.from_file(TOKJSON)
     tok.encode_special_tokens = True  # dataset text is plain text
@@ -119,6 +159,7 @@ def main():
         print("%s: %d chat examples (%d checked against apply_chat_template)"
               % (name, len(out), checked))
     mistral()
+    smollm2()
 
 
 if __name__ == "__main__":

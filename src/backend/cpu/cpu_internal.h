@@ -56,9 +56,16 @@ void ft_cpu_rmsnorm_fwd(ft_backend *be, float *y, float *rstd, const float *x, c
 void ft_cpu_rmsnorm_bwd(ft_backend *be, float *dx, float *dw, const float *dy, const float *x,
                         const float *w, const float *rstd, int rows, int dim);
 
+/* cpu_layernorm.c */
+void ft_cpu_layernorm_fwd(ft_backend *be, float *y, float *mean, float *rstd, const float *x,
+                          const float *w, const float *b, int rows, int dim, float eps);
+void ft_cpu_layernorm_bwd(ft_backend *be, float *dx, float *dw, float *db, const float *dy,
+                          const float *x, const float *w, const float *mean, const float *rstd,
+                          int rows, int dim);
+
 /* cpu_rope.c */
 void ft_cpu_rope(ft_backend *be, float *x, const float *cos_table, const float *sin_table,
-                 const int32_t *pos, int tokens, int n_heads, int head_dim, bool inverse);
+                 const int32_t *pos, int tokens, int n_heads, ft_rope_shape r, bool inverse);
 
 /* cpu_attention.c */
 void ft_cpu_attention_fwd(ft_backend *be, float *out, float *lse, const float *q, const float *k,
@@ -80,6 +87,11 @@ void ft_cpu_bias_grad(ft_backend *be, float *db, const float *dy, int rows, int 
 void ft_cpu_swiglu_fwd(ft_backend *be, float *out, const float *gate, const float *up, size_t n);
 void ft_cpu_swiglu_bwd(ft_backend *be, float *dgate, float *dup, const float *dout,
                        const float *gate, const float *up, size_t n);
+
+/* cpu_gelu.c */
+void ft_cpu_gelu_fwd(ft_backend *be, ft_gelu_kind kind, float *out, const float *x, size_t n);
+void ft_cpu_gelu_bwd(ft_backend *be, ft_gelu_kind kind, float *dx, const float *dout,
+                     const float *x, size_t n);
 
 /* cpu_embedding.c */
 void ft_cpu_embedding_fwd(ft_backend *be, float *out, const float *table, const int32_t *ids,
@@ -106,9 +118,15 @@ void ft_cpu_widen_rmsnorm_fwd(ft_backend *be, ft_dtype dt, void *y, float *rstd,
 void ft_cpu_widen_rmsnorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx, void *dw,
                               const void *dy, const void *x, const void *w, const float *rstd,
                               int rows, int dim);
+void ft_cpu_widen_layernorm_fwd(ft_backend *be, ft_dtype dt, void *y, float *mean, float *rstd,
+                                const void *x, const void *w, const void *b, int rows, int dim,
+                                float eps);
+void ft_cpu_widen_layernorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx, void *dw,
+                                void *db, const void *dy, const void *x, const void *w,
+                                const float *mean, const float *rstd, int rows, int dim);
 void ft_cpu_widen_rope(ft_backend *be, ft_dtype dt, void *x, const float *cos_table,
                        const float *sin_table, const int32_t *pos, int tokens, int n_heads,
-                       int head_dim, bool inverse);
+                       ft_rope_shape r, bool inverse);
 void ft_cpu_widen_attention_fwd(ft_backend *be, ft_dtype dt, void *out, float *lse,
                                 const void *q, const void *k, const void *v,
                                 const int32_t *segment, ft_attn_shape s);
@@ -119,13 +137,18 @@ void ft_cpu_widen_attention_bwd(ft_backend *be, ft_dtype dt, void *dq, void *dk,
 void ft_cpu_widen_attention_decode(ft_backend *be, ft_dtype dt, void *out, const void *q,
                                    const void *k_cache, const void *v_cache, int past, int n_new,
                                    int n_heads, int n_kv_heads, int head_dim, int window);
-void ft_cpu_widen_bias_add(ft_backend *be, ft_dtype dt, void *y, const void *b, int rows, int dim);
+void ft_cpu_widen_bias_add(ft_backend *be, ft_dtype dt, ft_dtype yt, void *y, const void *b,
+                           int rows, int dim);
 void ft_cpu_widen_bias_grad(ft_backend *be, ft_dtype dt, ft_dtype gt, void *db, const void *dy,
                             int rows, int dim);
 void ft_cpu_widen_swiglu_fwd(ft_backend *be, ft_dtype dt, void *out, const void *gate,
                              const void *up, size_t n);
 void ft_cpu_widen_swiglu_bwd(ft_backend *be, ft_dtype dt, void *dgate, void *dup,
                              const void *dout, const void *gate, const void *up, size_t n);
+void ft_cpu_widen_gelu_fwd(ft_backend *be, ft_dtype dt, ft_gelu_kind kind, void *out,
+                           const void *x, size_t n);
+void ft_cpu_widen_gelu_bwd(ft_backend *be, ft_dtype dt, ft_gelu_kind kind, void *dx,
+                           const void *dout, const void *x, size_t n);
 void ft_cpu_widen_embedding_fwd(ft_backend *be, ft_dtype dt, void *out, const void *table,
                                 const int32_t *ids, int tokens, int dim);
 void ft_cpu_widen_embedding_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dtable,

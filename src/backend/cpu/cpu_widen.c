@@ -144,18 +144,59 @@ void ft_cpu_widen_rmsnorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx
     narrow(dx, dt, fdx, n);
 }
 
-void ft_cpu_widen_rope(ft_backend *be, ft_dtype dt, void *x, const float *cos_table,
-                       const float *sin_table, const int32_t *pos, int tokens, int n_heads,
-                       int head_dim, bool inverse)
+void ft_cpu_widen_layernorm_fwd(ft_backend *be, ft_dtype dt, void *y, float *mean, float *rstd,
+                                const void *x, const void *w, const void *b, int rows, int dim,
+                                float eps)
 {
     if (dt == FT_DTYPE_F32) {
-        ft_cpu_rope(be, x, cos_table, sin_table, pos, tokens, n_heads, head_dim, inverse);
+        ft_cpu_layernorm_fwd(be, y, mean, rstd, x, w, b, rows, dim, eps);
         return;
     }
-    const size_t n = (size_t)tokens * n_heads * head_dim;
+    const char *op = "layernorm_fwd";
+    const size_t n = (size_t)rows * dim;
+    float *fx = widen(x, dt, n, op), *fw = widen(w, dt, (size_t)dim, op);
+    float *fb = widen(b, dt, (size_t)dim, op);
+    float *fy = checked_malloc(n * sizeof(float), op);
+    ft_cpu_layernorm_fwd(be, fy, mean, rstd, fx, fw, fb, rows, dim, eps);
+    free(fx);
+    free(fw);
+    free(fb);
+    narrow(y, dt, fy, n);
+}
+
+void ft_cpu_widen_layernorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx, void *dw,
+                                void *db, const void *dy, const void *x, const void *w,
+                                const float *mean, const float *rstd, int rows, int dim)
+{
+    if (dt == FT_DTYPE_F32 && gt == FT_DTYPE_F32) {
+        ft_cpu_layernorm_bwd(be, dx, dw, db, dy, x, w, mean, rstd, rows, dim);
+        return;
+    }
+    const char *op = "layernorm_bwd";
+    const size_t n = (size_t)rows * dim;
+    float *fdx = widen(dx, dt, n, op), *fdy = widen(dy, dt, n, op);
+    float *fx = widen(x, dt, n, op), *fw = widen(w, dt, (size_t)dim, op);
+    float *fdw = grad_begin(dw, gt, (size_t)dim, op), *fdb = grad_begin(db, gt, (size_t)dim, op);
+    ft_cpu_layernorm_bwd(be, fdx, fdw, fdb, fdy, fx, fw, mean, rstd, rows, dim);
+    grad_finish(dw, gt, fdw, (size_t)dim);
+    grad_finish(db, gt, fdb, (size_t)dim);
+    free(fdy);
+    free(fx);
+    free(fw);
+    narrow(dx, dt, fdx, n);
+}
+
+void ft_cpu_widen_rope(ft_backend *be, ft_dtype dt, void *x, const float *cos_table,
+                       const float *sin_table, const int32_t *pos, int tokens, int n_heads,
+                       ft_rope_shape r, bool inverse)
+{
+    if (dt == FT_DTYPE_F32) {
+        ft_cpu_rope(be, x, cos_table, sin_table, pos, tokens, n_heads, r, inverse);
+        return;
+    }
+    const size_t n = (size_t)tokens * n_heads * r.head_dim;
     float *fx = widen(x, dt, n, "rope");
-    ft_cpu_rope(be, fx, cos_table, sin_table, pos, tokens, n_heads, head_dim,
-                inverse);
+    ft_cpu_rope(be, fx, cos_table, sin_table, pos, tokens, n_heads, r, inverse);
     narrow(x, dt, fx, n);
 }
 
@@ -230,17 +271,19 @@ void ft_cpu_widen_attention_decode(ft_backend *be, ft_dtype dt, void *out, const
     narrow(out, dt, fo, nq);
 }
 
-void ft_cpu_widen_bias_add(ft_backend *be, ft_dtype dt, void *y, const void *b, int rows, int dim)
+/* y stored as yt, b as dt (a bf16 bias may be added to fp32 logits). */
+void ft_cpu_widen_bias_add(ft_backend *be, ft_dtype dt, ft_dtype yt, void *y, const void *b,
+                           int rows, int dim)
 {
-    if (dt == FT_DTYPE_F32) {
+    if (dt == FT_DTYPE_F32 && yt == FT_DTYPE_F32) {
         ft_cpu_bias_add(be, y, b, rows, dim);
         return;
     }
     const size_t n = (size_t)rows * dim;
-    float *fy = widen(y, dt, n, "bias_add"), *fb = widen(b, dt, (size_t)dim, "bias_add");
+    float *fy = widen(y, yt, n, "bias_add"), *fb = widen(b, dt, (size_t)dim, "bias_add");
     ft_cpu_bias_add(be, fy, fb, rows, dim);
     free(fb);
-    narrow(y, dt, fy, n);
+    narrow(y, yt, fy, n);
 }
 
 void ft_cpu_widen_bias_grad(ft_backend *be, ft_dtype dt, ft_dtype gt, void *db, const void *dy,
@@ -289,6 +332,34 @@ void ft_cpu_widen_swiglu_bwd(ft_backend *be, ft_dtype dt, void *dgate, void *dup
     free(fu);
     narrow(dgate, dt, fdg, n);
     narrow(dup, dt, fdu, n);
+}
+
+void ft_cpu_widen_gelu_fwd(ft_backend *be, ft_dtype dt, ft_gelu_kind kind, void *out,
+                           const void *x, size_t n)
+{
+    if (dt == FT_DTYPE_F32) {
+        ft_cpu_gelu_fwd(be, kind, out, x, n);
+        return;
+    }
+    float *fx = widen(x, dt, n, "gelu_fwd");
+    float *fo = checked_malloc(n * sizeof(float), "gelu_fwd");
+    ft_cpu_gelu_fwd(be, kind, fo, fx, n);
+    free(fx);
+    narrow(out, dt, fo, n);
+}
+
+/* dx may be dout's buffer: both are widened before dx is written. */
+void ft_cpu_widen_gelu_bwd(ft_backend *be, ft_dtype dt, ft_gelu_kind kind, void *dx,
+                           const void *dout, const void *x, size_t n)
+{
+    if (dt == FT_DTYPE_F32) {
+        ft_cpu_gelu_bwd(be, kind, dx, dout, x, n);
+        return;
+    }
+    float *fd = widen(dout, dt, n, "gelu_bwd"), *fx = widen(x, dt, n, "gelu_bwd");
+    ft_cpu_gelu_bwd(be, kind, fd, fd, fx, n);
+    free(fx);
+    narrow(dx, dt, fd, n);
 }
 
 /* A row gather: bf16 rows are copied as bits, nothing to widen. */
