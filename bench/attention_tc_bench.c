@@ -1,18 +1,34 @@
 /* Tensor-core attention throughput: ftmpi's bf16 flash attention forward and backward
  * (cuda/cuda_attention_tc*.cu) timed with CUDA events, causal, batch x heads chosen so
- * that every sequence length processes the same tokens.
+ * that every sequence length processes the same tokens; optionally with a sliding window
+ * (Mistral) and/or packed documents of DOC_LEN tokens (segment ids t / DOC_LEN).
  *
- *   attention_tc_bench HEAD_DIM SEQ [BATCH HEADS]   prints one line:
+ *   attention_tc_bench HEAD_DIM SEQ [BATCH HEADS [WINDOW [DOC_LEN]]]   prints one line:
  *   tc_attention hd=.. seq=.. fwd_ms=.. fwd_tflops=.. bwd_ms=.. bwd_tflops=..
  *
- * FLOPs (FlashAttention's convention): forward 4 T^2 D per (batch, head), backward 2.5x
- * that, both halved by the causal mask. Built and run by bench/gpu_attention.sh. */
+ * FLOPs (FlashAttention's convention): forward 4 D per visible (query, key) pair per
+ * (batch, head), backward 2.5x that; causal alone has T^2 / 2 pairs, a window or
+ * documents fewer (counted exactly), so the skipped tiles do not count as work.
+ * Built and run by bench/gpu_attention.sh. */
 #include "backend/backend.h"
 #include "cuda_internal.h"
 
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+/* Visible pairs of one row: query i sees min(i - (start of its document) + 1, window). */
+static double visible_pairs(int seq, int window, int doc_len)
+{
+    if (window == 0 && doc_len == 0)
+        return (double)seq * seq / 2.0;
+    double n = 0;
+    for (int i = 0; i < seq; i++) {
+        int seen = doc_len > 0 ? i % doc_len + 1 : i + 1;
+        n += window > 0 && window < seen ? window : seen;
+    }
+    return n;
+}
 
 static void *dev(size_t bytes)
 {
@@ -28,24 +44,37 @@ static void *dev(size_t bytes)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: attention_tc_bench HEAD_DIM SEQ [BATCH HEADS]\n");
+        fprintf(stderr,
+                "usage: attention_tc_bench HEAD_DIM SEQ [BATCH HEADS [WINDOW [DOC_LEN]]]\n");
         return 2;
     }
     int hd = atoi(argv[1]), seq = atoi(argv[2]);
     int heads = argc > 4 ? atoi(argv[4]) : 2048 / hd;
     int batch = argc > 3 ? atoi(argv[3]) : (16384 / seq > 0 ? 16384 / seq : 1);
+    int window = argc > 5 ? atoi(argv[5]) : 0, doc_len = argc > 6 ? atoi(argv[6]) : 0;
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
         printf("no GPU\n");
         return 77;
     }
-    ft_attn_shape s = {batch, seq, heads, heads, hd, 0};
+    ft_attn_shape s = {batch, seq, heads, heads, hd, window};
     size_t n = (size_t)batch * seq * heads * hd, nl = (size_t)batch * heads * seq;
+    int32_t *segment = NULL;
+    if (doc_len > 0) {
+        size_t tokens = (size_t)batch * seq;
+        int32_t *h = malloc(tokens * sizeof *h);
+        for (size_t i = 0; i < tokens; i++)
+            h[i] = (int32_t)((i % (size_t)seq) / (size_t)doc_len);
+        segment = dev(tokens * sizeof *h);
+        cudaMemcpy(segment, h, tokens * sizeof *h, cudaMemcpyHostToDevice);
+        free(h);
+    }
     uint16_t *q = dev(n * 2), *k = dev(n * 2), *v = dev(n * 2), *dout = dev(n * 2);
     /* bf16 storage of out, dq, dk, dv: what precision = "bf16" runs */
     uint16_t *out = dev(n * 2), *dq = dev(n * 2), *dk = dev(n * 2), *dv = dev(n * 2);
     float *lse = dev(nl * 4);
     void *scratch = dev(ft_cuda_attention_bwd_bf16_scratch_bytes(s));
+    void *fscratch = dev(ft_cuda_attention_fwd_bf16_scratch_bytes(s));
     cudaEvent_t a, b;
     cudaEventCreate(&a);
     cudaEventCreate(&b);
@@ -54,14 +83,15 @@ int main(int argc, char **argv)
     for (int pass = 0; pass < 2; pass++) { /* pass 0 warms up */
         cudaEventRecord(a, 0);
         for (int r = 0; r < reps; r++)
-            ft_cuda_launch_attention_fwd_bf16(FT_DTYPE_BF16, out, lse, q, k, v, NULL, s, 0);
+            ft_cuda_launch_attention_fwd_bf16(FT_DTYPE_BF16, out, lse, q, k, v, segment, s,
+                                              fscratch, 0);
         cudaEventRecord(b, 0);
         cudaEventSynchronize(b);
         cudaEventElapsedTime(&fwd_ms, a, b);
         cudaEventRecord(a, 0);
         for (int r = 0; r < reps; r++)
             ft_cuda_launch_attention_bwd_bf16(FT_DTYPE_BF16, dq, dk, dv, dout, out, lse, q, k, v,
-                                              NULL, s, scratch, 0);
+                                              segment, s, scratch, 0);
         cudaEventRecord(b, 0);
         cudaEventSynchronize(b);
         cudaEventElapsedTime(&bwd_ms, a, b);
@@ -72,10 +102,10 @@ int main(int argc, char **argv)
     }
     fwd_ms /= reps;
     bwd_ms /= reps;
-    double flops = 4.0 * batch * heads * (double)seq * seq * hd / 2.0;
-    printf("tc_attention hd=%d seq=%d batch=%d heads=%d fwd_ms=%.3f fwd_tflops=%.1f bwd_ms=%.3f "
-           "bwd_tflops=%.1f\n",
-           hd, seq, batch, heads, fwd_ms, flops / fwd_ms / 1e9, bwd_ms,
+    double flops = 4.0 * batch * heads * visible_pairs(seq, window, doc_len) * hd;
+    printf("tc_attention hd=%d seq=%d batch=%d heads=%d window=%d doc_len=%d fwd_ms=%.3f "
+           "fwd_tflops=%.1f bwd_ms=%.3f bwd_tflops=%.1f\n",
+           hd, seq, batch, heads, window, doc_len, fwd_ms, flops / fwd_ms / 1e9, bwd_ms,
            2.5 * flops / bwd_ms / 1e9);
     return 0;
 }

@@ -3,11 +3,12 @@
  *   fp32                          the fp32 flash attention (cuda_attention.cu) and decode
  *   bf16, tensor-core shape       the mma.sync kernels (cuda_attention_tc*.cu): q, k, v,
  *                                 out, dout read and out, dq, dk, dv written as bf16, each
- *                                 rounded once from the fp32 accumulators
+ *                                 rounded once from the fp32 accumulators; documents and
+ *                                 the sliding window (Mistral) are masked there, tiles
+ *                                 wholly outside either skipped
  *   bf16, any other shape         the fp32 kernels on widened copies, outputs rounded
- *                                 once (head_dim not a multiple of 8 or over 256, a
- *                                 sliding window, which the tensor-core kernels do not
- *                                 mask yet, and decode)
+ *                                 once (head_dim not a multiple of 8 or over 256, and
+ *                                 decode)
  *
  * Scratch is the backend's one stream-ordered buffer (ft_cuda_scratch), carved here into
  * the regions a call needs, each 256-byte aligned. */
@@ -78,8 +79,9 @@ void ft_cuda_attention_fwd(ft_backend *be, ft_dtype dt, void *out, float *lse, c
         return;
     }
     if (ft_cuda_attention_tc_supported(s)) {
+        void *scratch = ft_cuda_scratch(be, ft_cuda_attention_fwd_bf16_scratch_bytes(s));
         ft_cuda_check(ft_cuda_launch_attention_fwd_bf16(FT_DTYPE_BF16, out, lse, q, k, v, segment,
-                                                        s, st),
+                                                        s, scratch, st),
                       "attention_fwd (tensor cores)");
         return;
     }

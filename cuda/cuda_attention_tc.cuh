@@ -1,11 +1,13 @@
 /* Shared pieces of the tensor-core attention kernels (cuda_attention_tc.cu: forward,
  * cuda_attention_tc_bwd.cu: backward): the arguments, the tile geometry, cp.async staging
- * of a head's rows, bf16 packing and the visibility rule. */
+ * of a head's rows, bf16 packing, the visibility rule and the tile-skipping tests. */
 #ifndef FT_CUDA_ATTENTION_TC_CUH
 #define FT_CUDA_ATTENTION_TC_CUH
 
 #include "cuda_common.cuh"
 #include "cuda_mma.cuh"
+
+#include <limits.h>
 
 #define TC_WARPS 4
 #define TC_THREADS (TC_WARPS * 32)
@@ -13,12 +15,16 @@
 #define TC_PAD 8
 #define TC_LOG2E 1.4426950408889634f
 #define TC_LN2 0.6931471805599453f
+#define TC_GRAN 32 /* tokens per granule of the segment-range table; every tile starts on one */
 
 struct TcArgs {
     int seq, hd, group;
     size_t q_stride, kv_stride; /* elements per token */
     float scale_log2;
-    const int32_t *segment;
+    int window;               /* 0: none; else query i sees only keys j > i - window */
+    const int32_t *segment;   /* [batch * seq] or NULL */
+    const int2 *seg_range;    /* [batch][ngran] [min, max] id per granule (with segment) */
+    int ngran;
 };
 
 /* Forward tile geometry: the Q tile and two K and two V buffers of BK rows. */
@@ -50,7 +56,19 @@ __device__ __forceinline__ uint32_t tc_pack_bf16(float lo, float hi)
     return (uint32_t)ft_bf16_from_f32(lo) | ((uint32_t)ft_bf16_from_f32(hi) << 16);
 }
 
-static inline TcArgs tc_args(ft_attn_shape s, const int32_t *segment)
+static inline int tc_ngran(ft_attn_shape s) { return (s.seq_len + TC_GRAN - 1) / TC_GRAN; }
+
+/* Bytes of the segment-range table, the scratch both passes start with. */
+static inline size_t tc_seg_range_bytes(ft_attn_shape s)
+{
+    return (size_t)s.batch * tc_ngran(s) * sizeof(int2);
+}
+
+/* Fills a.seg_range (a.segment non-NULL) before the kernels that read it (cuda_attention_tc.cu). */
+cudaError_t tc_seg_ranges(const TcArgs &a, int batch, cudaStream_t st);
+
+/* seg_range: scratch of tc_seg_range_bytes, used only with segment ids */
+static inline TcArgs tc_args(ft_attn_shape s, const int32_t *segment, void *seg_range)
 {
     TcArgs a;
     a.seq = s.seq_len;
@@ -59,14 +77,18 @@ static inline TcArgs tc_args(ft_attn_shape s, const int32_t *segment)
     a.q_stride = (size_t)s.n_heads * s.head_dim;
     a.kv_stride = (size_t)s.n_kv_heads * s.head_dim;
     a.scale_log2 = TC_LOG2E / sqrtf((float)s.head_dim);
+    a.window = s.window > 0 ? s.window : 0;
     a.segment = segment;
+    a.seg_range = (const int2 *)seg_range;
+    a.ngran = tc_ngran(s);
     return a;
 }
 
-/* Query `row` sees key `col` (absolute positions in the batch row b). */
+/* Query `row` sees key `col` (absolute positions in the batch row b): causal, inside the
+ * sliding window, same document. */
 __device__ __forceinline__ bool tc_visible(const TcArgs &a, int b, int row, int col, int row_seg)
 {
-    bool vis = col <= row && col < a.seq && row < a.seq;
+    bool vis = col <= row && col < a.seq && row < a.seq && (a.window == 0 || col > row - a.window);
     if (vis && a.segment)
         vis = a.segment[(size_t)b * a.seq + col] == row_seg;
     return vis;
@@ -76,5 +98,69 @@ __device__ __forceinline__ int tc_segment(const TcArgs &a, int b, int t)
 {
     return a.segment && t < a.seq ? a.segment[(size_t)b * a.seq + t] : 0;
 }
+
+/* Tile skipping. A pair of a query tile [q0, q0+qn) and a key tile [k0, k0+kn) is
+ * computed only if some query of it may see some key; the causal bound (no key tile past
+ * the query tile's last row) is each kernel's loop bound, the other two rules are here.
+ * Skipping changes no bit of the result: a wholly masked tile adds exact zeros (p = 0; the
+ * forward's running max, and so its rescale factor 1, are unchanged).
+ *
+ * Window: every key of the tile is at or before q0 - window, the lower edge of the first
+ * (furthest-reaching) query's window. Key tiles before tc_first_key_tile are all such, and
+ * so are all query tiles after the first one that is (the dK/dV pass stops there): a
+ * window costs O(T x window). */
+__device__ __forceinline__ bool tc_before_window(const TcArgs &a, int q0, int k0, int kn)
+{
+    return a.window > 0 && k0 + kn - 1 <= q0 - a.window;
+}
+
+/* The first key tile (of bk keys) that can hold a key inside query q0's window: the one
+ * holding key q0 - window + 1. */
+__device__ __forceinline__ int tc_first_key_tile(const TcArgs &a, int q0, int bk)
+{
+    return a.window > 0 ? max(0, q0 - a.window + 1) / bk : 0;
+}
+
+/* Documents: the [min, max] segment id over tokens t0 .. t0+n-1 of row b (n >= 1), from
+ * the granules covering them (a pre-pass, tc_seg_ranges, reduces each granule of TC_GRAN
+ * ids once per call). No order of the ids is assumed (packed rows have non-decreasing
+ * ids, but the op allows any), so a walk over key tiles tests each one; the test is one
+ * or two broadcast loads, where reducing the tile's own ids would read all T ids per
+ * query tile. Tiles start on granules, so the range is the tile's own. */
+__device__ __forceinline__ int2 tc_segment_range(const TcArgs &a, int b, int t0, int n)
+{
+    if (!a.segment)
+        return make_int2(0, 0);
+    const int2 *r = a.seg_range + (size_t)b * a.ngran;
+    int g0 = t0 / TC_GRAN, g1 = (t0 + n - 1) / TC_GRAN;
+    int2 out = r[g0];
+    for (int g = g0 + 1; g <= g1; g++)
+        out = make_int2(min(out.x, r[g].x), max(out.y, r[g].y));
+    return out;
+}
+
+/* False when the tile [t0, t0+n) shares no segment id range with `other` (the other
+ * tile's range): no document of one can meet a document of the other. With packed rows
+ * (non-decreasing ids) the surviving pairs are exactly those with a visible pair. */
+__device__ __forceinline__ bool tc_segments_meet(const TcArgs &a, int b, int2 other, int t0, int n)
+{
+    if (!a.segment)
+        return true;
+    int2 r = tc_segment_range(a, b, t0, n);
+    return r.x <= other.y && other.x <= r.y;
+}
+
+/* Harness only: the tile pairs each kernel computed (0 forward, 1 dK/dV, 2 dQ), so that
+ * test_attention_tc can check that exactly the needed pairs ran. Thread 0 of a block
+ * counts; blocks may run on several host threads, hence the atomic. */
+#ifdef FT_CUDA_EMULATION
+#define TC_COUNT_TILE(kind)                                                                        \
+    do {                                                                                           \
+        if (threadIdx.x == 0)                                                                      \
+            __atomic_fetch_add(&ft_cuda_attention_tc_tiles[kind], 1ull, __ATOMIC_RELAXED);         \
+    } while (0)
+#else
+#define TC_COUNT_TILE(kind) ((void)0)
+#endif
 
 #endif

@@ -4,11 +4,16 @@
  *   D_i   = dO_i . O_i                                   (tc_bwd_dot_kernel)
  *   p_ij  = exp(s_ij - lse_i),  dP_ij = dO_i . v_j,  dS_ij = p_ij (dP_ij - D_i)
  *   dV_j  = sum_i p_ij dO_i,  dK_j = scale sum_i dS_ij q_i   (tc_bwd_dkdv_kernel: one
- *           block per (64-key tile, kv head, batch row); warp w owns keys 16w..16w+15 and
- *           walks every query tile at or past the diagonal of every query head of its
- *           GQA group, so each dK/dV element is summed by one thread in a fixed order)
+ *           block per (64-key tile, kv head, batch row; 32 keys and each warp half the
+ *           features at head_dim 256, TcBwdCfg); warp w owns keys 16w..16w+15 and
+ *           walks the query tiles from the diagonal to the last one whose window reaches
+ *           its keys, of every query head of its GQA group, so each dK/dV element is
+ *           summed by one thread in a fixed order)
  *   dQ_i  = scale sum_j dS_ij k_j                          (tc_bwd_dq_kernel: one block
- *           per (64-query tile, head, batch row); warp w owns 16 query rows)
+ *           per (64-query tile, head, batch row); warp w owns 16 query rows; it walks the
+ *           key tiles from the first inside the window to the diagonal)
+ * Both passes skip tile pairs whose documents cannot meet (tc_segments_meet): a skipped
+ * pair would add exact zeros, so the fixed summation order, and every bit, is kept.
  *
  * Every product is an m16n8k16 mma (cuda_mma.cuh). The dK/dV kernel computes the
  * transposed tiles S^T = K Q^T and dP^T = V dO^T, so that its rows are its own keys and the
@@ -45,12 +50,30 @@ __global__ void tc_bwd_dot_kernel(float *__restrict__ Dv, const uint16_t *__rest
     }
 }
 
+/* Register budget (255 per thread). A dK/dV warp holds its 16 keys' dK and dV
+ * accumulators, HDMAX/8 x 4 fp32 each (64 registers at head_dim 128, 128 at 256), the
+ * 16 x 64 P and dS tiles (64) and, where they fit, its K and V A fragments (HDMAX/4).
+ *  - head_dim <= 64: everything in registers (no spill);
+ *  - head_dim 128: K and V fragments reloaded from the K/V tile (it stays in shared
+ *    memory for the whole pass) at each k-step instead of held: 64 registers fewer;
+ *  - head_dim 256: that, and the accumulators split: the two warps of a key group own
+ *    one half of the head's features each (DSPLIT = 2), so a block holds 32 keys. Each
+ *    warp of the pair computes the group's whole S^T and dP^T (the tensor-core work of
+ *    those two products doubles, the rest is unchanged) and no data crosses warps.
+ * The dQ kernel at head_dim 256 likewise reloads its Q and dO fragments. ptxas -v
+ * figures: the commit that introduced this. */
 template <int HDMAX>
 struct TcBwdCfg {
     static constexpr int P = HDMAX + TC_PAD;
-    /* two 64-row token tiles of each operand kind, and per-query lse and D */
-    static constexpr size_t smem =
-        (size_t)(2 * TC_BQ + 2 * TC_BK) * P * sizeof(uint16_t) + 2 * TC_BQ * sizeof(float);
+    static constexpr int DSPLIT = HDMAX > 128 ? 2 : 1;     /* warps sharing a key group */
+    static constexpr int BKV = 16 * TC_WARPS / DSPLIT;     /* keys per dK/dV block */
+    static constexpr bool KV_IN_REGS = HDMAX <= 64;        /* dK/dV: K, V fragments held */
+    static constexpr bool QO_IN_REGS = HDMAX <= 128;       /* dQ: Q, dO fragments held */
+    /* dK/dV: the K and V tiles (BKV rows), the Q and dO tiles, per-query lse and D;
+     * dQ: the Q, dO, K and V tiles (64 rows each) */
+    static constexpr size_t smem_dkdv =
+        (size_t)(2 * BKV + 2 * TC_BQ) * P * sizeof(uint16_t) + 2 * TC_BQ * sizeof(float);
+    static constexpr size_t smem_dq = (size_t)(2 * TC_BQ + 2 * TC_BK) * P * sizeof(uint16_t);
 };
 
 /* Rows g and g+8 of an m16n8 accumulator tile as the bf16 A operand of the next product:
@@ -60,6 +83,23 @@ struct TcBwdCfg {
      tc_pack_bf16(x[2 * (j) + 1][0], x[2 * (j) + 1][1]),                                         \
      tc_pack_bf16(x[2 * (j) + 1][2], x[2 * (j) + 1][3])}
 
+/* One k-step of the two score products of a warp's 16 rows against 8 columns (group n):
+ * x += A1 X^T, y += A2 Y^T, with X and Y the row-major token tiles in shared memory (their
+ * k-step ks as "col" B fragments). dK/dV: rows keys, A1 = K, A2 = V, X = Q, Y = dO (S^T,
+ * dP^T); dQ: rows queries, A1 = Q, A2 = dO, X = K, Y = V (S, dP). */
+template <int HDMAX>
+__device__ __forceinline__ void tc_bwd_st_step(float x[4], float y[4], const uint32_t a1[4],
+                                               const uint32_t a2[4], const uint16_t *X,
+                                               const uint16_t *Y, int n, int ks, int lane)
+{
+    int off = (n * 8 + lane % 8) * TcBwdCfg<HDMAX>::P + ks * 16 + 8 * ((lane / 8) % 2);
+    uint32_t xf[2], yf[2];
+    ft_ldmatrix<2, false>(xf, X + off);
+    ft_ldmatrix<2, false>(yf, Y + off);
+    ft_mma_m16n8k16_bf16(x, a1, xf, x);
+    ft_mma_m16n8k16_bf16(y, a2, yf, y);
+}
+
 template <int HDMAX, typename OT>
 __global__ void __launch_bounds__(TC_THREADS)
     tc_bwd_dkdv_kernel(OT *__restrict__ dk, OT *__restrict__ dv,
@@ -68,29 +108,36 @@ __global__ void __launch_bounds__(TC_THREADS)
                        const uint16_t *__restrict__ k, const uint16_t *__restrict__ v, TcArgs a,
                        int heads)
 {
-    constexpr int P = TcBwdCfg<HDMAX>::P, KS = HDMAX / 16, NQ = TC_BQ / 8, DT = HDMAX / 8;
+    typedef TcBwdCfg<HDMAX> C;
+    constexpr int P = C::P, KS = HDMAX / 16, NQ = TC_BQ / 8, BKV = C::BKV;
+    constexpr int DT = HDMAX / 8 / C::DSPLIT; /* 8-feature groups of dK/dV this warp owns */
+    constexpr bool KV_IN_REGS = C::KV_IN_REGS;
     FT_DYNAMIC_SMEM(uint16_t, smem);
-    uint16_t *Ks = smem, *Vs = Ks + TC_BK * P, *Qs = Vs + TC_BK * P, *dOs = Qs + TC_BQ * P;
+    uint16_t *Ks = smem, *Vs = Ks + BKV * P, *Qs = Vs + BKV * P, *dOs = Qs + TC_BQ * P;
     float *lse_s = (float *)(dOs + TC_BQ * P), *D_s = lse_s + TC_BQ;
 
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-    const int k0 = (int)blockIdx.x * TC_BK, kn = min(TC_BK, a.seq - k0);
+    const int kgrp = warp / C::DSPLIT, dbase = (warp % C::DSPLIT) * DT; /* keys, features */
+    const int k0 = (int)blockIdx.x * BKV, kn = min(BKV, a.seq - k0);
     const int hk = blockIdx.y, b = blockIdx.z;
     const uint16_t *kb = k + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
     const uint16_t *vb = v + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
-    tc_stage<HDMAX, TC_BK>(Ks, kb, a.kv_stride, k0, kn, a.hd);
-    tc_stage<HDMAX, TC_BK>(Vs, vb, a.kv_stride, k0, kn, a.hd);
+    tc_stage<HDMAX, BKV>(Ks, kb, a.kv_stride, k0, kn, a.hd);
+    tc_stage<HDMAX, BKV>(Vs, vb, a.kv_stride, k0, kn, a.hd);
     ft_cp_async_commit();
     ft_cp_async_wait<0>();
     __syncthreads();
-    uint32_t ka[KS][4], va[KS][4];
+    const int kv_off = (kgrp * 16 + lane % 16) * P + 8 * (lane / 16); /* A fragment rows */
+    uint32_t ka[KV_IN_REGS ? KS : 1][4], va[KV_IN_REGS ? KS : 1][4];
+    if constexpr (KV_IN_REGS) {
 #pragma unroll
-    for (int ks = 0; ks < KS; ks++) {
-        int off = (warp * 16 + lane % 16) * P + ks * 16 + 8 * (lane / 16);
-        ft_ldmatrix<4, false>(ka[ks], Ks + off);
-        ft_ldmatrix<4, false>(va[ks], Vs + off);
+        for (int ks = 0; ks < KS; ks++) {
+            ft_ldmatrix<4, false>(ka[ks], Ks + kv_off + ks * 16);
+            ft_ldmatrix<4, false>(va[ks], Vs + kv_off + ks * 16);
+        }
     }
-    const int kr0 = k0 + warp * 16 + g, kr1 = kr0 + 8; /* this lane's two keys */
+    const int kr0 = k0 + kgrp * 16 + g, kr1 = kr0 + 8; /* this lane's two keys */
+    const int2 kr = tc_segment_range(a, b, k0, kn);
     float dka[DT][4], dva[DT][4];
 #pragma unroll
     for (int d = 0; d < DT; d++)
@@ -106,6 +153,11 @@ __global__ void __launch_bounds__(TC_THREADS)
         const float *Db = Dv + ((size_t)b * heads + h) * a.seq;
         for (int qt = k0 / TC_BQ; qt < nqt; qt++) { /* queries before k0 see none of the keys */
             const int q0 = qt * TC_BQ, qn = min(TC_BQ, a.seq - q0);
+            if (tc_before_window(a, q0, k0, kn))
+                break; /* later query tiles are further past the window */
+            if (!tc_segments_meet(a, b, kr, q0, qn))
+                continue;
+            TC_COUNT_TILE(1);
             __syncthreads(); /* the previous query tile is no longer read */
             tc_stage<HDMAX, TC_BQ>(Qs, qb, a.q_stride, q0, qn, a.hd);
             tc_stage<HDMAX, TC_BQ>(dOs, ob, a.q_stride, q0, qn, a.hd);
@@ -118,19 +170,32 @@ __global__ void __launch_bounds__(TC_THREADS)
             __syncthreads();
 
             /* S^T = K Q^T and dP^T = V dO^T: this warp's 16 keys x 64 queries */
+            /* Held fragments: each query group n is computed and masked in turn (the order
+             * ptxas allocates best); reloaded ones: k-steps outer, each loaded once. */
             float p[NQ][4], ds[NQ][4];
+            if constexpr (!KV_IN_REGS) {
 #pragma unroll
-            for (int n = 0; n < NQ; n++) {
-                for (int e = 0; e < 4; e++)
-                    p[n][e] = ds[n][e] = 0.0f;
+                for (int n = 0; n < NQ; n++)
+                    for (int e = 0; e < 4; e++)
+                        p[n][e] = ds[n][e] = 0.0f;
 #pragma unroll
                 for (int ks = 0; ks < KS; ks++) {
-                    int off = (n * 8 + lane % 8) * P + ks * 16 + 8 * ((lane / 8) % 2);
-                    uint32_t qf[2], of[2];
-                    ft_ldmatrix<2, false>(qf, Qs + off);
-                    ft_ldmatrix<2, false>(of, dOs + off);
-                    ft_mma_m16n8k16_bf16(p[n], ka[ks], qf, p[n]);
-                    ft_mma_m16n8k16_bf16(ds[n], va[ks], of, ds[n]);
+                    uint32_t kf[4], vf[4];
+                    ft_ldmatrix<4, false>(kf, Ks + kv_off + ks * 16);
+                    ft_ldmatrix<4, false>(vf, Vs + kv_off + ks * 16);
+#pragma unroll
+                    for (int n = 0; n < NQ; n++)
+                        tc_bwd_st_step<HDMAX>(p[n], ds[n], kf, vf, Qs, dOs, n, ks, lane);
+                }
+            }
+#pragma unroll
+            for (int n = 0; n < NQ; n++) {
+                if constexpr (KV_IN_REGS) {
+                    for (int e = 0; e < 4; e++)
+                        p[n][e] = ds[n][e] = 0.0f;
+#pragma unroll
+                    for (int ks = 0; ks < KS; ks++)
+                        tc_bwd_st_step<HDMAX>(p[n], ds[n], ka[ks], va[ks], Qs, dOs, n, ks, lane);
                 }
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
@@ -147,7 +212,7 @@ __global__ void __launch_bounds__(TC_THREADS)
                 uint32_t pa[4] = TC_REPACK(p, j), sa[4] = TC_REPACK(ds, j);
 #pragma unroll
                 for (int d = 0; d < DT; d++) {
-                    int off = (j * 16 + lane % 16) * P + d * 8;
+                    int off = (j * 16 + lane % 16) * P + (dbase + d) * 8;
                     uint32_t of[2], qf[2];
                     ft_ldmatrix<2, true>(of, dOs + off);
                     ft_ldmatrix<2, true>(qf, Qs + off);
@@ -162,7 +227,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     OT *dvb = dv + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
 #pragma unroll
     for (int d = 0; d < DT; d++) {
-        int c = d * 8 + 2 * t;
+        int c = (dbase + d) * 8 + 2 * t;
         if (c >= a.hd)
             continue;
         for (int e = 0; e < 4; e++) {
@@ -199,12 +264,15 @@ __global__ void __launch_bounds__(TC_THREADS)
     ft_cp_async_commit();
     ft_cp_async_wait<0>();
     __syncthreads();
-    uint32_t qa[KS][4], oa[KS][4];
+    constexpr bool QO_IN_REGS = TcBwdCfg<HDMAX>::QO_IN_REGS;
+    const int qo_off = (warp * 16 + lane % 16) * P + 8 * (lane / 16); /* A fragment rows */
+    uint32_t qa[QO_IN_REGS ? KS : 1][4], oa[QO_IN_REGS ? KS : 1][4];
+    if constexpr (QO_IN_REGS) {
 #pragma unroll
-    for (int ks = 0; ks < KS; ks++) {
-        int off = (warp * 16 + lane % 16) * P + ks * 16 + 8 * (lane / 16);
-        ft_ldmatrix<4, false>(qa[ks], Qs + off);
-        ft_ldmatrix<4, false>(oa[ks], dOs + off);
+        for (int ks = 0; ks < KS; ks++) {
+            ft_ldmatrix<4, false>(qa[ks], Qs + qo_off + ks * 16);
+            ft_ldmatrix<4, false>(oa[ks], dOs + qo_off + ks * 16);
+        }
     }
     const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
     const int seg0 = tc_segment(a, b, r0), seg1 = tc_segment(a, b, r1);
@@ -220,27 +288,42 @@ __global__ void __launch_bounds__(TC_THREADS)
             dqa[d][e] = 0.0f;
 
     const int nkt = (q0 + qn - 1) / TC_BK + 1;
-    for (int kt = 0; kt < nkt; kt++) {
+    const int2 qr = tc_segment_range(a, b, q0, qn);
+    for (int kt = tc_first_key_tile(a, q0, TC_BK); kt < nkt; kt++) {
         const int k0 = kt * TC_BK, kn = min(TC_BK, a.seq - k0);
+        if (!tc_segments_meet(a, b, qr, k0, kn))
+            continue;
+        TC_COUNT_TILE(2);
         __syncthreads(); /* the previous key tile is no longer read */
         tc_stage<HDMAX, TC_BK>(Ks, kb, a.kv_stride, k0, kn, a.hd);
         tc_stage<HDMAX, TC_BK>(Vs, vb, a.kv_stride, k0, kn, a.hd);
         ft_cp_async_commit();
         ft_cp_async_wait<0>();
         __syncthreads();
-        float p[NK][4], ds[NK][4];
+        float p[NK][4], ds[NK][4]; /* loop orders: as in the dK/dV kernel */
+        if constexpr (!QO_IN_REGS) {
 #pragma unroll
-        for (int n = 0; n < NK; n++) {
-            for (int e = 0; e < 4; e++)
-                p[n][e] = ds[n][e] = 0.0f;
+            for (int n = 0; n < NK; n++)
+                for (int e = 0; e < 4; e++)
+                    p[n][e] = ds[n][e] = 0.0f;
 #pragma unroll
             for (int ks = 0; ks < KS; ks++) {
-                int off = (n * 8 + lane % 8) * P + ks * 16 + 8 * ((lane / 8) % 2);
-                uint32_t kf[2], vf[2];
-                ft_ldmatrix<2, false>(kf, Ks + off);
-                ft_ldmatrix<2, false>(vf, Vs + off);
-                ft_mma_m16n8k16_bf16(p[n], qa[ks], kf, p[n]);
-                ft_mma_m16n8k16_bf16(ds[n], oa[ks], vf, ds[n]);
+                uint32_t qf[4], of[4];
+                ft_ldmatrix<4, false>(qf, Qs + qo_off + ks * 16);
+                ft_ldmatrix<4, false>(of, dOs + qo_off + ks * 16);
+#pragma unroll
+                for (int n = 0; n < NK; n++)
+                    tc_bwd_st_step<HDMAX>(p[n], ds[n], qf, of, Ks, Vs, n, ks, lane);
+            }
+        }
+#pragma unroll
+        for (int n = 0; n < NK; n++) {
+            if constexpr (QO_IN_REGS) {
+                for (int e = 0; e < 4; e++)
+                    p[n][e] = ds[n][e] = 0.0f;
+#pragma unroll
+                for (int ks = 0; ks < KS; ks++)
+                    tc_bwd_st_step<HDMAX>(p[n], ds[n], qa[ks], oa[ks], Ks, Vs, n, ks, lane);
             }
 #pragma unroll
             for (int e = 0; e < 4; e++) {
@@ -285,32 +368,36 @@ static cudaError_t tc_bwd_run(OT *dq, OT *dk, OT *dv, const uint16_t *dout,
                               const uint16_t *k, const uint16_t *v, const TcArgs &a,
                               ft_attn_shape s, cudaStream_t st)
 {
-    const size_t smem = TcBwdCfg<HDMAX>::smem;
+    const size_t smem_kv = TcBwdCfg<HDMAX>::smem_dkdv, smem_q = TcBwdCfg<HDMAX>::smem_dq;
     void (*kkv)(OT *, OT *, const uint16_t *, const float *, const float *,
                 const uint16_t *, const uint16_t *, const uint16_t *, TcArgs, int) =
         tc_bwd_dkdv_kernel<HDMAX, OT>;
     void (*kq)(OT *, const uint16_t *, const float *, const float *, const uint16_t *,
                const uint16_t *, const uint16_t *, TcArgs, int) = tc_bwd_dq_kernel<HDMAX, OT>;
     cudaError_t e = cudaFuncSetAttribute(kkv, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)smem);
+                                         (int)smem_kv);
     if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        e = cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q);
     if (e != cudaSuccess)
         return e;
-    dim3 gkv((unsigned)((s.seq_len + TC_BK - 1) / TC_BK), (unsigned)s.n_kv_heads,
+    const int bkv = TcBwdCfg<HDMAX>::BKV;
+    dim3 gkv((unsigned)((s.seq_len + bkv - 1) / bkv), (unsigned)s.n_kv_heads,
              (unsigned)s.batch);
-    FT_LAUNCH(kkv, gkv, TC_THREADS, smem, st)(dk, dv, dout, lse, Dv, q, k, v, a, s.n_heads);
+    FT_LAUNCH(kkv, gkv, TC_THREADS, smem_kv, st)(dk, dv, dout, lse, Dv, q, k, v, a, s.n_heads);
     e = cudaGetLastError();
     if (e != cudaSuccess)
         return e;
     dim3 gq((unsigned)((s.seq_len + TC_BQ - 1) / TC_BQ), (unsigned)s.n_heads, (unsigned)s.batch);
-    FT_LAUNCH(kq, gq, TC_THREADS, smem, st)(dq, dout, lse, Dv, q, k, v, a, s.n_heads);
+    FT_LAUNCH(kq, gq, TC_THREADS, smem_q, st)(dq, dout, lse, Dv, q, k, v, a, s.n_heads);
     return cudaGetLastError();
 }
 
+/* Scratch: the segment-range table, then D (256-byte aligned). */
+static size_t tc_bwd_d_offset(ft_attn_shape s) { return (tc_seg_range_bytes(s) + 255) / 256 * 256; }
+
 extern "C" size_t ft_cuda_attention_bwd_bf16_scratch_bytes(ft_attn_shape s)
 {
-    return (size_t)s.batch * s.n_heads * s.seq_len * sizeof(float);
+    return tc_bwd_d_offset(s) + (size_t)s.batch * s.n_heads * s.seq_len * sizeof(float);
 }
 
 template <typename OT>
@@ -345,8 +432,11 @@ extern "C" cudaError_t ft_cuda_launch_attention_bwd_bf16(ft_dtype dt, void *dq, 
         return cudaSuccess;
     if (!ft_cuda_attention_tc_supported(s))
         return cudaErrorInvalidValue;
-    TcArgs a = tc_args(s, segment);
-    float *Dv = (float *)scratch;
+    TcArgs a = tc_args(s, segment, scratch);
+    float *Dv = (float *)((char *)scratch + tc_bwd_d_offset(s));
+    cudaError_t e = tc_seg_ranges(a, s.batch, st);
+    if (e != cudaSuccess)
+        return e;
     if (dt == FT_DTYPE_BF16)
         return tc_bwd_dispatch((ft_bf16 *)dq, (ft_bf16 *)dk, (ft_bf16 *)dv, dout,
                                (const ft_bf16 *)out, lse, q, k, v, a, s, Dv, st);

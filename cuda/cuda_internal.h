@@ -143,14 +143,20 @@ cudaError_t ft_cuda_launch_attention_bwd(float *dq, float *dk, float *dv, const 
 
 /* ---- cuda_attention_tc.cu: tensor-core forward (bf16 q/k/v as raw bits; out stored as
  * out_dt, fp32 or bf16; fp32 lse; the layouts and semantics of
- * ft_cuda_launch_attention_fwd). Needs head_dim % 8 == 0 and <= 256 and no sliding window
+ * ft_cuda_launch_attention_fwd, sliding window included). Needs head_dim % 8 == 0 and <= 256
  * (ft_cuda_attention_tc_supported); bf16 attention calls of such shapes come here
  * (cuda_attention_route.c). */
 int ft_cuda_attention_tc_supported(ft_attn_shape s);
+#ifdef FT_CUDA_EMULATION
+/* Harness only: tile pairs the tensor-core kernels computed (forward, dK/dV, dQ). */
+extern unsigned long long ft_cuda_attention_tc_tiles[3];
+#endif
+/* scratch: ft_cuda_attention_fwd_bf16_scratch_bytes (the segment ranges of tile skipping) */
+size_t ft_cuda_attention_fwd_bf16_scratch_bytes(ft_attn_shape s);
 cudaError_t ft_cuda_launch_attention_fwd_bf16(ft_dtype out_dt, void *out, float *lse,
                                               const uint16_t *q, const uint16_t *k,
                                               const uint16_t *v, const int32_t *segment,
-                                              ft_attn_shape s, cudaStream_t st);
+                                              ft_attn_shape s, void *scratch, cudaStream_t st);
 /* ---- cuda_attention_tc_bwd.cu: its backward (bf16 dout, fp32 lse; out read and dq, dk,
  * dv overwritten as dt, fp32 or bf16); scratch: ft_cuda_attention_bwd_bf16_scratch_bytes. */
 size_t ft_cuda_attention_bwd_bf16_scratch_bytes(ft_attn_shape s);

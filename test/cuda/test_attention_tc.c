@@ -1,7 +1,17 @@
 /* The tensor-core attention (cuda/cuda_attention_tc*.cu) against the CPU backend's fp32
- * flash attention on the same bf16-rounded inputs: causal, document masks (packed and
- * scattered ids), GQA, odd lengths (1, 37, 100, 130), head dims 64, 80, 128, 256; forward
- * and backward (the backward from the CPU's forward results, so it is compared alone).
+ * flash attention on the same bf16-rounded inputs: causal, document masks (packed, many
+ * short ones, ones spanning tiles, scattered ids), sliding windows (1, under a tile, a
+ * tile, not a tile multiple, over T; with documents), GQA, odd lengths, head dims 64, 80,
+ * 128, 256; forward and backward (the backward from the CPU's forward results, so it is
+ * compared alone).
+ *
+ * Tile skipping. Under the CPU execution harness the kernels count the tile pairs they
+ * compute (ft_cuda_attention_tc_tiles); with packed documents (non-decreasing ids) and a
+ * window that count must equal the number of tile pairs holding at least one visible
+ * (query, key) pair, counted here by brute force: fewer means a needed tile was skipped
+ * (the comparison with the CPU fails too), more means a masked tile was computed.
+ * Determinism: a second backward of the windowed and head_dim-256 GQA cases must give
+ * the same bits.
  *
  * Tolerances. The scores are exact bf16 products summed in fp32, so lse agrees to fp32
  * round-off (relative 1e-5 of |lse| + 1e-5). The output multiplies probabilities rounded
@@ -18,6 +28,7 @@
 
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,9 +74,52 @@ static double worst_ratio(const float *got, const float *ref, size_t n, double a
     return worst;
 }
 
-static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, int hd, int seg_kind)
+enum seg_kind { SEG_NONE, SEG_PACKED, SEG_SCATTERED, SEG_SHORT, SEG_LONG };
+static const char *const seg_name[] = {"none", "docs", "scattered", "short docs", "long docs"};
+
+/* segment id of token t (of a row of seq): packed documents of 23, 3 or 90 tokens, or
+ * ids in no order */
+static int32_t segment_of(enum seg_kind kind, size_t i, int seq)
 {
-    ft_attn_shape s = {batch, seq, heads, kv, hd, 0};
+    int t = (int)(i % (size_t)seq);
+    switch (kind) {
+    case SEG_PACKED: return t / 23;
+    case SEG_SHORT: return t / 3;
+    case SEG_LONG: return t / 90;
+    default: return (int32_t)((i * 7) % 3);
+    }
+}
+
+static bool visible(const int32_t *seg, int window, int i, int j)
+{
+    return j <= i && (window == 0 || j > i - window) && (!seg || seg[j] == seg[i]);
+}
+
+/* Tile pairs ([q0, q0+bq) x [k0, k0+bk), clipped to seq) of one row holding a visible
+ * pair, summed over `heads` heads of every row: what a kernel walking bq-query tiles
+ * against bk-key tiles must compute. */
+static unsigned long long needed_tiles(const int32_t *seg, int batch, int seq, int heads,
+                                       int window, int bq, int bk)
+{
+    unsigned long long n = 0;
+    for (int b = 0; b < batch; b++) {
+        const int32_t *sr = seg ? seg + (size_t)b * seq : NULL;
+        for (int q0 = 0; q0 < seq; q0 += bq)
+            for (int k0 = 0; k0 < seq; k0 += bk) {
+                bool any = false;
+                for (int i = q0; i < q0 + bq && i < seq && !any; i++)
+                    for (int j = k0; j < k0 + bk && j < seq && !any; j++)
+                        any = visible(sr, window, i, j);
+                n += any;
+            }
+    }
+    return n * (unsigned long long)heads;
+}
+
+static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, int hd,
+                       enum seg_kind seg_kind, int window)
+{
+    ft_attn_shape s = {batch, seq, heads, kv, hd, window};
     size_t tokens = (size_t)batch * seq, nq = tokens * heads * hd, nkv = tokens * kv * hd;
     size_t nl = (size_t)batch * heads * seq;
     uint16_t *qb = malloc(nq * 2), *kb = malloc(nkv * 2), *vb = malloc(nkv * 2);
@@ -77,8 +131,8 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
         kf[i] = ft_bf16_to_f32(kb[i] = ft_f32_to_bf16(uniform(-2, 2)));
         vf[i] = ft_bf16_to_f32(vb[i] = ft_f32_to_bf16(uniform(-1, 1)));
     }
-    for (size_t i = 0; seg && i < tokens; i++) /* packed documents, or scattered ids */
-        seg[i] = seg_kind == 1 ? (int32_t)((i % seq) / 23) : (int32_t)((i * 7) % 3);
+    for (size_t i = 0; seg && i < tokens; i++)
+        seg[i] = segment_of(seg_kind, i, seq);
 
     /* reference: the CPU backend's fp32 attention on the bf16 values */
     float *cq = cpu->ops->alloc(cpu, nq * 4), *ck = cpu->ops->alloc(cpu, nkv * 4);
@@ -98,7 +152,12 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
     void *dq = dev_copy(qb, nq * 2), *dk = dev_copy(kb, nkv * 2), *dv = dev_copy(vb, nkv * 2);
     void *ds = seg ? dev_copy(seg, tokens * 4) : NULL;
     float *dout = dev_copy(NULL, nq * 4), *dlse = dev_copy(NULL, nl * 4);
-    cudaError_t e = ft_cuda_launch_attention_fwd_bf16(FT_DTYPE_F32, dout, dlse, dq, dk, dv, ds, s, 0);
+#ifdef FT_CUDA_EMULATION
+    memset(ft_cuda_attention_tc_tiles, 0, sizeof ft_cuda_attention_tc_tiles);
+#endif
+    void *fscratch = dev_copy(NULL, ft_cuda_attention_fwd_bf16_scratch_bytes(s));
+    cudaError_t e =
+        ft_cuda_launch_attention_fwd_bf16(FT_DTYPE_F32, dout, dlse, dq, dk, dv, ds, s, fscratch, 0);
     float *go = malloc(nq * 4), *gl = malloc(nl * 4);
     cudaMemcpy(go, dout, nq * 4, cudaMemcpyDeviceToHost);
     cudaMemcpy(gl, dlse, nl * 4, cudaMemcpyDeviceToHost);
@@ -121,10 +180,11 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
     }
     checks++;
     int ok = e == cudaSuccess && bad == 0;
-    printf("%s attention_fwd_bf16 B=%d T=%d H=%d KV=%d D=%d seg=%s: worst out %.2f, lse %.2f "
-           "of tolerance%s\n",
-           ok ? "ok  " : "FAIL", batch, seq, heads, kv, hd,
-           seg_kind == 0 ? "none" : seg_kind == 1 ? "docs" : "scattered", worst_o, worst_l,
+    char what[96];
+    snprintf(what, sizeof what, "B=%d T=%d H=%d KV=%d D=%d seg=%s window=%d", batch, seq, heads,
+             kv, hd, seg_name[seg_kind], window);
+    printf("%s attention_fwd_bf16 %s: worst out %.2f, lse %.2f of tolerance%s\n",
+           ok ? "ok  " : "FAIL", what, worst_o, worst_l,
            e == cudaSuccess ? "" : " (launch failed)");
     failures += !ok;
 
@@ -157,14 +217,52 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
     double wv = worst_ratio(gdv, rdv, nkv, 1e-2, 1e-2, floor);
     checks++;
     ok = e == cudaSuccess && wq <= 1 && wk <= 1 && wv <= 1;
-    printf("%s attention_bwd_bf16 B=%d T=%d H=%d KV=%d D=%d seg=%s: worst dq %.2f, dk %.2f, "
-           "dv %.2f of tolerance%s\n",
-           ok ? "ok  " : "FAIL", batch, seq, heads, kv, hd,
-           seg_kind == 0 ? "none" : seg_kind == 1 ? "docs" : "scattered", wq, wk, wv,
-           e == cudaSuccess ? "" : " (launch failed)");
+    printf("%s attention_bwd_bf16 %s: worst dq %.2f, dk %.2f, dv %.2f of tolerance%s\n",
+           ok ? "ok  " : "FAIL", what, wq, wk, wv, e == cudaSuccess ? "" : " (launch failed)");
     failures += !ok;
+#ifdef FT_CUDA_EMULATION
+    /* the exact count needs ranges that are the documents themselves: packed ids. Key
+     * tiles: 64 keys, 32 for head_dim > 128 in the forward (cuda_attention_tc.cu) and in
+     * the dK/dV pass (cuda_attention_tc_bwd.cu, TcBwdCfg), 64 in the dQ pass; the dK/dV
+     * pass visits each pair once per query head of the group. */
+    if (seg_kind != SEG_SCATTERED) {
+        int bk = hd > 128 ? 32 : 64;
+        unsigned long long want[3] = {needed_tiles(seg, batch, seq, heads, window, 64, bk),
+                                      needed_tiles(seg, batch, seq, heads, window, 64, bk),
+                                      needed_tiles(seg, batch, seq, heads, window, 64, 64)};
+        unsigned long long *got = ft_cuda_attention_tc_tiles;
+        checks++;
+        ok = got[0] == want[0] && got[1] == want[1] && got[2] == want[2];
+        printf("%s attention tiles %s: computed fwd %llu, dkdv %llu, dq %llu; needed %llu, "
+               "%llu, %llu\n",
+               ok ? "ok  " : "FAIL", what, got[0], got[1], got[2], want[0], want[1], want[2]);
+        failures += !ok;
+    }
+#endif
+    /* GQA (dK/dV sum over the group's heads) with a window or the feature split: a second
+     * backward (under the harness in another thread order when it is random) gives the
+     * same bits, as every gradient element is summed by one thread in a fixed order */
+    if (kv < heads && (window > 0 || hd > 128)) {
+        float *d2[3] = {dev_copy(NULL, nq * 4), dev_copy(NULL, nkv * 4), dev_copy(NULL, nkv * 4)};
+        e = ft_cuda_launch_attention_bwd_bf16(FT_DTYPE_F32, d2[0], d2[1], d2[2], ddo, dro, drl, dq,
+                                              dk, dv, ds, s, scratch, 0);
+        float *h2 = malloc(nq * 4);
+        const float *first[3] = {gdq, gdk, gdv};
+        const size_t n2[3] = {nq, nkv, nkv};
+        ok = e == cudaSuccess;
+        for (int i = 0; i < 3; i++) {
+            cudaMemcpy(h2, d2[i], n2[i] * 4, cudaMemcpyDeviceToHost);
+            ok = ok && memcmp(h2, first[i], n2[i] * 4) == 0;
+            cudaFree(d2[i]);
+        }
+        checks++;
+        printf("%s attention_bwd_bf16 %s: a second backward %s\n", ok ? "ok  " : "FAIL", what,
+               ok ? "is bitwise the first" : "differs from the first");
+        failures += !ok;
+        free(h2);
+    }
     cudaFree(ddo), cudaFree(dro), cudaFree(drl), cudaFree(ddq), cudaFree(ddk), cudaFree(ddv);
-    cudaFree(scratch);
+    cudaFree(scratch), cudaFree(fscratch);
     cpu->ops->free(cpu, cdo), cpu->ops->free(cpu, cdq), cpu->ops->free(cpu, cdk);
     cpu->ops->free(cpu, cdv);
     free(dob), free(dof), free(rdq), free(rdk), free(rdv), free(gdq), free(gdk), free(gdv);
@@ -194,13 +292,25 @@ int main(void)
         fprintf(stderr, "cpu backend: %s\n", err.msg);
         return 1;
     }
-    check_case(cpu, 2, 100, 4, 2, 64, 0);
-    check_case(cpu, 2, 100, 4, 2, 64, 1);
-    check_case(cpu, 1, 130, 2, 1, 128, 1);
-    check_case(cpu, 1, 130, 4, 4, 128, 2);
-    check_case(cpu, 1, 37, 2, 2, 256, 0);
-    check_case(cpu, 2, 1, 2, 1, 64, 0);
-    check_case(cpu, 1, 70, 3, 1, 80, 1);
+    check_case(cpu, 2, 100, 4, 2, 64, SEG_NONE, 0);
+    check_case(cpu, 2, 100, 4, 2, 64, SEG_PACKED, 0);
+    check_case(cpu, 1, 130, 2, 1, 128, SEG_PACKED, 0);
+    check_case(cpu, 1, 130, 4, 4, 128, SEG_SCATTERED, 0);
+    check_case(cpu, 1, 37, 2, 2, 256, SEG_NONE, 0);
+    check_case(cpu, 2, 1, 2, 1, 64, SEG_NONE, 0);
+    check_case(cpu, 1, 70, 3, 1, 80, SEG_PACKED, 0);
+    /* document skipping: many short documents, documents spanning tiles */
+    check_case(cpu, 1, 200, 2, 1, 64, SEG_SHORT, 0);
+    check_case(cpu, 1, 200, 2, 2, 64, SEG_LONG, 0);
+    /* sliding windows: 1 (each query sees itself), under a tile, a tile, not a tile
+     * multiple, over T; with documents, GQA, head_dim 256 (32-key forward tiles) */
+    check_case(cpu, 1, 150, 2, 1, 64, SEG_NONE, 1);
+    check_case(cpu, 2, 131, 2, 1, 64, SEG_NONE, 20);
+    check_case(cpu, 1, 150, 2, 2, 128, SEG_NONE, 64);
+    check_case(cpu, 1, 201, 2, 1, 64, SEG_LONG, 100);
+    check_case(cpu, 1, 99, 2, 1, 256, SEG_PACKED, 40);
+    check_case(cpu, 1, 77, 2, 2, 64, SEG_NONE, 500);
+    check_case(cpu, 1, 130, 2, 2, 64, SEG_SCATTERED, 50);
     ft_backend_destroy(cpu);
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;

@@ -10,7 +10,7 @@
  * embedding gradient, rope (the same fp32 operations in the same order) and a bf16
  * bias added into fp32 logits. Layernorm and gelu (GPT-NeoX, GPT-J) as the others. Every
  * attention shape the tensor cores take (head_dim 64, 128, 256, GQA, documents, odd
- * lengths) and the widened path (head_dim 36, a sliding window). Gradients into fp32
+ * lengths, sliding windows) and the widened path (head_dim 36). Gradients into fp32
  * and into bf16 storage.
  *
  * Exit status: 0 pass, 1 failure, 77 (SKIP) without a CUDA device. */
@@ -421,7 +421,8 @@ int main(void)
     test_attention(1, 70, 2, 1, 128, 0, 3);  /* tensor cores, three documents */
     test_attention(1, 20, 2, 2, 256, 0, 1);  /* tensor cores, head_dim 256 */
     test_attention(1, 33, 4, 2, 36, 0, 1);   /* widened: head_dim 36 */
-    test_attention(1, 45, 2, 2, 64, 7, 2);   /* widened: sliding window */
+    test_attention(1, 45, 2, 2, 64, 7, 2);   /* tensor cores, sliding window, documents */
+    test_attention(1, 150, 4, 2, 128, 70, 1); /* tensor cores, window over three key tiles */
     test_decode();
     gpu->ops->sync(gpu);
     checks++;

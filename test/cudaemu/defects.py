@@ -19,6 +19,7 @@ import tempfile
 
 OPS_ALL_ORDERS = "for o in forward reverse random warp-serial; do CUDAEMU_ORDER=$o ./test/cuda/test_cuda_ops || exit 1; done"
 TRAIN = "FT_CUDA_TRAIN_CASES='{}' make check TESTS=test/cuda/test_cuda_train.sh"
+ATTN_TC = "./test/cuda/test_attention_tc"
 
 # name, file, old text, new text, what the defect is, the command that must fail
 DEFECTS = [
@@ -85,6 +86,32 @@ DEFECTS = [
      "    lt_check(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_32F, b_rows, b_cols, (int64_t)b_cols),",
      "wrong cuBLASLt leading dimension for the first operand",
      "./test/cuda/test_cuda_ops"),
+    ("window-mask", "cuda/cuda_attention_tc.cuh",
+     "(a.window == 0 || col > row - a.window)",
+     "(a.window == 0 || col >= row - a.window)",
+     "off-by-one window: tensor-core attention lets a query see one key too far back",
+     ATTN_TC),
+    ("skip-window-tile", "cuda/cuda_attention_tc.cuh",
+     "max(0, q0 - a.window + 1) / bk : 0;",
+     "max(0, q0 - a.window + bk) / bk : 0;",
+     "tile skipping: the key walk starts past the tile that straddles the window's edge",
+     ATTN_TC),
+    ("skip-document-tile", "cuda/cuda_attention_tc.cuh",
+     "    return r.x <= other.y && other.x <= r.y;",
+     "    return r.x < other.y && other.x <= r.y;",
+     "tile skipping: a key tile whose last document is the query tile's first is skipped",
+     ATTN_TC),
+    ("no-document-skip", "cuda/cuda_attention_tc.cuh",
+     "    return r.x <= other.y && other.x <= r.y;",
+     "    return r.x <= r.y;",
+     "no document skipping: every tile below the diagonal computed and masked (results right)",
+     ATTN_TC),
+    ("no-window-stop-dkdv", "cuda/cuda_attention_tc_bwd.cu",
+     "            if (tc_before_window(a, q0, k0, kn))\n"
+     "                break; /* later query tiles are further past the window */\n",
+     "",
+     "no window stop: the dK/dV pass computes query tiles past the window (results right)",
+     ATTN_TC),
     ("sum-squares-no-sync", "cuda/cuda_backend.c",
      "    ft_cuda_check(cudaStreamSynchronize(st->stream), \"sum_squares (synchronize)\");\n",
      "",
@@ -120,7 +147,7 @@ def main():
     try:
         rc, log = run("autoreconf -fi >/dev/null 2>&1 && mkdir -p build-emu && cd build-emu && "
                       "../configure -q --enable-native --with-cuda-emulation && make -j2 >/dev/null "
-                      "&& make -j2 test/cuda/test_cuda_ops >/dev/null", tree, 1800)
+                      "&& make -j2 test/cuda/test_cuda_ops test/cuda/test_attention_tc >/dev/null", tree, 1800)
         if rc:
             print(log[-3000:])
             sys.exit("defects: the unmodified tree does not build")
@@ -132,8 +159,8 @@ def main():
             if text.count(old) != 1:
                 sys.exit(f"defects: {name}: the text to change is not in {path} exactly once")
             open(f, "w").write(text.replace(old, new))
-            rc, log = run("make -j2 >/dev/null 2>&1 && make -j2 test/cuda/test_cuda_ops >/dev/null 2>&1 && "
-                          + cmd, build)
+            rc, log = run("make -j2 >/dev/null 2>&1 && make -j2 test/cuda/test_cuda_ops "
+                          "test/cuda/test_attention_tc >/dev/null 2>&1 && " + cmd, build)
             if "make check" in cmd:
                 for m in re.findall(r"TESTS=(\S+)\.sh", cmd):
                     tl = os.path.join(build, m + ".log")
@@ -141,7 +168,8 @@ def main():
                         log += open(tl).read()
             caught = rc != 0
             rows.append((name, what, cmd.split(" TESTS=")[-1] if "TESTS=" in cmd else
-                         ("test_cuda_ops, 4 orders" if cmd == OPS_ALL_ORDERS else "test_cuda_ops"),
+                         ("test_cuda_ops, 4 orders" if cmd == OPS_ALL_ORDERS else
+                          cmd.split("/")[-1]),
                          caught, why(log) if caught else "NOT CAUGHT"))
             print(f"{'caught' if caught else 'MISSED'}: {name}: {rows[-1][4]}", flush=True)
             open(f, "w").write(text)
