@@ -45,7 +45,7 @@ torch_ms=$(torch_ms fp32); torch16_ms=$(torch_ms bf16)
 cp ftmpi.fp32.log ftmpi.log
 bf16_isa=$(grep -o -w -m 1 -e avx512_bf16 -e amx_bf16 /proc/cpuinfo 2>/dev/null | sort -u | tr '\n' ' ')
 echo "CPU bf16 instructions: ${bf16_isa:-none (bf16 is widened to fp32 for sgemm)}"
-params=$(sed -n 's/^ftmpi: model \([0-9]*\) params.*/\1/p' ftmpi.log)
+params=$(sed -n 's/^ftmpi: model [a-z_0-9]*, \([0-9]*\) params.*/\1/p' ftmpi.log)
 awk -v ft="$ft_ms" -v to="$torch_ms" -v ft16="$ft16_ms" -v to16="$torch16_ms" -v peak="$peak" -v p="$params" -v L=$L -v H=$H -v V=$V \
     -v T=$T -v B=$BATCH -v thr=$threads 'BEGIN {
     tokens = B * T; nonembed = p - V * H;           # lm_head stays: it is a GEMM

@@ -1,13 +1,16 @@
 /* The native bf16 GEMM (cpu_gemm_bf16.c, AVX512-BF16) through the backend's matmul,
  * against a double-precision product of the same bf16 values, for every transposition,
  * alpha/beta, fp32 and bf16 outputs, and shapes that cross each blocking edge (MR = 12
- * rows, NR = 32 columns, KC = 256 k values, NC = 4096 columns, odd k, k = 0); and the same
+ * rows, NR = 32 columns, KC = 1024 k values (one block: a bf16 c rounded in registers;
+ * more: through the fp32 workspace), NC = 4096 columns, odd k, k = 0); and the same
  * calls through the widening path (FT_CPU_ISA=avx512), which must meet the same bound.
  *
  * Bound per element: both paths sum exact bf16 products in fp32, so
  *   |got - ref| <= (k + 2) * 2^-24 * (|alpha| sum_p |a_ip b_pj| + |beta c_ij|)
  * (the classic bound for a sum of k terms, plus the alpha and beta terms), and a bf16
- * output adds its one rounding, 2^-8 |ref|. Bitwise equality between 1 and 2 threads
+ * output adds its one rounding, 2^-8 |ref|. A bf16 output must moreover be exactly the
+ * round-to-nearest-even of the fp32 output of the same call (same sums, same order).
+ * Bitwise equality between 1 and 2 threads
  * holds because threads split tiles, never k.
  * Skips on a CPU without AVX512-BF16 (the widening path is tested by
  * test_cpu_bf16_ops there). */
@@ -33,7 +36,7 @@ typedef struct gemm_case {
 
 static const gemm_case cases[] = {
     { 1, 1, 1 },     { 13, 33, 1 },   { 12, 32, 256 },  { 11, 31, 255 }, { 37, 65, 513 },
-    { 5, 4200, 40 }, { 100, 48, 1000 }, { 1, 4097, 7 }, { 64, 64, 0 },
+    { 5, 4200, 40 }, { 100, 48, 1000 }, { 30, 40, 2101 }, { 1, 4097, 7 }, { 64, 64, 0 },
 };
 
 static uint16_t *random_bf16(size_t n, bt_rng *r)
@@ -109,7 +112,7 @@ static void sweep(ft_backend *be, const char *label, bool check_threads)
         gemm_case g = cases[ci];
         const size_t mk = (size_t)g.m * g.k, kn = (size_t)g.k * g.n, mn = (size_t)g.m * g.n;
         uint16_t *a = random_bf16(mk ? mk : 1, &r), *b = random_bf16(kn ? kn : 1, &r);
-        float *c0 = malloc(mn * sizeof *c0);
+        float *c0 = malloc(mn * sizeof *c0), *f32_out = malloc(mn * sizeof *f32_out + 1);
         for (size_t i = 0; i < mn; i++) /* bf16-representable, so a bf16 c starts equal */
             c0[i] = ft_bf16_to_f32(ft_f32_to_bf16((float)bt_rng_uniform(&r, -1, 1)));
         for (int tr = 0; tr < 4; tr++)
@@ -120,6 +123,19 @@ static void sweep(ft_backend *be, const char *label, bool check_threads)
                     const ft_dtype cdt = ct ? FT_DTYPE_BF16 : FT_DTYPE_F32;
                     void *got = run(be, cdt, a, b, c0, g, ta, tb, alpha, beta);
                     ok = check(label, cdt, got, a, b, c0, g, ta, tb, alpha, beta) && ok;
+                    if (!ct) {
+                        memcpy(f32_out, got, mn * sizeof(float));
+                    } else { /* same sums in the same order, then one rounding (RNE) */
+                        for (size_t i = 0; i < mn; i++)
+                            if (((uint16_t *)got)[i] != ft_f32_to_bf16(f32_out[i])) {
+                                print_error("%s m=%d n=%d k=%d: bf16 c[%zu] = 0x%04x is not the "
+                                            "rounding of the fp32 result %.9g (0x%04x)\n",
+                                            label, g.m, g.n, g.k, i, ((uint16_t *)got)[i],
+                                            f32_out[i], ft_f32_to_bf16(f32_out[i]));
+                                ok = false;
+                                break;
+                            }
+                    }
                     if (check_threads && ab == 1) {
                         omp_set_num_threads(1);
                         void *one = run(be, cdt, a, b, c0, g, ta, tb, alpha, beta);
@@ -139,6 +155,7 @@ static void sweep(ft_backend *be, const char *label, bool check_threads)
         free(a);
         free(b);
         free(c0);
+        free(f32_out);
     }
     assert_true(ok);
 }

@@ -17,9 +17,11 @@
  *     for each KC block of k:          pack op(b) [KC x NC] and op(a) [m x KC] in pairs
  *       for every MR x NR tile:        the micro-kernel, MR x NR fp32 accumulators in
  *                                      24 zmm registers, over KC/2 pairs
- * A tile accumulates into fp32: c itself when c is fp32, else an fp32 workspace of
- * m x NC (bounded; not m x n) rounded into c once after the last KC block, so a bf16
- * output is rounded exactly once whatever k is.
+ * A tile accumulates into fp32: c itself when c is fp32; for a bf16 c whose k is one
+ * block (most of a training step's GEMMs), the micro-kernel rounds its registers into c
+ * directly; for a longer k, into an fp32 workspace of m x NC (bounded; not m x n)
+ * rounded into c once after the last KC block. Either way a bf16 output is rounded
+ * exactly once.
  *
  * Determinism: each element of c is the same sequence of instructions whatever the
  * number of threads (threads split tiles, never k), so runs repeat bitwise and resume
@@ -42,7 +44,9 @@
 
 #define GEMM_MR 12
 #define GEMM_NR 32
-#define GEMM_KC 256  /* k values per block: a b panel is KC x NR x 2 B = 16 KiB, in L1 */
+#define GEMM_KC 1024 /* k values per block: most of a step's GEMMs are one block; a b panel
+                      * (KC x NR x 2 B = 64 KiB) and a row block of a stream from L2 */
+#define GEMM_MC_TILES 16 /* row tiles (MC = 192 rows) of packed a swept per b panel */
 #define GEMM_NC 4096 /* columns per block: op(a) is packed n/NC times; a bf16 c's fp32
                       * workspace is m x NC x 4 B */
 
@@ -98,14 +102,37 @@ static void pack_panels(uint32_t *dst, const gemm_operand *x, long r0, long rows
 }
 
 #ifdef FT_HAVE_BF16_GEMM
-#define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
+#define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
-/* c_tile[mr x nr] (ldc) = alpha * sum + (first ? beta * c : c), sum over `pairs`
- * pairs of the packed panels; only the mr x nr corner of the MR x NR tile is
- * stored. beta == 0 on the first block does not read c. */
+/* Where a tile's result goes: fp32 (c itself or the workspace), accumulated over k
+ * blocks, or, when k is one block and c is bf16, straight into c rounded once. */
+typedef struct tile_out {
+    float *f32;      /* NULL: bf16 */
+    uint16_t *bf16;
+    long ld;
+    bool first;      /* the first k block: beta applies (and c is read only if beta != 0) */
+} tile_out;
+
+/* Round to nearest even, 16 lanes: ft_f32_to_bf16 (util/bf16.h) lane by lane, NaN kept
+ * a quiet NaN with its sign. */
+BF16_TARGET static inline __m256i round_to_bf16(__m512 x)
+{
+    const __m512i u = _mm512_castps_si512(x);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd)), 16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+        _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+    return _mm512_cvtepi32_epi16(r);
+}
+
+/* The mr x nr corner of the MR x NR tile at `row0, col0` of `out` becomes
+ *   alpha * sum + (first ? beta * c : c)
+ * with sum over `pairs` pairs of the packed panels. */
 BF16_TARGET static void micro_kernel(long pairs, const uint32_t *restrict ap,
-                                     const uint32_t *restrict bp, float *restrict c, long ldc,
-                                     int mr, int nr, float alpha, float beta, bool first)
+                                     const uint32_t *restrict bp, const tile_out *out,
+                                     long row0, long col0, int mr, int nr, float alpha, float beta)
 {
     __m512 acc[GEMM_MR][2];
 #pragma GCC unroll 12
@@ -125,18 +152,28 @@ BF16_TARGET static void micro_kernel(long pairs, const uint32_t *restrict ap,
     const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
     const __mmask16 m0 = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
     const __mmask16 m1 = nr >= 32 ? 0xffff : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
+    const bool read_c = !out->first || beta != 0.0f;
     for (int r = 0; r < mr; r++) {
-        float *row = c + r * ldc;
+        const long at = (row0 + r) * out->ld + col0;
         for (int h = 0; h < 2; h++) {
             const __mmask16 m = h ? m1 : m0;
             if (!m)
                 continue;
             __m512 old = _mm512_setzero_ps();
-            if (!first || beta != 0.0f)
-                old = _mm512_maskz_loadu_ps(m, row + 16 * h);
-            if (first)
-                old = _mm512_mul_ps(old, vb);
-            _mm512_mask_storeu_ps(row + 16 * h, m, _mm512_fmadd_ps(va, acc[r][h], old));
+            if (out->f32) {
+                float *c = out->f32 + at + 16 * h;
+                if (read_c)
+                    old = _mm512_maskz_loadu_ps(m, c);
+                if (out->first)
+                    old = _mm512_mul_ps(old, vb);
+                _mm512_mask_storeu_ps(c, m, _mm512_fmadd_ps(va, acc[r][h], old));
+            } else {
+                uint16_t *c = out->bf16 + at + 16 * h;
+                if (read_c) /* bf16 -> fp32 is a 16-bit shift */
+                    old = _mm512_mul_ps(vb, _mm512_castsi512_ps(_mm512_slli_epi32(
+                                                _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, c)), 16)));
+                _mm256_mask_storeu_epi16(c, m, round_to_bf16(_mm512_fmadd_ps(va, acc[r][h], old)));
+            }
         }
     }
 }
@@ -186,10 +223,12 @@ int ft_cpu_gemm_bf16(ft_dtype ct, void *c, const uint16_t *a, const uint16_t *b,
     const long m_pad = (m + GEMM_MR - 1) / GEMM_MR * GEMM_MR;
     const long nc_pad = (nc_max + GEMM_NR - 1) / GEMM_NR * GEMM_NR;
     const long kc_pairs = (GEMM_KC + 1) / 2;
+    /* a bf16 c needs an fp32 workspace only when k spans several blocks */
+    const bool use_work = ct != FT_DTYPE_F32 && k > GEMM_KC;
     uint32_t *ap = aligned_alloc(64, (size_t)m_pad * kc_pairs * 4);
     uint32_t *bp = aligned_alloc(64, (size_t)nc_pad * kc_pairs * 4);
-    float *work = ct == FT_DTYPE_F32 ? NULL : malloc((size_t)m * nc_max * sizeof(float));
-    if (!ap || !bp || (ct != FT_DTYPE_F32 && !work)) {
+    float *work = use_work ? malloc((size_t)m * nc_max * sizeof(float)) : NULL;
+    if (!ap || !bp || (use_work && !work)) {
         free(ap);
         free(bp);
         free(work);
@@ -199,29 +238,41 @@ int ft_cpu_gemm_bf16(ft_dtype ct, void *c, const uint16_t *a, const uint16_t *b,
 #pragma omp parallel
     for (long jc = 0; jc < n; jc += GEMM_NC) {
         const long nc = n - jc < GEMM_NC ? n - jc : GEMM_NC;
-        float *acc = ct == FT_DTYPE_F32 ? (float *)c + jc : work;
-        const long ld_acc = ct == FT_DTYPE_F32 ? ldc : nc;
-        if (ct != FT_DTYPE_F32 && beta != 0.0f)
+        tile_out out = { NULL, NULL, ldc, true };
+        if (ct == FT_DTYPE_F32)
+            out.f32 = (float *)c + jc;
+        else if (use_work)
+            out.f32 = work, out.ld = nc;
+        else
+            out.bf16 = (uint16_t *)c + jc;
+        if (use_work && beta != 0.0f)
             widen_block(work, nc, (const uint16_t *)c + jc, ldc, m, nc);
         for (long pc = 0; pc < (k > 0 ? k : 1); pc += GEMM_KC) {
             const long kc = k - pc < GEMM_KC ? (k > 0 ? k - pc : 0) : GEMM_KC;
             const long pairs = (kc + 1) / 2;
+            out.first = pc == 0;
             pack_panels(bp, &Bt, jc, nc, pc, kc, GEMM_NR);
             pack_panels(ap, &A, 0, m, pc, kc, GEMM_MR);
             /* implicit barrier of the omp for loops above: both panels are complete */
             const long tiles_n = (nc + GEMM_NR - 1) / GEMM_NR;
             const long tiles_m = (m + GEMM_MR - 1) / GEMM_MR;
-#pragma omp for collapse(2) schedule(static)
-            for (long tj = 0; tj < tiles_n; tj++)
-                for (long ti = 0; ti < tiles_m; ti++) {
-                    const int mr = (int)(m - ti * GEMM_MR < GEMM_MR ? m - ti * GEMM_MR : GEMM_MR);
-                    const int nr = (int)(nc - tj * GEMM_NR < GEMM_NR ? nc - tj * GEMM_NR : GEMM_NR);
-                    micro_kernel(pairs, ap + ti * pairs * GEMM_MR, bp + tj * pairs * GEMM_NR,
-                                 acc + ti * GEMM_MR * ld_acc + tj * GEMM_NR, ld_acc, mr, nr,
-                                 alpha, beta, pc == 0);
-                }
+            /* MC rows of packed a at a time stay in L2 while the threads sweep their b
+             * panels over them; a row block's tiles are disjoint from the next one's, so
+             * no barrier between blocks, only before the next packing. */
+            for (long ib = 0; ib < tiles_m; ib += GEMM_MC_TILES) {
+                const long ie = ib + GEMM_MC_TILES < tiles_m ? ib + GEMM_MC_TILES : tiles_m;
+#pragma omp for schedule(static) nowait
+                for (long tj = 0; tj < tiles_n; tj++)
+                    for (long ti = ib; ti < ie; ti++) {
+                        const int mr = (int)(m - ti * GEMM_MR < GEMM_MR ? m - ti * GEMM_MR : GEMM_MR);
+                        const int nr = (int)(nc - tj * GEMM_NR < GEMM_NR ? nc - tj * GEMM_NR : GEMM_NR);
+                        micro_kernel(pairs, ap + ti * pairs * GEMM_MR, bp + tj * pairs * GEMM_NR,
+                                     &out, ti * GEMM_MR, tj * GEMM_NR, mr, nr, alpha, beta);
+                    }
+            }
+#pragma omp barrier
         }
-        if (ct != FT_DTYPE_F32)
+        if (use_work)
             round_block((uint16_t *)c + jc, ldc, work, nc, m, nc);
     }
     free(ap);
