@@ -82,6 +82,33 @@ static double rel_err(const float *a, const float *b, size_t n)
     return den > 0 ? num / den : num;
 }
 
+/* The largest relative error of the engine's gradients against the golden's, over
+ * every tensor; tensors at or above `report` are printed with their error. */
+static double worst_grad_err(golden *g, ft_engine *engine, double report, const char *what)
+{
+    double worst = 0;
+    for (int u = 0; u < g->layout.n_units; u++) {
+        const ft_unit_layout *ul = &g->layout.units[u];
+        float *grads = malloc(ul->numel * sizeof *grads);
+        ft_engine_download_grads(engine, u, grads);
+        for (int t = 0; t < ul->n_tensors; t++) {
+            const ft_tensor_info *ti = &ul->tensors[t];
+            char name[256];
+            snprintf(name, sizeof name, "/expected/grad/%s", ti->name);
+            float *w = malloc(ti->numel * sizeof *w);
+            read_dataset(g, name, H5T_NATIVE_FLOAT, w);
+            double e = rel_err(grads + ti->offset, w, ti->numel);
+            if (e > worst)
+                worst = e;
+            if (e >= report)
+                printf("  %s %s rel err %.3e\n", what, ti->name, e);
+            free(w);
+        }
+        free(grads);
+    }
+    return worst;
+}
+
 typedef struct rig {
     ft_backend *be;
     ft_comm *comm;
@@ -162,27 +189,8 @@ static void check_forward_and_grads(const char *file, int ckpt)
            fabs(loss - want_loss) / want_loss);
     assert_true(fabs(loss - want_loss) / want_loss < 1e-5);
 
-    double worst = 0;
-    for (int u = 0; u < g.layout.n_units; u++) {
-        const ft_unit_layout *ul = &g.layout.units[u];
-        float *grads = malloc(ul->numel * sizeof *grads);
-        ft_engine_download_grads(r.engine, u, grads);
-        for (int t = 0; t < ul->n_tensors; t++) {
-            const ft_tensor_info *ti = &ul->tensors[t];
-            char name[256];
-            snprintf(name, sizeof name, "/expected/grad/%s", ti->name);
-            float *w = malloc(ti->numel * sizeof *w);
-            read_dataset(&g, name, H5T_NATIVE_FLOAT, w);
-            double e = rel_err(grads + ti->offset, w, ti->numel);
-            if (e > worst)
-                worst = e;
-            if (e >= 1e-4)
-                printf("  grad %s rel err %.3e\n", ti->name, e);
-            assert_true(e < 1e-4);
-            free(w);
-        }
-        free(grads);
-    }
+    double worst = worst_grad_err(&g, r.engine, 1e-4, "grad");
+    assert_true(worst < 1e-4);
     printf("%s: worst gradient rel err %.3e (checkpointing %s)\n", file, worst, ckpt ? "on" : "off");
     free(logits);
     free(want);
@@ -308,26 +316,7 @@ static void check_bf16_recipe(const char *file)
                                        &err), &err);
     read_dataset(&g, "/expected/loss", H5T_NATIVE_DOUBLE, &want_loss);
     double e_loss = fabs(loss_sum / nt - want_loss) / want_loss;
-    double worst = 0;
-    for (int u = 0; u < g.layout.n_units; u++) {
-        const ft_unit_layout *ul = &g.layout.units[u];
-        float *grads = malloc(ul->numel * sizeof *grads);
-        ft_engine_download_grads(r.engine, u, grads);
-        for (int t = 0; t < ul->n_tensors; t++) {
-            const ft_tensor_info *ti = &ul->tensors[t];
-            char name[256];
-            snprintf(name, sizeof name, "/expected/grad/%s", ti->name);
-            float *w = malloc(ti->numel * sizeof *w);
-            read_dataset(&g, name, H5T_NATIVE_FLOAT, w);
-            double e = rel_err(grads + ti->offset, w, ti->numel);
-            if (e > worst)
-                worst = e;
-            if (e >= 3e-2)
-                printf("  bf16 grad %s rel err %.3e\n", ti->name, e);
-            free(w);
-        }
-        free(grads);
-    }
+    double worst = worst_grad_err(&g, r.engine, 3e-2, "bf16 grad");
     printf("%s: bf16 recipe: logits rel err %.3e, loss %.3e, worst gradient %.3e\n", file,
            e_logits, e_loss, worst);
     assert_true(e_logits < 2e-2);
