@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/family_norm.h"
 #include "model/rope_tables.h"
 
 #define DEFAULT_MAX_CHUNK 256
@@ -148,18 +149,11 @@ static void add_bias(ft_backend *be, float *y, const float *b, int n, int dim)
         be->ops->bias_add(be, FT_DTYPE_F32, FT_DTYPE_F32, y, b, n, dim);
 }
 
-/* y = the family's norm of x (n rows): block.c's ft_model_norm_fwd in fp32. */
+/* y = the family's norm of x (n rows), in fp32. */
 static void norm_fwd(ft_decoder *d, float *y, float *mean, float *rstd, const float *x,
                      const float *w, const float *b, int n)
 {
-    ft_backend *be = d->be;
-    const ft_model_config *c = &d->layout->config;
-    if (ft_model_family_of(c)->layernorm)
-        be->ops->layernorm_fwd(be, FT_DTYPE_F32, y, mean, rstd, x, w, b, n, c->hidden_size,
-                               (float)c->rms_norm_eps);
-    else
-        be->ops->rmsnorm_fwd(be, FT_DTYPE_F32, y, rstd, x, w, n, c->hidden_size,
-                             (float)c->rms_norm_eps);
+    ft_family_norm_fwd(d->be, &d->layout->config, FT_DTYPE_F32, y, mean, rstd, x, w, b, n);
 }
 
 /* z = RoPE(QKNorm(xn W^T + b)) over n_heads heads: block.c's project_rotate. */

@@ -73,35 +73,6 @@ static void bias_bwd(const ft_model *m, void *db, const void *dy, int n, int dim
         m->be->ops->bias_grad(m->be, m->dt, m->gt, db, dy, n, dim);
 }
 
-/* y = Norm(x) over rows of hidden_size: LayerNorm (w, b; mean kept) for the GPT
- * families, RMSNorm (w) for the others. */
-void ft_model_norm_fwd(const ft_model *m, void *y, float *mean, float *rstd, const void *x,
-                       const void *w, const void *b, int rows)
-{
-    const ft_model_config *c = &m->layout.config;
-    ft_backend *be = m->be;
-    if (ft_model_family_of(c)->layernorm)
-        be->ops->layernorm_fwd(be, m->dt, y, mean, rstd, x, w, b, rows, c->hidden_size,
-                               (float)c->rms_norm_eps);
-    else
-        be->ops->rmsnorm_fwd(be, m->dt, y, rstd, x, w, rows, c->hidden_size,
-                             (float)c->rms_norm_eps);
-}
-
-/* dx += Norm^T dy; dw (and db) accumulate. */
-void ft_model_norm_bwd(const ft_model *m, void *dx, void *dw, void *db, const void *dy,
-                       const void *x, const void *w, const float *mean, const float *rstd,
-                       int rows)
-{
-    const ft_model_config *c = &m->layout.config;
-    ft_backend *be = m->be;
-    if (ft_model_family_of(c)->layernorm)
-        be->ops->layernorm_bwd(be, m->dt, m->gt, dx, dw, db, dy, x, w, mean, rstd, rows,
-                               c->hidden_size);
-    else
-        be->ops->rmsnorm_bwd(be, m->dt, m->gt, dx, dw, dy, x, w, rstd, rows, c->hidden_size);
-}
-
 /* z = RoPE(QKNorm(a W^T + b)) for q (or k): n_heads heads. Without qk_norm the
  * projection goes straight into z; with it into z_raw, normalised into z. */
 static void project_rotate(ft_model *m, void *z, void *z_raw, float *rstd, const void *a,

@@ -2,6 +2,7 @@
 #ifndef FT_MODEL_MODEL_INTERNAL_H
 #define FT_MODEL_MODEL_INTERNAL_H
 
+#include "model/family_norm.h"
 #include "model/model.h"
 
 /* What one block's forward keeps for its backward. Activations (void *) are stored
@@ -87,14 +88,19 @@ void ft_block_forward(ft_model *m, const ft_block_params *p, const void *x, void
 void ft_block_backward(ft_model *m, const ft_block_params *p, ft_block_grads *g, const void *x,
                        ft_block_acts *a, const void *dy, void *dx);
 
-/* y = Norm(x) over rows of hidden_size (LayerNorm with bias b and the row means
- * kept in mean, or RMSNorm: the family's norm); its backward accumulates into dx,
- * dw and db. mean and b are NULL for RMSNorm. */
-void ft_model_norm_fwd(const ft_model *m, void *y, float *mean, float *rstd, const void *x,
-                       const void *w, const void *b, int rows);
-void ft_model_norm_bwd(const ft_model *m, void *dx, void *dw, void *db, const void *dy,
-                       const void *x, const void *w, const float *mean, const float *rstd,
-                       int rows);
+/* The family's norm (model/family_norm.h) in the model's storage types. */
+static inline void ft_model_norm_fwd(const ft_model *m, void *y, float *mean, float *rstd,
+                                     const void *x, const void *w, const void *b, int rows)
+{
+    ft_family_norm_fwd(m->be, &m->layout.config, m->dt, y, mean, rstd, x, w, b, rows);
+}
+static inline void ft_model_norm_bwd(const ft_model *m, void *dx, void *dw, void *db,
+                                     const void *dy, const void *x, const void *w,
+                                     const float *mean, const float *rstd, int rows)
+{
+    ft_family_norm_bwd(m->be, &m->layout.config, m->dt, m->gt, dx, dw, db, dy, x, w, mean, rstd,
+                       rows);
+}
 
 /* The head's tensors (model dtype) and their gradients (gradient type): the output
  * projection (lm_head, or the embedding when tied), its bias (gptj), the final
