@@ -56,12 +56,15 @@ typedef struct gemm_operand {
     long ld;
 } gemm_operand;
 
+#ifdef FT_HAVE_BF16_GEMM
+#define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
 /* Packs rows [r0, r0 + rows) of op(x) (x is a or b^T: both indexed (row, k)) over
  * k range [k0, k0 + kc) into panels of `width` rows: panel q holds, for each pair,
  * `width` consecutive uint32. Rows past `rows` and an odd kc's last half are zero.
  * Row-major rows (not trans) hold each pair as one aligned-or-not 32-bit word;
  * transposed storage interleaves two k rows, `width` elements at a time. */
-static void pack_panels(uint32_t *dst, const gemm_operand *x, long r0, long rows, long k0,
+BF16_TARGET static void pack_panels(uint32_t *dst, const gemm_operand *x, long r0, long rows, long k0,
                         long kc, int width)
 {
     const long pairs = (kc + 1) / 2, panels = (rows + width - 1) / width;
@@ -87,12 +90,16 @@ static void pack_panels(uint32_t *dst, const gemm_operand *x, long r0, long rows
                 const uint16_t *lo = x->p + (k0 + 2 * p) * x->ld + rbase;
                 const uint16_t *hi = p < full ? lo + x->ld : NULL;
                 uint32_t *o = out + p * width;
-                if (hi)
-                    for (long w = 0; w < rq; w++)
-                        o[w] = (uint32_t)lo[w] | (uint32_t)hi[w] << 16;
-                else
-                    for (long w = 0; w < rq; w++)
-                        o[w] = lo[w];
+                /* 16 rows at a time: zero-extend each k row's halves to 32 bits and
+                 * put the odd k's in the high halves */
+                for (long w = 0; w < rq; w += 16) {
+                    const __mmask16 m = rq - w >= 16 ? 0xffff : (__mmask16)((1u << (rq - w)) - 1);
+                    __m512i v = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, lo + w));
+                    if (hi)
+                        v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_cvtepu16_epi32(
+                                                   _mm256_maskz_loadu_epi16(m, hi + w)), 16));
+                    _mm512_mask_storeu_epi32(o + w, m, v);
+                }
             }
         }
         for (long p = 0; p < pairs && rq < width; p++)
@@ -100,9 +107,6 @@ static void pack_panels(uint32_t *dst, const gemm_operand *x, long r0, long rows
                 out[p * width + w] = 0;
     }
 }
-
-#ifdef FT_HAVE_BF16_GEMM
-#define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 /* Where a tile's result goes: fp32 (c itself or the workspace), accumulated over k
  * blocks, or, when k is one block and c is bf16, straight into c rounded once. */
