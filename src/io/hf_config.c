@@ -1,5 +1,6 @@
 /* config.json <-> ft_model_config (io/hf_config.h). */
 #include "io/hf_config.h"
+#include "util/input_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -386,13 +387,16 @@ int ft_hf_config_read(const char *path, ft_model_config *c, ft_hf_config_info *i
     memset(c, 0, sizeof *c);
     memset(info, 0, sizeof *info);
     json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (!root) {
-        if (access(path, R_OK) != 0)
-            return ft_fail(err, "%s: cannot read: %s (is this a Hugging Face model directory?)",
-                           path, strerror(errno));
+    char *text;
+    size_t len;
+    ft_error read_err;
+    if (ft_input_read(path, "a config.json", FT_INPUT_MAX_JSON, &text, &len, &read_err))
+        return ft_fail(err, "%s%s", read_err.msg, access(path, F_OK) != 0
+                       ? " (is this a Hugging Face model directory?)" : "");
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    free(text);
+    if (!root)
         return ft_fail(err, "%s:%d: not valid JSON: %s", path, je.line, je.text);
-    }
     int rc = -1;
     if (!json_is_object(root)) {
         ft_fail(err, "%s: not a JSON object", path);

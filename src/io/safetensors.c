@@ -1,5 +1,6 @@
 /* safetensors reader and writer (io/safetensors.h). */
 #include "io/safetensors.h"
+#include "util/input_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -310,16 +311,12 @@ int ft_st_open(ft_st_file *f, const char *path, unsigned flags, ft_error *err)
 {
     memset(f, 0, sizeof *f);
     f->fd = -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return ft_fail(err, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
+    /* O_NONBLOCK open: a FIFO named model.safetensors is refused, not waited on */
+    int fd;
+    uint64_t size;
     unsigned char len8[8];
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return ft_fail(err, "%s: not a regular file", path);
-    }
-    uint64_t size = (uint64_t)st.st_size;
+    if (ft_input_open(path, "a safetensors file", FT_INPUT_UNBOUNDED, &fd, &size, err))
+        return -1;
     if (size < 8 || pread_full(fd, len8, 8, 0)) {
         close(fd);
         return ft_fail(err, "%s: only %llu bytes, too short for a safetensors file", path,
@@ -574,7 +571,12 @@ int ft_st_index_read(ft_st_index *idx, const char *path, ft_error *err)
 {
     memset(idx, 0, sizeof *idx);
     json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    char *text;
+    size_t len;
+    if (ft_input_read(path, "a safetensors index", FT_INPUT_MAX_JSON, &text, &len, err))
+        return -1;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    free(text);
     if (!root)
         return ft_fail(err, "%s:%d: not valid JSON: %s", path, je.line, je.text);
     int rc = -1;

@@ -19,6 +19,7 @@
 #include "io/weights.h"
 #include "train/ckpt_dir.h"
 #include "util/durable.h"
+#include "util/output_file.h"
 
 
 typedef struct field_group {
@@ -112,13 +113,18 @@ static int publish(const char *dir, const char *name, const char *tmp, ft_error 
     if (ft_commit_file(tmp, path, err))
         return -1;
     fault_point("renamed");
-    FILE *fp = fopen(latest_tmp, "w");
-    if (!fp || fprintf(fp, "%s\n", name) < 0 || fflush(fp)) {
-        if (fp)
-            fclose(fp);
+    FILE *fp; /* latest.tmp made new: never written through a planted symlink */
+    if (ft_output_fopen_tmp(latest_tmp, &fp, err))
+        return -1;
+    if (fprintf(fp, "%s\n", name) < 0 || fflush(fp)) {
+        fclose(fp);
+        unlink(latest_tmp);
         return ft_fail(err, "%s: cannot write: %s", latest_tmp, strerror(errno));
     }
-    fclose(fp);
+    if (fclose(fp) != 0) {
+        unlink(latest_tmp);
+        return ft_fail(err, "%s: cannot write: %s", latest_tmp, strerror(errno));
+    }
     if (ft_commit_file(latest_tmp, latest, err))
         return -1;
     return 0;

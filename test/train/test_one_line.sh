@@ -16,8 +16,8 @@ one_line() { # PATTERN DESCRIPTION ARGS...
     echo "$what: $(grep '^ftmpi: ' o.log)"
 }
 mkdir adir
-one_line "data.train: adir: is a directory, not an HDF5 file" "a directory as data.train" max_steps=1 data.train=adir
-one_line "resume: adir: is a directory, not an HDF5 file" "a directory as resume" max_steps=1 resume=adir
+one_line "data.train: adir: is a directory, not a regular file" "a directory as data.train" max_steps=1 data.train=adir
+one_line "resume: adir: is a directory, not a regular file" "a directory as resume" max_steps=1 resume=adir
 one_line "data.eval: nothere.h5: cannot open: No such file" "a missing data.eval" max_steps=1 data.eval=nothere.h5
 mkdir ck; printf 'step-\001\002\377\033[2J.h5\n' > ck/latest
 one_line "ck/latest: does not name a checkpoint file" "binary garbage in latest" max_steps=1 checkpoint_dir=ck resume=auto
