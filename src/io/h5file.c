@@ -1,5 +1,6 @@
 #include "io/h5file.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -104,6 +105,34 @@ bool ft_h5_attach_raw(ft_h5file *f, MPI_Comm comm, bool writing)
         f->raw = NULL;
     }
     return all != 0;
+}
+
+int ft_h5_reserve(const ft_h5file *f, uint64_t extra, ft_error *err)
+{
+    hsize_t size = 0;
+    if (H5Fget_filesize(f->id, &size) < 0)
+        return ft_fail(err, "%s: cannot get the file's size", f->path);
+    const off_t want = (off_t)(size + extra);
+    int fd = open(f->path, O_WRONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st)) {
+        const int code = errno;
+        if (fd >= 0)
+            close(fd);
+        return ft_fail(err, "%s: cannot open to allocate its space: %s", f->path,
+                       strerror(code));
+    }
+    const int code = posix_fallocate(fd, 0, want);
+    /* EINVAL/EOPNOTSUPP: a file system without allocation; the writes will tell */
+    const int failed = code != 0 && code != EINVAL && code != EOPNOTSUPP;
+    if (failed && ftruncate(fd, st.st_size)) {
+        /* nothing more to give back: the error below is the one that matters */
+    }
+    close(fd);
+    if (failed)
+        return ft_fail(err, "%s: cannot allocate %.1f MB: %s", f->path, (double)want / 1e6,
+                       strerror(code));
+    return 0;
 }
 
 int ft_h5_close(ft_h5file *f, ft_error *err)

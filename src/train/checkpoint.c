@@ -172,34 +172,6 @@ int ft_checkpoint_prepare_dir(const char *dir, ft_comm *comm, ft_error *err)
     return -1;
 }
 
-/* Rank 0, after every dataset exists: allocates the file's blocks up to its end of
- * address space plus room for the metadata still to come (hash attributes), so that the
- * tensor writes cannot meet a full disk. On failure the file goes back to its size, so
- * that HDF5 can still close it. */
-static int reserve_space(const ft_h5file *f, const ft_model_layout *layout, ft_error *err)
-{
-    hsize_t size = 0;
-    if (H5Fget_filesize(f->id, &size) < 0)
-        return ft_fail(err, "%s: cannot get the file's size", f->path);
-    const off_t want = (off_t)size + (64 << 10) + 512 * 4 * (off_t)layout->total_tensors;
-    int fd = open(f->path, O_WRONLY);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st))
-        return ft_fail(err, "%s: cannot open to allocate its space: %s", f->path,
-                       strerror(errno));
-    const int code = posix_fallocate(fd, 0, want);
-    /* EINVAL/EOPNOTSUPP: a file system without allocation; the writes will tell */
-    const int failed = code != 0 && code != EINVAL && code != EOPNOTSUPP;
-    if (failed && ftruncate(fd, st.st_size)) {
-        /* nothing more to give back: the error below is the one that matters */
-    }
-    close(fd);
-    if (failed)
-        return ft_fail(err, "%s: cannot allocate %.1f MB: %s", f->path, (double)want / 1e6,
-                       strerror(code));
-    return 0;
-}
-
 /* Writes every group of state into the open file f. Each rank writes its own slices and
  * can fail alone (a full disk hits ranks at different tensors), so the ranks agree on
  * the outcome after every phase (ft_agree) and all take the same collective path. */
@@ -222,7 +194,9 @@ static int write_state(ft_h5file *f, const ft_run_config *cfg, const ft_model_la
                                            g == 0 ? model_dtype : FT_FILE_F32, err);
     if (ft_agree(MPI_COMM_WORLD, rc, err))
         return -1;
-    rc = comm->rank == 0 ? reserve_space(f, layout, err) : 0;
+    /* room for the metadata still to come (hash attributes) */
+    const uint64_t extra = (64u << 10) + 512u * 4u * (uint64_t)layout->total_tensors;
+    rc = comm->rank == 0 ? ft_h5_reserve(f, extra, err) : 0;
     if (ft_agree(MPI_COMM_WORLD, rc, err))
         return -1;
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
