@@ -1,6 +1,7 @@
 /* config.json <-> ft_model_config (io/hf_config.h). */
 #include "io/hf_config.h"
 #include "util/input_file.h"
+#include "util/output_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -554,9 +555,9 @@ static void write_gpt(FILE *fp, const ft_model_config *c, const char *torch_dtyp
 int ft_hf_config_write(const char *path, const ft_model_config *c, const char *torch_dtype,
                        ft_error *err)
 {
-    FILE *fp = fopen(path, "w");
-    if (!fp)
-        return ft_fail(err, "%s: cannot create: %s", path, strerror(errno));
+    FILE *fp; /* made new (util/output_file.h): never written through a planted symlink */
+    if (ft_output_fopen_tmp(path, &fp, err))
+        return -1;
     if (ft_model_family_of(c)->layernorm) {
         write_gpt(fp, c, torch_dtype);
         goto close;

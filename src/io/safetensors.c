@@ -1,6 +1,7 @@
 /* safetensors reader and writer (io/safetensors.h). */
 #include "io/safetensors.h"
 #include "util/input_file.h"
+#include "util/output_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -484,13 +485,16 @@ int ft_st_writer_open(ft_st_writer *w, const char *path, const ft_st_spec *specs
     }
     w->header_len = len - 8;
     w->path = dup_str(path);
-    w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (!w->path || w->fd < 0) {
-        int e = errno;
+    if (!w->path) {
+        free(hdr);
+        return ft_fail(err, "out of host memory");
+    }
+    /* made new (util/output_file.h): never written through a symlink planted there */
+    if (ft_output_create_tmp(path, 0644, &w->fd, err)) {
         free(hdr);
         free(w->path);
         w->path = NULL;
-        return ft_fail(err, "%s: cannot create: %s", path, strerror(e));
+        return -1;
     }
     int rc = write_full(w->fd, hdr, len);
     free(hdr);
@@ -662,13 +666,17 @@ int ft_st_index_write(const char *path, uint64_t total_size, const char *const *
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     if (!text)
         goto done;
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd; /* made new (util/output_file.h): never written through a planted symlink */
+    if (ft_output_create_tmp(path, 0644, &fd, err)) {
+        free(text);
+        json_decref(root);
+        return -1;
+    }
     size_t tl = strlen(text);
     text[tl] = '\n'; /* json_dumps' NUL becomes the final newline */
-    if (fd < 0 || write_full(fd, text, tl + 1) || fsync(fd) != 0) {
+    if (write_full(fd, text, tl + 1) || fsync(fd) != 0) {
         ft_fail(err, "%s: cannot write: %s", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
+        close(fd);
         free(text);
         json_decref(root);
         return -1;

@@ -349,8 +349,7 @@ void ft_trainer_free(ft_trainer *t)
 {
     if (t->ckpt_lock_fd >= 0)
         close(t->ckpt_lock_fd);
-    if (t->metrics)
-        fclose(t->metrics);
+    ft_metrics_finish(t->metrics, NULL);
     ft_loader_free(t->loader);
     ft_model_free(t->model);
     ft_engine_free(t->engine);
@@ -764,5 +763,8 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
         if (t->out)
             fprintf(t->out, "ftmpi: wrote %s\n", cfg->final_weights);
     }
-    return 0;
+    /* a metrics_file that lost records fails the run (exit 1), on every rank alike */
+    const int mrc = ft_metrics_finish(t->metrics, err);
+    t->metrics = NULL;
+    return ft_agree(MPI_COMM_WORLD, mrc, err);
 }

@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -66,13 +68,39 @@ int ft_output_fopen_tmp(const char *tmp, FILE **fp, ft_error *err)
     return 0;
 }
 
+/* path's directory made canonical, plus its last component: the file path names, for
+ * comparing names of files that do not exist yet. 0, or -1 when the directory does
+ * not resolve. */
+static int canonical_name(const char *path, char *out, size_t len)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? path + (slash - dir) + 1 : path;
+    if (slash)
+        *(slash == dir ? slash + 1 : slash) = '\0';
+    else
+        snprintf(dir, sizeof dir, ".");
+    char real[PATH_MAX];
+    if (!realpath(dir, real))
+        return -1;
+    return snprintf(out, len, "%s/%s", real, base) < (int)len ? 0 : -1;
+}
+
 int ft_output_not_input(const char *out, const char *out_what, const char *in,
                         const char *in_what, ft_error *err)
 {
-    struct stat so, si;
-    if (!out || !in || strcmp(in, "-") == 0 || stat(out, &so) != 0 || stat(in, &si) != 0)
+    if (!out || !in || strcmp(in, "-") == 0 || strcmp(out, "-") == 0)
         return 0;
-    if (so.st_dev == si.st_dev && so.st_ino == si.st_ino)
+    struct stat so, si;
+    const int have_out = stat(out, &so) == 0, have_in = stat(in, &si) == 0;
+    int same = have_out && have_in && so.st_dev == si.st_dev && so.st_ino == si.st_ino;
+    if (!have_out || !have_in) { /* two outputs not written yet: the same name? */
+        char a[PATH_MAX + 256], b[PATH_MAX + 256];
+        same = canonical_name(out, a, sizeof a) == 0 && canonical_name(in, b, sizeof b) == 0 &&
+               strcmp(a, b) == 0;
+    }
+    if (same)
         return ft_fail(err, "%s %s: is the same file as %s %s, which it would replace; "
                        "give another output path", out_what, out, in_what, in);
     return 0;

@@ -34,9 +34,10 @@ int ft_output_create_tmp(const char *tmp, mode_t mode, int *fd, ft_error *err);
 /* The same as a stdio stream ("w"). */
 int ft_output_fopen_tmp(const char *tmp, FILE **fp, ft_error *err);
 
-/* Fails when out and in name the same existing file (device and inode). in may be NULL
- * or "-"; a missing out or in is no conflict. out_what/in_what name the options in the
- * message ("-o", "input"). */
+/* Fails when out and in name the same file: the same device and inode when both exist,
+ * else the same name once their directories are resolved (two outputs of one run). in
+ * or out may be NULL or "-" (standard streams: no conflict). out_what/in_what name the
+ * options in the message ("-o", "input"). */
 int ft_output_not_input(const char *out, const char *out_what, const char *in,
                         const char *in_what, ft_error *err);
 
