@@ -72,8 +72,14 @@ static int open_or_create(ft_h5file *f, const char *path, MPI_Comm comm, int cre
     /* what HDF5 and MPI-IO would report as pages of low-level errors (a directory gives
      * ~60 lines of mca_fbtl_posix_preadv ... Is a directory), in one line; a FIFO would
      * block every rank's open */
-    if (!create && ft_input_check(path, "an HDF5 file", err))
-        return -1;
+    if (!create) {
+        int rc = ft_input_check(path, "an HDF5 file", err);
+        /* every rank of a collective open sees the same file: one shared line */
+        if (comm != MPI_COMM_NULL && comm != MPI_COMM_SELF)
+            rc = ft_agree(comm, rc, err);
+        if (rc)
+            return -1;
+    }
     if (create && make_new_file(path, comm, err))
         return -1;
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
