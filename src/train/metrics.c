@@ -20,8 +20,10 @@ ft_metrics *ft_metrics_open(const char *path)
     if (!path)
         return NULL;
     /* O_NONBLOCK: a FIFO without a reader fails at once instead of blocking rank 0;
-     * with one it is refused below, as is anything but a file or a device (/dev/null) */
-    const int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0666);
+     * with one it is refused below, as is anything but a file or a device (/dev/null).
+     * O_NOFOLLOW: a symlink planted at the name is not appended through. */
+    const int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC,
+                        0666);
     if (fd < 0)
         return NULL;
     struct stat st;
