@@ -303,8 +303,9 @@ static void print_set(const char *path, const prep_set_stats *s, int W)
  * it: refused before anything is read. */
 static int check_outputs(const prep_options *o, ft_error *err)
 {
-    const char *outs[2] = { o->out, o->eval_out }, *out_opt[2] = { "-o", "--eval-out" };
-    for (int k = 0; k < 2; k++) {
+    const char *outs[3] = { o->out, o->eval_out, o->dump_examples },
+               *out_opt[3] = { "-o", "--eval-out", "--dump-examples" };
+    for (int k = 0; k < 3; k++) {
         if (!outs[k])
             continue;
         for (int i = 0; i < o->n_inputs; i++)
@@ -315,7 +316,8 @@ static int check_outputs(const prep_options *o, ft_error *err)
                                 err) ||
             ft_output_not_input(outs[k], out_opt[k], o->prompt_template_no_input,
                                 "--prompt-template-no-input", err) ||
-            (k == 1 && ft_output_not_input(outs[1], out_opt[1], outs[0], out_opt[0], err)))
+            (k >= 1 && ft_output_not_input(outs[k], out_opt[k], outs[0], out_opt[0], err)) ||
+            (k == 2 && ft_output_not_input(outs[2], out_opt[2], outs[1], out_opt[1], err)))
             return -1;
     }
     return 0;

@@ -145,9 +145,18 @@ int ft_ckpt_lock(const char *dir, int *fd, ft_error *err)
 {
     char path[1100];
     snprintf(path, sizeof path, "%s/.ftmpi-lock", dir);
-    *fd = open(path, O_RDWR | O_CREAT, 0666);
+    /* the lock file is truncated and written: a symlink planted under its name is not
+     * followed (O_NOFOLLOW), a FIFO does not block the open (O_NONBLOCK) and is refused */
+    *fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
     if (*fd < 0)
-        return ft_fail(err, "%s: cannot open the lock file: %s", path, strerror(errno));
+        return ft_fail(err, "%s: cannot open the lock file: %s%s", path, strerror(errno),
+                       errno == ELOOP ? " (a symbolic link there is not followed; remove it)" : "");
+    struct stat st;
+    if (fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(*fd);
+        *fd = -1;
+        return ft_fail(err, "%s: the lock file is not a regular file; remove it", path);
+    }
     struct flock lk = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
     if (fcntl(*fd, F_SETLK, &lk) != 0) {
         const int code = errno;
