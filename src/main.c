@@ -205,6 +205,14 @@ static int run(const cli *c, ft_comm *comm, ft_watchdog *wd, int *code, int *sha
         *code = EXIT_USAGE;
         return -1;
     }
+    /* a plan for -np N ranks that could not run on N ranks says so, as the run would */
+    if (c->plan && ft_run_config_check_batch(&cfg, c->plan_opt.world_size, &err)) {
+        if (comm->rank == 0)
+            fprintf(stderr, "ftmpi: %s\n", err.msg);
+        ft_run_config_free(&cfg);
+        *code = EXIT_USAGE;
+        return -1;
+    }
     if (c->plan) {
         int rc = comm->rank == 0 ? ft_plan_print(stdout, &cfg, &c->plan_opt, &err) : 0;
         if (rc)

@@ -196,6 +196,13 @@ static const char *last_component(const char *path)
     return dot ? dot + 1 : path;
 }
 
+/* path is p up to the end of a word of it: p continues with '_' or '.' after path. */
+static bool is_word_prefix(const char *path, const char *p)
+{
+    size_t n = strlen(path);
+    return n > 0 && strncmp(p, path, n) == 0 && (p[n] == '_' || p[n] == '.');
+}
+
 /* Candidates are the keys and the groups (every proper prefix of a key that ends
  * before a '.'). A key with the same last component in another group counts as
  * distance 1, so a misplaced `lr = ...` at top level suggests 'optimizer.lr'. */
@@ -209,6 +216,11 @@ bool ft_config_suggest(const char *path, char *out, size_t out_size)
         const char *p = ft_config_keys[i].path;
         size_t d = edit_distance(path, p);
         if (d > 1 && strcmp(last_component(p), last_component(path)) == 0)
+            d = 1;
+        /* a key cut short ('optimizer.warmup' for 'optimizer.warmup_steps') is one word
+         * away from what was meant, however many letters are missing; plain edit
+         * distance would rate the shorter 'optimizer.lr' as close */
+        if (d > 1 && is_word_prefix(path, p))
             d = 1;
         /* on a tie the shorter path wins: 'type' suggests 'optimizer.type' */
         if (d < best_d || (d == best_d && strlen(p) < strlen(out))) {

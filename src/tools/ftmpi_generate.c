@@ -42,7 +42,7 @@ static const char usage_text[] =
     "  --template NAME      how the prompt is framed, exactly as ftmpi-prep frames the\n"
     "                       training data: none: BOS + prompt; alpaca: the\n"
     "                       Stanford Alpaca prompt ending \"### Response:\\n\" (--input\n"
-    "                       adds its \"### Input:\" block); llama3-chat, llama31-chat,\n"
+    "                       adds its \"### Input:\" block); llama3-chat, llama3.1-chat,\n"
     "                       llama2-chat: the Llama 3 / 3.1 / 2 chat formats; chatml,\n"
     "                       qwen2-chat, qwen2.5-chat: ChatML (<|im_start|>role ...\n"
     "                       <|im_end|>), the Qwen ones with Qwen's default system turn\n"
@@ -278,9 +278,12 @@ static int parse(int argc, char **argv, cli *c)
         case OPT_TEMPLATE:
             if (ft_template_parse(optarg, &c->s.tmpl))
                 return usage_error("--template '%s': expected none, alpaca, llama3-chat, "
-                                   "llama31-chat, llama2-chat, chatml, qwen2-chat, "
+                                   "llama3.1-chat, llama2-chat, chatml, qwen2-chat, "
                                    "qwen2.5-chat, qwen3-chat, smollm2-chat or mistral-chat",
                                    optarg);
+            if (strcmp(optarg, "llama31-chat") == 0)
+                fprintf(stderr, "ftmpi-generate: note: --template llama31-chat is spelt "
+                                "llama3.1-chat\n");
             c->template_given = true;
             break;
         case OPT_NO_THINKING: c->no_thinking = true; break;
@@ -401,7 +404,7 @@ static int parse(int argc, char **argv, cli *c)
     const bool chat = c->s.tmpl != FT_TEMPLATE_NONE && c->s.tmpl != FT_TEMPLATE_ALPACA;
     if (c->system && !chat)
         return usage_error("%s", "--system is for the chat templates (llama3-chat, "
-                                 "llama31-chat, llama2-chat, chatml, qwen2-chat, "
+                                 "llama3.1-chat, llama2-chat, chatml, qwen2-chat, "
                                  "qwen2.5-chat, qwen3-chat, smollm2-chat, mistral-chat)");
     if (!c->ids_mode && c->s.byte_tokens && chat)
         return usage_error("--template %s needs --tokenizer", ft_template_name(c->s.tmpl));
