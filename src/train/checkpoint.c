@@ -336,7 +336,9 @@ static int check_shape(const char *path, const ft_model_config *have, const ft_m
 #define SAME(field)                                                                          \
     if (have->field != want->field)                                                          \
         return ft_fail(err, "%s: checkpoint of another model: " #field " is %d there, %d in this "\
-                       "run", path, (int)have->field, (int)want->field);
+                       "run; to train this shape afresh use a new checkpoint_dir or resume = "    \
+                       "\"none\" (to continue the checkpoint, use its shape)",                  \
+                       path, (int)have->field, (int)want->field);
     SAME(vocab_size) SAME(hidden_size) SAME(intermediate_size) SAME(num_hidden_layers)
     SAME(num_attention_heads) SAME(num_key_value_heads) SAME(head_dim)
     SAME(tie_word_embeddings) SAME(family) SAME(sliding_window) SAME(rotary_dim)

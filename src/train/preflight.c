@@ -59,7 +59,7 @@ int ft_preflight_eval_data(ft_trainer *t, ft_error *err)
     const ft_run_config *cfg = t->cfg;
     ft_dataset ev;
     const int opened = ft_dataset_open(&ev, cfg->eval_data, MPI_COMM_WORLD, err);
-    if (ft_agree(MPI_COMM_WORLD, opened, err)) {
+    if (ft_agree_config(MPI_COMM_WORLD, opened, err)) {
         if (opened == 0)
             ft_dataset_close(&ev);
         return ft_fail_context(err, "data.eval");
@@ -76,6 +76,6 @@ int ft_preflight_eval_data(ft_trainer *t, ft_error *err)
                      "tokenizer for this model?)", cfg->eval_data, di.vocab_size,
                      t->layout.config.vocab_size);
     if (rc)
-        err->flags |= FT_ERR_SHARED; /* the same facts on every rank: one line for all */
+        err->flags |= FT_ERR_SHARED | FT_ERR_CONFIG; /* the same facts on every rank */
     return rc;
 }
