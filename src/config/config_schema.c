@@ -87,6 +87,7 @@ const ft_config_key ft_config_keys[] = {
     FLOAT("peak_tflops", peak_tflops, 0, 0.0, INF, 0.0, "peak TFLOP/s of one rank's device for MFU; 0 measures the backend's matmul in the recipe's dtype (fp32 or bf16) at start-up"),
     BOOL("progress", progress, 0, 1, "show a progress bar with loss, throughput and ETA on stderr when it is a terminal"),
     BOOL("log_ranks", log_ranks, 0, 0, "print every rank's host, node-local rank and device at start-up"),
+    BOOL("allow_tokenizer_mismatch", allow_tokenizer_mismatch, 0, 0, "train or evaluate even when model.weights, data.train, data.eval or the resume checkpoint record different tokenizer fingerprints (doc/formats.md); false refuses such a run at start-up"),
     STRING("final_weights", final_weights, 0, NULL, NULL, "write the trained weights (fp32 master values) to this HDF5 weights file at the end; each rank writes its own slice"),
 
     /* model = { ... } */

@@ -76,6 +76,7 @@ typedef struct ft_run_config {
     char *metrics_file;
     double peak_tflops;    /* 0: measure */
     bool log_ranks;
+    bool allow_tokenizer_mismatch; /* train/tok_check.h */
     bool progress;
 
     ft_optimizer_config optimizer; /* optimizer = { ... } (schedule keys live here too) */

@@ -67,6 +67,9 @@ int ft_preflight_eval_data(ft_trainer *t, ft_error *err)
     const ft_dataset_info di = ev.info;
     ft_dataset_close(&ev);
     int rc = 0;
+    if (ft_tok_identity_meet(&t->tok, cfg, "data.eval", cfg->eval_data, di.tokenizer_fingerprint,
+                             err))
+        return -1; /* marked shared: the same attributes on every rank */
     if (di.seq_len != t->seq_len)
         rc = ft_fail(err, "data.eval: %s: seq_len %d differs from data.train's %d (%s); "
                      "prepare both with the same --seq-len", cfg->eval_data, di.seq_len,

@@ -44,7 +44,10 @@ static int resolve_model_shape(ft_trainer *t, ft_error *err)
         ft_h5file f;
         if (ft_h5_open(&f, cfg->model_weights, MPI_COMM_WORLD, err))
             return ft_fail_context(err, "model.weights");
-        int rc = ft_h5_check_kind(&f, "weights", err) || ft_weights_read_config(&f, &mc, err);
+        char fp[FT_TOK_FINGERPRINT_LEN];
+        int rc = ft_h5_check_kind(&f, "weights", err) || ft_weights_read_config(&f, &mc, err) ||
+                 ft_tok_fingerprint_read(&f, fp, err) ||
+                 ft_tok_identity_meet(&t->tok, cfg, "model.weights", cfg->model_weights, fp, err);
         ft_h5_close(&f, NULL);
         if (rc)
             return -1;
@@ -264,6 +267,9 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     t->train_info = train.info;
     ft_dataset_close(&train);
     const ft_dataset_info *di = &t->train_info;
+    if (ft_tok_identity_meet(&t->tok, cfg, "data.train", cfg->train_data,
+                             di->tokenizer_fingerprint, err))
+        return -1;
     if (di->vocab_size > t->layout.config.vocab_size) {
         ft_fail(err, "%s: dataset vocab_size %d exceeds the model's %d (wrong tokenizer for "
                 "this model?)", cfg->train_data, di->vocab_size, t->layout.config.vocab_size);
@@ -310,7 +316,9 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
         rc = ft_agree_config(MPI_COMM_WORLD,
                              ft_checkpoint_load(resume_path, &t->layout, t->engine, comm, &pos,
                                                 cfg->direct_io, &direct, err),
-                             err);
+                             err) ||
+             ft_tok_identity_meet(&t->tok, cfg, "the resume checkpoint", resume_path,
+                                  pos.tokenizer_fingerprint, err);
         t->start_step = pos.step;
         t->sample_base = pos.data_position;
         if (!rc && t->out) {
@@ -532,6 +540,7 @@ static int save_weights(ft_trainer *t, const char *path, ft_error *err)
         return -1;
     int rc = ft_h5_write_kind(&f, "weights", err) ||
              ft_weights_write_config(&f, &t->layout.config, err) ||
+             ft_tok_fingerprint_write(&f, t->tok.fp, err) ||
              ft_weights_create_tensors(&f, "/model", &t->layout, FT_FILE_F32, err);
     if (t->cfg->direct_io) /* collective: on every rank whatever rc says */
         ft_h5_attach_raw(&f, MPI_COMM_WORLD, true);
@@ -557,6 +566,7 @@ static int save_checkpoint(ft_trainer *t, long steps_done, ft_error *err)
                              .data_position = t->sample_base +
                                               (steps_done - t->start_step) *
                                                   (int64_t)cfg->global_batch_size };
+    snprintf(pos.tokenizer_fingerprint, sizeof pos.tokenizer_fingerprint, "%s", t->tok.fp);
     const double t0 = now_seconds();
     bool direct = false;
     if (ft_checkpoint_save(cfg->checkpoint_dir, cfg, &t->layout, t->engine, t->comm, &pos,
