@@ -81,6 +81,14 @@ refused "is not the tokenizer of ck/" "generate on a checkpoint directory" \
 [ $? -ne 2 ] && ! grep -q "is not the tokenizer" o.log || { cat o.log; fail "--allow-tokenizer-mismatch"; }
 echo "generate: the model's tokenizer and the override accepted"
 
+# ftmpi-convert export takes a checkpoint directory's latest, as ftmpi-generate does
+"$CONVERT" export -q ck hf-out || fail "export of a checkpoint directory"
+[ -s hf-out/config.json ] && [ -s hf-out/model.safetensors ] || fail "export of ck: no HF files"
+mkdir empty-ck && "$CONVERT" export -q empty-ck x 2> e.log
+[ $? -eq 1 ] && grep -q "empty-ck is a directory without a 'latest' checkpoint pointer" e.log ||
+    { cat e.log; fail "export of a directory without latest"; }
+echo "export: a checkpoint directory is its latest"
+
 # import records the HF directory's tokenizer
 mkdir hf && for f in "$S/test/data/convert/tiny_fp32"/*; do ln -s "$f" hf/; done && cp "$TA" hf/tokenizer.json
 "$CONVERT" import -q hf i.h5 || fail "import"
