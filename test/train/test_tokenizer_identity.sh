@@ -32,6 +32,15 @@ PY
     [ "$(fp_of ascii.json)" = "$fpa" ] || fail "\\u-escaped tokenizer.json: another fingerprint"
     [ "$(fp_of changed.json)" != "$fpa" ] || fail "a changed vocabulary kept the fingerprint"
     echo "fingerprint: formatting-independent, vocabulary-dependent"
+    # doc/formats.md defines it precisely enough to compute it again from the text alone:
+    # byte-level and SentencePiece tokenizers (normalizer, byte fallback), string and
+    # pair merges, added tokens
+    for t in "$TA" "$TB" "$S/test/data/tokenizers/llama2/tokenizer.json" \
+             "$S/test/data/tokenizers/qwen3/tokenizer.json"; do
+        want=$(python3 "$S/test/train/tok_fingerprint_ref.py" "$t") || fail "reference on $t"
+        [ "$(fp_of "$t")" = "$want" ] || fail "$t: fingerprint $(fp_of "$t"), the definition gives $want"
+    done
+    echo "fingerprint: equal to doc/formats.md's definition computed independently"
 fi
 
 "$PREP" -q -t "$TA" -o a.h5 --seq-len 512 "$S/test/prep/alpaca_sample.jsonl" || fail "prep a"
