@@ -13,7 +13,8 @@ lists flags or keys: they come from those files. Checked:
     arguments of ftmpi (and of demo.sh and the job scripts, which pass them on),
     `key = value` in inline code, dotted names of a configuration group in inline code,
     and the keys of libconfig snippets (tracking `group = { ... }` nesting);
-  * no doc refers to an issue number or a path outside the repository.
+  * no doc refers to an issue number or a path outside the repository (nor do the
+    comments of the shipped decks in input/ and job scripts in jobs/, which users read).
 Prints one line per finding and exits 1 when there is any.
 """
 import os
@@ -23,6 +24,10 @@ import sys
 src, helpdir = sys.argv[1], sys.argv[2]
 docs = ["README.md"] + sorted("doc/" + f for f in os.listdir(os.path.join(src, "doc"))
                               if f.endswith(".md"))
+
+# what users read besides the docs: references only
+readables = ["input/" + f for f in sorted(os.listdir(os.path.join(src, "input")))] + \
+    ["jobs/" + f for f in sorted(os.listdir(os.path.join(src, "jobs")))]
 
 helps = {}
 for f in os.listdir(helpdir):
@@ -112,10 +117,7 @@ def looks_libconfig(lines):
                         for l in body) * 2 >= len(body)
 
 
-for doc in docs:
-    text = open(os.path.join(src, doc), encoding="utf-8").read()
-    lines = text.split("\n")
-    # -- references that do not belong in the docs
+def check_references(doc, lines):
     for n, ln in enumerate(lines, 1):
         if re.search(r"\bissues? #\d|\(#\d+\)|\bissue \d+\b", ln, re.I):
             finding(doc, n, "refers to an issue number")
@@ -123,6 +125,17 @@ for doc in docs:
             finding(doc, n, "refers to a path outside the repository: %s" % p)
         if re.search(r"\.\./shared/|shared/docs|reference-formats", ln):
             finding(doc, n, "refers to a document outside the repository")
+
+
+for f in readables:
+    path = os.path.join(src, f)
+    if os.path.isfile(path):
+        check_references(f, open(path, encoding="utf-8", errors="replace").read().split("\n"))
+
+for doc in docs:
+    text = open(os.path.join(src, doc), encoding="utf-8").read()
+    lines = text.split("\n")
+    check_references(doc, lines)
     # -- code blocks
     n = 0
     while n < len(lines):
