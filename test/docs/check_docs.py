@@ -26,8 +26,8 @@ docs = ["README.md"] + sorted("doc/" + f for f in os.listdir(os.path.join(src, "
                               if f.endswith(".md"))
 
 # what users read besides the docs: references only
-readables = ["input/" + f for f in sorted(os.listdir(os.path.join(src, "input")))] + \
-    ["jobs/" + f for f in sorted(os.listdir(os.path.join(src, "jobs")))]
+readables = [d + "/" + f for d in ("input", "jobs") if os.path.isdir(os.path.join(src, d))
+             for f in sorted(os.listdir(os.path.join(src, d)))]
 
 helps = {}
 for f in os.listdir(helpdir):
