@@ -76,6 +76,7 @@ typedef struct ft_run_config {
     char *metrics_file;
     double peak_tflops;    /* 0: measure */
     bool log_ranks;
+    bool allow_tokenizer_mismatch; /* train/tok_check.h */
     bool progress;
 
     ft_optimizer_config optimizer; /* optimizer = { ... } (schedule keys live here too) */
@@ -110,6 +111,8 @@ const char *ft_run_config_where(const ft_run_config *cfg, const char *path);
  * loads, e.g. for --plan.) */
 #define FT_CONFIG_PATH_MAX 1024 /* bytes of a path key (room for derived names) */
 int ft_run_config_check_run(const ft_run_config *cfg, int world_size, ft_error *err);
+/* Only the batch geometry of that check (also what `ftmpi --plan -np N` checks). */
+int ft_run_config_check_batch(const ft_run_config *cfg, int world_size, ft_error *err);
 
 /* Writes a description of every key (type, default, meaning) in the layout of
  * doc/config.md, for `ftmpi --help-config` and to keep the doc true. */

@@ -7,6 +7,7 @@
 
 #include "comm/agree.h"
 #include "io/h5file.h"
+#include "io/tok_fingerprint.h"
 #include "io/weights.h"
 #include "util/durable.h"
 #include "util/output_file.h"
@@ -35,8 +36,8 @@ static void abandon(const char *path, const char *tmp, int rank, ft_error *err)
     ft_share_error(MPI_COMM_WORLD, 0, err);
 }
 
-int ft_weights_out_save(const char *path, const ft_model_layout *layout, ft_engine *e,
-                        bool direct_io, int rank, ft_error *err)
+int ft_weights_out_save(const char *path, const ft_model_layout *layout, const char *tok_fp,
+                        ft_engine *e, bool direct_io, int rank, ft_error *err)
 {
     const MPI_Comm world = MPI_COMM_WORLD;
     char tmp[1100];
@@ -50,6 +51,7 @@ int ft_weights_out_save(const char *path, const ft_model_layout *layout, ft_engi
     }
     int rc = ft_h5_write_kind(&f, "weights", err) ||
              ft_weights_write_config(&f, &layout->config, err) ||
+             ft_tok_fingerprint_write(&f, tok_fp, err) ||
              ft_weights_create_tensors(&f, "/model", layout, FT_FILE_F32, err);
     if (direct_io) /* collective: on every rank whatever rc says */
         ft_h5_attach_raw(&f, world, true);
