@@ -151,12 +151,13 @@ int ft_checkpoint_prepare_dir(const char *dir, ft_comm *comm, ft_error *err)
     char msg[512] = "";
     if (comm->rank == 0) {
         char probe[1100];
+        ft_error probe_err;
         snprintf(probe, sizeof probe, "%s/.ftmpi-write-test", dir);
         int fd = -1;
         if (make_dirs(dir))
             snprintf(msg, sizeof msg, "cannot create: %s", strerror(errno));
-        else if ((fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC, 0666)) < 0)
-            snprintf(msg, sizeof msg, "cannot write there: %s", strerror(errno));
+        else if (ft_output_create_tmp(probe, 0666, &fd, &probe_err)) /* never through a link */
+            snprintf(msg, sizeof msg, "cannot write there: %.400s", probe_err.msg);
         if (fd >= 0) {
             close(fd);
             unlink(probe);

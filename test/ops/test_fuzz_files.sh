@@ -82,6 +82,8 @@ for k in $KINDS; do
     probe "ftmpi checkpoint tmp=$k" $leftover "$FTMPI" s.cfg $common save_every=1 checkpoint_dir=ck
     rm -rf ck; mkdir ck; make_kind $k ck/latest.tmp
     probe "ftmpi latest.tmp=$k" $leftover "$FTMPI" s.cfg $common save_every=1 checkpoint_dir=ck
+    rm -rf ck; mkdir ck; make_kind $k ck/.ftmpi-write-test
+    probe "ftmpi checkpoint_dir write probe=$k" $leftover "$FTMPI" s.cfg $common save_every=1 checkpoint_dir=ck
     rm -rf ck; mkdir ck; make_kind $k ck/.ftmpi-lock
     probe "ftmpi checkpoint_dir lock file=$k" $leftover "$FTMPI" s.cfg $common save_every=1 checkpoint_dir=ck
     make_kind $k m.jsonl

@@ -3,8 +3,9 @@
 #  2. a symlink planted at a temporary name (step-N.h5.tmp, latest.tmp, final_weights.tmp)
 #     is never written through: the run stops with one line, the link's target unchanged;
 #  3. final_weights naming an input (data.train, model.weights) is refused before training;
-#  8. a FIFO as checkpoint_dir/latest, as the config file or an @include, /dev/zero as the
-#     config: one line within 10 s, never a hang until comm_timeout;
+#  8. a FIFO as checkpoint_dir/latest, data or weights, as the config file or an @include,
+#     /dev/zero as the config: one line within 10 s (exit 2, the files the config names),
+#     never a hang until comm_timeout;
 # 10. --exit-status reads back a record of a 600-character and a 100 kB FTMPI_RUN_ID.
 . "$(dirname "$0")/lib.sh"
 have_mpirun || skip "mpirun not found"
@@ -76,7 +77,7 @@ mkdir ck3
 run_ranks 2 s.cfg $common max_steps=1 save_every=1 checkpoint_dir=ck3 > c.log 2>&1 || { cat c.log; fail "checkpoint run"; }
 rm ck3/latest
 mkfifo ck3/latest
-refused 1 "ck3/latest: is a FIFO, not a regular file" "FIFO as checkpoint_dir/latest" \
+refused 2 "ck3/latest: is a FIFO, not a regular file" "FIFO as checkpoint_dir/latest" \
     s.cfg $common max_steps=2 checkpoint_dir=ck3 resume=auto
 mkfifo fifo.cfg
 refused 2 "fifo.cfg: is a FIFO, not a regular file" "FIFO as the config file" fifo.cfg
@@ -84,14 +85,14 @@ refused 2 "/dev/zero: is a character device, not a regular file" "/dev/zero as t
 { echo '@include "fifo.cfg"'; cat s.cfg; } > inc.cfg
 refused 2 "fifo.cfg: is a FIFO" "FIFO as an @include" inc.cfg $common max_steps=1
 mkfifo fifo.h5
-refused 1 "fifo.h5: is a FIFO, not a regular file" "FIFO as data.train" s.cfg $common max_steps=1 data.train=fifo.h5
+refused 2 "fifo.h5: is a FIFO, not a regular file" "FIFO as data.train" s.cfg $common max_steps=1 data.train=fifo.h5
 cat > w.cfg <<CFG
 max_steps = 1; micro_batch_size = 2; global_batch_size = 4;
 model = { weights = "fifo.h5"; };
 data = { train = "train.h5"; };
 optimizer = { lr = 1e-3; };
 CFG
-refused 1 "fifo.h5: is a FIFO, not a regular file" "FIFO as model.weights" w.cfg
+refused 2 "fifo.h5: is a FIFO, not a regular file" "FIFO as model.weights" w.cfg
 
 # 10. --exit-status with long run ids, as the writer writes them (a stop signal)
 for len in 600 100000; do
