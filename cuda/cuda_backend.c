@@ -571,6 +571,8 @@ int ft_backend_cuda_create(ft_backend **out, int device, ft_error *err)
         goto fail;
     }
 
+    size_t free_bytes = 0;
+    CREATE_CHECK(cudaMemGetInfo(&free_bytes, &be->memory_total), "cudaMemGetInfo");
     be->ops = &cuda_ops;
     be->name = "cuda";
     be->device = device;

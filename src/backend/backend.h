@@ -242,6 +242,7 @@ struct ft_backend {
     const ft_backend_ops *ops;
     const char *name;   /* "cpu" or "cuda" */
     int device;         /* device ordinal for CUDA, -1 for CPU */
+    size_t memory_total; /* the device's memory (host RAM for the CPU); 0 unknown */
     size_t bytes_in_use;
     size_t peak_bytes;  /* high-water mark of alloc()'d bytes */
     void *impl;         /* implementation state, owned by the backend */
