@@ -69,6 +69,7 @@ const ft_config_key ft_config_keys[] = {
     INT("global_batch_size", global_batch_size, REQ, 1, INT_MAX, 0, "sequences per optimizer step over all ranks; a multiple of micro_batch_size x ranks"),
     INT("zero_stage", zero_stage, 0, 0, 3, 0, "ZeRO sharding: 0 none, 1 optimizer state, 2 + gradients, 3 + parameters"),
     BOOL("activation_checkpointing", activation_checkpointing, 0, 0, "recompute block activations in backward to save memory"),
+    INT("head_memory_mib", head_memory_mib, 0, 0, INT_MAX, 0, "MiB per rank for the LM head's logits and their gradient; when a micro-batch's fit, the head reads and writes its weight gradient once per micro-batch, else once per group of at least 2048 target rows (doc/design.md, \"The step\"); 0: 1/64 of the device's memory (host RAM on the CPU), at least 64 MiB"),
     ENUM("precision", precision, 0, 0, dtype_names, "numerics: \"bf16\" is mixed precision (bf16 working weights, activations and matmul operands; fp32 master weights, optimizer state, gradient accumulation, norms, softmax and loss; implies model.param_dtype = \"bf16\"); \"fp32\" everywhere is the reference"),
     ENUM("grad_reduce_dtype", grad_reduce_dtype, 0, 0, dtype_names, "type gradients are summed across ranks in: \"bf16\" halves the traffic, each partial sum rounded to bf16"),
     BOOL("offload_optimizer", offload_optimizer, 0, 0, "keep the fp32 master weights and optimizer moments in host memory and run the update on the CPU"),

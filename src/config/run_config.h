@@ -56,6 +56,7 @@ typedef struct ft_run_config {
     int global_batch_size; /* sequences per optimizer step, over all ranks */
     int zero_stage;        /* 0..3 */
     bool activation_checkpointing;
+    int head_memory_mib;   /* 0: 1/64 of the device's memory */
     bool offload_optimizer;
     ft_dtype grad_reduce_dtype; /* fp32 | bf16 */
     /* the numerics recipe: "fp32", or "bf16" mixed precision (bf16 working parameters

@@ -298,7 +298,7 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
         return -1;
 
     ft_engine_options eo = ft_run_engine_options(cfg);
-    ft_model_options mo = ft_run_model_options(cfg, t->seq_len);
+    ft_model_options mo = ft_run_model_options(cfg, t->seq_len, (double)t->be->memory_total);
     char *resume_path = NULL;
     if ((cfg->checkpoint_dir && !eval_only && lock_checkpoint_dir(t, err)) ||
         ft_agree_config(MPI_COMM_WORLD, ft_checkpoint_resolve(cfg, &resume_path, err), err))
