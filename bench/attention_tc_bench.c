@@ -7,28 +7,17 @@
  *   tc_attention hd=.. seq=.. fwd_ms=.. fwd_tflops=.. bwd_ms=.. bwd_tflops=..
  *
  * FLOPs (FlashAttention's convention): forward 4 D per visible (query, key) pair per
- * (batch, head), backward 2.5x that; causal alone has T^2 / 2 pairs, a window or
- * documents fewer (counted exactly), so the skipped tiles do not count as work.
+ * (batch, head), backward 2.5x that; causal alone has T(T+1)/2 pairs, a window or
+ * documents fewer, all counted exactly by ft_mask_visible_pairs (attention_mask.h,
+ * the rule the kernels use), so the skipped tiles do not count as work.
  * Built and run by bench/gpu_attention.sh. */
+#include "backend/attention_mask.h"
 #include "backend/backend.h"
 #include "cuda_internal.h"
 
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-/* Visible pairs of one row: query i sees min(i - (start of its document) + 1, window). */
-static double visible_pairs(int seq, int window, int doc_len)
-{
-    if (window == 0 && doc_len == 0)
-        return (double)seq * seq / 2.0;
-    double n = 0;
-    for (int i = 0; i < seq; i++) {
-        int seen = doc_len > 0 ? i % doc_len + 1 : i + 1;
-        n += window > 0 && window < seen ? window : seen;
-    }
-    return n;
-}
 
 static void *dev(size_t bytes)
 {
@@ -102,7 +91,7 @@ int main(int argc, char **argv)
     }
     fwd_ms /= reps;
     bwd_ms /= reps;
-    double flops = 4.0 * batch * heads * visible_pairs(seq, window, doc_len) * hd;
+    double flops = 4.0 * batch * heads * ft_mask_visible_pairs(seq, window, doc_len) * hd;
     printf("tc_attention hd=%d seq=%d batch=%d heads=%d window=%d doc_len=%d fwd_ms=%.3f "
            "fwd_tflops=%.1f bwd_ms=%.3f bwd_tflops=%.1f\n",
            hd, seq, batch, heads, window, doc_len, fwd_ms, flops / fwd_ms / 1e9, bwd_ms,

@@ -59,11 +59,14 @@
  * below the diagonal and inside one document need no element-wise mask.
  * With a sliding window W (Mistral; query i also needs key j > i - W), tile
  * pairs whose last key is at or before the first query minus W are skipped, and
- * every other pair takes the element-wise mask (attn_in_window).
+ * every other pair takes the element-wise mask. The rule itself (which keys a
+ * query sees, which tiles meet) is src/backend/attention_mask.h's.
  *
  * Everything runs on the backend's stream; the only temporary memory (segment
  * ranges, D) comes from the caller's scratch. */
 #include "cuda_common.cuh"
+
+#include "backend/attention_mask.h"
 
 #include <limits.h>
 
@@ -83,18 +86,6 @@ struct AttnArgs {
     int ngran;
     int window;             /* 0: none; else query i sees only keys j > i - window */
 };
-
-/* The sliding-window part of vis(i, j). */
-__device__ __forceinline__ bool attn_in_window(const AttnArgs &a, int i, int j)
-{
-    return a.window == 0 || j > i - a.window;
-}
-
-/* True when no key of [k0, k0+kn) is inside the window of a query >= q0. */
-__device__ __forceinline__ bool attn_tile_before_window(const AttnArgs &a, int q0, int k0, int kn)
-{
-    return a.window > 0 && k0 + kn - 1 <= q0 - a.window;
-}
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -139,7 +130,7 @@ __device__ __forceinline__ int2 attn_tile_range(const AttnArgs &a, int b, int t0
 __device__ __forceinline__ int attn_classify(const AttnArgs &a, int b, int q0, int k0, int kn,
                                              int bk, int2 qr)
 {
-    if (attn_tile_before_window(a, q0, k0, kn))
+    if (ft_mask_tile_before_window(q0, k0, kn, a.window))
         return 0;
     bool full = (k0 + kn - 1 <= q0) && kn == bk && a.window == 0;
     if (a.segment) {
@@ -149,6 +140,44 @@ __device__ __forceinline__ int attn_classify(const AttnArgs &a, int b, int q0, i
         full = full && kr.x == kr.y && qr.x == qr.y && kr.x == qr.x;
     }
     return full ? 2 : 1;
+}
+
+/* The backward's two inner products for this thread's R rows x C columns of a
+ * tile pair: s = A^T B and dp = A2^T B2 over hd features, where A, A2 are staged
+ * [hd][RA+1] (rows ty*R + r) and B, B2 [hd][RB+1] (columns tx + 16c). The dQ pass
+ * reads (Q, K, dO, V), the dK/dV pass the transposes (K, Q, V, dO): one loop. */
+template <int R, int C, int RA, int RB>
+__device__ __forceinline__ void attn_two_products(float (&s)[R][C], float (&dp)[R][C],
+                                                  const float *A, const float *B,
+                                                  const float *A2, const float *B2, int hd,
+                                                  int ty, int tx)
+{
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int c = 0; c < C; c++)
+            s[r][c] = dp[r][c] = 0.0f;
+#pragma unroll 2
+    for (int d = 0; d < hd; d++) {
+        float av[R], a2v[R], bv[C], b2v[C];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            av[r] = A[d * (RA + 1) + ty * R + r];
+            a2v[r] = A2[d * (RA + 1) + ty * R + r];
+        }
+#pragma unroll
+        for (int c = 0; c < C; c++) {
+            bv[c] = B[d * (RB + 1) + tx + 16 * c];
+            b2v[c] = B2[d * (RB + 1) + tx + 16 * c];
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int c = 0; c < C; c++) {
+                s[r][c] = fmaf(av[r], bv[c], s[r][c]);
+                dp[r][c] = fmaf(a2v[r], b2v[c], dp[r][c]);
+            }
+    }
 }
 
 /* Loads rows t0 .. t0+n-1 of one head (hd features, row pitch `stride` floats in
@@ -252,7 +281,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
             o[r][c] = 0.0f;
     }
 
-    const int nkt = (q0 + qn - 1) / BK + 1;
+    const int nkt = ft_mask_end_key_tile(q0, qn, BK);
     for (int kt = 0; kt < nkt; kt++) {
         const int k0 = kt * BK, kn = min(BK, a.seq - k0);
         const int kind = attn_classify(a, b, q0, k0, kn, BK, qr);
@@ -293,8 +322,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
 #pragma unroll
                 for (int c = 0; c < CK; c++) {
                     int i = q0 + ty * RQ + r, jl = tx + 16 * c, j = k0 + jl;
-                    bool vis = j <= i && jl < kn && (!a.segment || segk[jl] == segq[r]) &&
-                               attn_in_window(a, i, j);
+                    bool vis = ft_mask_sees(i, j, a.window) && jl < kn &&
+                               (!a.segment || segk[jl] == segq[r]);
                     if (!vis)
                         s[r][c] = -INFINITY;
                 }
@@ -458,7 +487,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
     }
     int2 qr = a.segment ? attn_tile_range(a, b, q0, qn) : make_int2(0, 0);
 
-    const int nkt = (q0 + qn - 1) / BK + 1;
+    const int nkt = ft_mask_end_key_tile(q0, qn, BK);
     for (int kt = 0; kt < nkt; kt++) {
         const int k0 = kt * BK, kn = min(BK, a.seq - k0);
         const int kind = attn_classify(a, b, q0, k0, kn, BK, qr);
@@ -472,40 +501,14 @@ __global__ void __launch_bounds__(ATT_THREADS)
         __syncthreads();
 
         float s[RQ][CK], dp[RQ][CK];
-#pragma unroll
-        for (int r = 0; r < RQ; r++)
-#pragma unroll
-            for (int c = 0; c < CK; c++)
-                s[r][c] = dp[r][c] = 0.0f;
-#pragma unroll 2
-        for (int d = 0; d < hd; d++) {
-            float qv[RQ], ov[RQ], kv[CK], vv[CK];
-#pragma unroll
-            for (int r = 0; r < RQ; r++) {
-                qv[r] = Qt[d * (BQ + 1) + ty * RQ + r];
-                ov[r] = dOt[d * (BQ + 1) + ty * RQ + r];
-            }
-#pragma unroll
-            for (int c = 0; c < CK; c++) {
-                kv[c] = Kt[d * (BK + 1) + tx + 16 * c];
-                vv[c] = Vt[d * (BK + 1) + tx + 16 * c];
-            }
-#pragma unroll
-            for (int r = 0; r < RQ; r++)
-#pragma unroll
-                for (int c = 0; c < CK; c++) {
-                    s[r][c] = fmaf(qv[r], kv[c], s[r][c]);
-                    dp[r][c] = fmaf(ov[r], vv[c], dp[r][c]);
-                }
-        }
+        attn_two_products<RQ, CK, BQ, BK>(s, dp, Qt, Kt, dOt, Vt, hd, ty, tx);
 #pragma unroll
         for (int r = 0; r < RQ; r++)
 #pragma unroll
             for (int c = 0; c < CK; c++) {
                 int i = q0 + ty * RQ + r, jl = tx + 16 * c, j = k0 + jl;
-                bool vis = kind == 2 ||
-                           (j <= i && jl < kn && (!a.segment || segk[jl] == segq[r]) &&
-                            attn_in_window(a, i, j));
+                bool vis = kind == 2 || (ft_mask_sees(i, j, a.window) && jl < kn &&
+                                         (!a.segment || segk[jl] == segq[r]));
                 float p = vis ? exp2f(s[r][c] * a.scale_log2 - lse2[r]) : 0.0f;
                 dSt[jl * (BQ + 1) + ty * RQ + r] = p * (dp[r][c] - Dr[r]);
             }
@@ -604,7 +607,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
             const int q0 = qt * BQ, qn = min(BQ, a.seq - q0);
             int2 qr = a.segment ? attn_tile_range(a, b, q0, qn) : make_int2(0, 0);
             /* attn_classify with the roles of the ranges as in the forward. */
-            if (attn_tile_before_window(a, q0, k0, kn))
+            if (ft_mask_tile_before_window(q0, k0, kn, a.window))
                 break; /* later query tiles are further past the window */
             bool full = (k0 + kn - 1 <= q0) && kn == BK && qn == BQ && a.window == 0;
             if (a.segment) {
@@ -625,40 +628,14 @@ __global__ void __launch_bounds__(ATT_THREADS)
 
             /* S^T = K Q^T and dP^T = V dO^T for this thread's RK keys x CQ queries. */
             float s[RK][CQ], dp[RK][CQ];
-#pragma unroll
-            for (int r = 0; r < RK; r++)
-#pragma unroll
-                for (int c = 0; c < CQ; c++)
-                    s[r][c] = dp[r][c] = 0.0f;
-#pragma unroll 2
-            for (int d = 0; d < hd; d++) {
-                float kv[RK], vv[RK], qv[CQ], ov[CQ];
-#pragma unroll
-                for (int r = 0; r < RK; r++) {
-                    kv[r] = Kt[d * (BK + 1) + ty * RK + r];
-                    vv[r] = Vt[d * (BK + 1) + ty * RK + r];
-                }
-#pragma unroll
-                for (int c = 0; c < CQ; c++) {
-                    qv[c] = Qt[d * (BQ + 1) + tx + 16 * c];
-                    ov[c] = dOt[d * (BQ + 1) + tx + 16 * c];
-                }
-#pragma unroll
-                for (int r = 0; r < RK; r++)
-#pragma unroll
-                    for (int c = 0; c < CQ; c++) {
-                        s[r][c] = fmaf(kv[r], qv[c], s[r][c]);
-                        dp[r][c] = fmaf(vv[r], ov[c], dp[r][c]);
-                    }
-            }
+            attn_two_products<RK, CQ, BK, BQ>(s, dp, Kt, Qt, Vt, dOt, hd, ty, tx);
 #pragma unroll
             for (int r = 0; r < RK; r++)
 #pragma unroll
                 for (int c = 0; c < CQ; c++) {
                     int jl = ty * RK + r, j = k0 + jl, il = tx + 16 * c, i = q0 + il;
-                    bool vis = full || (j <= i && il < qn && jl < kn &&
-                                        (!a.segment || segq[il] == segk[r]) &&
-                                        attn_in_window(a, i, j));
+                    bool vis = full || (ft_mask_sees(i, j, a.window) && il < qn && jl < kn &&
+                                        (!a.segment || segq[il] == segk[r]));
                     float p = vis ? exp2f(s[r][c] * a.scale_log2 - lse2s[il]) : 0.0f;
                     Ps[il * (BK + 1) + jl] = p;
                     dSs[il * (BK + 1) + jl] = p * (dp[r][c] - Ds[il]);

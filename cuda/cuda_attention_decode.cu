@@ -22,6 +22,8 @@
  * with the CPU backend to a few ulp. */
 #include "cuda_common.cuh"
 
+#include "backend/attention_mask.h"
+
 #define DEC_THREADS 128
 #define DEC_HDMAX 256
 
@@ -41,7 +43,7 @@ attention_decode_kernel(float *__restrict__ out, const float *__restrict__ q,
     const int h = blockIdx.x, i = blockIdx.y;
     const int g = h / a.group, hd = a.hd;
     const int last = a.past + i; /* the token's own position */
-    const int first = a.window > 0 && last - a.window + 1 > 0 ? last - a.window + 1 : 0;
+    const int first = ft_mask_first_key(last, a.window);
     const int n_keys = last - first + 1;
     const int lane = threadIdx.x % FT_WARP, warp = threadIdx.x / FT_WARP;
     const int nwarps = blockDim.x / FT_WARP;

@@ -7,6 +7,8 @@
 #include "cuda_common.cuh"
 #include "cuda_mma.cuh"
 
+#include "backend/attention_mask.h"
+
 #include <limits.h>
 
 #define TC_WARPS 4
@@ -88,7 +90,7 @@ static inline TcArgs tc_args(ft_attn_shape s, const int32_t *segment, void *seg_
  * sliding window, same document. */
 __device__ __forceinline__ bool tc_visible(const TcArgs &a, int b, int row, int col, int row_seg)
 {
-    bool vis = col <= row && col < a.seq && row < a.seq && (a.window == 0 || col > row - a.window);
+    bool vis = ft_mask_sees(row, col, a.window) && col < a.seq && row < a.seq;
     if (vis && a.segment)
         vis = a.segment[(size_t)b * a.seq + col] == row_seg;
     return vis;
@@ -111,14 +113,14 @@ __device__ __forceinline__ int tc_segment(const TcArgs &a, int b, int t)
  * window costs O(T x window). */
 __device__ __forceinline__ bool tc_before_window(const TcArgs &a, int q0, int k0, int kn)
 {
-    return a.window > 0 && k0 + kn - 1 <= q0 - a.window;
+    return ft_mask_tile_before_window(q0, k0, kn, a.window);
 }
 
 /* The first key tile (of bk keys) that can hold a key inside query q0's window: the one
  * holding key q0 - window + 1. */
 __device__ __forceinline__ int tc_first_key_tile(const TcArgs &a, int q0, int bk)
 {
-    return a.window > 0 ? max(0, q0 - a.window + 1) / bk : 0;
+    return ft_mask_first_key_tile(q0, a.window, bk);
 }
 
 /* Documents: the [min, max] segment id over tokens t0 .. t0+n-1 of row b (n >= 1), from

@@ -100,6 +100,45 @@ __device__ __forceinline__ void tc_bwd_st_step(float x[4], float y[4], const uin
     ft_mma_m16n8k16_bf16(y, a2, yf, y);
 }
 
+/* Both score products of N column groups over all k-steps, the warp's row fragments
+ * reloaded from shared memory (A1, A2 at offset off) once per k-step, for head sizes
+ * whose fragments do not fit in registers. */
+template <int HDMAX, int N>
+__device__ __forceinline__ void tc_bwd_st_reloaded(float (&x)[N][4], float (&y)[N][4],
+                                                   const uint16_t *A1, const uint16_t *A2,
+                                                   int off, const uint16_t *X, const uint16_t *Y,
+                                                   int lane)
+{
+#pragma unroll
+    for (int n = 0; n < N; n++)
+        for (int e = 0; e < 4; e++)
+            x[n][e] = y[n][e] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < HDMAX / 16; ks++) {
+        uint32_t f1[4], f2[4];
+        ft_ldmatrix<4, false>(f1, A1 + off + ks * 16);
+        ft_ldmatrix<4, false>(f2, A2 + off + ks * 16);
+#pragma unroll
+        for (int n = 0; n < N; n++)
+            tc_bwd_st_step<HDMAX>(x[n], y[n], f1, f2, X, Y, n, ks, lane);
+    }
+}
+
+/* Both score products of column group n over all k-steps, the row fragments held in
+ * registers (a1, a2: one per k-step). */
+template <int HDMAX>
+__device__ __forceinline__ void tc_bwd_st_held(float x[4], float y[4],
+                                               uint32_t (*a1)[4], uint32_t (*a2)[4],
+                                               const uint16_t *X, const uint16_t *Y, int n,
+                                               int lane)
+{
+    for (int e = 0; e < 4; e++)
+        x[e] = y[e] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < HDMAX / 16; ks++)
+        tc_bwd_st_step<HDMAX>(x, y, a1[ks], a2[ks], X, Y, n, ks, lane);
+}
+
 template <int HDMAX, typename OT>
 __global__ void __launch_bounds__(TC_THREADS)
     tc_bwd_dkdv_kernel(OT *__restrict__ dk, OT *__restrict__ dv,
@@ -173,30 +212,12 @@ __global__ void __launch_bounds__(TC_THREADS)
             /* Held fragments: each query group n is computed and masked in turn (the order
              * ptxas allocates best); reloaded ones: k-steps outer, each loaded once. */
             float p[NQ][4], ds[NQ][4];
-            if constexpr (!KV_IN_REGS) {
-#pragma unroll
-                for (int n = 0; n < NQ; n++)
-                    for (int e = 0; e < 4; e++)
-                        p[n][e] = ds[n][e] = 0.0f;
-#pragma unroll
-                for (int ks = 0; ks < KS; ks++) {
-                    uint32_t kf[4], vf[4];
-                    ft_ldmatrix<4, false>(kf, Ks + kv_off + ks * 16);
-                    ft_ldmatrix<4, false>(vf, Vs + kv_off + ks * 16);
-#pragma unroll
-                    for (int n = 0; n < NQ; n++)
-                        tc_bwd_st_step<HDMAX>(p[n], ds[n], kf, vf, Qs, dOs, n, ks, lane);
-                }
-            }
+            if constexpr (!KV_IN_REGS)
+                tc_bwd_st_reloaded<HDMAX>(p, ds, Ks, Vs, kv_off, Qs, dOs, lane);
 #pragma unroll
             for (int n = 0; n < NQ; n++) {
-                if constexpr (KV_IN_REGS) {
-                    for (int e = 0; e < 4; e++)
-                        p[n][e] = ds[n][e] = 0.0f;
-#pragma unroll
-                    for (int ks = 0; ks < KS; ks++)
-                        tc_bwd_st_step<HDMAX>(p[n], ds[n], ka[ks], va[ks], Qs, dOs, n, ks, lane);
-                }
+                if constexpr (KV_IN_REGS)
+                    tc_bwd_st_held<HDMAX>(p[n], ds[n], ka, va, Qs, dOs, n, lane);
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     int qi = n * 8 + 2 * t + (e & 1), qc = q0 + qi, key = e < 2 ? kr0 : kr1;
@@ -301,30 +322,12 @@ __global__ void __launch_bounds__(TC_THREADS)
         ft_cp_async_wait<0>();
         __syncthreads();
         float p[NK][4], ds[NK][4]; /* loop orders: as in the dK/dV kernel */
-        if constexpr (!QO_IN_REGS) {
-#pragma unroll
-            for (int n = 0; n < NK; n++)
-                for (int e = 0; e < 4; e++)
-                    p[n][e] = ds[n][e] = 0.0f;
-#pragma unroll
-            for (int ks = 0; ks < KS; ks++) {
-                uint32_t qf[4], of[4];
-                ft_ldmatrix<4, false>(qf, Qs + qo_off + ks * 16);
-                ft_ldmatrix<4, false>(of, dOs + qo_off + ks * 16);
-#pragma unroll
-                for (int n = 0; n < NK; n++)
-                    tc_bwd_st_step<HDMAX>(p[n], ds[n], qf, of, Ks, Vs, n, ks, lane);
-            }
-        }
+        if constexpr (!QO_IN_REGS)
+            tc_bwd_st_reloaded<HDMAX>(p, ds, Qs, dOs, qo_off, Ks, Vs, lane);
 #pragma unroll
         for (int n = 0; n < NK; n++) {
-            if constexpr (QO_IN_REGS) {
-                for (int e = 0; e < 4; e++)
-                    p[n][e] = ds[n][e] = 0.0f;
-#pragma unroll
-                for (int ks = 0; ks < KS; ks++)
-                    tc_bwd_st_step<HDMAX>(p[n], ds[n], qa[ks], oa[ks], Ks, Vs, n, ks, lane);
-            }
+            if constexpr (QO_IN_REGS)
+                tc_bwd_st_held<HDMAX>(p[n], ds[n], qa, oa, Ks, Vs, n, lane);
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 int col = k0 + n * 8 + 2 * t + (e & 1);

@@ -576,6 +576,7 @@ int ft_backend_cuda_create(ft_backend **out, int device, ft_error *err)
     CREATE_CHECK(cudaMemGetInfo(&free_bytes, &be->memory_total), "cudaMemGetInfo");
     be->ops = &cuda_ops;
     be->name = "cuda";
+    be->host_memory = false;
     be->device = device;
     be->impl = st;
     *out = be;

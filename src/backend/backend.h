@@ -244,7 +244,10 @@ typedef struct ft_backend_ops {
 
 struct ft_backend {
     const ft_backend_ops *ops;
-    const char *name;   /* "cpu" or "cuda" */
+    const char *name;   /* "cpu" or "cuda": for messages; decide on the flags below */
+    /* Tensors live in host memory, allocated from the process heap: the process's
+     * resident high-water mark is the honest peak, and the model must fit in RAM. */
+    bool host_memory;
     int device;         /* device ordinal for CUDA, -1 for CPU */
     size_t memory_total; /* the device's memory (host RAM for the CPU); 0 unknown */
     size_t bytes_in_use;

@@ -13,6 +13,7 @@
 #include "optim/schedule.h"
 #include "util/durable.h"
 #include "comm/agree.h"
+#include "comm/world.h"
 #include "train/checkpoint.h"
 #include "train/ckpt_dir.h"
 #include "train/exit_record.h"
@@ -24,7 +25,7 @@
 #include "train/watchdog.h"
 #include "train/weights_out.h"
 
-static double now_seconds(void) { return MPI_Wtime(); }
+static double now_seconds(void) { return ft_world_seconds(); }
 
 /* "2.10s, 4.56 GB at 2.17 GB/s, O_DIRECT": a checkpoint transfer for the log line. */
 static void io_summary(char *buf, size_t len, const char *path, double seconds, bool direct)
@@ -155,10 +156,10 @@ static double measure_matmul_flops(ft_backend *be, ft_dtype dt)
     double best = 0.0;
     if (a && c)
         for (int rep = 0; rep < 3; rep++) {
-            double t0 = MPI_Wtime();
+            double t0 = ft_world_seconds();
             be->ops->matmul(be, types, c, a, a, n, n, n, false, true, 1.0f, 0.0f);
             be->ops->sync(be);
-            double f = 2.0 * n * n * (double)n / (MPI_Wtime() - t0);
+            double f = 2.0 * n * n * (double)n / (ft_world_seconds() - t0);
             if (f > best)
                 best = f;
         }
@@ -187,7 +188,7 @@ static int log_rank_placement(ft_trainer *t, ft_error *err)
     char *all = t->comm->rank == 0 ? malloc(sizeof line * (size_t)t->comm->size) : NULL;
     if (t->comm->rank == 0 && !all)
         return ft_fail(err, "out of host memory");
-    MPI_Gather(line, sizeof line, MPI_CHAR, all, sizeof line, MPI_CHAR, 0, MPI_COMM_WORLD);
+    ft_world_gather(MPI_COMM_WORLD, line, sizeof line, all, 0);
     if (t->out)
         for (int r = 0; r < t->comm->size; r++)
             fprintf(t->out, "%s\n", all + (size_t)r * sizeof line);
@@ -303,7 +304,7 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     if ((cfg->checkpoint_dir && !eval_only && lock_checkpoint_dir(t, err)) ||
         ft_agree_config(MPI_COMM_WORLD, ft_checkpoint_resolve(cfg, &resume_path, err), err))
         return -1;
-    if (strcmp(t->be->name, "cpu") == 0 && ft_preflight_host_memory(t, err))
+    if (t->be->host_memory && ft_preflight_host_memory(t, err))
         return -1;
     enter_phase(t, "creating the engine and the model");
     int rc = ft_engine_create(&t->engine, &t->layout, t->be, t->dev_comm, &eo, err) ||
@@ -569,8 +570,8 @@ static double peak_mib(ft_trainer *t)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double v[1] = { (double)t->be->peak_bytes / (1024.0 * 1024.0) };
-    /* On the CPU backend the process high-water mark is the honest figure. */
-    if (strcmp(t->be->name, "cpu") == 0)
+    /* With tensors in host memory the process high-water mark is the honest figure. */
+    if (t->be->host_memory)
         v[0] = (double)ru.ru_maxrss / 1024.0;
     t->comm->ops->all_reduce_f64_max(t->comm, v, 1, NULL);
     return v[0];
@@ -656,9 +657,7 @@ static int run_eval(ft_trainer *t, long step, ft_error *err)
 /* Nonzero on every rank when a stop signal reached any rank. */
 static int stop_agreed(ft_trainer *t)
 {
-    int stop = ft_signals_stop_requested();
-    MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    return stop;
+    return ft_world_any(MPI_COMM_WORLD, ft_signals_stop_requested());
 }
 
 /* For launchers that lose the ranks' exit code (mpirun on SIGTERM): rank 0 records it

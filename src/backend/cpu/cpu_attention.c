@@ -50,6 +50,7 @@
  * Scratch: each thread mallocs its tiles (7 x 64 x head_dim + 2 x 64 x 64 floats)
  * for the duration of the call; the backward also mallocs D [batch, heads, T]. The vtable has no error path, so a failed
  * allocation of this scratch aborts with a message. */
+#include "backend/attention_mask.h"
 #include "backend/cpu/cpu_attention_tile.h"
 
 #include <math.h>
@@ -188,7 +189,7 @@ static bool segments_may_meet(const attn_geom *g, seg_range qr, seg_range kr)
  * lower edge (later queries' edges are higher still). */
 static bool window_may_meet(const attn_geom *g, int q0, int k0, int kn)
 {
-    return !g->window || k0 + kn - 1 > q0 - g->window;
+    return !ft_mask_tile_before_window(q0, k0, kn, g->window);
 }
 
 /* Sets the score of every invisible (query i, key j) pair of a tile to -inf:
@@ -200,8 +201,8 @@ static void mask_tile(float *s, size_t i_stride, size_t j_stride, const attn_geo
                       int q0, int qn, seg_range qr, int k0, int kn, seg_range kr)
 {
     bool one_doc = !g->segment || (qr.lo == qr.hi && kr.lo == kr.hi && qr.lo == kr.lo);
-    bool in_window = !g->window || k0 > q0 + qn - 1 - g->window;
-    if (k0 + kn - 1 <= q0 && one_doc && in_window)
+    bool in_window = ft_mask_tile_inside_window(q0, qn, k0, g->window);
+    if (one_doc && ft_mask_tile_all_seen(q0, qn, k0, kn, g->window))
         return;
     const int32_t *seg = g->segment ? g->segment + (size_t)b * g->seq : NULL;
     for (int i = 0; i < qn; i++) {
@@ -211,8 +212,8 @@ static void mask_tile(float *s, size_t i_stride, size_t j_stride, const attn_geo
         visible_end = visible_end > kn ? kn : visible_end < 0 ? 0 : visible_end;
         for (int j = visible_end; j < kn; j++)
             si[(size_t)j * j_stride] = -INFINITY;
-        if (!in_window) { /* keys j with k0 + j <= qi - window */
-            int window_start = qi - g->window + 1 - k0;
+        if (!in_window) { /* keys j with k0 + j < the query's first key */
+            int window_start = ft_mask_first_key(qi, g->window) - k0;
             window_start = window_start > visible_end ? visible_end : window_start;
             for (int j = 0; j < window_start; j++)
                 si[(size_t)j * j_stride] = -INFINITY;
@@ -238,8 +239,8 @@ static void fwd_query_block(const ft_attn_tile_kernels *K, attn_scratch *sc, con
     for (int i = 0; i < T_; i++)
         sc->m[i] = -INFINITY, sc->l[i] = 0.0f;
 
-    int last_kb = (q0 + qn - 1) / T_;
-    for (int kb = 0; kb <= last_kb; kb++) {
+    int end_kb = ft_mask_end_key_tile(q0, qn, T_);
+    for (int kb = 0; kb < end_kb; kb++) {
         int k0 = kb * T_, kn = tile_len(g, k0);
         seg_range kr = segment_range(g, b, k0, kn);
         if (!segments_may_meet(g, qr, kr) || !window_may_meet(g, q0, k0, kn))
@@ -363,8 +364,8 @@ static void bwd_query_block(const ft_attn_tile_kernels *K, attn_scratch *sc, con
     load_transposed(sc->dot, dout, g, g->q_stride, b, q0, qn, h, 1.0f);
     load_row_stats(sc, g, lse, D, b, h, q0, qn);
     memset(sc->acc, 0, (size_t)T_ * hd * sizeof(float));
-    int last_kb = (q0 + qn - 1) / T_;
-    for (int kb = 0; kb <= last_kb; kb++) {
+    int end_kb = ft_mask_end_key_tile(q0, qn, T_);
+    for (int kb = 0; kb < end_kb; kb++) {
         int k0 = kb * T_, kn = tile_len(g, k0);
         seg_range kr = segment_range(g, b, k0, kn);
         if (!segments_may_meet(g, qr, kr) || !window_may_meet(g, q0, k0, kn))

@@ -16,6 +16,7 @@
  * fixed order, so results do not depend on the number of threads. Per-thread score
  * scratch is malloc'd for the call; the vtable has no error path, so a failed
  * allocation aborts with a message. */
+#include "backend/attention_mask.h"
 #include "backend/cpu/cpu_internal.h"
 
 #include <math.h>
@@ -87,7 +88,7 @@ void ft_cpu_attention_decode(ft_backend *be, float *out, const float *q, const f
         for (long t = 0; t < tasks; t++) {
             const int i = (int)(t / n_heads), h = (int)(t % n_heads);
             const int last = past + i; /* the token's own position */
-            const int first = window > 0 && last - window + 1 > 0 ? last - window + 1 : 0;
+            const int first = ft_mask_first_key(last, window);
             decode_one(out + (size_t)i * q_stride + (size_t)h * head_dim,
                        q + (size_t)i * q_stride + (size_t)h * head_dim, k_cache, v_cache,
                        kv_stride, h / group, head_dim, first, last - first + 1, scale, scratch,

@@ -228,6 +228,7 @@ int ft_backend_cpu_create(ft_backend **out, ft_error *err)
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     be->ops = &cpu_ops;
     be->name = "cpu";
+    be->host_memory = true;
     be->device = -1;
     be->memory_total = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
     be->impl = st;
