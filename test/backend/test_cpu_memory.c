@@ -16,6 +16,7 @@ static void test_create_identity(void **state)
     (void)state;
     ft_backend *be = bt_backend_create();
     assert_string_equal(be->name, "cpu");
+    assert_true(be->host_memory); /* the trainer's RSS peak and RAM preflight rely on it */
     assert_int_equal(be->device, -1);
     assert_int_equal(be->bytes_in_use, 0);
     assert_int_equal(be->peak_bytes, 0);
