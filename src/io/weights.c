@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/model_fields.h"
 #include "util/bf16.h"
 
 /* ---------------------------------------------------------------- config */
@@ -20,6 +21,41 @@ static int read_int(const ft_h5file *f, hid_t g, const char *name, int *v, ft_er
     return 0;
 }
 
+/* One table row (model/model_fields.h) from /config into c. */
+static int read_field(const ft_h5file *f, hid_t g, const ft_model_field *fd, ft_model_config *c,
+                      ft_error *err)
+{
+    if (!ft_h5_attr_exists(g, fd->attr)) {
+        if (fd->required)
+            return ft_fail(err, "%s: /config attribute '%s' is missing", f->path, fd->attr);
+        ft_model_field_set(c, fd, fd->absent);
+        return 0;
+    }
+    if (fd->type == FT_FIELD_DOUBLE) {
+        double v;
+        if (ft_h5_attr_read_f64(f, g, fd->attr, &v, err))
+            return -1;
+        ft_model_field_set(c, fd, v);
+        return 0;
+    }
+    if (fd->type == FT_FIELD_FAMILY) {
+        char name[32];
+        if (ft_h5_attr_read_str(f, g, fd->attr, name, sizeof name, err))
+            return -1;
+        const ft_family_info *fam = ft_family_by_name(name);
+        if (!fam)
+            return ft_fail(err, "%s: /config %s '%s' is not one ftmpi has (%s)", f->path,
+                           fd->attr, name, ft_family_names());
+        ft_model_field_set(c, fd, fam->family);
+        return 0;
+    }
+    int v;
+    if (read_int(f, g, fd->attr, &v, err))
+        return -1;
+    ft_model_field_set(c, fd, v);
+    return 0;
+}
+
 int ft_weights_read_config(const ft_h5file *f, ft_model_config *c, ft_error *err)
 {
     memset(c, 0, sizeof *c);
@@ -27,57 +63,14 @@ int ft_weights_read_config(const ft_h5file *f, ft_model_config *c, ft_error *err
     if (g < 0)
         return ft_fail(err, "%s: group /config is missing (not a weights file?)", f->path);
     int rc = -1;
-    int tied = 0;
     char rope_type[32];
-    if (read_int(f, g, "vocab_size", &c->vocab_size, err) ||
-        read_int(f, g, "hidden_size", &c->hidden_size, err) ||
-        read_int(f, g, "intermediate_size", &c->intermediate_size, err) ||
-        read_int(f, g, "num_hidden_layers", &c->num_hidden_layers, err) ||
-        read_int(f, g, "num_attention_heads", &c->num_attention_heads, err) ||
-        read_int(f, g, "num_key_value_heads", &c->num_key_value_heads, err) ||
-        read_int(f, g, "head_dim", &c->head_dim, err) ||
-        read_int(f, g, "max_position_embeddings", &c->max_position_embeddings, err) ||
-        read_int(f, g, "tie_word_embeddings", &tied, err) ||
-        ft_h5_attr_read_f64(f, g, "rms_norm_eps", &c->rms_norm_eps, err) ||
-        ft_h5_attr_read_f64(f, g, "rope_theta", &c->rope_theta, err) ||
-        ft_h5_attr_read_str(f, g, "rope_scaling_type", rope_type, sizeof rope_type, err))
-        goto done;
-    c->tie_word_embeddings = tied != 0;
-    c->bos_token_id = c->eos_token_id = -1;
-    if (ft_h5_attr_exists(g, "bos_token_id") && read_int(f, g, "bos_token_id", &c->bos_token_id, err))
-        goto done;
-    if (ft_h5_attr_exists(g, "eos_token_id") && read_int(f, g, "eos_token_id", &c->eos_token_id, err))
-        goto done;
-    /* family: absent in files from before the families (all Llama) */
-    if (ft_h5_attr_exists(g, "model_family")) {
-        char fam_name[32];
-        if (ft_h5_attr_read_str(f, g, "model_family", fam_name, sizeof fam_name, err))
+    size_t nf;
+    const ft_model_field *fields = ft_model_fields(&nf);
+    for (size_t i = 0; i < nf; i++)
+        if (read_field(f, g, &fields[i], c, err))
             goto done;
-        const ft_family_info *fam = ft_family_by_name(fam_name);
-        if (!fam) {
-            ft_fail(err, "%s: /config model_family '%s' is not one ftmpi has (%s)", f->path,
-                    fam_name, ft_family_names());
-            goto done;
-        }
-        c->family = fam->family;
-    }
-    if (ft_h5_attr_exists(g, "sliding_window") &&
-        read_int(f, g, "sliding_window", &c->sliding_window, err))
+    if (ft_h5_attr_read_str(f, g, "rope_scaling_type", rope_type, sizeof rope_type, err))
         goto done;
-    /* the GPT families' switches: absent (0) for the Llama shape */
-    int flag = 0;
-    if (ft_h5_attr_exists(g, "rotary_dim") && read_int(f, g, "rotary_dim", &c->rotary_dim, err))
-        goto done;
-#define READ_FLAG(name)                                                                  \
-    if (ft_h5_attr_exists(g, #name)) {                                                   \
-        if (read_int(f, g, #name, &flag, err))                                           \
-            goto done;                                                                   \
-        c->name = flag != 0;                                                             \
-    }
-    READ_FLAG(parallel_residual)
-    READ_FLAG(attention_bias)
-    READ_FLAG(gelu_tanh)
-#undef READ_FLAG
     if (strcmp(rope_type, "llama3") == 0) {
         ft_rope_scaling *s = &c->rope_scaling;
         s->type = FT_ROPE_SCALING_LLAMA3;
@@ -107,40 +100,21 @@ int ft_weights_write_config(const ft_h5file *f, const ft_model_config *c, ft_err
     hid_t g = H5Gcreate2(f->id, "/config", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     if (g < 0)
         return ft_fail(err, "%s: cannot create /config", f->path);
-    const struct { const char *name; int64_t v; } ints[] = {
-        { "vocab_size", c->vocab_size },
-        { "hidden_size", c->hidden_size },
-        { "intermediate_size", c->intermediate_size },
-        { "num_hidden_layers", c->num_hidden_layers },
-        { "num_attention_heads", c->num_attention_heads },
-        { "num_key_value_heads", c->num_key_value_heads },
-        { "head_dim", c->head_dim },
-        { "max_position_embeddings", c->max_position_embeddings },
-        { "tie_word_embeddings", c->tie_word_embeddings ? 1 : 0 },
-        { "bos_token_id", c->bos_token_id },
-        { "eos_token_id", c->eos_token_id },
-    };
     int rc = 0;
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0] && !rc; i++)
-        rc = ft_h5_attr_write_i64(f, g, ints[i].name, ints[i].v, err);
-    /* Llama files keep their pre-family attributes exactly (no model_family). */
-    if (!rc && c->family != FT_FAMILY_LLAMA)
-        rc = ft_h5_attr_write_str(f, g, "model_family", ft_model_family_of(c)->name, err);
-    if (!rc && c->sliding_window > 0)
-        rc = ft_h5_attr_write_i64(f, g, "sliding_window", c->sliding_window, err);
-    /* the GPT families' switches, only when set (Llama-shape files do not change) */
-    if (!rc && c->rotary_dim > 0)
-        rc = ft_h5_attr_write_i64(f, g, "rotary_dim", c->rotary_dim, err);
-    if (!rc && c->parallel_residual)
-        rc = ft_h5_attr_write_i64(f, g, "parallel_residual", 1, err);
-    if (!rc && c->attention_bias)
-        rc = ft_h5_attr_write_i64(f, g, "attention_bias", 1, err);
-    if (!rc && c->gelu_tanh)
-        rc = ft_h5_attr_write_i64(f, g, "gelu_tanh", 1, err);
-    if (!rc)
-        rc = ft_h5_attr_write_f64(f, g, "rms_norm_eps", c->rms_norm_eps, err);
-    if (!rc)
-        rc = ft_h5_attr_write_f64(f, g, "rope_theta", c->rope_theta, err);
+    size_t nf;
+    const ft_model_field *fields = ft_model_fields(&nf);
+    for (size_t i = 0; i < nf && !rc; i++) {
+        const ft_model_field *fd = &fields[i];
+        double v = ft_model_field_get(c, fd);
+        if (fd->omit_when_absent && v == fd->absent)
+            continue; /* files of the Llama shape keep their pre-family attributes */
+        if (fd->type == FT_FIELD_DOUBLE)
+            rc = ft_h5_attr_write_f64(f, g, fd->attr, v, err);
+        else if (fd->type == FT_FIELD_FAMILY)
+            rc = ft_h5_attr_write_str(f, g, fd->attr, ft_model_family_of(c)->name, err);
+        else
+            rc = ft_h5_attr_write_i64(f, g, fd->attr, (int64_t)v, err);
+    }
     const ft_rope_scaling *s = &c->rope_scaling;
     int llama3 = s->type == FT_ROPE_SCALING_LLAMA3;
     if (!rc)

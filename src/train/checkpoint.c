@@ -18,6 +18,7 @@
 #include "io/tok_fingerprint.h"
 #include "io/h5file.h"
 #include "io/weights.h"
+#include "model/model_fields.h"
 #include "train/ckpt_dir.h"
 #include "util/durable.h"
 #include "util/output_file.h"
@@ -316,17 +317,17 @@ int ft_checkpoint_resolve(const ft_run_config *cfg, char **path, ft_error *err)
 static int check_shape(const char *path, const ft_model_config *have, const ft_model_config *want,
                        ft_error *err)
 {
-#define SAME(field)                                                                          \
-    if (have->field != want->field)                                                          \
-        return ft_fail(err, "%s: checkpoint of another model: " #field " is %d there, %d in this "\
-                       "run; to train this shape afresh use a new checkpoint_dir or resume = "    \
-                       "\"none\" (to continue the checkpoint, use its shape)",                  \
-                       path, (int)have->field, (int)want->field);
-    SAME(vocab_size) SAME(hidden_size) SAME(intermediate_size) SAME(num_hidden_layers)
-    SAME(num_attention_heads) SAME(num_key_value_heads) SAME(head_dim)
-    SAME(tie_word_embeddings) SAME(family) SAME(sliding_window) SAME(rotary_dim)
-    SAME(parallel_residual) SAME(attention_bias) SAME(gelu_tanh)
-#undef SAME
+    size_t nf;
+    const ft_model_field *fields = ft_model_fields(&nf);
+    for (size_t i = 0; i < nf; i++) {
+        const ft_model_field *fd = &fields[i];
+        double there = ft_model_field_get(have, fd), here = ft_model_field_get(want, fd);
+        if (!fd->shape || there == here)
+            continue;
+        return ft_fail(err, "%s: checkpoint of another model: %s is %.17g there, %.17g in this run; to "
+                       "train this shape afresh use a new checkpoint_dir or resume = \"none\" "
+                       "(to continue the checkpoint, use its shape)", path, fd->attr, there, here);
+    }
     return 0;
 }
 
