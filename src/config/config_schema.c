@@ -25,7 +25,7 @@ static const char *const device_names[] = {"cpu", "cuda", NULL};
 static const char *const dtype_names[] = {"fp32", "bf16", NULL};
 static const char *const rope_scaling_names[] = {"none", "llama3", NULL};
 /* In ft_model_family order (model/family.h). */
-static const char *const family_names[] = {"llama", "qwen2", "qwen3", "mistral", "gpt_neox", "gptj", NULL};
+static const char *const family_names[] = {FT_FAMILY_TABLE(FT_FAMILY_NAME_ROW) NULL};
 _Static_assert(sizeof family_names / sizeof family_names[0] == FT_FAMILY_COUNT + 1,
                "one name per model family");
 static const char *const optimizer_names[] = {"adamw", "sgd", NULL};

@@ -4,16 +4,9 @@
 #include <stddef.h>
 #include <string.h>
 
-static const ft_family_info families[FT_FAMILY_COUNT] = {
-    { FT_FAMILY_LLAMA, "llama", "LlamaForCausalLM", .qkv_bias = false },
-    { FT_FAMILY_QWEN2, "qwen2", "Qwen2ForCausalLM", .qkv_bias = true },
-    { FT_FAMILY_QWEN3, "qwen3", "Qwen3ForCausalLM", .qk_norm = true },
-    { FT_FAMILY_MISTRAL, "mistral", "MistralForCausalLM", .sliding_window = true },
-    { FT_FAMILY_GPT_NEOX, "gpt_neox", "GPTNeoXForCausalLM", .layernorm = true, .gelu_mlp = true,
-      .attention_bias_key = true, .parallel_residual_key = true },
-    { FT_FAMILY_GPTJ, "gptj", "GPTJForCausalLM", .layernorm = true, .gelu_mlp = true,
-      .shared_norm = true, .rope_interleaved = true, .lm_head_bias = true },
-};
+#define INFO_ROW(id, name, arch, ...) { FT_FAMILY_##id, name, arch, __VA_ARGS__ },
+static const ft_family_info families[FT_FAMILY_COUNT] = { FT_FAMILY_TABLE(INFO_ROW) };
+#undef INFO_ROW
 
 const ft_family_info *ft_family_info_of(ft_model_family f)
 {
@@ -38,5 +31,9 @@ const ft_family_info *ft_family_by_architecture(const char *architecture)
 
 const char *ft_family_names(void)
 {
-    return "llama, qwen2, qwen3, mistral, gpt_neox, gptj";
+    /* each name with ", " before it; the first separator is skipped */
+#define LISTED(id, name, arch, ...) ", " name
+    static const char names[] = FT_FAMILY_TABLE(LISTED);
+#undef LISTED
+    return names + 2;
 }

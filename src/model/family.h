@@ -23,15 +23,26 @@
 
 #include <stdbool.h>
 
-typedef enum ft_model_family {
-    FT_FAMILY_LLAMA = 0,
-    FT_FAMILY_QWEN2 = 1,
-    FT_FAMILY_QWEN3 = 2,
-    FT_FAMILY_MISTRAL = 3,
-    FT_FAMILY_GPT_NEOX = 4,
-    FT_FAMILY_GPTJ = 5,
-    FT_FAMILY_COUNT
-} ft_model_family;
+/* The family table: one row per family, in enum order (the values are stored in run
+ * configs: append only). X(id, name, HF architecture, switches of ft_family_info).
+ * Everything that lists the families expands this one list: the enum, family.c's
+ * ft_family_info rows, the config schema's model.family names, ft_family_names(). */
+#define FT_FAMILY_TABLE(X)                                                                  \
+    X(LLAMA, "llama", "LlamaForCausalLM", .qkv_bias = false)                                \
+    X(QWEN2, "qwen2", "Qwen2ForCausalLM", .qkv_bias = true)                                 \
+    X(QWEN3, "qwen3", "Qwen3ForCausalLM", .qk_norm = true)                                  \
+    X(MISTRAL, "mistral", "MistralForCausalLM", .sliding_window = true)                     \
+    X(GPT_NEOX, "gpt_neox", "GPTNeoXForCausalLM", .layernorm = true, .gelu_mlp = true,      \
+      .attention_bias_key = true, .parallel_residual_key = true)                            \
+    X(GPTJ, "gptj", "GPTJForCausalLM", .layernorm = true, .gelu_mlp = true,                 \
+      .shared_norm = true, .rope_interleaved = true, .lm_head_bias = true)
+
+#define FT_FAMILY_ENUM_ROW(id, name, arch, ...) FT_FAMILY_##id,
+typedef enum ft_model_family { FT_FAMILY_TABLE(FT_FAMILY_ENUM_ROW) FT_FAMILY_COUNT } ft_model_family;
+#undef FT_FAMILY_ENUM_ROW
+
+/* A row's name, for lists of names: { FT_FAMILY_TABLE(FT_FAMILY_NAME_ROW) NULL }. */
+#define FT_FAMILY_NAME_ROW(id, name, arch, ...) name,
 
 typedef struct ft_family_info {
     ft_model_family family;
