@@ -210,8 +210,10 @@ enum {
     OPT_PROMPT_IDS
 };
 
-/* Without --template, the template the tokenizer's tokenizer_config.json names (the
- * recognition ftmpi-prep uses). Returns 0, or -2 after printing the one-line error. */
+/* Without --template, the template of the tokenizer's directory (the recognition ftmpi-prep
+ * uses). Returns 0, or -3 after printing the one-line error (a malformed or unknown template:
+ * the input is at fault, exit 2). A chat model without any template is said in one line: its
+ * answer to a bare prompt is often nothing at all. */
 static int template_from_tokenizer(cli *c)
 {
     const char *name = NULL;
@@ -220,8 +222,14 @@ static int template_from_tokenizer(cli *c)
     int rc = ft_chat_template_detect(c->s.tokenizer_path, &name, &err);
     if (rc < 0) {
         fprintf(stderr, "ftmpi-generate: %s\n", err.msg);
-        return -2;
+        return err.flags & FT_ERR_CONFIG ? -3 : -2;
     }
+    const char *turn_eos = rc == 0 ? ft_chat_template_turn_eos(c->s.tokenizer_path) : NULL;
+    if (turn_eos)
+        fprintf(stderr, "ftmpi-generate: note: %s is a chat model's tokenizer (eos_token %s) "
+                        "but its directory has no chat template; the prompt is used as plain "
+                        "text (name one with --template: " FT_CHAT_TEMPLATE_NAMES ")\n",
+                c->s.tokenizer_path, turn_eos);
     if (rc > 0 && ft_template_parse(name, &c->s.tmpl)) {
         fprintf(stderr, "ftmpi-generate: internal: template %s has no prompt framing\n", name);
         return -2;
@@ -384,8 +392,10 @@ static int parse(int argc, char **argv, cli *c)
     if (c->prompt_ids && (!c->s.tokenizer_path || c->ids_mode || c->prompts_path))
         return usage_error("%s", "--prompt-ids needs --tokenizer and a text prompt (not --ids, "
                                  "--byte-tokens or --prompts)");
-    if (!c->template_given && c->s.tokenizer_path && !c->ids_mode && template_from_tokenizer(c))
-        return -2;
+    int tpl_rc = !c->template_given && c->s.tokenizer_path && !c->ids_mode
+                     ? template_from_tokenizer(c) : 0;
+    if (tpl_rc)
+        return tpl_rc;
     if (c->no_thinking && c->s.tmpl != FT_TEMPLATE_QWEN3_CHAT)
         return usage_error("--no-thinking is for --template qwen3-chat (the template is %s)",
                            ft_template_name(c->s.tmpl));
@@ -529,7 +539,7 @@ static int print_prompt_ids(const cli *c)
     free(ids);
     free(stdin_text);
     ft_tokenizer_free(tok);
-    return rc ? EXIT_RUNTIME : EXIT_OK;
+    return !rc ? EXIT_OK : err.flags & FT_ERR_CONFIG ? EXIT_USAGE : EXIT_RUNTIME;
 }
 
 /* ---------------------------------------------------------------- batch */
@@ -655,7 +665,7 @@ int main(int argc, char **argv)
     cli c;
     int p = parse(argc, argv, &c);
     if (p)
-        return p > 0 ? EXIT_OK : p == -2 ? EXIT_RUNTIME : EXIT_USAGE;
+        return p > 0 ? EXIT_OK : p == -2 ? EXIT_RUNTIME : EXIT_USAGE; /* -1, -3 */
     if (c.prompt_ids)
         return print_prompt_ids(&c);
     ft_mpi_io_env_defaults(); /* before MPI_Init: long paths (comm/mpi_io_env.h) */
@@ -692,7 +702,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "ftmpi-generate: %s\n", err.msg);
         else if (rc)
             fprintf(stderr, "ftmpi-generate: rank %d: %s\n", rank, err.msg);
-        code = EXIT_RUNTIME;
+        code = err.flags & FT_ERR_CONFIG ? EXIT_USAGE : EXIT_RUNTIME;
     } else if (c.prompts_path) {
         batch_ctx b = { .c = &c, .s = s, .path = c.prompts_path };
         bool report = false;

@@ -65,8 +65,9 @@ static const char help_text[] =
     "    --eos TOKEN              token ending each example (default: <|eot_id|> for the\n"
     "                             Llama 3 chat templates, <|end_of_text|> when the tokenizer\n"
     "                             has it, else the tokenizer's EOS, </s> for Llama 2).\n"
-    "    --pad TOKEN              padding token (default <|finetune_right_pad_id|> when\n"
-    "                             present (Llama 3.1), else the EOS). Padding is never a target.\n"
+    "    --pad TOKEN              padding token (default tokenizer_config.json's pad_token,\n"
+    "                             else <|finetune_right_pad_id|> when present (Llama 3.1),\n"
+    "                             else the EOS). Padding is never a target.\n"
     "    --seq-len N              row length minus one, as in the training config (2048).\n"
     "    --pack greedy|ffd|none   greedy: in order, a document that does not fit opens the\n"
     "                             next row (default); ffd: first-fit decreasing (least\n"
@@ -293,7 +294,7 @@ static int run_codec(int argc, char **argv)
     ft_tokenizer *t;
     if (ft_tokenizer_load(path, &t, &err) < 0) {
         fprintf(stderr, "ftmpi-prep: %s\n", err.msg);
-        return 1;
+        return err.flags & FT_ERR_CONFIG ? 2 : 1;
     }
     int rc = enc ? ft_tok_jsonl_encode(t, stdin, "stdin", stdout, flag, &err)
                  : ft_tok_jsonl_decode(t, stdin, "stdin", stdout, flag, &err);
@@ -329,7 +330,7 @@ int main(int argc, char **argv)
         if (prep_run(&o, MPI_COMM_WORLD, &err) < 0) {
             if (err.msg[0])
                 fprintf(stderr, "ftmpi-prep: %s\n", err.msg);
-            status = 1;
+            status = err.flags & FT_ERR_CONFIG ? 2 : 1; /* e.g. a malformed tokenizer_config.json */
         }
     }
     MPI_Finalize();

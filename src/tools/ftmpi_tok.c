@@ -53,9 +53,9 @@ int main(int argc, char **argv)
         rc = ft_tok_jsonl_decode(t, stdin, "stdin", stdout, skip_special, &err);
     } else if (strcmp(cmd, "info") == 0) {
         printf("{\"kind\":\"%s\",\"vocab_size\":%d,\"bos_id\":%" PRId32 ",\"eos_id\":%" PRId32
-               ",\"hash\":\"%016" PRIx64 "\"}\n",
+               ",\"pad_id\":%" PRId32 ",\"hash\":\"%016" PRIx64 "\"}\n",
                ft_tokenizer_kind(t), ft_tokenizer_vocab_size(t), ft_tokenizer_bos_id(t),
-               ft_tokenizer_eos_id(t), ft_tokenizer_hash(t));
+               ft_tokenizer_eos_id(t), ft_tokenizer_pad_id(t), ft_tokenizer_hash(t));
         rc = 0;
     } else {
         ft_tokenizer_free(t);
