@@ -52,7 +52,8 @@ static const char usage_text[] =
     "checkpoint, or during start-up (requeue the job; resume = \"auto\" continues), 84\n"
     "stopped by a signal without checkpoint_dir (nothing saved), 86 a second signal\n"
     "stopped it at once, 87 no progress for comm_timeout seconds, from start-up on (a\n"
-    "rank died or hangs). With FTMPI_RUN_ID set and a checkpoint_dir, rank 0 also records\n"
+    "rank died or hangs), 88 the run collapsed (loss ln(vocab_size) with gradient norm 0\n"
+    "for collapse_steps steps). With FTMPI_RUN_ID set and a checkpoint_dir, rank 0 also records\n"
     "85 in CHECKPOINT_DIR/.ftmpi-exit (see --exit-status).\n"
     "\n"
     "Environment: OMP_NUM_THREADS sets CPU threads per rank.\n";

@@ -18,6 +18,7 @@
 #include "io/h5file.h"
 #include "io/weights.h"
 #include "train/ckpt_dir.h"
+#include "train/finite_guard.h"
 #include "util/durable.h"
 
 
@@ -260,11 +261,22 @@ static void abandon(const char *dir, const char *tmp, ft_comm *comm, ft_error *e
     ft_share_error(MPI_COMM_WORLD, 0, err);
 }
 
+/* A checkpoint holding NaN or Inf would be resumed from and pointed to by `latest`: the
+ * state is checked first, and such a state is never written (train/finite_guard.h). */
+static int refuse_nonfinite(const char *dir, const ft_model_layout *layout, ft_engine *e,
+                            long step, ft_error *err)
+{
+    char what[1100];
+    snprintf(what, sizeof what, "%s/step-%06ld.h5", dir, step);
+    return ft_guard_before_write(e, layout, what, err);
+}
+
 int ft_checkpoint_save(const char *dir, const ft_run_config *cfg, const ft_model_layout *layout,
                        ft_engine *e, ft_comm *comm, const ft_ckpt_position *pos, int seq_len,
                        bool *direct, ft_error *err)
 {
-    if (ft_checkpoint_prepare_dir(dir, comm, err))
+    if (refuse_nonfinite(dir, layout, e, pos->step, err) ||
+        ft_checkpoint_prepare_dir(dir, comm, err))
         return -1;
     char name[64], tmp[1100];
     snprintf(name, sizeof name, "step-%06ld.h5", pos->step);
