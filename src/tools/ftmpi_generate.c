@@ -60,6 +60,8 @@ static const char usage_text[] =
     "  --system TEXT        system message (chat templates)\n"
     "  --input TEXT         the input of an alpaca prompt\n"
     "  --no-bos             do not start templates none/alpaca with BOS\n"
+    "  --allow-nonfinite    run a model whose parameters hold NaN or Inf (refused by\n"
+    "                       default: its output is garbage or nothing)\n"
     "  --prompt-ids         print the framed prompt's token ids (comma-separated) and\n"
     "                       exit; no MODEL is read (to check a template)\n"
     "\n"
@@ -207,7 +209,7 @@ enum {
     OPT_TOKENIZER = 256, OPT_BYTES, OPT_IDS, OPT_TEMPLATE, OPT_SYSTEM, OPT_INPUT, OPT_NO_BOS,
     OPT_MAX_NEW, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_EOS, OPT_IGNORE_EOS, OPT_PROMPTS,
     OPT_OUT, OPT_PARAMS, OPT_DEVICE, OPT_CHUNK, OPT_ECHO, OPT_VERBOSE, OPT_NO_THINKING,
-    OPT_PROMPT_IDS
+    OPT_PROMPT_IDS, OPT_ALLOW_NONFINITE
 };
 
 /* Without --template, the template of the tokenizer's directory (the recognition ftmpi-prep
@@ -271,6 +273,7 @@ static int parse(int argc, char **argv, cli *c)
         { "verbose", no_argument, 0, OPT_VERBOSE },
         { "no-thinking", no_argument, 0, OPT_NO_THINKING },
         { "prompt-ids", no_argument, 0, OPT_PROMPT_IDS },
+        { "allow-nonfinite", no_argument, 0, OPT_ALLOW_NONFINITE },
         { "help", no_argument, 0, 'h' },
         { "version", no_argument, 0, 'V' },
         { 0, 0, 0, 0 },
@@ -293,6 +296,7 @@ static int parse(int argc, char **argv, cli *c)
             break;
         case OPT_NO_THINKING: c->no_thinking = true; break;
         case OPT_PROMPT_IDS: c->prompt_ids = true; break;
+        case OPT_ALLOW_NONFINITE: c->s.allow_nonfinite = true; break;
         case OPT_SYSTEM: c->system = optarg; break;
         case OPT_INPUT: c->input = optarg; break;
         case OPT_NO_BOS: c->s.no_bos = true; break;

@@ -86,3 +86,14 @@ rc=$?
 one_line f.log "step 5: the run has collapsed: loss 5.5568 = ln(vocab_size)" "collapse"
 [ ! -e z/step-000005.h5 ] || fail "the collapsed step was checkpointed"
 echo "ok: a collapsed run stops with 88 after collapse_steps steps"
+
+# G: ftmpi-generate refuses the NaN checkpoint with one line (it once printed nothing, exit 0)
+GEN="$B/ftmpi-generate"
+"$GEN" p --ids 1,2 --max-new-tokens 2 > g.out 2> g.err
+rc=$?
+[ $rc -eq 1 ] || { cat g.err; fail "generate on a NaN checkpoint: exit $rc, not 1"; }
+[ "$(wc -l < g.err)" -eq 1 ] && grep -q "step-000002.h5: /model/model.layers.1.mlp.up_proj.weight holds NaN or Inf.*--allow-nonfinite" g.err ||
+    { cat g.err; fail "generate on a NaN checkpoint: unexpected message"; }
+"$GEN" p --ids 1,2 --max-new-tokens 2 --allow-nonfinite > /dev/null 2>&1 ||
+    fail "generate --allow-nonfinite refused the checkpoint"
+echo "ok: ftmpi-generate refuses a NaN checkpoint in one line: $(cut -c1-100 g.err)..."
