@@ -362,6 +362,13 @@ static int parse(int argc, char **argv, cli *c)
         case ':':
             return usage_error("%s needs a value", argv[optind - 1]);
         default:
+            /* an unknown short option ("-1,5" reads as -1 -, -5): optopt names it, where
+             * argv[optind - 1] may be another argument after getopt's permutation */
+            if (optopt) {
+                char opt[3] = { '-', (char)optopt, 0 };
+                return usage_error("unknown option '%s' (a prompt or an --ids list that begins "
+                                   "with '-' goes after '--', e.g. --ids -- -1,5)", opt);
+            }
             return usage_error("unknown option '%s'", argv[optind - 1]);
         }
     }
@@ -555,29 +562,27 @@ typedef struct batch_ctx {
     long tokens;
 } batch_ctx;
 
-static int optional_string(const json_t *in, const char *key, const char *path, long line,
-                           const char **v, ft_error *err)
+/* The helpers below name no file or line: batch_item adds "FILE:LINE: " once. */
+static int optional_string(const json_t *in, const char *key, const char **v, ft_error *err)
 {
     const json_t *x = json_object_get(in, key);
     *v = NULL;
     if (!x)
         return 0;
     if (!json_is_string(x))
-        return ft_fail(err, "%s:%ld: \"%s\" must be a string", path, line, key);
+        return ft_fail(err, "\"%s\" must be a string", key);
     *v = json_string_value(x);
     return 0;
 }
 
-static int ids_of(const json_t *in, const char *path, long line, int32_t **ids, int *n,
-                  ft_error *err)
+static int ids_of(const json_t *in, int32_t **ids, int *n, ft_error *err)
 {
     const json_t *arr = json_object_get(in, "ids");
     if (!json_is_array(arr) || json_array_size(arr) == 0)
-        return ft_fail(err, "%s:%ld: with --ids each line needs a non-empty \"ids\" array",
-                       path, line);
+        return ft_fail(err, "with --ids each line needs a non-empty \"ids\" array");
     size_t k = json_array_size(arr);
     if (k > INT_MAX)
-        return ft_fail(err, "%s:%ld: too many ids", path, line);
+        return ft_fail(err, "too many ids");
     *ids = malloc(k * sizeof **ids);
     if (!*ids)
         return ft_fail(err, "out of host memory");
@@ -586,7 +591,8 @@ static int ids_of(const json_t *in, const char *path, long line, int32_t **ids, 
         json_int_t v = json_is_integer(x) ? json_integer_value(x) : -1;
         if (v < 0 || v > INT32_MAX) {
             free(*ids);
-            return ft_fail(err, "%s:%ld: \"ids\"[%zu] is not a token id", path, line, i);
+            return ft_fail(err, "\"ids\"[%zu] is not a token id (an integer from 0 to the "
+                           "vocabulary size - 1)", i);
         }
         (*ids)[i] = (int32_t)v;
     }
@@ -604,20 +610,20 @@ static int batch_item(void *vctx, const json_t *in, long index, long line, json_
     if (c->ids_mode) {
         int32_t *ids = NULL;
         int n = 0;
-        rc = ids_of(in, b->path, line, &ids, &n, err);
+        rc = ids_of(in, &ids, &n, err);
         if (!rc) {
             rc = ft_gen_session_run_ids(b->s, ids, n, (uint64_t)index, &out, err);
             free(ids);
         }
     } else {
         const char *prompt, *input, *system;
-        rc = optional_string(in, "prompt", b->path, line, &prompt, err) ||
-             optional_string(in, "input", b->path, line, &input, err) ||
-             optional_string(in, "system", b->path, line, &system, err);
+        rc = optional_string(in, "prompt", &prompt, err) ||
+             optional_string(in, "input", &input, err) ||
+             optional_string(in, "system", &system, err);
         if (!rc && !prompt)
-            rc = ft_fail(err, "%s:%ld: no \"prompt\" string", b->path, line);
+            rc = ft_fail(err, "no \"prompt\" string");
         if (!rc && input && c->s.tmpl != FT_TEMPLATE_ALPACA)
-            rc = ft_fail(err, "%s:%ld: \"input\" is for --template alpaca", b->path, line);
+            rc = ft_fail(err, "\"input\" is for --template alpaca");
         if (!rc)
             rc = ft_gen_session_run(b->s, prompt, input ? input : c->input,
                                     system ? system : c->system, (uint64_t)index, &out, err);

@@ -150,6 +150,23 @@ static int parse_long(const char *s, long lo, long hi, long *v)
 }
 
 /* Fills o from argv; returns 0, 1 for --help, or -1 with msg set (usage error). */
+/* What a bad-value error says the option takes. */
+static const char *expected_value(int opt)
+{
+    switch (opt) {
+    case OPT_FORMAT: return "auto, alpaca, dolly, samsum, chat or text";
+    case OPT_TEMPLATE: return "a template name (see --help)";
+    case OPT_TEXT_UNIT: return "line or file";
+    case OPT_SEQ_LEN: return "an integer from 1 to 16777216";
+    case OPT_PACK: return "greedy, ffd or none";
+    case OPT_TRUNCATE: return "response or drop";
+    case OPT_EVAL_FRACTION: return "a number from 0 up to (not including) 1";
+    case OPT_SEED: return "a non-negative integer";
+    case OPT_MAX_REPORTED: return "an integer from 0 to 1000000";
+    default: return "another value";
+    }
+}
+
 static int parse_args(int argc, char **argv, prep_options *o, char *msg, size_t msg_len)
 {
     prep_options_default(o);
@@ -158,7 +175,8 @@ static int parse_args(int argc, char **argv, prep_options *o, char *msg, size_t 
     long v;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "t:o:qh", long_opts, NULL)) != -1) {
+    int li; /* the long option getopt matched, for naming it in a bad-value error */
+    while ((li = -1, c = getopt_long(argc, argv, "t:o:qh", long_opts, &li)) != -1) {
         switch (c) {
         case 't': o->tokenizer = optarg; break;
         case 'o': o->out = optarg; break;
@@ -237,7 +255,9 @@ static int parse_args(int argc, char **argv, prep_options *o, char *msg, size_t 
         }
         continue;
     bad_value:
-        snprintf(msg, msg_len, "bad value '%s' for %s", optarg, argv[optind - 1]);
+        /* the option's name whether its value was "--opt V" or "--opt=V" */
+        snprintf(msg, msg_len, "--%s: bad value '%s'; expected %s",
+                 li >= 0 ? long_opts[li].name : "?", optarg, expected_value(c));
         return -1;
     }
     o->inputs = (const char *const *)argv + optind;

@@ -405,7 +405,7 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
     uint8_t *loss_mask;
     int32_t *segment;
     if (ft_loader_take(t->loader, step, rows, R, &tokens, &loss_mask, &segment, err))
-        return ft_fail_context(err, "%s", cfg->train_data);
+        return ft_fail_context_path(err, cfg->train_data);
     if (step + 1 < cfg->max_steps) { /* the next step's rows, read while this one computes */
         step_rows(t, step + 1, rows);
         ft_loader_request(t->loader, step + 1, rows, R);
@@ -434,7 +434,7 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
         double ls;
         long nt;
         if (ft_model_train_micro(t->model, &src, &b, grad_scale, &ls, &nt, err))
-            return ft_fail_context(err, "%s", cfg->train_data);
+            return ft_fail_context_path(err, cfg->train_data);
         if (ft_engine_status(t->engine, err))
             return -1;
         loss_sum += ls;
