@@ -262,8 +262,8 @@ static int parse_args(int argc, char **argv, prep_options *o, char *msg, size_t 
         continue;
     bad_value:
         /* the option's name whether its value was "--opt V" or "--opt=V" */
-        snprintf(msg, msg_len, "--%s: bad value '%s'; expected %s",
-                 li >= 0 ? long_opts[li].name : "?", optarg, expected_value(c));
+        snprintf(msg, msg_len, "bad value '%s' for --%s; expected %s", optarg,
+                 li >= 0 ? long_opts[li].name : "?", expected_value(c));
         return -1;
     }
     o->inputs = (const char *const *)argv + optind;

@@ -346,8 +346,8 @@ int ft_checkpoint_resolve(const ft_run_config *cfg, char **path, ft_error *err)
 }
 
 /* What to do about a checkpoint this run cannot continue, for every refusal below. */
-#define CKPT_REMEDY "; to train this model, use a new checkpoint_dir, or resume = \"none\" " \
-                    "(starting from model.weights or from scratch)"
+#define CKPT_REMEDY "; to train this model afresh use a new checkpoint_dir or resume = " \
+                    "\"none\" (to continue the checkpoint, use its settings)"
 
 static const char *family_name(int f)
 {
