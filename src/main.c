@@ -305,8 +305,10 @@ int main(int argc, char **argv)
     /* Watched from the first moment: a rank that stops during MPI_Init, the config or
      * set-up leaves the others waiting in a collective; comm_timeout applies from here on
      * (its default where the config does not load). */
+    ft_watchdog *wd = ft_watchdog_start(FT_DEFAULT_COMM_TIMEOUT, launcher_rank());
+    ft_watchdog_progress(wd, "reading the config's comm_timeout"); /* a FIFO config: watched */
     const double startup_timeout = startup_comm_timeout(argc, argv);
-    ft_watchdog *wd = ft_watchdog_start(startup_timeout, launcher_rank());
+    ft_watchdog_configure(wd, startup_timeout, launcher_rank());
     ft_watchdog_progress(wd, "starting MPI");
     /* from the first moment: SIGTERM or SIGUSR1 during start-up must end in a documented
      * code (85/84 after set-up), never the default 143/138 */
