@@ -113,6 +113,20 @@ if [ -x "$GENW" ]; then
         cmp -s "p1/$f" "exp/$f" || fail "export --tokenizer did not copy $f"
     done
     echo "ok: export --tokenizer copies chat_template.jinja, chat_template.json, generation_config.json"
+    # and transformers' apply_chat_template works on the exported directory (where
+    # transformers is installed: a reference tool, not a dependency)
+    if python3 -c "import transformers" > /dev/null 2>&1; then
+        got=$(python3 -c 'import sys
+from transformers import AutoTokenizer
+t = AutoTokenizer.from_pretrained(sys.argv[1])
+ids = t.apply_chat_template([{"role": "user", "content": sys.argv[2]}], add_generation_prompt=True, tokenize=True)
+ids = ids["input_ids"] if hasattr(ids, "keys") else ids
+print(",".join(str(i) for i in ids))' exp "$PROMPT" 2> py.err) || fail "transformers on the export: $(tail -n 3 py.err)"
+        [ "$got" = "$(sm_ids)" ] || fail "the export's apply_chat_template gives $got"
+        echo "ok: transformers' apply_chat_template on the exported directory gives the golden ids"
+    else
+        echo "note: python3 has no transformers; apply_chat_template on the export not checked"
+    fi
 else
     echo "note: $GENW not built; the export copy is not checked here"
 fi
