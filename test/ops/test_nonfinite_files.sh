@@ -21,14 +21,18 @@ one_line() { # LOG PATTERN WHAT: exactly one line matches, and no MPI_ABORT bann
     ! grep -q "MPI_ABORT" "$1" || { cat "$1"; fail "$3: MPI_ABORT banner"; }
 }
 
-# A: divergence: nothing written, latest untouched
-run_ranks 2 s.cfg $common max_steps=3 optimizer.lr=1e39 checkpoint_dir=ck save_every=1 > a.log 2>&1
-rc=$?
-[ $rc -eq 1 ] || { cat a.log; fail "diverged run: exit $rc, not 1"; }
-one_line a.log "ck/step-000001.h5: the parameters .*hold NaN or Inf (first in .*): not written" "diverged run"
-[ ! -e ck/step-000001.h5 ] && [ ! -e ck/step-000001.h5.tmp ] && [ ! -e ck/latest ] ||
-    { ls -l ck; fail "a non-finite checkpoint or latest was written"; }
-echo "ok: a diverged update is not checkpointed: $(grep 'not written' a.log | cut -c1-110)..."
+# A: divergence: nothing written, latest untouched (ZeRO 0, and 3 with the optimizer offloaded)
+for zero in "zero_stage=0" "zero_stage=3 offload_optimizer=true"; do
+    rm -rf ck
+    # shellcheck disable=SC2086
+    run_ranks 2 s.cfg $common $zero max_steps=3 optimizer.lr=1e39 checkpoint_dir=ck save_every=1 > a.log 2>&1
+    rc=$?
+    [ $rc -eq 1 ] || { cat a.log; fail "diverged run ($zero): exit $rc, not 1"; }
+    one_line a.log "ck/step-000001.h5: the parameters .*hold NaN or Inf (first in .*): not written" "diverged run ($zero)"
+    [ ! -e ck/step-000001.h5 ] && [ ! -e ck/step-000001.h5.tmp ] && [ ! -e ck/latest ] ||
+        { ls -l ck; fail "$zero: a non-finite checkpoint or latest was written"; }
+    echo "ok: $zero: a diverged update is not checkpointed: $(grep 'not written' a.log | cut -c1-110)..."
+done
 
 # B: a checkpoint holding NaN (parameters) or Inf (optimizer state) is refused on load
 run_ranks 1 s.cfg $common max_steps=2 checkpoint_dir=good > g.log 2>&1 || { cat g.log; fail "good run"; }
