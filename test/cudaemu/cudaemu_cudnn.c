@@ -578,6 +578,10 @@ cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const p,
 
 /* ---------------------------------------------------------------- execute */
 
+static long executions; /* for tests: which path an attention call took */
+
+long cudaemu_cudnn_executions(void) { return executions; }
+
 typedef struct exec_work {
     const cd_desc *graph;
     cd_binding *b;
@@ -725,6 +729,7 @@ cudnnStatus_t cudnnBackendExecute(cudnnHandle_t h, cudnnBackendDescriptor_t plan
                                    "workspace (smaller than the plan's size?)");
         acc[n_acc++] = (cudaemu_access){ ws, (size_t)plan->workspace, 1 };
     }
+    executions++;
     cudaemu_enqueue(h->stream, "cudnnBackendExecute", run_exec, w, free_exec, acc, n_acc);
     return CUDNN_STATUS_SUCCESS;
 }
