@@ -278,7 +278,9 @@ static int shape_ok(ft_attn_shape s)
 
 static size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
-/* Per-call buffers carved from the scratch. */
+/* Per-call buffers carved from the scratch, the plan's workspace first (so that under the
+ * harness, which poisons it, a workspace shorter than the plan needs corrupts the tables
+ * behind it and shows). */
 typedef struct call_mem {
     int32_t *docs;  /* the doc table (ragged) */
     float *stats;   /* per-document statistics (ragged) */
@@ -297,6 +299,8 @@ static call_mem carve(ft_backend *be, const ft_sdpa_geom *g, const ft_sdpa_graph
     char *p = ft_cuda_scratch(be, align256(docs_b) + align256(stats_b) + align256(sum_b) +
                                       align256(acc_b) + align256(ws_b));
     call_mem m;
+    m.workspace = ws_b ? p : NULL;
+    p += align256(ws_b);
     m.docs = docs_b ? (int32_t *)p : NULL;
     p += align256(docs_b);
     m.stats = stats_b ? (float *)p : NULL;
@@ -304,8 +308,6 @@ static call_mem carve(ft_backend *be, const ft_sdpa_geom *g, const ft_sdpa_graph
     m.softmax_sum = sum_b ? (float *)p : NULL;
     p += align256(sum_b);
     m.dq_accum = acc_b ? (float *)p : NULL;
-    p += align256(acc_b);
-    m.workspace = ws_b ? p : NULL;
     return m;
 }
 

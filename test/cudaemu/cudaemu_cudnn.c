@@ -586,11 +586,17 @@ typedef struct exec_work {
     const cd_desc *graph;
     cd_binding *b;
     int n;
+    void *workspace;
+    size_t workspace_bytes;
 } exec_work;
 
+/* The engine owns its workspace while it runs: poisoned first, so a workspace that the
+ * caller made too small overwrites whatever follows it (as on a GPU) and shows. */
 static void run_exec(void *ctx)
 {
     exec_work *w = ctx;
+    if (w->workspace)
+        memset(w->workspace, 0xff, w->workspace_bytes);
     cd_execute_graph(w->graph, w->b, w->n);
 }
 
@@ -728,6 +734,8 @@ cudnnStatus_t cudnnBackendExecute(cudnnHandle_t h, cudnnBackendDescriptor_t plan
         cudaemu_check_device_range(ws, (size_t)plan->workspace, "cudnnBackendExecute",
                                    "workspace (smaller than the plan's size?)");
         acc[n_acc++] = (cudaemu_access){ ws, (size_t)plan->workspace, 1 };
+        w->workspace = ws;
+        w->workspace_bytes = (size_t)plan->workspace;
     }
     executions++;
     cudaemu_enqueue(h->stream, "cudnnBackendExecute", run_exec, w, free_exec, acc, n_acc);
