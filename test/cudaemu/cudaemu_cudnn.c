@@ -438,6 +438,8 @@ static int op_io(const cd_desc *op, cd_desc **in, cd_desc **out)
     return n;
 }
 
+static void check_ragged_padding(const cd_desc *g);
+
 /* Every virtual tensor is produced once and before it is read (in some order); one
  * descriptor per uid. */
 static void finalize_graph(cd_desc *g)
@@ -476,6 +478,39 @@ static void finalize_graph(cd_desc *g)
                              "operation writes", i, (long long)in[a]->uid);
         }
     }
+    check_ragged_padding(g);
+}
+
+/* cuDNN takes ragged (packed) tensors only with a padding mask: every matmul that reads
+ * one is bounded by overrides, and the scores are compared (CMP_LT) with those lengths. */
+static void check_ragged_padding(const cd_desc *g)
+{
+    const cd_attr *ops = cd_attr_find(g, CUDNN_ATTR_OPERATIONGRAPH_OPS);
+    int ragged = 0, masked = 0;
+    for (int i = 0; i < ops->count; i++) {
+        const cd_desc *op = cd_attr_desc(g, CUDNN_ATTR_OPERATIONGRAPH_OPS, i);
+        cd_desc *in[16], *out;
+        int k = op_io(op, in, &out);
+        for (int a = 0; a < k; a++)
+            ragged |= in[a]->ragged != NULL;
+        if (op->type == CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR) {
+            const cd_desc *a = cd_attr_desc(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, 0);
+            const cd_desc *b = cd_attr_desc(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, 0);
+            if (((a->ragged || b->ragged) &&
+                 !cd_attr_desc(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, 0)))
+                cudaemu_fail("operation graph: matmul %d reads a ragged tensor without an m "
+                             "override (the padding of each batch element)", i);
+        }
+        if (op->type == CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR) {
+            const cd_desc *pw = cd_attr_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, 0);
+            const cd_desc *b = cd_attr_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, 0);
+            masked |= *(const int32_t *)cd_attr_find(pw, CUDNN_ATTR_POINTWISE_MODE)->data ==
+                          CUDNN_POINTWISE_CMP_LT && b && !b->is_virtual && !b->by_value;
+        }
+    }
+    if (ragged && !masked)
+        cudaemu_fail("operation graph: ragged tensors without a padding mask (scores compared "
+                     "with each batch element's sequence lengths); cuDNN refuses such a graph");
 }
 
 /* The harness's engine: bf16 graphs whose bf16 tensors have feature dims <= 128. */
