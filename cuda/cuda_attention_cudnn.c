@@ -289,12 +289,13 @@ typedef struct call_mem {
 } call_mem;
 
 static call_mem carve(ft_backend *be, const ft_sdpa_geom *g, const ft_sdpa_graph *plan,
-                      const doc_table *d)
+                      const doc_table *d, ft_attn_shape s)
 {
-    size_t rows = (size_t)g->b * g->hq * g->s;
+    size_t rows = (size_t)g->b * g->hq * g->s; /* padded per-document rows (statistics) */
+    size_t q_elems = (size_t)s.batch * s.seq_len * s.n_heads * s.head_dim;
     size_t docs_b = g->ragged ? 4 * (size_t)d->slot * 4 : 0;
     size_t stats_b = g->ragged ? rows * 4 : 0;
-    size_t sum_b = g->backward ? rows * 4 : 0, acc_b = g->backward ? rows * g->d * 4 : 0;
+    size_t sum_b = g->backward ? rows * 4 : 0, acc_b = g->backward ? q_elems * 4 : 0;
     size_t ws_b = (size_t)plan->workspace;
     char *p = ft_cuda_scratch(be, align256(docs_b) + align256(stats_b) + align256(sum_b) +
                                       align256(acc_b) + align256(ws_b));
@@ -433,7 +434,7 @@ int ft_cudnn_attention_fwd(ft_backend *be, void *out, float *lse, const void *q,
     const ft_sdpa_graph *plan = prepare(be, &c, segment, s, 0, &g);
     if (!plan)
         return FT_CUDNN_DECLINED;
-    call_mem m = carve(be, &g, plan, &c->docs);
+    call_mem m = carve(be, &g, plan, &c->docs, s);
     if (g.ragged)
         upload_docs(be, c, &m);
     const float scalars[3] = { 1.0f / sqrtf((float)s.head_dim), -INFINITY, (float)s.window };
@@ -459,7 +460,7 @@ int ft_cudnn_attention_bwd(ft_backend *be, void *dq, void *dk, void *dv, const v
     const ft_sdpa_graph *plan = prepare(be, &c, segment, s, 1, &g);
     if (!plan)
         return FT_CUDNN_DECLINED;
-    call_mem m = carve(be, &g, plan, &c->docs);
+    call_mem m = carve(be, &g, plan, &c->docs, s);
     if (g.ragged) {
         upload_docs(be, c, &m);
         stats_move(be, c, &m, (float *)lse, s, 0);

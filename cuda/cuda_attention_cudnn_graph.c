@@ -28,7 +28,7 @@
  *   dV = P^T dO                     [GQA: per query head, then summed over the group]
  *   dS = P * (dO V^T - D) * scale   (bf16)
  *   dK = dS^T Q                     [GQA: likewise]
- *   dQ = dS K (fp32 accumulator in the workspace, then cast to dQ) */
+ *   dQ = dS K (an fp32 accumulator laid out as dQ, ragged with it, then cast to dQ) */
 #include "cuda_attention_cudnn_graph.h"
 
 #include <stdbool.h>
@@ -411,7 +411,9 @@ static void backward(ft_sdpa_graph *g, const ft_sdpa_geom *geo)
     /* dQ = dS K, through the fp32 accumulator */
     desc_t k = tensor_uid(g, g->next_uid++, t.kv_t, VIRTUAL, t.rag_kv);
     reshape_to(g, t.kt, k);
-    desc_t acc = tensor_uid(g, FT_SDPA_DQ_ACCUM, qd, REAL, NULL);
+    tspec acc_t = t.q_t; /* dQ's layout in fp32: with documents, as ragged as dQ */
+    acc_t.type = CUDNN_DATA_FLOAT;
+    desc_t acc = tensor_uid(g, FT_SDPA_DQ_ACCUM, acc_t, REAL, t.rag_q);
     matmul_to(g, ds, k, acc, t.seq_q, NULL, t.seq_kv, false);
     pointwise_to(g, CUDNN_POINTWISE_IDENTITY, CUDNN_DATA_FLOAT, acc, NULL, NULL, dq, -1);
 }

@@ -27,7 +27,7 @@ enum ft_sdpa_uid {
     FT_SDPA_RAGGED_Q,   /* [b+1] int32: element offsets of each document in Q, O, dO, dQ */
     FT_SDPA_RAGGED_KV,  /* ... in K, V, dK, dV */
     FT_SDPA_SOFTMAX_SUM,/* backward workspace: [b, hq, s, 1] fp32, rowsum(dO * O) */
-    FT_SDPA_DQ_ACCUM,   /* backward workspace: [b, hq, s, d] fp32 */
+    FT_SDPA_DQ_ACCUM,   /* backward workspace: fp32, dQ's layout (ragged with it) */
     FT_SDPA_FIRST_VIRTUAL = 100
 };
 
