@@ -48,6 +48,7 @@ void ft_cudnn_attention_release(ft_cudnn_attn *c) { (void)c; }
 
 #include <math.h>
 
+#include "cuda_attention_cudnn_docs.h"
 #include "cuda_attention_cudnn_graph.h"
 
 #define PLAN_SLOTS 32
@@ -62,27 +63,15 @@ typedef struct plan_slot {
     ft_sdpa_graph graph;
 } plan_slot;
 
-/* A call's packed documents: four int32 tables uploaded as one block, each starting on a
- * 256-byte boundary (the tensors promise 16-byte alignment). */
-typedef struct doc_table {
-    int docs;    /* documents padded to a power of two */
-    int rows;    /* the longest document, rounded up to a power of two (<= seq_len) */
-    int slot;    /* ints from one table to the next: docs + 1 rounded up to 64 */
-    int32_t *host; /* off_q[docs+1] off_kv[docs+1] len[docs] token[docs], slot apart */
-    size_t cap;
-} doc_table;
-
-static int32_t *table(const doc_table *d, int32_t *base, int i) { return base + (size_t)i * d->slot; }
-
 struct ft_cudnn_attn {
     enum mode mode;
     cudnnHandle_t handle;
     int handle_failed;
     plan_slot slots[PLAN_SLOTS];
     unsigned long clock;
-    int32_t *seg_host;
+    int32_t *seg_host; /* the segment ids, copied to the host */
     size_t seg_cap;
-    doc_table docs;
+    ft_sdpa_docs docs;
 };
 
 static enum mode mode_from_env(void)
@@ -137,7 +126,7 @@ void ft_cudnn_attention_release(ft_cudnn_attn *c)
     if (c->handle)
         (void)cudnnDestroy(c->handle);
     free(c->seg_host);
-    free(c->docs.host);
+    ft_sdpa_docs_release(&c->docs);
     free(c);
 }
 
@@ -178,93 +167,23 @@ static ft_sdpa_graph *plan_for(ft_cudnn_attn *c, const ft_sdpa_geom *geo)
     return &victim->graph;
 }
 
-static int64_t pow2_at_least(int64_t n)
-{
-    int64_t p = 1;
-    while (p < n)
-        p *= 2;
-    return p;
-}
-
-static int cmp_i32(const void *a, const void *b)
-{
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Runs of equal ids of each row as documents; -1 where a row is not made of contiguous
- * documents (an id reappears), 0 on success. */
+/* The documents of the call's segment ids (copied to the host: a synchronisation);
+ * -1 where they are not contiguous runs or host memory ran out. */
 static int build_docs(ft_cudnn_attn *c, ft_backend *be, const int32_t *segment, ft_attn_shape s)
 {
     size_t tokens = (size_t)s.batch * s.seq_len;
-    if (c->seg_cap < 2 * tokens) {
+    if (c->seg_cap < tokens) {
         free(c->seg_host);
-        c->seg_host = malloc(2 * tokens * sizeof *c->seg_host);
-        c->seg_cap = c->seg_host ? 2 * tokens : 0;
+        c->seg_host = malloc(tokens * sizeof *c->seg_host);
+        c->seg_cap = c->seg_host ? tokens : 0;
         if (!c->seg_host)
             return -1;
     }
-    int32_t *seg = c->seg_host, *starts_id = c->seg_host + tokens;
     cudaStream_t st = ft_cuda_stream(be);
-    ft_cuda_check(cudaMemcpyAsync(seg, segment, tokens * 4, cudaMemcpyDeviceToHost, st),
+    ft_cuda_check(cudaMemcpyAsync(c->seg_host, segment, tokens * 4, cudaMemcpyDeviceToHost, st),
                   "attention (cuDNN documents)");
     ft_cuda_check(cudaStreamSynchronize(st), "attention (cuDNN documents)");
-
-    int n = 0, longest = 0;
-    for (int b = 0; b < s.batch; b++) {
-        const int32_t *r = seg + (size_t)b * s.seq_len;
-        int row_docs = 0;
-        for (int t = 0, start = 0; t < s.seq_len; t++)
-            if (t + 1 == s.seq_len || r[t + 1] != r[t]) {
-                starts_id[row_docs++] = r[t];
-                longest = t + 1 - start > longest ? t + 1 - start : longest;
-                start = t + 1;
-            }
-        qsort(starts_id, (size_t)row_docs, sizeof *starts_id, cmp_i32);
-        for (int i = 1; i < row_docs; i++)
-            if (starts_id[i] == starts_id[i - 1])
-                return -1;
-        n += row_docs;
-    }
-    doc_table *d = &c->docs;
-    d->docs = (int)pow2_at_least(n);
-    d->rows = (int)pow2_at_least(longest);
-    if (d->rows > s.seq_len)
-        d->rows = s.seq_len;
-    d->slot = (d->docs + 1 + 63) / 64 * 64;
-    size_t need = 4 * (size_t)d->slot;
-    if (d->cap < need) {
-        free(d->host);
-        d->host = malloc(need * sizeof *d->host);
-        d->cap = d->host ? need : 0;
-        if (!d->host)
-            return -1;
-    }
-    int32_t *off_q = table(d, d->host, 0), *off_kv = table(d, d->host, 1);
-    int32_t *len = table(d, d->host, 2), *token = table(d, d->host, 3);
-    int i = 0;
-    for (int b = 0; b < s.batch; b++) {
-        const int32_t *r = seg + (size_t)b * s.seq_len;
-        for (int t = 0, start = 0; t < s.seq_len; t++)
-            if (t + 1 == s.seq_len || r[t + 1] != r[t]) {
-                token[i] = b * s.seq_len + start;
-                len[i] = t + 1 - start;
-                i++;
-                start = t + 1;
-            }
-    }
-    for (; i < d->docs; i++) { /* padding documents: empty, at the end of the buffers */
-        token[i] = (int32_t)tokens;
-        len[i] = 0;
-    }
-    for (i = 0; i <= d->docs; i++) {
-        int64_t tok = i < d->docs ? token[i] : (int64_t)tokens;
-        off_q[i] = (int32_t)(tok * s.n_heads * s.head_dim);
-        off_kv[i] = (int32_t)(tok * s.n_kv_heads * s.head_dim);
-    }
-    for (i = n; i < d->docs; i++)
-        token[i] = 0; /* the statistics kernel reads no row of an empty document */
-    return 0;
+    return ft_sdpa_docs_from_ids(&c->docs, c->seg_host, s) == 0 ? 0 : -1;
 }
 
 /* What cuDNN is not asked to do: head dims its fused kernels do not take, empty calls,
@@ -289,11 +208,11 @@ typedef struct call_mem {
 } call_mem;
 
 static call_mem carve(ft_backend *be, const ft_sdpa_geom *g, const ft_sdpa_graph *plan,
-                      const doc_table *d, ft_attn_shape s)
+                      const ft_sdpa_docs *d, ft_attn_shape s)
 {
     size_t rows = (size_t)g->b * g->hq * g->s; /* padded per-document rows (statistics) */
     size_t q_elems = (size_t)s.batch * s.seq_len * s.n_heads * s.head_dim;
-    size_t docs_b = g->ragged ? 4 * (size_t)d->slot * 4 : 0;
+    size_t docs_b = g->ragged ? ft_sdpa_docs_bytes(d) : 0;
     size_t stats_b = g->ragged ? rows * 4 : 0;
     size_t sum_b = g->backward ? rows * 4 : 0, acc_b = g->backward ? q_elems * 4 : 0;
     size_t ws_b = (size_t)plan->workspace;
@@ -395,7 +314,7 @@ static const ft_sdpa_graph *prepare(ft_backend *be, ft_cudnn_attn **cp, const in
 
 static void upload_docs(ft_backend *be, const ft_cudnn_attn *c, call_mem *m)
 {
-    size_t bytes = 4 * (size_t)c->docs.slot * 4;
+    size_t bytes = ft_sdpa_docs_bytes(&c->docs);
     ft_cuda_check(cudaMemcpyAsync(m->docs, c->docs.host, bytes, cudaMemcpyHostToDevice,
                                   ft_cuda_stream(be)),
                   "attention (cuDNN documents)");
@@ -410,17 +329,18 @@ static void bind_common(pack *p, const ft_sdpa_geom *g, const ft_cudnn_attn *c,
     if (g->window > 0)
         bind(p, FT_SDPA_WINDOW, &scalars[2]);
     if (g->ragged) {
-        bind(p, FT_SDPA_RAGGED_Q, table(&c->docs, m->docs, 0));
-        bind(p, FT_SDPA_RAGGED_KV, table(&c->docs, m->docs, 1));
-        bind(p, FT_SDPA_SEQ_Q, table(&c->docs, m->docs, 2));
-        bind(p, FT_SDPA_SEQ_KV, table(&c->docs, m->docs, 2));
+        bind(p, FT_SDPA_RAGGED_Q, ft_sdpa_docs_table(&c->docs, m->docs, FT_SDPA_DOC_OFF_Q));
+        bind(p, FT_SDPA_RAGGED_KV, ft_sdpa_docs_table(&c->docs, m->docs, FT_SDPA_DOC_OFF_KV));
+        bind(p, FT_SDPA_SEQ_Q, ft_sdpa_docs_table(&c->docs, m->docs, FT_SDPA_DOC_LEN));
+        bind(p, FT_SDPA_SEQ_KV, ft_sdpa_docs_table(&c->docs, m->docs, FT_SDPA_DOC_LEN));
     }
 }
 
 static void stats_move(ft_backend *be, const ft_cudnn_attn *c, const call_mem *m, float *lse,
                        ft_attn_shape s, int to_lse)
 {
-    const int32_t *len = table(&c->docs, m->docs, 2), *token = table(&c->docs, m->docs, 3);
+    const int32_t *len = ft_sdpa_docs_table(&c->docs, m->docs, FT_SDPA_DOC_LEN);
+    const int32_t *token = ft_sdpa_docs_table(&c->docs, m->docs, FT_SDPA_DOC_TOKEN);
     ft_cuda_check(ft_cuda_launch_sdpa_stats(lse, m->stats, token, len, c->docs.docs, s.n_heads,
                                             s.seq_len, c->docs.rows, to_lse, ft_cuda_stream(be)),
                   "attention (cuDNN statistics)");
