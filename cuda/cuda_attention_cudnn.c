@@ -241,6 +241,11 @@ typedef struct pack {
 
 static void bind(pack *p, int64_t uid, const void *ptr)
 {
+    if (p->n == PACK_MAX) {
+        fprintf(stderr, "ftmpi: CUDA backend: cuDNN attention binds more than %d tensors\n",
+                PACK_MAX);
+        abort();
+    }
     p->uid[p->n] = uid;
     p->ptr[p->n] = (void *)ptr;
     p->n++;
