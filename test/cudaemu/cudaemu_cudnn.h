@@ -1,7 +1,7 @@
 /* The CPU execution harness's cuDNN: the backend (graph) API entry points the CUDA
  * backend uses, with the signatures of <cudnn_graph.h>, linked instead of libcudnn.
  * cudaemu_cudnn.c holds the descriptors, their attributes and every finalize, heuristic,
- * plan, variant-pack and execute check; cudaemu_cudnn_exec.c computes an operation graph
+ * plan, variant-pack and execute check; cudaemu_cudnn_engine.c computes an operation graph
  * by its definition (matmuls, pointwise, reductions, reshapes on fp64 values), so a graph
  * that does not say attention does not compute attention. */
 #ifndef FT_CUDAEMU_CUDNN_H
@@ -34,6 +34,29 @@ struct cd_desc {
     cd_desc *graph;
     int64_t workspace;
 };
+
+#define CD_MAGIC 0xcd9a11u
+#define CD_HANDLE_MAGIC 0xcd9a12u
+
+struct cudnnContext {
+    uint32_t magic;
+    cudaStream_t stream;
+};
+
+/* The live descriptor or handle behind an opaque pointer, NULL if it is none. */
+cd_desc *cd_desc_of(const void *p);
+cudnnHandle_t cd_handle_of(cudnnHandle_t h);
+
+/* cudaemu_cudnn_graph.c: finalize's checks (each failure a finding) */
+const void *cd_need(const cd_desc *d, int name, int64_t count, const char *what);
+int64_t cd_int_attr(const cd_desc *d, int name, int64_t dflt);
+void cd_finalize_tensor(cd_desc *d);
+void cd_finalize_op(cd_desc *d);
+void cd_finalize_graph(cd_desc *g);
+/* the tensors an operation reads (ragged offset tensors included) and the one it writes */
+int cd_op_io(const cd_desc *op, cd_desc **in, cd_desc **out);
+/* whether the harness's engine takes the graph (bf16 feature dims <= 128) */
+int cd_graph_supported(const cd_desc *g);
 
 /* An attribute's descriptor values (NULL if absent). */
 cd_desc *cd_attr_desc(const cd_desc *d, int name, int index);
