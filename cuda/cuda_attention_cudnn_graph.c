@@ -26,7 +26,7 @@
  *   D = rowsum(dO * O)                                  (the softmax_sum workspace)
  *   P = exp(mask(Q K^T * scale) - STATS)
  *   dV = P^T dO                     [GQA: per query head, then summed over the group]
- *   dS = P * (dO V^T - D) * scale   (bf16)
+ *   dS = P * (dO V^T - D) * scale   (bf16 where it enters dK's matmul)
  *   dK = dS^T Q                     [GQA: likewise]
  *   dQ = dS K (an fp32 accumulator laid out as dQ, ragged with it, then cast to dQ) */
 #include "cuda_attention_cudnn_graph.h"
@@ -359,7 +359,8 @@ static void grad_kv(ft_sdpa_graph *g, const ft_sdpa_geom *geo, desc_t a, desc_t 
         matmul_to(g, a, b, dx, m_ov, NULL, k_ov, false);
         return;
     }
-    desc_t full = virt(g, dense(geo->b, geo->hq, geo->s, geo->d, CUDNN_DATA_FLOAT));
+    /* per query head in the inputs' type, as cudnn-frontend's graph has it */
+    desc_t full = virt(g, dense(geo->b, geo->hq, geo->s, geo->d, CUDNN_DATA_BFLOAT16));
     matmul_to(g, a, b, full, m_ov, NULL, k_ov, false);
     reduce_to(g, CUDNN_REDUCE_TENSOR_ADD, full, dx);
 }
@@ -400,9 +401,7 @@ static void backward(ft_sdpa_graph *g, const ft_sdpa_geom *geo)
     matmul_to(g, d_o, t.vt, dp, t.seq_q, t.seq_kv, NULL, false);
     dp = pointwise(g, CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, dp, softmax_sum, NULL, t.scores, -1);
     dp = pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dp, p, NULL, t.scores, -1);
-    tspec ds_t = t.scores;
-    ds_t.type = CUDNN_DATA_BFLOAT16;
-    desc_t ds = pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dp, t.scale, NULL, ds_t, -1);
+    desc_t ds = pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dp, t.scale, NULL, t.scores, -1);
 
     /* dK = dS^T Q */
     desc_t dst = reshape_transposed(g, ds, t.scores, CUDNN_DATA_BFLOAT16);
