@@ -9,7 +9,9 @@
  * equal ids. A row whose id reappears after another id (not a contiguous document) is
  * declined: the own kernels mask such rows element by element. The document count and the
  * longest document are rounded up to powers of two so that a plan serves many batches
- * (empty documents pad the count). The statistics of a ragged graph are per document
+ * (empty documents pad the count). The per-document statistics are padded to the longest
+ * document, so a batch of many short documents beside a long one is declined where that
+ * padding would exceed 4x the tokens (the own kernels skip document tiles instead). The statistics of a ragged graph are per document
  * ([docs, heads, rows]); cuda_attention_cudnn_stats.cu moves them to and from lse.
  *
  * Memory. The per-call buffers (document tables, statistics, the plan's workspace, the
@@ -291,6 +293,8 @@ static const ft_sdpa_graph *prepare(ft_backend *be, ft_cudnn_attn **cp, const in
         why = "shape (head_dim must be a multiple of 8 and at most 128)";
     else if (segment && build_docs(c, be, segment, s) != 0)
         why = "documents that are not contiguous runs of ids";
+    else if (segment && (size_t)c->docs.docs * c->docs.rows > 4 * (size_t)s.batch * s.seq_len)
+        why = "documents too uneven for a padded batch (documents x longest > 4 x tokens)";
     const ft_sdpa_graph *plan = NULL;
     if (!why) {
         *geo = (ft_sdpa_geom){ .b = segment ? c->docs.docs : s.batch,

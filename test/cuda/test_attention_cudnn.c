@@ -7,7 +7,8 @@
  * With FTMPI_CUDNN_ATTENTION=force a backend must take every one of those calls to cuDNN
  * (it aborts otherwise); under the CPU execution harness the cuDNN stand-in also counts its
  * executions, so the test knows that the path ran. A second backend in the default mode
- * gets calls cuDNN must decline (documents that are not contiguous runs, head_dim 256) and
+ * gets calls cuDNN must decline (documents that are not contiguous runs, documents too
+ * uneven for a padded batch, head_dim 256) and
  * must still be right, on the own kernels, without a cuDNN execution.
  *
  * Tolerances. Scores are bf16 products summed in fp32 or wider: lse to 1e-5 relative. The
@@ -43,9 +44,10 @@ static float uniform(float lo, float hi)
     return lo + (hi - lo) * (float)((rng >> 40) & 0xffffff) / 16777216.0f;
 }
 
-enum seg_kind { SEG_NONE, SEG_PACKED, SEG_SHORT, SEG_LONG, SEG_ONE_TOKEN, SEG_SCATTERED };
+enum seg_kind { SEG_NONE, SEG_PACKED, SEG_SHORT, SEG_LONG, SEG_ONE_TOKEN, SEG_SCATTERED, SEG_UNEVEN };
 static const char *const seg_name[] = { "none", "docs of 23", "docs of 3", "docs of 90",
-                                        "docs of 1", "scattered ids" };
+                                        "docs of 1", "scattered ids",
+                                        "one long doc and 1-token docs" };
 
 static int32_t segment_of(enum seg_kind kind, size_t i, int seq)
 {
@@ -55,6 +57,7 @@ static int32_t segment_of(enum seg_kind kind, size_t i, int seq)
     case SEG_SHORT: return t / 3;
     case SEG_LONG: return t / 90;
     case SEG_ONE_TOKEN: return t;
+    case SEG_UNEVEN: return t < 150 ? 0 : t;
     default: return (int32_t)((i * 7) % 3);
     }
 }
@@ -249,6 +252,7 @@ int main(void)
     /* declined: the own kernels answer, and right */
     check_case(cpu, deflt, 0, 1, 130, 2, 2, 64, SEG_SCATTERED, 0);
     check_case(cpu, deflt, 0, 1, 37, 2, 2, 256, SEG_NONE, 0);
+    check_case(cpu, deflt, 0, 1, 200, 2, 1, 64, SEG_UNEVEN, 0);
     check_case(cpu, deflt, 1, 1, 64, 2, 1, 80, SEG_PACKED, 5);
     ft_backend_destroy(deflt);
     ft_backend_destroy(forced);
