@@ -181,7 +181,7 @@ cudaError_t ft_cuda_launch_attention_decode(float *out, const float *q, const fl
                                             int n_heads, int n_kv_heads, int head_dim,
                                             int window, void *scratch, cudaStream_t st);
 
-/* ---- cuda_qwen2.cu ---- */
+/* ---- cuda_bias.cu ---- */
 /* y stored as yt, b as dt */
 cudaError_t ft_cuda_launch_bias_add(ft_dtype dt, ft_dtype yt, void *y, const void *b, int rows,
                                     int dim, cudaStream_t st);

@@ -10,7 +10,7 @@
 
 #include <stdbool.h>
 
-#include "model/llama_config.h"
+#include "model/model_config.h"
 #include "util/dtype.h"
 #include "util/error.h"
 

@@ -11,7 +11,7 @@
 #include <stddef.h>
 
 #include "backend/backend.h"
-#include "model/llama_config.h"
+#include "model/model_config.h"
 #include "util/error.h"
 
 typedef struct ft_kv_cache {

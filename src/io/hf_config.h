@@ -7,7 +7,7 @@
 
 #include <stdio.h>
 
-#include "model/llama_config.h"
+#include "model/model_config.h"
 #include "util/error.h"
 
 typedef struct ft_hf_config_info {

@@ -4,7 +4,7 @@ void ft_family_norm_fwd(ft_backend *be, const ft_model_config *c, ft_dtype dt, v
                         float *mean, float *rstd, const void *x, const void *w, const void *b,
                         int rows)
 {
-    const float eps = (float)c->rms_norm_eps; /* the LayerNorm epsilon too (llama_config.h) */
+    const float eps = (float)c->rms_norm_eps; /* the LayerNorm epsilon too (model_config.h) */
     if (ft_model_family_of(c)->layernorm)
         be->ops->layernorm_fwd(be, dt, y, mean, rstd, x, w, b, rows, c->hidden_size, eps);
     else

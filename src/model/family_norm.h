@@ -5,7 +5,7 @@
 #define FT_MODEL_FAMILY_NORM_H
 
 #include "backend/backend.h"
-#include "model/llama_config.h"
+#include "model/model_config.h"
 
 /* y = Norm(x) on rows of c->hidden_size stored as dt; rstd (and, for LayerNorm, mean)
  * [rows] fp32 kept for the backward. mean and b are unused (may be NULL) for RMSNorm. */

@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "model/llama_config.h"
+#include "model/model_config.h"
 #include "util/error.h"
 
 #define FT_TENSOR_NAME_MAX 96

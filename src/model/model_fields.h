@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "model/llama_config.h"
+#include "model/model_config.h"
 
 typedef enum ft_model_field_type {
     FT_FIELD_INT,    /* int; files store an integer in [-1, INT_MAX] */

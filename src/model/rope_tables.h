@@ -3,7 +3,7 @@
 #define FT_MODEL_ROPE_TABLES_H
 
 #include "backend/backend.h"
-#include "model/llama_config.h"
+#include "model/model_config.h"
 
 /* inv_freq[i] for i < rot_dim/2 (ft_model_rot_dim), with Llama 3.1 scaling applied when configured. */
 void ft_rope_inv_freq(const ft_model_config *c, float *inv_freq);

@@ -19,7 +19,7 @@
 
 #include "config/config_internal.h"
 #include "config/run_config.h"
-#include "model/llama_config.h"
+#include "model/model_config.h"
 
 static char fixture_buf[8][1024];
 static int fixture_next;

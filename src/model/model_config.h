@@ -1,7 +1,7 @@
 /* Shape of a model of one of ftmpi's families (Llama, Qwen2, Qwen3, Mistral,
  * GPT-NeoX, GPT-J: model/family.h): the fields of HF config.json that ftmpi uses. */
-#ifndef FT_MODEL_LLAMA_CONFIG_H
-#define FT_MODEL_LLAMA_CONFIG_H
+#ifndef FT_MODEL_MODEL_CONFIG_H
+#define FT_MODEL_MODEL_CONFIG_H
 
 #include <stdbool.h>
 

@@ -1,11 +1,11 @@
-/* Checks and sizes of a Llama model shape (model/llama_config.h).
+/* Checks and sizes of a Llama model shape (model/model_config.h).
  *
  * Messages from ft_model_config_validate start with the field name as written in
  * ft_model_config ("num_key_value_heads: ...", "rope_scaling.factor: ..."): the
  * config reader maps that name to the key and its file:line, and other callers
  * prepend where the shape came from (e.g. the weights file).
  */
-#include "model/llama_config.h"
+#include "model/model_config.h"
 
 #include <limits.h>
 #include <math.h>
