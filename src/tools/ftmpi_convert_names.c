@@ -3,7 +3,7 @@
  *
  * ftmpi names every family's tensors the Llama way (model/layout.h); Llama, Qwen2,
  * Qwen3 and Mistral checkpoints use those names too. GPT-NeoX and GPT-J rename
- * them (a table of prefix rewrites below), and GPT-NeoX stores q, k and v as one
+ * them (prefix rewrites, one hf_tensor_names row per family below), and GPT-NeoX stores q, k and v as one
  * fused query_key_value tensor [3 * heads * head_dim, hidden] whose rows go head
  * by head, each head's q rows, then its k rows, then its v rows (its bias alike).
  * Such a tensor has three parts; its element e lies in head (e / seg) / 3, part
@@ -55,6 +55,30 @@ static const rename_rule gptj_layer[] = {
     { NULL, NULL },
 };
 
+/* A family's Hugging Face tensor names, in one place: the families whose names are
+ * ftmpi's own (Llama, Qwen2, Qwen3, Mistral) have an empty row. */
+typedef struct hf_tensor_names {
+    const rename_rule *top;   /* names outside the layers; NULL: the layout's names */
+    const rename_rule *layer; /* names inside layer N, after layer_prefix "N." */
+    const char *layer_prefix;
+    const char *fused_qkv;    /* q, k, v (and their biases) as one tensor of this name
+                               * after layer_prefix "N." ("weight"/"bias" appended) */
+    const char *lm_head_alias; /* another name a checkpoint may give lm_head.weight */
+} hf_tensor_names;
+
+static const hf_tensor_names tensor_names[FT_FAMILY_COUNT] = {
+    [FT_FAMILY_GPT_NEOX] = { neox_top, neox_layer, "gpt_neox.layers.",
+                             "attention.query_key_value.",
+                             /* transformers 5 saves embed_out as lm_head (and loads either) */
+                             "embed_out.weight" },
+    [FT_FAMILY_GPTJ] = { gptj_top, gptj_layer, "transformer.h.", NULL, NULL },
+};
+
+static const hf_tensor_names *names_of(const ft_model_config *c)
+{
+    return &tensor_names[c->family];
+}
+
 static bool apply_rules(const rename_rule *rules, const char *name, const char *prefix,
                         char *out, size_t len)
 {
@@ -72,27 +96,18 @@ static bool apply_rules(const rename_rule *rules, const char *name, const char *
 static int hf_name(const ft_model_config *c, const char *ours, char *out, size_t len,
                    ft_error *err)
 {
-    const rename_rule *top = NULL, *layer = NULL;
-    const char *layer_prefix = NULL;
-    if (c->family == FT_FAMILY_GPT_NEOX) {
-        top = neox_top;
-        layer = neox_layer;
-        layer_prefix = "gpt_neox.layers.";
-    } else if (c->family == FT_FAMILY_GPTJ) {
-        top = gptj_top;
-        layer = gptj_layer;
-        layer_prefix = "transformer.h.";
-    } else {
+    const hf_tensor_names *hn = names_of(c);
+    if (!hn->top) {
         snprintf(out, len, "%s", ours);
         return 0;
     }
     int l, skip = 0;
     if (sscanf(ours, "model.layers.%d.%n", &l, &skip) == 1 && skip > 0) {
         char prefix[64];
-        snprintf(prefix, sizeof prefix, "%s%d.", layer_prefix, l);
-        if (apply_rules(layer, ours + skip, prefix, out, len))
+        snprintf(prefix, sizeof prefix, "%s%d.", hn->layer_prefix, l);
+        if (apply_rules(hn->layer, ours + skip, prefix, out, len))
             return 0;
-    } else if (apply_rules(top, ours, "", out, len)) {
+    } else if (apply_rules(hn->top, ours, "", out, len)) {
         return 0;
     }
     return ft_fail(err, "internal: no %s name for tensor '%s'", ft_model_family_of(c)->name, ours);
@@ -107,7 +122,8 @@ static bool ends_with(const char *s, const char *suffix)
 int cv_hf_tensors(const ft_model_layout *l, cv_hf_tensor **out, int *n, ft_error *err)
 {
     const ft_model_config *c = &l->config;
-    const bool fuse = c->family == FT_FAMILY_GPT_NEOX;
+    const hf_tensor_names *hn = names_of(c);
+    const bool fuse = hn->fused_qkv != NULL;
     *out = calloc((size_t)l->total_tensors, sizeof **out);
     *n = 0;
     if (!*out)
@@ -141,8 +157,8 @@ int cv_hf_tensors(const ft_model_layout *l, cv_hf_tensor **out, int *n, ft_error
                 h->shape[0] *= 3;
                 h->numel *= 3;
                 h->seg = (uint64_t)c->head_dim * cols;
-                snprintf(h->name, sizeof h->name, "gpt_neox.layers.%d.attention.query_key_value.%s",
-                         ul->layer, bias ? "bias" : "weight");
+                snprintf(h->name, sizeof h->name, "%s%d.%s%s", hn->layer_prefix, ul->layer,
+                         hn->fused_qkv, bias ? "bias" : "weight");
             } else if (hf_name(c, ti->name, h->name, sizeof h->name, err)) {
                 free(*out);
                 *out = NULL;
@@ -170,10 +186,8 @@ void cv_hf_locate(const cv_hf_tensor *t, uint64_t e, int *part, uint64_t *off, u
 
 const char *cv_hf_alias(const ft_model_config *c, const char *name)
 {
-    /* transformers 5 saves GPT-NeoX's embed_out as lm_head (and loads either) */
-    if (c->family == FT_FAMILY_GPT_NEOX && strcmp(name, "lm_head.weight") == 0)
-        return "embed_out.weight";
-    return NULL;
+    const char *alias = names_of(c)->lm_head_alias;
+    return alias && strcmp(name, "lm_head.weight") == 0 ? alias : NULL;
 }
 
 bool cv_hf_ignored(const char *name)
