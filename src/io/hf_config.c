@@ -81,40 +81,51 @@ static int require_full_attention(const char *path, const json_t *root, ft_error
     return 0;
 }
 
-/* What each family adds to or removes from the Llama fields:
- *   llama    attention_bias and mlp_bias must be false (ftmpi's Llama has none)
- *   qwen2    always has q/k/v biases (no switch); use_sliding_window must be false
- *   qwen3    attention_bias (q/k/v/o biases) and use_sliding_window must be false
- *   mistral  sliding_window: a size, null (none) or absent (MistralConfig's 4096) */
-static int read_family_fields(const char *path, const json_t *root, ft_model_config *c,
-                              ft_hf_config_info *info, ft_error *err)
+/* What each family with Llama's key names adds to or removes from the Llama fields
+ * (the rows of `adapters` below name these readers). */
+static const char no_window[] = "ftmpi trains this family with full attention; its "
+                                "sliding-window layers are not supported";
+
+/* llama: attention_bias and mlp_bias must be false (ftmpi's Llama has none) */
+static int read_llama_quirks(const char *path, const json_t *root, ft_model_config *c,
+                             ft_hf_config_info *info, ft_error *err)
 {
-    static const char no_window[] = "ftmpi trains this family with full attention; its "
-                                    "sliding-window layers are not supported";
-    switch (c->family) {
-    case FT_FAMILY_LLAMA:
-        return require_false(path, root, "attention_bias", "ftmpi's Llama has no biases", err) ||
-               require_false(path, root, "mlp_bias", "ftmpi's Llama has no biases", err);
-    case FT_FAMILY_QWEN2:
-        return require_false(path, root, "use_sliding_window", no_window, err) ||
-               require_full_attention(path, root, err);
-    case FT_FAMILY_QWEN3:
-        return require_false(path, root, "attention_bias",
-                             "ftmpi's Qwen3 has no q/k/v/o biases", err) ||
-               require_false(path, root, "use_sliding_window", no_window, err) ||
-               require_full_attention(path, root, err);
-    case FT_FAMILY_MISTRAL: {
-        const json_t *w = json_object_get(root, "sliding_window");
-        if (!w) {
-            add_note(info, "sliding_window absent: using 4096 (the Mistral default)");
-            c->sliding_window = 4096;
-            return 0;
-        }
-        return get_int(path, root, "sliding_window", false, 0, 1, &c->sliding_window, err);
+    (void)c, (void)info;
+    return require_false(path, root, "attention_bias", "ftmpi's Llama has no biases", err) ||
+           require_false(path, root, "mlp_bias", "ftmpi's Llama has no biases", err);
+}
+
+/* qwen2: always has q/k/v biases (no switch); use_sliding_window must be false */
+static int read_qwen2_quirks(const char *path, const json_t *root, ft_model_config *c,
+                             ft_hf_config_info *info, ft_error *err)
+{
+    (void)c, (void)info;
+    return require_false(path, root, "use_sliding_window", no_window, err) ||
+           require_full_attention(path, root, err);
+}
+
+/* qwen3: attention_bias (q/k/v/o biases) and use_sliding_window must be false */
+static int read_qwen3_quirks(const char *path, const json_t *root, ft_model_config *c,
+                             ft_hf_config_info *info, ft_error *err)
+{
+    (void)c, (void)info;
+    return require_false(path, root, "attention_bias", "ftmpi's Qwen3 has no q/k/v/o biases",
+                         err) ||
+           require_false(path, root, "use_sliding_window", no_window, err) ||
+           require_full_attention(path, root, err);
+}
+
+/* mistral: sliding_window: a size, null (none) or absent (MistralConfig's 4096) */
+static int read_mistral_quirks(const char *path, const json_t *root, ft_model_config *c,
+                               ft_hf_config_info *info, ft_error *err)
+{
+    const json_t *w = json_object_get(root, "sliding_window");
+    if (!w) {
+        add_note(info, "sliding_window absent: using 4096 (the Mistral default)");
+        c->sliding_window = 4096;
+        return 0;
     }
-    default:
-        return ft_fail(err, "%s: internal: family %d has no config reader", path, (int)c->family);
-    }
+    return get_int(path, root, "sliding_window", false, 0, 1, &c->sliding_window, err);
 }
 
 static int read_token_id(const char *path, const json_t *root, const char *key, int *id,
@@ -382,6 +393,29 @@ static int read_gptj(const char *path, const json_t *root, ft_model_config *c,
     return 0;
 }
 
+typedef int (*hf_reader)(const char *path, const json_t *root, ft_model_config *c,
+                         ft_hf_config_info *info, ft_error *err);
+
+/* Each family's config.json, in one row: the GPT families name the whole shape their
+ * own way (read_shape); the others use Llama's keys, plus what read_quirks adds or
+ * forbids and a head_dim default of their own (0: hidden_size / heads). */
+typedef struct hf_family_adapter {
+    hf_reader read_shape;
+    hf_reader read_quirks;
+    int head_dim_default;
+    const char *head_dim_note; /* the note when head_dim_default is used */
+} hf_family_adapter;
+
+static const hf_family_adapter adapters[FT_FAMILY_COUNT] = {
+    [FT_FAMILY_LLAMA] = { NULL, read_llama_quirks, 0 },
+    [FT_FAMILY_QWEN2] = { NULL, read_qwen2_quirks, 0 },
+    [FT_FAMILY_QWEN3] = { NULL, read_qwen3_quirks, 128,
+                          "head_dim absent: using 128 (the Qwen3 default)" },
+    [FT_FAMILY_MISTRAL] = { NULL, read_mistral_quirks, 0 },
+    [FT_FAMILY_GPT_NEOX] = { read_gpt_neox, NULL, 0 },
+    [FT_FAMILY_GPTJ] = { read_gptj, NULL, 0 },
+};
+
 int ft_hf_config_read(const char *path, ft_model_config *c, ft_hf_config_info *info,
                       ft_error *err)
 {
@@ -405,8 +439,9 @@ int ft_hf_config_read(const char *path, ft_model_config *c, ft_hf_config_info *i
     }
     if (check_model_kind(path, root, c, err))
         goto done;
-    if (ft_model_family_of(c)->layernorm) {
-        if ((c->family == FT_FAMILY_GPTJ ? read_gptj : read_gpt_neox)(path, root, c, info, err) ||
+    const hf_family_adapter *ad = &adapters[c->family];
+    if (ad->read_shape) {
+        if (ad->read_shape(path, root, c, info, err) ||
             read_token_id(path, root, "bos_token_id", &c->bos_token_id, info, err) ||
             read_token_id(path, root, "eos_token_id", &c->eos_token_id, info, err))
             goto done;
@@ -420,7 +455,7 @@ int ft_hf_config_read(const char *path, ft_model_config *c, ft_hf_config_info *i
         get_int(path, root, "max_position_embeddings", true, 0, 1, &c->max_position_embeddings,
                 err) ||
         get_real(path, root, "", "rms_norm_eps", true, 0, &c->rms_norm_eps, err) ||
-        read_family_fields(path, root, c, info, err))
+        ad->read_quirks(path, root, c, info, err))
         goto done;
     if (!json_object_get(root, "num_key_value_heads") ||
         json_is_null(json_object_get(root, "num_key_value_heads")))
@@ -428,14 +463,13 @@ int ft_hf_config_read(const char *path, ft_model_config *c, ft_hf_config_info *i
     if (get_int(path, root, "num_key_value_heads", false, c->num_attention_heads, 1,
                 &c->num_key_value_heads, err))
         goto done;
-    /* head_dim when absent: Qwen3Config's default is 128; the others derive it */
+    /* head_dim when absent: the family's default, or derived */
     const json_t *hd = json_object_get(root, "head_dim");
     const bool hd_given = hd && !json_is_null(hd);
-    int hd_default = 0;
-    if (c->family == FT_FAMILY_QWEN3) {
-        hd_default = 128;
+    int hd_default = ad->head_dim_default;
+    if (hd_default) {
         if (!hd_given)
-            add_note(info, "head_dim absent: using 128 (the Qwen3 default)");
+            add_note(info, ad->head_dim_note);
     } else if (c->hidden_size % c->num_attention_heads == 0) {
         hd_default = c->hidden_size / c->num_attention_heads;
     } else if (!hd_given) {
