@@ -404,16 +404,29 @@ typedef struct hf_family_adapter {
     hf_reader read_quirks;
     int head_dim_default;
     const char *head_dim_note; /* the note when head_dim_default is used */
+    /* Writing: the GPT families' whole file (write_gpt), or Llama's keys plus the ones
+     * the family's HF config class has (its save_pretrained writes them) */
+    void (*write_shape)(FILE *fp, const ft_model_config *c, const char *torch_dtype);
+    bool key_attention_bias;  /* "attention_bias": false */
+    bool key_mlp_bias_tp;     /* "mlp_bias": false, "pretraining_tp": 1 */
+    bool key_qwen_window;     /* "max_window_layers": layers, "use_sliding_window": false */
+    bool key_sliding_window;  /* "sliding_window" written also when none (null) */
 } hf_family_adapter;
 
+static void write_gpt(FILE *fp, const ft_model_config *c, const char *torch_dtype);
+
 static const hf_family_adapter adapters[FT_FAMILY_COUNT] = {
-    [FT_FAMILY_LLAMA] = { NULL, read_llama_quirks, 0 },
-    [FT_FAMILY_QWEN2] = { NULL, read_qwen2_quirks, 0 },
-    [FT_FAMILY_QWEN3] = { NULL, read_qwen3_quirks, 128,
-                          "head_dim absent: using 128 (the Qwen3 default)" },
-    [FT_FAMILY_MISTRAL] = { NULL, read_mistral_quirks, 0 },
-    [FT_FAMILY_GPT_NEOX] = { read_gpt_neox, NULL, 0 },
-    [FT_FAMILY_GPTJ] = { read_gptj, NULL, 0 },
+    [FT_FAMILY_LLAMA] = { .read_quirks = read_llama_quirks, .key_attention_bias = true,
+                          .key_mlp_bias_tp = true },
+    [FT_FAMILY_QWEN2] = { .read_quirks = read_qwen2_quirks, .key_qwen_window = true,
+                          .key_sliding_window = true },
+    [FT_FAMILY_QWEN3] = { .read_quirks = read_qwen3_quirks, .head_dim_default = 128,
+                          .head_dim_note = "head_dim absent: using 128 (the Qwen3 default)",
+                          .key_attention_bias = true, .key_qwen_window = true,
+                          .key_sliding_window = true },
+    [FT_FAMILY_MISTRAL] = { .read_quirks = read_mistral_quirks, .key_sliding_window = true },
+    [FT_FAMILY_GPT_NEOX] = { .read_shape = read_gpt_neox, .write_shape = write_gpt },
+    [FT_FAMILY_GPTJ] = { .read_shape = read_gptj, .write_shape = write_gpt },
 };
 
 int ft_hf_config_read(const char *path, ft_model_config *c, ft_hf_config_info *info,
@@ -592,18 +605,17 @@ int ft_hf_config_write(const char *path, const ft_model_config *c, const char *t
     FILE *fp; /* made new (util/output_file.h): never written through a planted symlink */
     if (ft_output_fopen_tmp(path, &fp, err))
         return -1;
-    if (ft_model_family_of(c)->layernorm) {
-        write_gpt(fp, c, torch_dtype);
+    const hf_family_adapter *ad = &adapters[c->family];
+    if (ad->write_shape) {
+        ad->write_shape(fp, c, torch_dtype);
         goto close;
     }
     char eps[40], theta[40];
     fmt_real(eps, sizeof eps, c->rms_norm_eps);
     fmt_real(theta, sizeof theta, c->rope_theta);
     const ft_family_info *fam = ft_model_family_of(c);
-    const bool llama = c->family == FT_FAMILY_LLAMA, qwen3 = c->family == FT_FAMILY_QWEN3;
-    const bool qwen = c->family == FT_FAMILY_QWEN2 || qwen3;
     fprintf(fp, "{\n  \"architectures\": [\n    \"%s\"\n  ],\n", fam->architecture);
-    if (llama || qwen3)
+    if (ad->key_attention_bias)
         fprintf(fp, "  \"attention_bias\": false,\n");
     fprintf(fp, "  \"attention_dropout\": 0.0,\n");
     put_token(fp, "bos_token_id", c->bos_token_id);
@@ -613,15 +625,15 @@ int ft_hf_config_write(const char *path, const ft_model_config *c, const char *t
     fprintf(fp, "  \"initializer_range\": 0.02,\n  \"intermediate_size\": %d,\n",
             c->intermediate_size);
     fprintf(fp, "  \"max_position_embeddings\": %d,\n", c->max_position_embeddings);
-    if (qwen)
+    if (ad->key_qwen_window)
         fprintf(fp, "  \"max_window_layers\": %d,\n", c->num_hidden_layers);
-    if (llama)
+    if (ad->key_mlp_bias_tp)
         fprintf(fp, "  \"mlp_bias\": false,\n");
     fprintf(fp, "  \"model_type\": \"%s\",\n", fam->name);
     fprintf(fp, "  \"num_attention_heads\": %d,\n  \"num_hidden_layers\": %d,\n",
             c->num_attention_heads, c->num_hidden_layers);
     fprintf(fp, "  \"num_key_value_heads\": %d,\n", c->num_key_value_heads);
-    if (llama)
+    if (ad->key_mlp_bias_tp)
         fprintf(fp, "  \"pretraining_tp\": 1,\n");
     fprintf(fp, "  \"rms_norm_eps\": %s,\n", eps);
     if (c->rope_scaling.type == FT_ROPE_SCALING_LLAMA3) {
@@ -640,12 +652,12 @@ int ft_hf_config_write(const char *path, const ft_model_config *c, const char *t
     fprintf(fp, "  \"rope_theta\": %s,\n", theta);
     if (fam->sliding_window && c->sliding_window > 0)
         fprintf(fp, "  \"sliding_window\": %d,\n", c->sliding_window);
-    else if (!llama)
+    else if (ad->key_sliding_window)
         fprintf(fp, "  \"sliding_window\": null,\n");
     fprintf(fp, "  \"tie_word_embeddings\": %s,\n", c->tie_word_embeddings ? "true" : "false");
     fprintf(fp, "  \"torch_dtype\": \"%s\",\n", torch_dtype);
     fprintf(fp, "  \"use_cache\": true,\n");
-    if (qwen)
+    if (ad->key_qwen_window)
         fprintf(fp, "  \"use_sliding_window\": false,\n");
     fprintf(fp, "  \"vocab_size\": %d\n}\n", c->vocab_size);
 close:;
