@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "config/config_internal.h"
+#include "model/model_fields.h"
 
 /* Enum fields are stored through an int; gcc gives these enums int size. */
 _Static_assert(sizeof(ft_optimizer_type) == sizeof(int), "enum size");
@@ -50,6 +51,13 @@ static const char *const schedule_names[] = {"cosine", "linear", "constant", NUL
 /* An int whose default is computed from other keys in config_check.c. */
 #define INT_DERIVED(p, field, fl, lo, hi, how, d) \
     {.path = p, .type = FT_KEY_INT, .flags = (fl) | FT_KEY_DERIVED, .offset = OFF(field), .imin = lo, .imax = hi, .default_doc = how, .doc = d}
+
+/* A row of the model field table as a key "model.<field>": the row's config part is
+ * the macro (INT, BOOL, ...) and its arguments after the path and the field. */
+#define CALL_KEY(kind, ...) kind(__VA_ARGS__)
+#define UNPAREN(...) __VA_ARGS__
+#define MODEL_KEY(field, attr, type, req, omit, shape, absent, kind, args) \
+    CALL_KEY(kind, "model." #field, model.field, UNPAREN args),
 
 enum {
     REQ = FT_KEY_REQUIRED,
@@ -95,30 +103,13 @@ const ft_config_key ft_config_keys[] = {
 
     /* model = { ... } */
     STRING("model.weights", model_weights, 0, NULL, NULL, "HDF5 weights to start from; the shape then comes from the file and the shape keys must be absent"),
-    ENUM("model.family", model.family, SHAPE, 0, family_names, "model family: llama, qwen2 (q/k/v biases), qwen3 (q/k RMSNorm), mistral (sliding window), gpt_neox (GPTNeoXForCausalLM: LayerNorm, GELU MLP, partial rotary, parallel residual by model.parallel_residual), gptj (GPTJForCausalLM: one LayerNorm for parallel attention and MLP, interleaved partial rotary, lm_head bias)"),
-    INT("model.sliding_window", model.sliding_window, SHAPE, 0, INT_MAX, 0, "mistral: each token attends to itself and the previous sliding_window-1 tokens; 0: no window"),
-    INT("model.rotary_dim", model.rotary_dim, SHAPE, 0, INT_MAX, 0, "gpt_neox, gptj: leading dims of each head that RoPE rotates (even, <= head_dim; GPT-NeoX's rotary_pct x head_dim); 0: the whole head"),
-    BOOL("model.parallel_residual", model.parallel_residual, SHAPE, 0, "gpt_neox: x + attn(ln1(x)) + mlp(ln2(x)) (use_parallel_residual); false: sequential as Llama. gptj is always parallel"),
-    BOOL("model.attention_bias", model.attention_bias, SHAPE, 0, "gpt_neox: biases on the q/k/v and output projections"),
-    BOOL("model.gelu_tanh", model.gelu_tanh, SHAPE, 0, "gpt_neox, gptj: the MLP's GELU is the tanh approximation (gelu_new, GPT-J's); false: exact (erf, \"gelu\", Pythia's)"),
-    INT("model.vocab_size", model.vocab_size, SHAPE_REQ, 1, INT_MAX, 0, "vocabulary size (rows of the embedding)"),
-    INT("model.hidden_size", model.hidden_size, SHAPE_REQ, 1, INT_MAX, 0, "model width"),
-    INT("model.intermediate_size", model.intermediate_size, SHAPE_REQ, 1, INT_MAX, 0, "MLP hidden width (SwiGLU; GELU for gpt_neox, gptj)"),
-    INT("model.num_hidden_layers", model.num_hidden_layers, SHAPE_REQ, 1, INT_MAX, 0, "number of transformer blocks"),
-    INT("model.num_attention_heads", model.num_attention_heads, SHAPE_REQ, 1, INT_MAX, 0, "query heads"),
-    INT_DERIVED("model.num_key_value_heads", model.num_key_value_heads, SHAPE, 1, INT_MAX, "num_attention_heads", "key/value heads (grouped-query attention); must divide num_attention_heads"),
-    INT_DERIVED("model.head_dim", model.head_dim, SHAPE, 1, INT_MAX, "hidden_size / num_attention_heads", "width of one head; must be even (RoPE)"),
-    INT("model.max_position_embeddings", model.max_position_embeddings, SHAPE, 1, INT_MAX, 2048, "longest sequence the model is meant for"),
-    FLOAT("model.rms_norm_eps", model.rms_norm_eps, SHAPE | GT, 0.0, INF, 1e-5, "epsilon of the norms (RMSNorm; LayerNorm for gpt_neox, gptj)"),
-    FLOAT("model.rope_theta", model.rope_theta, SHAPE | GT, 0.0, INF, 10000.0, "RoPE base frequency"),
-    BOOL("model.tie_word_embeddings", model.tie_word_embeddings, SHAPE, 0, "share the embedding matrix with the output head"),
+    /* the model's fields: one row each in model/model_fields.h */
+    FT_MODEL_FIELD_TABLE(MODEL_KEY)
     ENUM("model.rope_scaling.type", model.rope_scaling.type, SHAPE, 0, rope_scaling_names, "RoPE frequency scaling; \"llama3\" is Llama 3.1's"),
     FLOAT("model.rope_scaling.factor", model.rope_scaling.factor, SHAPE, 1.0, INF, 8.0, "llama3 scaling: context extension factor"),
     FLOAT("model.rope_scaling.low_freq_factor", model.rope_scaling.low_freq_factor, SHAPE | GT, 0.0, INF, 1.0, "llama3 scaling: wavelengths above original/low are scaled fully"),
     FLOAT("model.rope_scaling.high_freq_factor", model.rope_scaling.high_freq_factor, SHAPE | GT, 0.0, INF, 4.0, "llama3 scaling: wavelengths below original/high are kept; must exceed low_freq_factor"),
     INT("model.rope_scaling.original_max_position_embeddings", model.rope_scaling.original_max_position_embeddings, SHAPE, 1, INT_MAX, 8192, "llama3 scaling: context length of the unscaled model"),
-    INT("model.bos_token_id", model.bos_token_id, SHAPE, -1, INT_MAX, -1, "beginning-of-sequence token; -1 unknown"),
-    INT("model.eos_token_id", model.eos_token_id, SHAPE, -1, INT_MAX, -1, "end-of-sequence token; -1 unknown"),
     ENUM("model.param_dtype", param_dtype, 0, 0, dtype_names, "storage type of the working parameters"),
     FLOAT("model.init_std", init_std, GT, 0.0, INF, 0.02, "standard deviation of the random init (without model.weights)"),
 
