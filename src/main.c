@@ -13,6 +13,7 @@
 #include "train/signals.h"
 #include "train/watchdog.h"
 #include "train/trainer.h"
+#include "util/blas_core.h"
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
@@ -76,6 +77,9 @@ static void print_version(void)
     if (nl)
         *nl = '\0';
     printf("hdf5 %u.%u.%u (parallel)\nmpi: %s\n", maj, min, rel, mpi_version);
+    char blas[512];
+    ft_blas_core_describe(blas, sizeof blas);
+    printf("blas: %s\n", blas);
 }
 
 typedef struct cli {
@@ -215,6 +219,11 @@ static int run(const cli *c, ft_comm *comm, ft_watchdog *wd, int *code, int *sha
     }
     ft_trainer t;
     int rc = ft_trainer_setup(&t, &cfg, comm, stdout, c->eval_only, wd, &err);
+    if (!rc && comm->rank == 0) {
+        char blas[512];
+        ft_blas_core_describe(blas, sizeof blas);
+        printf("ftmpi: blas %s\n", blas);
+    }
     if (!rc && c->eval_only) {
         const char *path = cfg.eval_data ? cfg.eval_data : cfg.train_data;
         double loss;
@@ -268,6 +277,7 @@ static int exit_status_command(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    ft_blas_core_select(argv); /* may re-execute: before any thread, BLAS or MPI call */
     if (argc >= 2 && strcmp(argv[1], "--exit-status") == 0)
         return exit_status_command(argc, argv);
     /* Watched from the first moment: a rank that stops during MPI_Init, the config or
