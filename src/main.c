@@ -56,7 +56,9 @@ static const char usage_text[] =
     "rank died or hangs). With FTMPI_RUN_ID set and a checkpoint_dir, rank 0 also records\n"
     "85 in CHECKPOINT_DIR/.ftmpi-exit (see --exit-status).\n"
     "\n"
-    "Environment: OMP_NUM_THREADS sets CPU threads per rank.\n";
+    "Environment: OMP_NUM_THREADS sets CPU threads per rank. OPENBLAS_CORETYPE, when set,\n"
+    "is kept; otherwise, where OpenBLAS runs a weaker kernel than the CPU has, ftmpi\n"
+    "restarts itself at once with it set (the start-up line 'ftmpi: blas' says so).\n";
 
 static void print_version(void)
 {

@@ -3,8 +3,8 @@
 # AVX-512 (or AVX2) and OPENBLAS_CORETYPE unset it is not a pre-AVX one; a user's
 # OPENBLAS_CORETYPE is kept; where OpenBLAS falls back (FTMPI_FAULT=blas:fallback
 # pretends it did), ftmpi and ftmpi-generate re-execute themselves once with a better
-# core, also from a bare command name and under mpirun, and train as a run started
-# with that core does, to the bit.
+# core, also from a bare command name and under mpirun, train as a run started with
+# that core does, to the bit, and resume bitwise.
 . "$(dirname "$0")/../train/lib.sh"
 GEN="$B/ftmpi-generate"
 # the harness's environment may carry a core of its own choosing (this project's
@@ -63,5 +63,14 @@ if have_mpirun; then
     losses r2.log > l2; losses h2.log > lh; losses r1.log > l1
     [ "$(wc -l < l2)" -eq 3 ] && cmp -s l2 lh || { paste l2 lh; fail "re-executed ranks differ from $target by hand"; }
     same_losses l2 l1 2e-5 || fail "2 re-executed ranks differ from 1"
+    # resume stays bitwise: steps 4-6 resumed from step 3's checkpoint, both runs re-executed
+    FTMPI_FAULT=blas:fallback run_ranks 2 small.cfg max_steps=6 save_every=3 keep_last=0 \
+        checkpoint_dir=ck final_weights=straight.h5 > a.log 2>&1 || { cat a.log; fail "straight"; }
+    FTMPI_FAULT=blas:fallback run_ranks 2 small.cfg max_steps=6 resume=ck/step-000003.h5 \
+        final_weights=resumed.h5 > c.log 2>&1 || { cat c.log; fail "resumed"; }
+    grep -q "resumed from ck/step-000003.h5 at step 3" c.log || { cat c.log; fail "did not resume"; }
+    losses a.log | tail -n 3 > la; losses c.log > lc
+    [ "$(wc -l < lc)" -eq 3 ] && cmp -s la lc || { paste la lc; fail "losses after resume differ"; }
+    h5diff straight.h5 resumed.h5 /model /model > d.log 2>&1 || { head d.log; fail "weights after resume differ"; }
 fi
 echo "ok: kernel $target after a fallback; user's choice kept"
