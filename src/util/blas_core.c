@@ -181,11 +181,18 @@ void ft_blas_core_select(char **argv)
         return;
     }
     fflush(NULL);
-    /* /proc/self/exe: argv[0] may be a bare name found on PATH, or anything a launcher
-     * put there. The pid, the environment (mpirun's and srun's included), the open
-     * descriptors, the CPU affinity and the signal mask carry over; nothing of MPI has
-     * started yet. */
-    execv("/proc/self/exe", argv);
+    /* The program's own file, not argv[0]: that may be a bare name found on PATH, or
+     * anything a launcher put there. Its resolved path rather than /proc/self/exe,
+     * whose name would become the process's (ps, top and pgrep would show "exe"). The
+     * pid, the environment (mpirun's and srun's included), the open descriptors, the CPU
+     * affinity and the signal mask carry over; nothing of MPI has started yet. */
+    char exe[4096];
+    const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0 && (size_t)len < sizeof exe - 1) {
+        exe[len] = '\0';
+        execv(exe, argv);
+    }
+    execv("/proc/self/exe", argv); /* the file was renamed or deleted meanwhile */
     const int e = errno;
     unsetenv("OPENBLAS_CORETYPE");
     unsetenv(GUARD);

@@ -18,7 +18,7 @@
  * linked BLAS is a DYNAMIC_ARCH OpenBLAS whose chosen core is weaker than the CPU's
  * instruction set, and neither the user (OPENBLAS_CORETYPE) nor an earlier pass of
  * this function (FTMPI_BLAS_CORE_FROM, the guard) chose one, it sets OPENBLAS_CORETYPE
- * to the best core that library has for this CPU and re-executes /proc/self/exe with
+ * to the best core that library has for this CPU and re-executes its own file (/proc/self/exe, resolved) with
  * the same argv and environment (the process keeps its pid, so launchers do not
  * notice). Returns when nothing is to be done, or when the exec failed (then it says so
  * on stderr and the run goes on with OpenBLAS's kernel). */

@@ -55,6 +55,14 @@ l=$(FTMPI_FAULT=blas:fallback blas "$GEN") || fail "ftmpi-generate re-exec"
 write_small_cfg small.cfg
 FTMPI_FAULT=blas:fallback run_ranks 1 small.cfg max_steps=3 > r1.log 2>&1 || { cat r1.log; fail "1 rank"; }
 grep -q "^ftmpi: blas .*core $target .*set by ftmpi" r1.log || { cat r1.log; fail "no blas line in the log"; }
+# the re-executed process keeps its name (ps, top, pgrep: not "exe")
+( FTMPI_FAULT=blas:fallback exec "$FTMPI" small.cfg max_steps=100000 > long.log 2>&1 ) &
+pid=$!
+for i in $(seq 600); do grep -q "^step " long.log && break; sleep 0.1; done
+comm=$(cat /proc/$pid/comm 2>/dev/null)
+kill $pid; wait $pid
+grep -q "^ftmpi: blas .*set by ftmpi" long.log || { cat long.log; fail "the long run did not re-execute"; }
+[ "$comm" = ftmpi ] || fail "the re-executed process is named '$comm', not ftmpi"
 if have_mpirun; then
     FTMPI_FAULT=blas:fallback run_ranks 2 small.cfg max_steps=3 > r2.log 2>&1 || { cat r2.log; fail "2 ranks"; }
     grep -q "^ftmpi: 2 ranks" r2.log || { cat r2.log; fail "the re-executed ranks are not one job"; }
