@@ -18,15 +18,16 @@
  * linked BLAS is a DYNAMIC_ARCH OpenBLAS whose chosen core is weaker than the CPU's
  * instruction set, and neither the user (OPENBLAS_CORETYPE) nor an earlier pass of
  * this function (FTMPI_BLAS_CORE_FROM, the guard) chose one, it sets OPENBLAS_CORETYPE
- * to the best core that library has for this CPU and re-executes its own file (/proc/self/exe, resolved) with
- * the same argv and environment (the process keeps its pid, so launchers do not
- * notice). Returns when nothing is to be done, or when the exec failed (then it says so
+ * to the best core that library has for this CPU and re-executes its own file
+ * (/proc/self/exe, resolved) with the same argv and environment (the process keeps its
+ * pid, so launchers do not notice). Returns when nothing is to be done, or when the exec failed (then it says so
  * on stderr and the run goes on with OpenBLAS's kernel). */
 void ft_blas_core_select(char **argv);
 
 /* One line (no newline) naming the BLAS, its kernel and who chose it, e.g.
- * "OpenBLAS 0.3.21 (openmp), core SkylakeX: set by ftmpi (OpenBLAS chose Haswell, an
- * AVX2 kernel, on this AVX-512 CPU)". */
+ * "OpenBLAS 0.3.21 (openmp), core SkylakeX (AVX-512): set by ftmpi
+ * (OPENBLAS_CORETYPE=SkylakeX): OpenBLAS chose Prescott on this GenuineIntel CPU with
+ * AVX-512". */
 void ft_blas_core_describe(char *buf, size_t n);
 
 /* What the selection rests on, apart so that tests can feed any CPU. Instruction-set
