@@ -72,8 +72,8 @@ typedef struct ft_cuda_adamw_coef {
     float bc2_sqrt;  /* sqrt(1 - beta2^t) */
     float eps;
 } ft_cuda_adamw_coef;
-cudaError_t ft_cuda_launch_adamw(float *param, const float *grad, float *m, float *v, size_t n,
-                                 ft_cuda_adamw_coef c, cudaStream_t st);
+cudaError_t ft_cuda_launch_adamw(float *param, const float *grad, float *m, float *v,
+                                 uint16_t *bits, size_t n, ft_cuda_adamw_coef c, cudaStream_t st);
 /* momentum_buf may be NULL when mu == 0. */
 cudaError_t ft_cuda_launch_sgd(float *param, const float *grad, float *momentum_buf, size_t n,
                                float decay, float lr, float mu, cudaStream_t st);
@@ -166,6 +166,13 @@ cudaError_t ft_cuda_launch_attention_bwd_bf16(ft_dtype dt, void *dq, void *dk, v
                                               const uint16_t *k, const uint16_t *v,
                                               const int32_t *segment, ft_attn_shape s,
                                               void *scratch, cudaStream_t st);
+
+/* ---- cuda_attention_cudnn_stats.cu: lse [batch, heads, seq_len] <-> the per-document
+ * statistics [docs, heads, rows] of the cuDNN graphs with packed documents (to_lse: scatter
+ * the document rows into lse; else gather them, rows past a document's length set to 0). */
+cudaError_t ft_cuda_launch_sdpa_stats(float *lse, float *stats, const int32_t *doc_token,
+                                      const int32_t *doc_len, int docs, int heads, int seq_len,
+                                      int rows, int to_lse, cudaStream_t st);
 
 /* ---- cuda_attention_decode.cu ---- */
 size_t ft_cuda_attention_decode_scratch_bytes(int past, int n_new, int n_heads);

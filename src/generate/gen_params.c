@@ -1,12 +1,15 @@
 #include "generate/gen_params.h"
+#include "io/tok_fingerprint.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "io/h5file.h"
+#include "util/input_file.h"
 #include "io/weights.h"
 #include "model/init.h"
 
@@ -116,10 +119,12 @@ static int resolve_path(const char *path, char *out, size_t len, ft_error *err)
     }
     char latest[1100], name[512] = "";
     snprintf(latest, sizeof latest, "%s/latest", path);
-    FILE *fp = fopen(latest, "r");
-    if (!fp)
+    if (access(latest, F_OK) != 0)
         return ft_fail(err, "%s is a directory without a 'latest' checkpoint pointer; give a "
                        "checkpoint or weights file", path);
+    FILE *fp;
+    if (ft_input_fopen(latest, "a checkpoint pointer (one file name)", 4096, &fp, err))
+        return -1;
     char *ok = fgets(name, sizeof name, fp);
     fclose(fp);
     name[strcspn(name, "\r\n")] = '\0';
@@ -217,11 +222,14 @@ int ft_gen_params_load(ft_gen_params **out, const char *path, ft_gen_param_group
     else if (strcmp(kind, "weights") != 0 && strcmp(kind, "checkpoint") != 0)
         rc = ft_fail(err, "%s: is a '%s' file; expected a weights file or a checkpoint", file,
                      kind);
-    rc = rc || ft_h5_check_kind(&f, kind, err) || ft_weights_read_config(&f, &c, err);
+    char tok_fp[FT_TOK_FINGERPRINT_LEN] = "";
+    rc = rc || ft_h5_check_kind(&f, kind, err) || ft_weights_read_config(&f, &c, err) ||
+         ft_tok_fingerprint_read(&f, tok_fp, err);
     if (!rc && new_params(&p, &c, be, err))
         rc = ft_fail_context(err, "%s: /config", file);
     if (!rc) {
         p->is_checkpoint = strcmp(kind, "checkpoint") == 0;
+        snprintf(p->tokenizer_fingerprint, sizeof p->tokenizer_fingerprint, "%s", tok_fp);
         snprintf(p->path, sizeof p->path, "%s", file);
         rc = choose_group(p, &f, which, err) ||
              ft_weights_check_tensors(&f, p->group, &p->layout, err) || read_units(p, &f, err);

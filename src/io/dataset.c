@@ -1,4 +1,5 @@
 #include "io/dataset.h"
+#include "io/tok_fingerprint.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -32,7 +33,8 @@ static int read_info(ft_dataset *ds, ft_error *err)
     if (ft_h5_attr_read_str(f, f->id, "tokenizer_hash", in->tokenizer_hash,
                             sizeof in->tokenizer_hash, err) ||
         ft_h5_attr_read_str(f, f->id, "template", in->template_name, sizeof in->template_name,
-                            err))
+                            err) ||
+        ft_tok_fingerprint_read(f, in->tokenizer_fingerprint, err))
         return -1;
     if (in->seq_len < 1 || in->vocab_size < 1)
         return ft_fail(err, "%s: seq_len %d / vocab_size %d must be positive", f->path,
@@ -238,8 +240,16 @@ int ft_dataset_write_attrs(const ft_h5file *f, const ft_dataset_info *in, ft_err
              ft_h5_attr_write_i64(f, f->id, "n_documents", in->n_documents, err) ||
              ft_h5_attr_write_i64(f, f->id, "n_target_tokens", in->n_target_tokens, err) ||
              ft_h5_attr_write_str(f, f->id, "tokenizer_hash", in->tokenizer_hash, err) ||
-             ft_h5_attr_write_str(f, f->id, "template", in->template_name, err);
+             ft_h5_attr_write_str(f, f->id, "template", in->template_name, err) ||
+             ft_tok_fingerprint_write(f, in->tokenizer_fingerprint, err);
     return rc ? -1 : 0;
+}
+
+uint64_t ft_dataset_reserve_bytes(const ft_dataset_info *info)
+{
+    /* tokens u32, loss_mask u8, segment i32 per element */
+    const uint64_t elems = (uint64_t)info->rows * (uint64_t)(info->seq_len + 1);
+    return elems * 9u + (3u << 20) + (64u << 10);
 }
 
 int ft_dataset_write(const char *path, const ft_dataset_info *in, const uint32_t *tokens,
@@ -249,7 +259,9 @@ int ft_dataset_write(const char *path, const ft_dataset_info *in, const uint32_t
     if (ft_h5_create(&f, path, MPI_COMM_SELF, err))
         return -1;
     const int W = in->seq_len + 1;
+    /* space first: a full disk is one line here, not a failed write and close */
     int rc = ft_dataset_write_attrs(&f, in, err) ||
+             ft_h5_reserve(&f, ft_dataset_reserve_bytes(in), err) ||
              write_rows(&f, "tokens", H5T_STD_U32LE, H5T_NATIVE_UINT32, in->rows, W, tokens, err) ||
              write_rows(&f, "loss_mask", H5T_STD_U8LE, H5T_NATIVE_UINT8, in->rows, W, loss_mask,
                         err) ||

@@ -15,10 +15,12 @@
 
 #include "config.h"
 #include "comm/agree.h"
+#include "io/tok_fingerprint.h"
 #include "io/h5file.h"
 #include "io/weights.h"
 #include "train/ckpt_dir.h"
 #include "util/durable.h"
+#include "util/output_file.h"
 
 
 typedef struct field_group {
@@ -112,13 +114,18 @@ static int publish(const char *dir, const char *name, const char *tmp, ft_error 
     if (ft_commit_file(tmp, path, err))
         return -1;
     fault_point("renamed");
-    FILE *fp = fopen(latest_tmp, "w");
-    if (!fp || fprintf(fp, "%s\n", name) < 0 || fflush(fp)) {
-        if (fp)
-            fclose(fp);
+    FILE *fp; /* latest.tmp made new: never written through a planted symlink */
+    if (ft_output_fopen_tmp(latest_tmp, &fp, err))
+        return -1;
+    if (fprintf(fp, "%s\n", name) < 0 || fflush(fp)) {
+        fclose(fp);
+        unlink(latest_tmp);
         return ft_fail(err, "%s: cannot write: %s", latest_tmp, strerror(errno));
     }
-    fclose(fp);
+    if (fclose(fp) != 0) {
+        unlink(latest_tmp);
+        return ft_fail(err, "%s: cannot write: %s", latest_tmp, strerror(errno));
+    }
     if (ft_commit_file(latest_tmp, latest, err))
         return -1;
     return 0;
@@ -144,12 +151,13 @@ int ft_checkpoint_prepare_dir(const char *dir, ft_comm *comm, ft_error *err)
     char msg[512] = "";
     if (comm->rank == 0) {
         char probe[1100];
+        ft_error probe_err;
         snprintf(probe, sizeof probe, "%s/.ftmpi-write-test", dir);
         int fd = -1;
         if (make_dirs(dir))
             snprintf(msg, sizeof msg, "cannot create: %s", strerror(errno));
-        else if ((fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC, 0666)) < 0)
-            snprintf(msg, sizeof msg, "cannot write there: %s", strerror(errno));
+        else if (ft_output_create_tmp(probe, 0666, &fd, &probe_err)) /* never through a link */
+            snprintf(msg, sizeof msg, "cannot write there: %.400s", probe_err.msg);
         if (fd >= 0) {
             close(fd);
             unlink(probe);
@@ -166,34 +174,6 @@ int ft_checkpoint_prepare_dir(const char *dir, ft_comm *comm, ft_error *err)
     return -1;
 }
 
-/* Rank 0, after every dataset exists: allocates the file's blocks up to its end of
- * address space plus room for the metadata still to come (hash attributes), so that the
- * tensor writes cannot meet a full disk. On failure the file goes back to its size, so
- * that HDF5 can still close it. */
-static int reserve_space(const ft_h5file *f, const ft_model_layout *layout, ft_error *err)
-{
-    hsize_t size = 0;
-    if (H5Fget_filesize(f->id, &size) < 0)
-        return ft_fail(err, "%s: cannot get the file's size", f->path);
-    const off_t want = (off_t)size + (64 << 10) + 512 * 4 * (off_t)layout->total_tensors;
-    int fd = open(f->path, O_WRONLY);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st))
-        return ft_fail(err, "%s: cannot open to allocate its space: %s", f->path,
-                       strerror(errno));
-    const int code = posix_fallocate(fd, 0, want);
-    /* EINVAL/EOPNOTSUPP: a file system without allocation; the writes will tell */
-    const int failed = code != 0 && code != EINVAL && code != EOPNOTSUPP;
-    if (failed && ftruncate(fd, st.st_size)) {
-        /* nothing more to give back: the error below is the one that matters */
-    }
-    close(fd);
-    if (failed)
-        return ft_fail(err, "%s: cannot allocate %.1f MB: %s", f->path, (double)want / 1e6,
-                       strerror(code));
-    return 0;
-}
-
 /* Writes every group of state into the open file f. Each rank writes its own slices and
  * can fail alone (a full disk hits ranks at different tensors), so the ranks agree on
  * the outcome after every phase (ft_agree) and all take the same collective path. */
@@ -205,6 +185,7 @@ static int write_state(ft_h5file *f, const ft_run_config *cfg, const ft_model_la
     const ft_file_dtype model_dtype = cfg->param_dtype == FT_DTYPE_BF16 ? FT_FILE_BF16 : FT_FILE_F32;
     int rc = ft_h5_write_kind(f, "checkpoint", err) ||
              ft_weights_write_config(f, &layout->config, err) ||
+             ft_tok_fingerprint_write(f, pos->tokenizer_fingerprint, err) ||
              write_meta(f, cfg, comm, pos, seq_len, err);
     if (ft_agree(MPI_COMM_WORLD, rc, err))
         return -1;
@@ -216,7 +197,9 @@ static int write_state(ft_h5file *f, const ft_run_config *cfg, const ft_model_la
                                            g == 0 ? model_dtype : FT_FILE_F32, err);
     if (ft_agree(MPI_COMM_WORLD, rc, err))
         return -1;
-    rc = comm->rank == 0 ? reserve_space(f, layout, err) : 0;
+    /* room for the metadata still to come (hash attributes) */
+    const uint64_t extra = (64u << 10) + 512u * 4u * (uint64_t)layout->total_tensors;
+    rc = comm->rank == 0 ? ft_h5_reserve(f, extra, err) : 0;
     if (ft_agree(MPI_COMM_WORLD, rc, err))
         return -1;
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
@@ -336,7 +319,9 @@ static int check_shape(const char *path, const ft_model_config *have, const ft_m
 #define SAME(field)                                                                          \
     if (have->field != want->field)                                                          \
         return ft_fail(err, "%s: checkpoint of another model: " #field " is %d there, %d in this "\
-                       "run", path, (int)have->field, (int)want->field);
+                       "run; to train this shape afresh use a new checkpoint_dir or resume = "    \
+                       "\"none\" (to continue the checkpoint, use its shape)",                  \
+                       path, (int)have->field, (int)want->field);
     SAME(vocab_size) SAME(hidden_size) SAME(intermediate_size) SAME(num_hidden_layers)
     SAME(num_attention_heads) SAME(num_key_value_heads) SAME(head_dim)
     SAME(tie_word_embeddings) SAME(family) SAME(sliding_window) SAME(rotary_dim)
@@ -406,6 +391,7 @@ int ft_checkpoint_load(const char *path, const ft_model_layout *layout, ft_engin
     int rc = !h ? ft_fail(err, "out of host memory") : 0;
     rc = rc || ft_h5_check_kind(&f, "checkpoint", err) ||
          ft_weights_read_config(&f, &have, err) ||
+         ft_tok_fingerprint_read(&f, pos->tokenizer_fingerprint, err) ||
          check_shape(path, &have, &layout->config, err);
     /* parameters: the fp32 master when the file has one, else the model tensors */
     const int has_master = !rc && H5Lexists(f.id, "/optim/master", H5P_DEFAULT) > 0;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "comm/agree.h"
+#include "util/output_file.h"
 #include "train/plan.h"
 
 #define GIB 1073741824.0
@@ -18,7 +19,8 @@
 int ft_preflight_host_memory(ft_trainer *t, ft_error *err)
 {
     double device = 0, host = 0;
-    if (ft_plan_rank_bytes(&t->layout, t->cfg, t->comm->size, t->seq_len, &device, &host, err))
+    if (ft_plan_rank_bytes(&t->layout, t->cfg, t->comm->size, t->seq_len,
+                           (double)t->be->memory_total, &device, &host, err))
         return -1;
     const double node = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     const double need = (device + host) * t->comm->local_size;
@@ -37,13 +39,24 @@ int ft_preflight_host_memory(ft_trainer *t, ft_error *err)
 int ft_preflight_final_weights(ft_trainer *t, ft_error *err)
 {
     int rc = 0;
-    if (t->comm->rank == 0) {
+    const ft_run_config *cfg = t->cfg;
+    /* renamed over an input, it would destroy the file the run started from */
+    if (t->comm->rank == 0 &&
+        (ft_output_not_input(cfg->final_weights, "final_weights", cfg->model_weights,
+                             "model.weights", err) ||
+         ft_output_not_input(cfg->final_weights, "final_weights", cfg->train_data, "data.train",
+                             err) ||
+         ft_output_not_input(cfg->final_weights, "final_weights", cfg->eval_data, "data.eval",
+                             err)))
+        rc = -1;
+    if (t->comm->rank == 0 && !rc) {
         char tmp[1100];
         snprintf(tmp, sizeof tmp, "%s.tmp", t->cfg->final_weights);
-        const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
-        if (fd < 0 && errno != EEXIST)
-            rc = ft_fail(err, "final_weights: %s: cannot write there: %s", t->cfg->final_weights,
-                         strerror(errno));
+        /* made new as the real write will be: a symlink or FIFO planted at the .tmp
+         * name is refused now, not after training */
+        int fd = -1;
+        if (ft_output_create_tmp(tmp, 0666, &fd, err))
+            rc = ft_fail_context(err, "final_weights");
         if (fd >= 0) {
             close(fd);
             unlink(tmp);
@@ -59,7 +72,7 @@ int ft_preflight_eval_data(ft_trainer *t, ft_error *err)
     const ft_run_config *cfg = t->cfg;
     ft_dataset ev;
     const int opened = ft_dataset_open(&ev, cfg->eval_data, MPI_COMM_WORLD, err);
-    if (ft_agree(MPI_COMM_WORLD, opened, err)) {
+    if (ft_agree_config(MPI_COMM_WORLD, opened, err)) {
         if (opened == 0)
             ft_dataset_close(&ev);
         return ft_fail_context(err, "data.eval");
@@ -67,6 +80,9 @@ int ft_preflight_eval_data(ft_trainer *t, ft_error *err)
     const ft_dataset_info di = ev.info;
     ft_dataset_close(&ev);
     int rc = 0;
+    if (ft_tok_identity_meet(&t->tok, cfg, "data.eval", cfg->eval_data, di.tokenizer_fingerprint,
+                             err))
+        return -1; /* marked shared: the same attributes on every rank */
     if (di.seq_len != t->seq_len)
         rc = ft_fail(err, "data.eval: %s: seq_len %d differs from data.train's %d (%s); "
                      "prepare both with the same --seq-len", cfg->eval_data, di.seq_len,
@@ -76,6 +92,6 @@ int ft_preflight_eval_data(ft_trainer *t, ft_error *err)
                      "tokenizer for this model?)", cfg->eval_data, di.vocab_size,
                      t->layout.config.vocab_size);
     if (rc)
-        err->flags |= FT_ERR_SHARED; /* the same facts on every rank: one line for all */
+        err->flags |= FT_ERR_SHARED | FT_ERR_CONFIG; /* the same facts on every rank */
     return rc;
 }

@@ -486,7 +486,7 @@ static void test_size_limit(void **state)
 
     /* an @include of something that is not a regular file would block or never end */
     assert_int_equal(load_text(&c, "@include \"/dev/zero\"\n", &err), -1);
-    assert_non_null(strstr(err.msg, "/dev/zero: not a regular file"));
+    assert_non_null(strstr(err.msg, "/dev/zero: is a character device, not a regular file"));
     ft_run_config_free(&c);
 
     /* a file just under the limit still loads */
@@ -691,6 +691,9 @@ static void test_suggest(void **state)
     assert_string_equal(s, "model.weights");
     assert_true(ft_config_suggest("type", s, sizeof s));
     assert_string_equal(s, "optimizer.type");
+    /* a key cut short: the key it begins, not a short key of a similar length */
+    assert_true(ft_config_suggest("optimizer.warmup", s, sizeof s));
+    assert_string_equal(s, "optimizer.warmup_steps");
     assert_false(ft_config_suggest("completely_unrelated_thing", s, sizeof s));
 }
 
