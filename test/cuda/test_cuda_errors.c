@@ -77,11 +77,12 @@ static void decode_bad_past(void)
     gpu->ops->attention_decode(gpu, FT_DTYPE_F32, x, x, x, x, -1, 1, 2, 2, 16, 0);
 }
 
-/* rmsnorm_bwd's scratch for 2^30 rows of 4096 is 128 GiB: more than the device has. */
+/* rmsnorm_bwd's scratch for 2^30 rows of 32768 is 1 TiB: more than any device has (an
+ * H200 has 141 GB, so 128 GiB would not do). The scratch is taken before any launch. */
 static void scratch_exhausted(void)
 {
     float *x = gpu->ops->alloc(gpu, 1024);
-    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, x, x, x, x, x, x, 1 << 30, 4096);
+    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, x, x, x, x, x, x, 1 << 30, 1 << 15);
 }
 
 /* A machine without a device: the case's process sees none (set before exec, read by the
@@ -175,7 +176,10 @@ int main(int argc, char **argv)
     }
 
     /* allocation edges, in this process */
-    void *huge = gpu->ops->alloc(gpu, (size_t)100 << 30);
+    /* 1 GiB more than the device's memory, whichever device it is */
+    size_t free_bytes = 0, total = 0;
+    cudaMemGetInfo(&free_bytes, &total);
+    void *huge = gpu->ops->alloc(gpu, total + ((size_t)1 << 30));
     check(huge == NULL && gpu->bytes_in_use == 0,
           "alloc beyond the device's memory returns NULL and counts nothing");
     void *z1 = gpu->ops->alloc(gpu, 0), *z2 = gpu->ops->alloc(gpu, 0);
