@@ -16,6 +16,9 @@
         torch_step_ms=.. tokens_per_s=.. params=.. peak_mem_bytes=.. attention=causal|documents
       (the median of the steps after the first 3; peak memory is the allocator's peak of
       allocated bytes, torch.cuda.max_memory_allocated).
+  gpu_step_torch.py check IN.h5 [--device cpu|cuda]
+      checks the document masking on a tiny random model: the logits of every document of
+      IN.h5's first rows, run packed, equal the document's logits run alone (exit 1 if not).
 A reference peer for measurements, never a dependency of ftmpi. --device cpu runs it on
 a tiny shape without a GPU (to check the script)."""
 import argparse
@@ -144,6 +147,33 @@ def loss_value(torch, model, f, seq, dev):
         return f"{F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100).item():.4f}"
 
 
+def check(args):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    f = h5py.File(args.data, "r")
+    seq, vocab = int(f.attrs["seq_len"]), int(f.attrs["vocab_size"])
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=seq,
+                      attn_implementation="sdpa")
+    torch.manual_seed(1)
+    model = LlamaForCausalLM(cfg).to(args.device).eval()
+    rows = list(range(min(2, f["tokens"].shape[0])))
+    ids, _, pos, mask = batch_inputs(torch, f, rows, seq, args.device)
+    seg = torch.from_numpy(f["segment"][rows][:, :seq].astype(np.int64))
+    worst, docs = 0.0, 0
+    with torch.no_grad():
+        packed = model(input_ids=ids, position_ids=pos, attention_mask=mask).logits
+        for r in rows:
+            for s in seg[r].unique():
+                sel = (seg[r] == s).nonzero().flatten().to(args.device)
+                alone = model(input_ids=ids[r:r + 1, sel]).logits[0]
+                worst = max(worst, (alone - packed[r, sel]).abs().max().item())
+                docs += 1
+    ok = worst < 1e-4
+    print(f"{docs} documents: worst |packed - alone| logit {worst:.2e}: {'ok' if ok else 'FAIL'}")
+    sys.exit(0 if ok else 1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -161,11 +191,16 @@ def main():
     s.add_argument("--tied", action="store_true")
     s.add_argument("--steps", type=int, default=8)
     s.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    c = sub.add_parser("check")
+    c.add_argument("data")
+    c.add_argument("--device", choices=["cuda", "cpu"], default="cpu")
     args = ap.parse_args()
     if args.cmd == "data":
         if args.rows < 1 or args.seq < 1 or args.vocab < 1 or args.doc_len < 0 or 0 < args.doc_len < 2:
             ap.error("data: rows, seq and vocab must be positive, --doc-len 0 or at least 2")
         write_data(args)
+    elif args.cmd == "check":
+        check(args)
     else:
         step(args)
 
