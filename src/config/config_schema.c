@@ -84,6 +84,8 @@ const ft_config_key ft_config_keys[] = {
     STRING("resume", resume, 0, "none", NULL, "\"auto\": continue from checkpoint_dir/latest when it exists; a path: from that checkpoint; \"none\": start fresh"),
     FLOAT("comm_timeout", comm_timeout, 0, 0.0, INF, 600.0, "seconds without progress (a rank died or hangs) after which every rank aborts with a message; 0 disables"),
     INT("max_nan_skips", max_nan_skips, 0, 0, INT_MAX, 0, "steps with a non-finite loss or gradient that are skipped (no update) before the run aborts; 0 aborts at the first"),
+    BOOL("allow_nonfinite", allow_nonfinite, 0, 0, "load a resume checkpoint or model.weights that holds NaN or Inf (refused by default: training from it cannot work); for inspecting such a file"),
+    INT64("collapse_steps", collapse_steps, 0, 0, LONG_MAX, 20, "stop with exit 88 after this many consecutive steps whose loss is ln(vocab_size) (uniform predictions) with a gradient norm of 0: the run has collapsed and learns nothing; the step that completes the count is not checkpointed; 0 never stops"),
     STRING("metrics_file", metrics_file, 0, NULL, NULL, "append one JSON line per step and per evaluation to this file (rank 0); none: no file. A regular file or a device (/dev/null), not a symlink or FIFO; a write error (full disk) drops the partial record, warns once, stops further records and makes the run exit 1"),
     FLOAT("peak_tflops", peak_tflops, 0, 0.0, INF, 0.0, "peak TFLOP/s of one rank's device for MFU; 0 measures the backend's matmul in the recipe's dtype (fp32 or bf16) at start-up"),
     BOOL("progress", progress, 0, 1, "show a progress bar with loss, throughput and ETA on stderr when it is a terminal"),

@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "shard/engine.h"
 #include "train/data_order.h"
+#include "train/finite_guard.h"
 
 typedef struct ft_trainer {
     const ft_run_config *cfg;
@@ -43,6 +44,8 @@ typedef struct ft_trainer {
     int ckpt_lock_fd;      /* rank 0: checkpoint_dir's lock (train/ckpt_dir.h), or -1 */
     long no_target_steps;  /* steps whose global batch had no target token */
     int progress;          /* draw the progress line (rank 0, stderr is a terminal) */
+    long last_ckpt_step;   /* step of the last checkpoint written or resumed from, -1: none */
+    ft_collapse collapse;  /* consecutive collapsed steps (train/finite_guard.h) */
 } ft_trainer;
 
 /* The result of one optimizer step (identical on all ranks). */
