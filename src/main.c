@@ -12,6 +12,7 @@
 #include "train/plan.h"
 #include "train/signals.h"
 #include "train/watchdog.h"
+#include "train/run_length.h"
 #include "train/trainer.h"
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
@@ -212,6 +213,13 @@ static int run(const cli *c, ft_comm *comm, ft_watchdog *wd, int *code, int *sha
         ft_run_config_free(&cfg);
         *code = rc ? EXIT_RUNTIME : EXIT_OK;
         return rc;
+    }
+    if (ft_run_length_resolve(&cfg, c->eval_only, &err)) { /* num_epochs: rows -> steps */
+        if (comm->rank == 0)
+            fprintf(stderr, "ftmpi: %s\n", err.msg);
+        ft_run_config_free(&cfg);
+        *code = (err.flags & FT_ERR_CONFIG) ? EXIT_USAGE : EXIT_RUNTIME;
+        return -1;
     }
     ft_trainer t;
     int rc = ft_trainer_setup(&t, &cfg, comm, stdout, c->eval_only, wd, &err);

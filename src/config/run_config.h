@@ -50,7 +50,8 @@ typedef struct ft_run_config {
 
     /* top level */
     char *device;         /* "cpu" | "cuda" */
-    long max_steps;       /* optimizer steps */
+    long max_steps;       /* optimizer steps (derived from num_epochs when that is set) */
+    double num_epochs;    /* 0: max_steps is given */
     long seed;
     int micro_batch_size;  /* sequences per rank per forward/backward */
     int global_batch_size; /* sequences per optimizer step, over all ranks */
@@ -77,6 +78,9 @@ typedef struct ft_run_config {
     double peak_tflops;    /* 0: measure */
     bool log_ranks;
     bool progress;
+    double progress_every; /* seconds between progress lines off a terminal; 0: none */
+    char *tensorboard_dir; /* NULL: no event files */
+    bool keep_best;        /* keep the lowest-eval-loss checkpoint through pruning */
 
     ft_optimizer_config optimizer; /* optimizer = { ... } (schedule keys live here too) */
 

@@ -29,6 +29,7 @@ void ft_metrics_step(FILE *f, const ft_step_record *r)
     num(f, "peak_mem_mib", r->peak_mem_mib, 0);
     num(f, "elapsed_s", r->elapsed_s, 0);
     num(f, "eta_s", r->eta_s, 0);
+    num(f, "epoch", r->epoch, 0);
     fprintf(f, "\"comm_bytes\":%llu,\"skipped\":%s}\n", r->comm_bytes,
             r->skipped ? "true" : "false");
     fflush(f);
@@ -42,5 +43,20 @@ void ft_metrics_eval(FILE *f, long step, double loss, long tokens)
     num(f, "loss", loss, 0);
     num(f, "ppl", exp(loss), 0);
     fprintf(f, "\"tokens\":%ld}\n", tokens);
+    fflush(f);
+}
+
+void ft_metrics_values(FILE *f, const char *kind, const char *const *keys, const double *values,
+                       int n)
+{
+    if (!f)
+        return;
+    fprintf(f, "{\"kind\":\"%s\"%s", kind, n ? "," : "");
+    for (int i = 0; i < n; i++) /* %.17g: integers up to 2^53 print exactly */
+        if (isfinite(values[i]))
+            fprintf(f, "\"%s\":%.17g%s", keys[i], values[i], i == n - 1 ? "" : ",");
+        else
+            fprintf(f, "\"%s\":null%s", keys[i], i == n - 1 ? "" : ",");
+    fprintf(f, "}\n");
     fflush(f);
 }

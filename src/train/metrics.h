@@ -9,6 +9,8 @@ typedef struct ft_step_record {
     long step, max_steps;
     double loss, lr, grad_norm, tokens_per_s, mfu, step_s, data_wait_s, comm_wait_s,
         peak_mem_mib, elapsed_s, eta_s;
+    double epoch;      /* passes over data.train done after this step */
+    double num_epochs; /* the run's length in epochs; 0 when max_steps was given */
     unsigned long long comm_bytes;
     int skipped; /* non-finite loss or gradient: no update */
 } ft_step_record;
@@ -17,5 +19,8 @@ typedef struct ft_step_record {
 FILE *ft_metrics_open(const char *path);
 void ft_metrics_step(FILE *f, const ft_step_record *r);
 void ft_metrics_eval(FILE *f, long step, double loss, long tokens);
+/* {"kind":KIND,"KEY":value,...}: exact figures (byte counts) the log shows rounded. */
+void ft_metrics_values(FILE *f, const char *kind, const char *const *keys, const double *values,
+                       int n);
 
 #endif

@@ -11,6 +11,7 @@
 #include "model/model.h"
 #include "shard/engine.h"
 #include "train/data_order.h"
+#include "train/progress.h"
 
 typedef struct ft_trainer {
     const ft_run_config *cfg;
@@ -40,7 +41,9 @@ typedef struct ft_trainer {
     int stopped_by_signal; /* 0, or the exit code a stop signal calls for */
     int ckpt_lock_fd;      /* rank 0: checkpoint_dir's lock (train/ckpt_dir.h), or -1 */
     long no_target_steps;  /* steps whose global batch had no target token */
-    int progress;          /* draw the progress line (rank 0, stderr is a terminal) */
+    ft_progress progress;  /* the live view (rank 0): a bar, progress lines or nothing */
+    struct ft_tb_writer *tb; /* TensorBoard event file (rank 0, tensorboard_dir), or NULL */
+    double best_eval;      /* keep_best: the lowest eval loss of a kept checkpoint so far */
 } ft_trainer;
 
 /* The result of one optimizer step (identical on all ranks). */
