@@ -146,10 +146,31 @@ static int check_keep_best(ft_config_state *st, ft_error *err)
     return 0;
 }
 
+/* Sample generations run at evaluations through the generation decoder, which reads
+ * fp32 parameters. */
+static int check_eval_prompts(ft_config_state *st, ft_error *err)
+{
+    const ft_run_config *c = st->cfg;
+    if (!c->eval_prompts)
+        return 0;
+    if (!c->eval_tokenizer)
+        return ft_config_fail_at(st, key("eval_prompts"), err,
+                                 "needs eval_tokenizer (the model's tokenizer.json, or \"bytes\")");
+    if (c->eval_every <= 0)
+        return ft_config_fail_at(st, key("eval_prompts"), err,
+                                 "samples are generated at evaluations: set eval_every and data.eval");
+    if (c->precision != FT_DTYPE_F32)
+        return ft_config_fail_at(st, key("eval_prompts"), err,
+                                 "sample generations need precision = \"fp32\" (the decoder reads "
+                                 "fp32 parameters)");
+    return 0;
+}
+
 static int check_cross_keys(ft_config_state *st, ft_error *err)
 {
     const ft_run_config *c = st->cfg;
-    if (check_run_length(st, err) < 0 || check_keep_best(st, err) < 0)
+    if (check_run_length(st, err) < 0 || check_keep_best(st, err) < 0 ||
+        check_eval_prompts(st, err) < 0)
         return -1;
     if (c->optimizer.min_lr > c->optimizer.lr) {
         const ft_config_key *k = blame(st, "optimizer.min_lr", "optimizer.lr");

@@ -403,6 +403,8 @@ void ft_run_config_free(ft_run_config *cfg)
     for (size_t i = 0; i < ft_config_n_keys; i++)
         if (ft_config_keys[i].type == FT_KEY_STRING)
             free(*(char **)((char *)cfg + ft_config_keys[i].offset));
+        else if (ft_config_keys[i].type == FT_KEY_STRINGS)
+            ft_config_free_strings(*(char ***)((char *)cfg + ft_config_keys[i].offset));
     for (size_t i = 0; cfg->where && i < ft_config_n_keys; i++)
         free(cfg->where[i]);
     free(cfg->where);

@@ -77,6 +77,10 @@ const ft_config_key ft_config_keys[] = {
     INT64("log_every", log_every, 0, 1, LONG_MAX, 1, "print loss and throughput every this many steps"),
     INT64("eval_every", eval_every, 0, 0, LONG_MAX, 0, "evaluate on data.eval every this many steps; 0 disables"),
     INT64("eval_batches", eval_batches, 0, 0, LONG_MAX, 0, "global batches per evaluation; 0 means the whole eval set"),
+    {.path = "eval_prompts", .type = FT_KEY_STRINGS, .offset = OFF(eval_prompts), .doc = "prompts completed greedily at every evaluation with the current parameters, written to the log and the metrics file (\"sample\" records); needs eval_tokenizer; precision \"fp32\""},
+    STRING("eval_tokenizer", eval_tokenizer, 0, NULL, NULL, "the model's tokenizer.json for eval_prompts, or \"bytes\" for ftmpi-gendata's byte-token models"),
+    STRING("eval_template", eval_template, 0, "none", NULL, "prompt template of eval_prompts, as ftmpi-generate's --template (\"none\": BOS and the prompt; \"llama3-chat\", \"chatml\", ...)"),
+    INT("eval_max_new_tokens", eval_max_new_tokens, 0, 1, INT_MAX, 32, "tokens generated at most per eval prompt (fewer when the model ends the answer)"),
     STRING("checkpoint_dir", checkpoint_dir, 0, NULL, NULL, "directory of sharded checkpoints (step-NNNNNN.h5 and the `latest` pointer); none: no checkpoints. One training job at a time: a job holds `.ftmpi-lock` there (an fcntl lock, released when it ends however it ends) and a second one is refused; `--eval-only` takes no lock"),
     INT64("save_every", save_every, 0, 0, LONG_MAX, 0, "write a checkpoint every this many steps (and always at the end); 0: only at the end"),
     INT("keep_last", keep_last, 0, 0, INT_MAX, 3, "checkpoints to keep in checkpoint_dir (the highest steps, and always the one `latest` names); 0 keeps all"),
@@ -246,6 +250,7 @@ static const char *type_name(const ft_config_key *k)
     case FT_KEY_BOOL: return "boolean";
     case FT_KEY_STRING: return "string";
     case FT_KEY_ENUM: return "string (one of)";
+    case FT_KEY_STRINGS: return "list of strings";
     }
     return "?";
 }
@@ -277,6 +282,7 @@ static void print_default(FILE *f, const ft_config_key *k)
                 fputs("none", f);
             break;
         case FT_KEY_ENUM: fprintf(f, "`\"%s\"`", k->choices[k->idef]); break;
+        case FT_KEY_STRINGS: fputs("none", f); break;
         }
     }
 }
@@ -310,6 +316,7 @@ static void print_range(FILE *f, const ft_config_key *k)
         for (size_t i = 0; k->choices[i]; i++)
             fprintf(f, "%s`\"%s\"`", i ? ", " : "", k->choices[i]);
         break;
+    case FT_KEY_STRINGS: fputs("non-empty strings", f); break;
     }
 }
 

@@ -66,6 +66,10 @@ typedef struct ft_run_config {
     long log_every;
     long eval_every;       /* 0 disables periodic eval */
     long eval_batches;     /* 0: the whole eval set */
+    char **eval_prompts;   /* NULL-terminated, or NULL: no sample generations */
+    char *eval_tokenizer;  /* tokenizer.json or "bytes" */
+    char *eval_template;   /* ftmpi-generate's template names */
+    int eval_max_new_tokens;
     char *final_weights;   /* NULL: none */
     char *checkpoint_dir;  /* NULL: no checkpoints */
     long save_every;       /* 0: only at the end */

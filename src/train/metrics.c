@@ -1,6 +1,7 @@
 #include "train/metrics.h"
 
 #include <math.h>
+#include <string.h>
 
 FILE *ft_metrics_open(const char *path) { return path ? fopen(path, "a") : NULL; }
 
@@ -58,5 +59,61 @@ void ft_metrics_values(FILE *f, const char *kind, const char *const *keys, const
         else
             fprintf(f, "\"%s\":null%s", keys[i], i == n - 1 ? "" : ",");
     fprintf(f, "}\n");
+    fflush(f);
+}
+
+/* Length of the well-formed UTF-8 sequence (2-4 bytes) at p, 0 when it is not one
+ * (a byte-token model can emit any byte). Overlong forms are not rejected: they only
+ * need to be valid JSON text, which they are. */
+static size_t utf8_sequence(const char *p, size_t avail)
+{
+    const unsigned char c = (unsigned char)p[0];
+    const size_t len = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 && c < 0xf0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+    if (!len || len > avail)
+        return 0;
+    for (size_t k = 1; k < len; k++)
+        if (((unsigned char)p[k] & 0xc0) != 0x80)
+            return 0;
+    return len;
+}
+
+void ft_metrics_json_string(FILE *f, const char *s, size_t n)
+{
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", f);
+        else if (c == '\t')
+            fputs("\\t", f);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(f, "\\u%04x", c);
+        else if (c < 0x80)
+            fputc(c, f);
+        else { /* a valid UTF-8 sequence passes through; a stray byte becomes U+FFFD */
+            const size_t len = utf8_sequence(s + i, n - i);
+            if (len) {
+                fwrite(s + i, 1, len, f);
+                i += len - 1;
+            } else {
+                fputs("\\ufffd", f);
+            }
+        }
+    }
+    fputc('"', f);
+}
+
+void ft_metrics_sample(FILE *f, long step, int index, const char *prompt, const char *completion,
+                       size_t completion_len, const char *stop)
+{
+    if (!f)
+        return;
+    fprintf(f, "{\"kind\":\"sample\",\"step\":%ld,\"index\":%d,\"prompt\":", step, index);
+    ft_metrics_json_string(f, prompt, strlen(prompt));
+    fputs(",\"completion\":", f);
+    ft_metrics_json_string(f, completion, completion_len);
+    fprintf(f, ",\"stop\":\"%s\"}\n", stop);
     fflush(f);
 }

@@ -19,6 +19,12 @@ typedef struct ft_step_record {
 FILE *ft_metrics_open(const char *path);
 void ft_metrics_step(FILE *f, const ft_step_record *r);
 void ft_metrics_eval(FILE *f, long step, double loss, long tokens);
+/* s[0..n) as a JSON string literal, quotes included (control bytes as \uXXXX); the
+ * log's sample lines use it too, so a completion's newlines stay on one line. */
+void ft_metrics_json_string(FILE *f, const char *s, size_t n);
+/* {"kind":"sample","step":S,"index":I,"prompt":...,"completion":...,"stop":...} */
+void ft_metrics_sample(FILE *f, long step, int index, const char *prompt, const char *completion,
+                       size_t completion_len, const char *stop);
 /* {"kind":KIND,"KEY":value,...}: exact figures (byte counts) the log shows rounded. */
 void ft_metrics_values(FILE *f, const char *kind, const char *const *keys, const double *values,
                        int n);

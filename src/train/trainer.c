@@ -685,6 +685,8 @@ static int run_eval(ft_trainer *t, long step, long *last_saved, ft_error *err)
     }
     ft_metrics_eval(t->metrics, step, loss, n);
     ft_tb_log_eval(&t->tb, step, loss, t->out);
+    if (t->after_eval && t->after_eval(t->after_eval_ctx, t, step, err))
+        return ft_fail_context(err, "after the eval at step %ld", step);
     return keep_best_after_eval(t, step, loss, last_saved, err);
 }
 

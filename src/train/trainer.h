@@ -44,6 +44,10 @@ typedef struct ft_trainer {
     ft_progress progress;  /* the live view (rank 0): a bar, progress lines or nothing */
     struct ft_tb_writer *tb; /* TensorBoard event file (rank 0, tensorboard_dir), or NULL */
     double best_eval;      /* keep_best: the lowest eval loss of a kept checkpoint so far */
+    /* Run after each evaluation on every rank (collective), e.g. the sample generations
+     * main.c installs; NULL: none. Set after ft_trainer_setup. */
+    int (*after_eval)(void *ctx, struct ft_trainer *t, long step, ft_error *err);
+    void *after_eval_ctx;
 } ft_trainer;
 
 /* The result of one optimizer step (identical on all ranks). */

@@ -276,6 +276,10 @@ static const bad_case bad_cases[] = {
     {"minimal.cfg", "optimizer.warmup_steps=1000", -1, "optimizer.warmup_steps=1000: 1000 is greater than max_steps (100)"},
     {"minimal.cfg", "num_epochs=2", -1, "num_epochs=2: give max_steps or num_epochs, not both"},
     {"minimal.cfg", "keep_best=true", -1, "keep_best=true: needs checkpoint_dir"},
+    {"minimal.cfg", "eval_prompts=[\"a\", \"\"]", -1, "eval_prompts=[\"a\", \"\"]: element 2 is not a non-empty string"},
+    {"minimal.cfg", "eval_prompts=(\"a\", 3)", -1, "element 2 is not a non-empty string"},
+    {"minimal.cfg", "eval_prompts=\"a\"", -1, "expected a list of strings"},
+    {"minimal.cfg", "eval_prompts=[\"a\"]", -1, "eval_prompts=[\"a\"]: needs eval_tokenizer"},
     {"minimal.cfg", "model.head_dim=31", -1, "model.head_dim=31: 31 must be even"},
     /* an override that conflicts with the file is reported at the file's line */
     {"minimal.cfg", "model.weights=w.h5", 6, "model.vocab_size: not allowed together with model.weights"},
@@ -590,6 +594,7 @@ static void test_schema_consistent(void **state)
                 fail_msg("%s: default: %s", k->path, why);
             break;
         case FT_KEY_BOOL:
+        case FT_KEY_STRINGS:
             break;
         }
     }
