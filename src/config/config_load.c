@@ -306,7 +306,7 @@ int ft_run_config_check_run(const ft_run_config *cfg, int world_size, ft_error *
      * name.tmp), must fit its path buffers: refused now, not truncated mid-run */
     static const char *const paths[] = { "data.train", "data.eval", "model.weights",
                                          "checkpoint_dir", "final_weights", "metrics_file",
-                                         "resume" };
+                                         "resume", "tensorboard_dir", "eval_tokenizer" };
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
         const ft_config_key *k = ft_config_find_key(paths[i]);
         const char *v = k ? *(char *const *)((const char *)cfg + k->offset) : NULL;

@@ -10,12 +10,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config/run_config.h"
 #include "io/tfrecord.h"
 #include "train/metrics.h"
 
 struct ft_tb_writer {
     FILE *f;
-    char path[1200];
+    char path[FT_CONFIG_PATH_MAX + 320]; /* dir (checked at start-up), name, host */
 };
 
 /* A protobuf message being built: bytes appended until the fixed capacity, which holds
@@ -98,7 +99,7 @@ static int write_event(ft_tb_writer *w, const pb_buf *ev, ft_error *err)
 
 static int make_dirs(const char *dir)
 {
-    char p[1100];
+    char p[FT_CONFIG_PATH_MAX + 1];
     snprintf(p, sizeof p, "%s", dir);
     for (char *s = p + 1; *s; s++)
         if (*s == '/') {
@@ -134,7 +135,8 @@ int ft_tb_open(ft_tb_writer **out, const char *dir, ft_error *err)
     /* TensorFlow's name: seconds as ten digits, then the host */
     snprintf(w->path, sizeof w->path, "%s/events.out.tfevents.%010ld.%s", dir,
              (long)wall_time, host);
-    if (!(w->f = fopen(w->path, "wb"))) {
+    /* appending: a run restarted within the same second continues the file */
+    if (!(w->f = fopen(w->path, "ab"))) {
         ft_fail(err, "tensorboard_dir: cannot create %s: %s; choose a writable directory",
                 w->path, strerror(errno));
         free(w);
