@@ -13,6 +13,8 @@
 #include "train/signals.h"
 #include "train/watchdog.h"
 #include "generate/eval_samples.h"
+#include "io/tok_fingerprint.h"
+#include "train/tok_check.h"
 #include "train/run_length.h"
 #include "train/trainer.h"
 
@@ -50,7 +52,8 @@ static const char usage_text[] =
     "\n"
     "Exit status: 0 success, 1 runtime error (I/O, numerical, out of memory, a full\n"
     "disk), 2 bad command line or configuration (also when found against the ranks, the\n"
-    "build or the data at start-up), 85 stopped by SIGUSR1/SIGTERM after writing a\n"
+    "build or the files it names at start-up: model.weights, data, the resume checkpoint,\n"
+    "another tokenizer's data: one line, once), 85 stopped by SIGUSR1/SIGTERM after writing a\n"
     "checkpoint, or during start-up (requeue the job; resume = \"auto\" continues), 84\n"
     "stopped by a signal without checkpoint_dir (nothing saved), 86 a second signal\n"
     "stopped it at once, 87 no progress for comm_timeout seconds, from start-up on (a\n"
@@ -199,6 +202,17 @@ static int setup_eval_samples(ft_trainer *t, ft_eval_samples **samples, bool eva
 {
     if (!t->cfg->eval_prompts || eval_only)
         return 0;
+    /* the samples' tokenizer is the run's too (train/tok_check.h) */
+    char fp[FT_TOK_FINGERPRINT_LEN] = "";
+    const char *tok = t->cfg->eval_tokenizer;
+    if (strcmp(tok, "bytes") != 0) {
+        if (ft_tok_fingerprint_file(tok, fp, err)) {
+            err->flags |= FT_ERR_SHARED | FT_ERR_CONFIG;
+            return ft_fail_context(err, "eval_tokenizer");
+        }
+        if (ft_tok_identity_meet(&t->tok, t->cfg, "eval_tokenizer", tok, fp, err))
+            return -1;
+    }
     if (ft_eval_samples_create(samples, t->cfg, &t->layout.config, err)) {
         err->flags |= FT_ERR_SHARED | FT_ERR_CONFIG;
         return -1;
@@ -224,6 +238,14 @@ static int run(const cli *c, ft_comm *comm, ft_watchdog *wd, int *code, int *sha
     }
     ft_watchdog_configure(wd, c->plan ? 0.0 : cfg.comm_timeout, comm->rank);
     if (!c->plan && ft_run_config_check_run(&cfg, comm->size, &err)) {
+        if (comm->rank == 0)
+            fprintf(stderr, "ftmpi: %s\n", err.msg);
+        ft_run_config_free(&cfg);
+        *code = EXIT_USAGE;
+        return -1;
+    }
+    /* a plan for -np N ranks that could not run on N ranks says so, as the run would */
+    if (c->plan && ft_run_config_check_batch(&cfg, c->plan_opt.world_size, &err)) {
         if (comm->rank == 0)
             fprintf(stderr, "ftmpi: %s\n", err.msg);
         ft_run_config_free(&cfg);

@@ -22,7 +22,7 @@ int ft_run_length_resolve(ft_run_config *cfg, bool eval_only, ft_error *err)
         return 0;
     ft_dataset ds;
     const int opened = ft_dataset_open(&ds, cfg->train_data, MPI_COMM_WORLD, err);
-    if (ft_agree(MPI_COMM_WORLD, opened, err)) {
+    if (ft_agree_config(MPI_COMM_WORLD, opened, err)) { /* a missing file: exit 2 */
         if (opened == 0)
             ft_dataset_close(&ds);
         return ft_fail_context(err, "data.train (num_epochs counts its rows)");

@@ -4,7 +4,7 @@
 # and the metrics file ("sample" records). At the last step the completions equal
 # ftmpi-generate's greedy output from the run's final weights, also on 2 ranks at
 # ZeRO stage 3 (where every rank gathers the units the decoder reads).
-# Bad settings end in one line.
+# Bad settings, and a tokenizer other than the data's, end in one line.
 . "$(dirname "$0")/lib.sh"
 command -v python3 >/dev/null 2>&1 || skip "python3 not found"
 "$GENDATA" --rows 64 --seq-len 32 --digits 2 train.h5 >/dev/null || fail "gendata"
@@ -45,3 +45,18 @@ run_ranks 1 s.cfg data.eval=eval.h5 eval_every=2 "$samples" eval_tokenizer=missi
 run_ranks 1 s.cfg data.eval=eval.h5 eval_every=2 "$samples" eval_tokenizer=bytes eval_template=nope > c.log 2>&1
 [ $? -eq 2 ] && grep -q 'eval_template.*"nope" is not a template' c.log || { cat c.log; fail "bad template"; }
 echo "eval_prompts settings checked"
+# the samples' tokenizer must be the data's (tokenizer fingerprints, train/tok_check.h):
+# Llama 2's tokenizer on data made with Llama 3's is refused in one line, exit 2
+T="$S/test/data/tokenizers"
+head -n 3 "$S/test/prep/alpaca_sample.jsonl" > a.jsonl
+"$B/ftmpi-prep" -q -t "$T/llama3/tokenizer.json" --seq-len 32 -o l3.h5 a.jsonl || fail "prep"
+sed -e 's/vocab_size = 259/vocab_size = 128256/' -e 's/train.h5/l3.h5/' s.cfg > v.cfg
+run_ranks 1 v.cfg max_steps=2 data.eval=l3.h5 eval_every=2 'eval_prompts=["hi"]' \
+    eval_tokenizer="$T/llama2/tokenizer.json" > v.out 2> v.err
+[ $? -eq 2 ] && [ "$(wc -l < v.err)" -eq 1 ] &&
+    grep -q 'eval_tokenizer .*llama2/tokenizer.json was made with another tokenizer than data.train l3.h5' v.err ||
+    { cat v.err; fail "a tokenizer other than the data's"; }
+run_ranks 1 v.cfg max_steps=2 data.eval=l3.h5 eval_every=2 'eval_prompts=["hi"]' eval_max_new_tokens=2 \
+    eval_tokenizer="$T/llama3/tokenizer.json" > w.log 2>&1 || { cat w.log; fail "the data's own tokenizer"; }
+grep -q '^sample      2 | 1/1 | "hi" -> ' w.log || { cat w.log; fail "no sample with the data's tokenizer"; }
+echo "eval_tokenizer checked against the data's tokenizer"
