@@ -128,7 +128,7 @@ static void log_sample(FILE *log, long step, int i, int n, const char *prompt, c
 }
 
 int ft_eval_samples_run(ft_eval_samples *s, long step, const ft_model_layout *layout,
-                        ft_backend *be, const ft_param_source *src, FILE *log, FILE *metrics,
+                        ft_backend *be, const ft_param_source *src, FILE *log, ft_metrics *metrics,
                         ft_error *err)
 {
     const ft_model_config *m = &layout->config;

@@ -17,6 +17,7 @@
 #include "config/run_config.h"
 #include "model/layout.h"
 #include "model/model.h"
+#include "train/metrics.h"
 #include "util/error.h"
 
 typedef struct ft_eval_samples ft_eval_samples;
@@ -29,7 +30,7 @@ void ft_eval_samples_free(ft_eval_samples *s);
 
 /* Completes every prompt after `step` steps. log, metrics: rank 0's (NULL elsewhere). */
 int ft_eval_samples_run(ft_eval_samples *s, long step, const ft_model_layout *layout,
-                        ft_backend *be, const ft_param_source *src, FILE *log, FILE *metrics,
+                        ft_backend *be, const ft_param_source *src, FILE *log, ft_metrics *metrics,
                         ft_error *err);
 
 #endif

@@ -6,6 +6,7 @@
 
 #include "train/ckpt_dir.h"
 #include "util/durable.h"
+#include "util/output_file.h"
 
 int ft_ckpt_best_read(const char *dir, char *name, size_t len, double *loss, ft_error *err)
 {
@@ -30,10 +31,10 @@ int ft_ckpt_best_write(const char *dir, long step, double loss, ft_error *err)
 {
     char path[1100], tmp[1110];
     snprintf(path, sizeof path, "%s/%s", dir, FT_CKPT_BEST);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return ft_fail(err, "%s: cannot create: %s", tmp, strerror(errno));
+    FILE *f;
+    /* made new: a symlink planted at best.tmp is not written through (util/output_file.h) */
+    if (ft_output_tmp_name(tmp, sizeof tmp, path, err) || ft_output_fopen_tmp(tmp, &f, err))
+        return -1;
     /* %.17g: the loss read back compares equal to the one written */
     const int bad = fprintf(f, "step-%06ld.h5 %.17g\n", step, loss) < 0;
     if (fclose(f) || bad)

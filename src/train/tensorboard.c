@@ -1,6 +1,7 @@
 #include "train/tensorboard.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -135,8 +136,16 @@ int ft_tb_open(ft_tb_writer **out, const char *dir, ft_error *err)
     /* TensorFlow's name: seconds as ten digits, then the host */
     snprintf(w->path, sizeof w->path, "%s/events.out.tfevents.%010ld.%s", dir,
              (long)wall_time, host);
-    /* appending: a run restarted within the same second continues the file */
-    if (!(w->f = fopen(w->path, "ab"))) {
+    /* appending: a run restarted within the same second continues the file; a symlink
+     * planted at the name is not written through, nor anything but a regular file */
+    const int fd = open(w->path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK |
+                                     O_CLOEXEC, 0666);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !(w->f = fdopen(fd, "ab"))) {
+        if (fd >= 0) {
+            close(fd);
+            errno = EINVAL;
+        }
         ft_fail(err, "tensorboard_dir: cannot create %s: %s; choose a writable directory",
                 w->path, strerror(errno));
         free(w);

@@ -26,6 +26,7 @@
 #include "train/signals.h"
 #include "train/tensorboard.h"
 #include "train/watchdog.h"
+#include "train/weights_out.h"
 
 static double now_seconds(void) { return MPI_Wtime(); }
 
@@ -108,7 +109,7 @@ static void print_memory(ft_trainer *t, const ft_engine_memory *mem)
     if (t->cfg->offload_optimizer)
         fprintf(t->out, "ftmpi: optimizer offloaded: %s of master weights and moments in "
                         "host memory\n", h[6]);
-    ft_metrics_values(t->metrics, "memory", keys, v, 7);
+    ft_metrics_values(t->metrics, "memory", 0, keys, v, 7);
 }
 
 static void print_startup(ft_trainer *t)
@@ -404,8 +405,7 @@ void ft_trainer_free(ft_trainer *t)
 {
     if (t->ckpt_lock_fd >= 0)
         close(t->ckpt_lock_fd);
-    if (t->metrics)
-        fclose(t->metrics);
+    ft_metrics_finish(t->metrics, NULL);
     ft_tb_close(t->tb);
     ft_loader_free(t->loader);
     ft_model_free(t->model);
@@ -572,32 +572,12 @@ int ft_trainer_evaluate(ft_trainer *t, const char *path, long max_rows, double *
 
 /* ---------------------------------------------------------------- output */
 
-/* Writes the weights file `path`: every rank writes the slice of every tensor that its
- * shard covers, collectively, into a temporary name that is renamed when complete. */
+/* Writes the weights file `path` (train/weights_out.h). */
 static int save_weights(ft_trainer *t, const char *path, ft_error *err)
 {
     ft_loader_quiesce(t->loader);
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    ft_h5file f;
-    if (ft_h5_create(&f, tmp, MPI_COMM_WORLD, err))
-        return -1;
-    int rc = ft_h5_write_kind(&f, "weights", err) ||
-             ft_weights_write_config(&f, &t->layout.config, err) ||
-             ft_tok_fingerprint_write(&f, t->tok.fp, err) ||
-             ft_weights_create_tensors(&f, "/model", &t->layout, FT_FILE_F32, err);
-    if (t->cfg->direct_io) /* collective: on every rank whatever rc says */
-        ft_h5_attach_raw(&f, MPI_COMM_WORLD, true);
-    rc = rc || ft_engine_save(t->engine, &f, "/model", err);
-    if (ft_h5_close(&f, rc ? NULL : err))
-        rc = 1;
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (!rc && t->comm->rank == 0 && ft_commit_file(tmp, path, err))
-        rc = 1;
-    MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (rc && t->comm->rank != 0)
-        ft_fail(err, "%s: rank 0 could not complete the file", path);
-    return rc ? -1 : 0;
+    return ft_weights_out_save(path, &t->layout, t->tok.fp, t->engine, t->cfg->direct_io,
+                               t->comm->rank, err);
 }
 
 /* Checkpoint after `steps_done` optimizer steps. */
@@ -823,7 +803,7 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
         fprintf(t->out, "ftmpi: peak backend memory per rank: %s (max over ranks)\n",
                 ft_format_bytes(pk, sizeof pk, peak[0]));
         static const char *const key[] = { "backend_bytes" }; /* exact, for the planner's test */
-        ft_metrics_values(t->metrics, "peak_memory", key, peak, 1);
+        ft_metrics_values(t->metrics, "peak_memory", cfg->max_steps, key, peak, 1);
         ft_loader_stats ls = ft_loader_get_stats(t->loader);
         const double trained_s = now_seconds() - start;
         if (ls.seconds_reading > 0 && trained_s > 0)
@@ -838,5 +818,8 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
         if (t->out)
             fprintf(t->out, "ftmpi: wrote %s\n", cfg->final_weights);
     }
-    return 0;
+    /* a metrics_file that lost records fails the run (exit 1), on every rank alike */
+    const int mrc = ft_metrics_finish(t->metrics, err);
+    t->metrics = NULL;
+    return ft_agree(MPI_COMM_WORLD, mrc, err);
 }
