@@ -18,6 +18,7 @@
 #include "train/ckpt_best.h"
 #include "train/ckpt_dir.h"
 #include "train/exit_record.h"
+#include "train/finite_guard.h"
 #include "train/loader.h"
 #include "train/metrics.h"
 #include "train/plan.h"
@@ -370,6 +371,10 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
         enter_phase(t, "loading model.weights or initializing (collective)");
         rc = ft_agree_config(MPI_COMM_WORLD, load_parameters(t, err), err);
     }
+    t->last_ckpt_step = !rc && resume_path ? t->start_step : -1;
+    if (!rc && (resume_path || cfg->model_weights)) /* never train from NaN (finite_guard.h) */
+        rc = ft_guard_after_load(t->engine, &t->layout, resume_path ? resume_path
+                                 : cfg->model_weights, cfg->allow_nonfinite, t->out, &t->last_ckpt_step, err);
     free(resume_path);
     if (rc)
         return -1;
@@ -457,7 +462,7 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
     uint8_t *loss_mask;
     int32_t *segment;
     if (ft_loader_take(t->loader, step, rows, R, &tokens, &loss_mask, &segment, err))
-        return ft_fail_context(err, "%s", cfg->train_data);
+        return ft_fail_context_path(err, cfg->train_data);
     if (step + 1 < cfg->max_steps) { /* the next step's rows, read while this one computes */
         step_rows(t, step + 1, rows);
         ft_loader_request(t->loader, step + 1, rows, R);
@@ -486,7 +491,7 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
         double ls;
         long nt;
         if (ft_model_train_micro(t->model, &src, &b, grad_scale, &ls, &nt, err))
-            return ft_fail_context(err, "%s", cfg->train_data);
+            return ft_fail_context_path(err, cfg->train_data);
         if (ft_engine_status(t->engine, err))
             return -1;
         loss_sum += ls;
@@ -576,6 +581,8 @@ int ft_trainer_evaluate(ft_trainer *t, const char *path, long max_rows, double *
 static int save_weights(ft_trainer *t, const char *path, ft_error *err)
 {
     ft_loader_quiesce(t->loader);
+    if (ft_guard_before_write(t->engine, &t->layout, path, err)) /* never NaN in a file */
+        return -1;
     return ft_weights_out_save(path, &t->layout, t->tok.fp, t->engine, t->cfg->direct_io,
                                t->comm->rank, err);
 }
@@ -649,7 +656,7 @@ static int keep_best_after_eval(ft_trainer *t, long step, double loss, long *las
     if (*last_saved != step) {
         if (save_checkpoint(t, step, err))
             return -1;
-        *last_saved = step;
+        *last_saved = t->last_ckpt_step = step;
     }
     const int rc = t->comm->rank == 0 ? ft_ckpt_best_write(t->cfg->checkpoint_dir, step, loss, err)
                                       : 0;
@@ -738,11 +745,13 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
                                 "skipped (%d of max_nan_skips %d)\n",
                         step + 1, st.loss, st.grad_norm, skipped_total, cfg->max_nan_skips);
             if (skipped_total > cfg->max_nan_skips)
-                return ft_fail(err, "step %ld: loss %g, grad norm %g is not finite (%d skipped "
-                               "steps, max_nan_skips %d); lower optimizer.lr, enable grad_clip "
-                               "or check the data; the last checkpoint has no NaNs",
-                               step + 1, st.loss, st.grad_norm, skipped_total, cfg->max_nan_skips);
+                return ft_guard_nan_stop(err, step + 1, st.loss, st.grad_norm, skipped_total,
+                                         cfg->max_nan_skips, cfg->checkpoint_dir, t->last_ckpt_step);
         }
+        if (ft_collapse_step(&t->collapse, st.loss, st.grad_norm, t->layout.config.vocab_size,
+                             cfg->collapse_steps))
+            return ft_guard_collapsed(t->out, step + 1, cfg->collapse_steps, st.loss,
+                                      &t->stopped_by_signal);
         const int last = step + 1 == cfg->max_steps;
         const double elapsed = now_seconds() - start;
         ft_step_record r = {
@@ -775,7 +784,7 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
         if (cfg->checkpoint_dir && cfg->save_every > 0 && (step + 1) % cfg->save_every == 0) {
             if (save_checkpoint(t, step + 1, err))
                 return -1;
-            last_saved = step + 1;
+            last_saved = t->last_ckpt_step = step + 1;
         }
         if (stop_agreed(t)) {
             if (cfg->checkpoint_dir && last_saved != step + 1 && save_checkpoint(t, step + 1, err))

@@ -13,6 +13,7 @@
 #include "shard/engine.h"
 #include "train/data_order.h"
 #include "train/progress.h"
+#include "train/finite_guard.h"
 
 typedef struct ft_trainer {
     const ft_run_config *cfg;
@@ -50,6 +51,8 @@ typedef struct ft_trainer {
      * main.c installs; NULL: none. Set after ft_trainer_setup. */
     int (*after_eval)(void *ctx, struct ft_trainer *t, long step, ft_error *err);
     void *after_eval_ctx;
+    long last_ckpt_step;   /* step of the last checkpoint written or resumed from, -1: none */
+    ft_collapse collapse;  /* consecutive collapsed steps (train/finite_guard.h) */
 } ft_trainer;
 
 /* The result of one optimizer step (identical on all ranks). */
