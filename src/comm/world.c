@@ -14,3 +14,8 @@ void ft_world_gather(MPI_Comm comm, const void *mine, size_t bytes, void *all, i
     /* records are a few hundred bytes: one int count is enough */
     MPI_Gather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, root, comm);
 }
+
+void ft_world_broadcast(MPI_Comm comm, void *buf, size_t bytes, int root)
+{
+    MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, comm);
+}
