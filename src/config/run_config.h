@@ -12,6 +12,7 @@
 
 #include "model/llama_config.h"
 #include "util/dtype.h"
+#include "util/precision.h"
 #include "util/error.h"
 
 typedef enum ft_optimizer_type { FT_OPT_ADAMW = 0, FT_OPT_SGD = 1 } ft_optimizer_type;
@@ -62,6 +63,9 @@ typedef struct ft_run_config {
     /* the numerics recipe: "fp32", or "bf16" mixed precision (bf16 working parameters
      * and activations, fp32 master, moments, gradients, statistics and loss) */
     ft_dtype precision;
+    /* every tensor kind's storage, resolved from the three keys above at load
+     * (util/precision.h); what the trainer, engine, planner and model read */
+    ft_precision numerics;
     double grad_clip;      /* global-norm clip; 0 disables */
     long log_every;
     long eval_every;       /* 0 disables periodic eval */

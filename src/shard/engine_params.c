@@ -69,7 +69,7 @@ int ft_engine_start_bits_gather(ft_engine *e, int unit, uint16_t *dst, ft_comm_r
 uint16_t *ft_engine_update_bits(ft_engine *e, int unit)
 {
     engine_unit *eu = &e->units[unit];
-    if (e->opt.param_dtype != FT_DTYPE_BF16 || e->opt.offload_optimizer)
+    if (!e->opt.precision.has_master || e->opt.offload_optimizer)
         return NULL;
     switch (e->opt.zero_stage) {
     case 0: /* the whole unit: full's bits, or the bits widened into full */
@@ -87,7 +87,7 @@ static int publish(ft_engine *e, int unit, int bits_ready, ft_error *err)
 {
     engine_unit *eu = &e->units[unit];
     ft_backend *be = e->be;
-    const int bf16 = e->opt.param_dtype == FT_DTYPE_BF16, bits = ft_engine_hands_bits(e);
+    const int bf16 = e->opt.precision.has_master, bits = ft_engine_hands_bits(e);
     const float *master = ft_engine_device_master(e, unit);
     switch (e->opt.zero_stage) {
     case 0: /* fp32 without offload: the optimizer updated full in place */
@@ -267,7 +267,7 @@ int ft_engine_load(ft_engine *e, const ft_h5file *f, const char *group, ft_error
 bool ft_engine_has_field(const ft_engine *e, ft_state_field field)
 {
     switch (field) {
-    case FT_STATE_MASTER: return e->opt.param_dtype == FT_DTYPE_BF16;
+    case FT_STATE_MASTER: return e->opt.precision.has_master;
     case FT_STATE_V: return e->opt.optimizer == FT_OPT_ADAMW;
     default: return true;
     }
@@ -441,7 +441,7 @@ int ft_engine_download_params(ft_engine *e, int unit, float *host, ft_error *err
     float *tmp = be->ops->alloc(be, eu->padded * sizeof(float));
     if (!tmp)
         return ft_fail(err, "out of memory gathering unit %d", unit);
-    int rc = e->opt.param_dtype == FT_DTYPE_BF16
+    int rc = e->opt.precision.has_master
                  ? gather_bf16(e, tmp, eu->shard_bf16, eu->shard, err)
                  : gather_f32(e, tmp, eu->dev_shard ? eu->dev_shard : eu->master, eu->shard, err);
     if (!rc)

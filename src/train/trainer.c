@@ -248,7 +248,7 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     }
     enter_phase(t, "measuring the matmul peak");
     /* before any model state exists; its buffers do not count toward the reported peak */
-    t->peak_flops = cfg->peak_tflops > 0 ? cfg->peak_tflops * 1e12 : measure_matmul_flops(t->be, cfg->precision);
+    t->peak_flops = cfg->peak_tflops > 0 ? cfg->peak_tflops * 1e12 : measure_matmul_flops(t->be, cfg->numerics.weights);
     enter_phase(t, "opening model.weights and data.train (collective)");
     /* start-up facts every rank meets alike end the job with one line and exit 2 */
     if (ft_agree_config(MPI_COMM_WORLD, resolve_model_shape(t, err), err) ||
