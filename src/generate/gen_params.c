@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "io/h5file.h"
+#include "util/input_file.h"
 #include "io/weights.h"
 #include "model/init.h"
 #include "util/bf16.h"
@@ -133,10 +135,12 @@ static int resolve_path(const char *path, char *out, size_t len, ft_error *err)
     }
     char latest[1100], name[512] = "";
     snprintf(latest, sizeof latest, "%s/latest", path);
-    FILE *fp = fopen(latest, "r");
-    if (!fp)
+    if (access(latest, F_OK) != 0)
         return ft_fail(err, "%s is a directory without a 'latest' checkpoint pointer; give a "
                        "checkpoint or weights file", path);
+    FILE *fp;
+    if (ft_input_fopen(latest, "a checkpoint pointer (one file name)", 4096, &fp, err))
+        return -1;
     char *ok = fgets(name, sizeof name, fp);
     fclose(fp);
     name[strcspn(name, "\r\n")] = '\0';

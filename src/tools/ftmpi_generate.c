@@ -15,6 +15,8 @@
 #include "generate/batch.h"
 #include "generate/session.h"
 #include "tokenizer/chat_template.h"
+#include "util/input_file.h"
+#include "util/output_file.h"
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
@@ -387,6 +389,14 @@ static int parse(int argc, char **argv, cli *c)
         return usage_error("%s", "--out is for batch mode (--prompts IN.jsonl)");
     if (c->prompts_path && c->prompt)
         return usage_error("%s", "give either PROMPT or --prompts, not both");
+    ft_error same; /* --out renamed over one of the inputs would destroy it */
+    if (c->out_path && (ft_output_not_input(c->out_path, "--out", c->prompts_path, "--prompts",
+                                            &same) ||
+                        ft_output_not_input(c->out_path, "--out", c->s.tokenizer_path,
+                                            "--tokenizer", &same) ||
+                        ft_output_not_input(c->out_path, "--out", c->s.model_path, "MODEL",
+                                            &same)))
+        return usage_error("%s", same.msg);
     if (!c->ids_mode && !c->s.byte_tokens && !c->s.tokenizer_path)
         return usage_error("%s", "text prompts need --tokenizer FILE or --byte-tokens (or "
                                  "give token ids with --ids)");
@@ -424,23 +434,18 @@ static int parse(int argc, char **argv, cli *c)
 
 /* ---------------------------------------------------------------- single prompt */
 
-static char *read_all(FILE *fp, size_t *len)
+/* The prompt from standard input, bounded (/dev/zero there ends with one line). */
+static int read_stdin_prompt(char **text, ft_error *err)
 {
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n - 1, fp);
-        if (n < cap - 1)
-            break;
-        char *b = realloc(buf, cap *= 2);
-        if (!b)
-            free(buf);
-        buf = b;
+    size_t len;
+    if (ft_input_read_stream(stdin, "standard input", FT_INPUT_MAX_LINE, text, &len, err))
+        return -1;
+    if (strlen(*text) != len) {
+        free(*text);
+        *text = NULL;
+        return ft_fail(err, "the prompt on standard input contains a NUL byte");
     }
-    if (buf)
-        buf[n] = '\0';
-    *len = n;
-    return buf;
+    return 0;
 }
 
 static void print_ids(FILE *fp, const int32_t *ids, int n)
@@ -462,14 +467,8 @@ static int run_single(const cli *c, ft_gen_session *s, ft_error *err)
     char *stdin_text = NULL;
     const char *prompt = c->prompt;
     if (!prompt) {
-        size_t len;
-        stdin_text = read_all(stdin, &len);
-        if (!stdin_text)
-            return ft_fail(err, "out of memory reading the prompt from standard input");
-        if (strlen(stdin_text) != len) {
-            free(stdin_text);
-            return ft_fail(err, "the prompt on standard input contains a NUL byte");
-        }
+        if (read_stdin_prompt(&stdin_text, err))
+            return -1;
         prompt = stdin_text;
     }
     ft_gen_output out;
@@ -517,12 +516,7 @@ static int print_prompt_ids(const cli *c)
     int32_t *ids = NULL;
     int n = 0, rc = ft_tokenizer_load(c->s.tokenizer_path, &tok, &err);
     if (!rc && !prompt) {
-        size_t len;
-        stdin_text = read_all(stdin, &len);
-        rc = !stdin_text ? ft_fail(&err, "out of memory reading the prompt from standard input")
-             : strlen(stdin_text) != len
-                 ? ft_fail(&err, "the prompt on standard input contains a NUL byte")
-                 : 0;
+        rc = read_stdin_prompt(&stdin_text, &err);
         prompt = stdin_text;
     }
     if (!rc) {

@@ -20,6 +20,7 @@
 #include "io/weights.h"
 #include "train/ckpt_dir.h"
 #include "util/durable.h"
+#include "util/output_file.h"
 
 
 typedef struct field_group {
@@ -113,13 +114,18 @@ static int publish(const char *dir, const char *name, const char *tmp, ft_error 
     if (ft_commit_file(tmp, path, err))
         return -1;
     fault_point("renamed");
-    FILE *fp = fopen(latest_tmp, "w");
-    if (!fp || fprintf(fp, "%s\n", name) < 0 || fflush(fp)) {
-        if (fp)
-            fclose(fp);
+    FILE *fp; /* latest.tmp made new: never written through a planted symlink */
+    if (ft_output_fopen_tmp(latest_tmp, &fp, err))
+        return -1;
+    if (fprintf(fp, "%s\n", name) < 0 || fflush(fp)) {
+        fclose(fp);
+        unlink(latest_tmp);
         return ft_fail(err, "%s: cannot write: %s", latest_tmp, strerror(errno));
     }
-    fclose(fp);
+    if (fclose(fp) != 0) {
+        unlink(latest_tmp);
+        return ft_fail(err, "%s: cannot write: %s", latest_tmp, strerror(errno));
+    }
     if (ft_commit_file(latest_tmp, latest, err))
         return -1;
     return 0;
@@ -145,12 +151,13 @@ int ft_checkpoint_prepare_dir(const char *dir, ft_comm *comm, ft_error *err)
     char msg[512] = "";
     if (comm->rank == 0) {
         char probe[1100];
+        ft_error probe_err;
         snprintf(probe, sizeof probe, "%s/.ftmpi-write-test", dir);
         int fd = -1;
         if (make_dirs(dir))
             snprintf(msg, sizeof msg, "cannot create: %s", strerror(errno));
-        else if ((fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC, 0666)) < 0)
-            snprintf(msg, sizeof msg, "cannot write there: %s", strerror(errno));
+        else if (ft_output_create_tmp(probe, 0666, &fd, &probe_err)) /* never through a link */
+            snprintf(msg, sizeof msg, "cannot write there: %.400s", probe_err.msg);
         if (fd >= 0) {
             close(fd);
             unlink(probe);
@@ -165,34 +172,6 @@ int ft_checkpoint_prepare_dir(const char *dir, ft_comm *comm, ft_error *err)
     if (err)
         err->flags |= FT_ERR_SHARED; /* every rank holds rank 0's verdict */
     return -1;
-}
-
-/* Rank 0, after every dataset exists: allocates the file's blocks up to its end of
- * address space plus room for the metadata still to come (hash attributes), so that the
- * tensor writes cannot meet a full disk. On failure the file goes back to its size, so
- * that HDF5 can still close it. */
-static int reserve_space(const ft_h5file *f, const ft_model_layout *layout, ft_error *err)
-{
-    hsize_t size = 0;
-    if (H5Fget_filesize(f->id, &size) < 0)
-        return ft_fail(err, "%s: cannot get the file's size", f->path);
-    const off_t want = (off_t)size + (64 << 10) + 512 * 4 * (off_t)layout->total_tensors;
-    int fd = open(f->path, O_WRONLY);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st))
-        return ft_fail(err, "%s: cannot open to allocate its space: %s", f->path,
-                       strerror(errno));
-    const int code = posix_fallocate(fd, 0, want);
-    /* EINVAL/EOPNOTSUPP: a file system without allocation; the writes will tell */
-    const int failed = code != 0 && code != EINVAL && code != EOPNOTSUPP;
-    if (failed && ftruncate(fd, st.st_size)) {
-        /* nothing more to give back: the error below is the one that matters */
-    }
-    close(fd);
-    if (failed)
-        return ft_fail(err, "%s: cannot allocate %.1f MB: %s", f->path, (double)want / 1e6,
-                       strerror(code));
-    return 0;
 }
 
 /* Writes every group of state into the open file f. Each rank writes its own slices and
@@ -218,7 +197,9 @@ static int write_state(ft_h5file *f, const ft_run_config *cfg, const ft_model_la
                                            g == 0 ? model_dtype : FT_FILE_F32, err);
     if (ft_agree(MPI_COMM_WORLD, rc, err))
         return -1;
-    rc = comm->rank == 0 ? reserve_space(f, layout, err) : 0;
+    /* room for the metadata still to come (hash attributes) */
+    const uint64_t extra = (64u << 10) + 512u * 4u * (uint64_t)layout->total_tensors;
+    rc = comm->rank == 0 ? ft_h5_reserve(f, extra, err) : 0;
     if (ft_agree(MPI_COMM_WORLD, rc, err))
         return -1;
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {

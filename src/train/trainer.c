@@ -22,6 +22,7 @@
 #include "train/preflight.h"
 #include "train/signals.h"
 #include "train/watchdog.h"
+#include "train/weights_out.h"
 
 static double now_seconds(void) { return MPI_Wtime(); }
 
@@ -361,8 +362,7 @@ void ft_trainer_free(ft_trainer *t)
 {
     if (t->ckpt_lock_fd >= 0)
         close(t->ckpt_lock_fd);
-    if (t->metrics)
-        fclose(t->metrics);
+    ft_metrics_finish(t->metrics, NULL);
     ft_loader_free(t->loader);
     ft_model_free(t->model);
     ft_engine_free(t->engine);
@@ -528,32 +528,12 @@ int ft_trainer_evaluate(ft_trainer *t, const char *path, long max_rows, double *
 
 /* ---------------------------------------------------------------- output */
 
-/* Writes the weights file `path`: every rank writes the slice of every tensor that its
- * shard covers, collectively, into a temporary name that is renamed when complete. */
+/* Writes the weights file `path` (train/weights_out.h). */
 static int save_weights(ft_trainer *t, const char *path, ft_error *err)
 {
     ft_loader_quiesce(t->loader);
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    ft_h5file f;
-    if (ft_h5_create(&f, tmp, MPI_COMM_WORLD, err))
-        return -1;
-    int rc = ft_h5_write_kind(&f, "weights", err) ||
-             ft_weights_write_config(&f, &t->layout.config, err) ||
-             ft_tok_fingerprint_write(&f, t->tok.fp, err) ||
-             ft_weights_create_tensors(&f, "/model", &t->layout, FT_FILE_F32, err);
-    if (t->cfg->direct_io) /* collective: on every rank whatever rc says */
-        ft_h5_attach_raw(&f, MPI_COMM_WORLD, true);
-    rc = rc || ft_engine_save(t->engine, &f, "/model", err);
-    if (ft_h5_close(&f, rc ? NULL : err))
-        rc = 1;
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (!rc && t->comm->rank == 0 && ft_commit_file(tmp, path, err))
-        rc = 1;
-    MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (rc && t->comm->rank != 0)
-        ft_fail(err, "%s: rank 0 could not complete the file", path);
-    return rc ? -1 : 0;
+    return ft_weights_out_save(path, &t->layout, t->tok.fp, t->engine, t->cfg->direct_io,
+                               t->comm->rank, err);
 }
 
 /* Checkpoint after `steps_done` optimizer steps. */
@@ -797,5 +777,8 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
         if (t->out)
             fprintf(t->out, "ftmpi: wrote %s\n", cfg->final_weights);
     }
-    return 0;
+    /* a metrics_file that lost records fails the run (exit 1), on every rank alike */
+    const int mrc = ft_metrics_finish(t->metrics, err);
+    t->metrics = NULL;
+    return ft_agree(MPI_COMM_WORLD, mrc, err);
 }

@@ -35,7 +35,7 @@ typedef struct ft_trainer {
     int32_t *segment;
     int seq_len;
     FILE *out;           /* log stream (rank 0), NULL elsewhere */
-    FILE *metrics;       /* metrics JSONL (rank 0), NULL when not configured */
+    struct ft_metrics *metrics; /* metrics JSONL (rank 0), NULL when not configured */
     struct ft_watchdog *watchdog;
     double peak_flops;   /* per rank, for MFU */
     double flops_per_token;
