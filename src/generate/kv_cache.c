@@ -11,7 +11,8 @@ size_t ft_kv_cache_bytes(const ft_model_config *mc, ft_dtype dt, int capacity)
 int ft_kv_cache_init(ft_kv_cache *c, ft_backend *be, const ft_model_config *mc, ft_dtype dt,
                      int capacity, ft_error *err)
 {
-    *c = (ft_kv_cache){ .be = be, .n_layers = mc->num_hidden_layers, .capacity = capacity, .dt = dt,
+    *c = (ft_kv_cache){ .be = be, .n_layers = mc->num_hidden_layers, .capacity = capacity,
+                        .dt = dt,
                         .kv_dim = mc->num_key_value_heads * mc->head_dim };
     if (capacity < 1)
         return ft_fail(err, "KV cache: capacity must be positive");

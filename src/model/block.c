@@ -1,4 +1,5 @@
-/* One transformer block, forward and backward. The Llama shape is
+/* One transformer block, forward and backward (block.h: the context it runs on, and
+ * why training, evaluation and decoding share it). The Llama shape is
  *   h = x + Attn(Norm1(x) ; Wq, Wk, Wv, Wo)
  *   y = h + MLP(Norm2(h))
  * with Norm = RMSNorm and MLP(n) = Wdown (silu(Wgate n) * (Wup n)) (SwiGLU).
@@ -105,7 +106,10 @@ void ft_block_acts_free(ft_backend *be, ft_block_acts *a)
 
 /* The GEMM types: everything in the context's dtype; a weight gradient's product
  * written as the gradient type. */
-static ft_gemm_types gemm(const ft_block_ctx *bc) { return (ft_gemm_types){ bc->dt, bc->dt, bc->dt }; }
+static ft_gemm_types gemm(const ft_block_ctx *bc)
+{
+    return (ft_gemm_types){ bc->dt, bc->dt, bc->dt };
+}
 static ft_gemm_types gemm_to_grad(const ft_block_ctx *bc)
 {
     return (ft_gemm_types){ bc->dt, bc->dt, bc->gt };
@@ -140,8 +144,8 @@ static void attend(const ft_block_ctx *bc, void *out, float *lse, const void *q,
 }
 
 /* z[N,out] (+)= a[N,in] W^T */
-static void linear_fwd(const ft_block_ctx *bc, void *z, const void *a, const void *w, int n, int out,
-                       int in, float beta)
+static void linear_fwd(const ft_block_ctx *bc, void *z, const void *a, const void *w, int n,
+                       int out, int in, float beta)
 {
     bc->be->ops->matmul(bc->be, gemm(bc), z, a, w, n, out, in, false, true, 1.0f, beta);
 }
@@ -207,8 +211,8 @@ static void project_rotate_bwd(const ft_block_ctx *bc, void *da, void *dw, void 
     void *dproj = dz;
     if (norm_w) {
         be->ops->zero(be, dz_raw, (size_t)N * out * ft_dtype_size(bc->dt));
-        be->ops->rmsnorm_bwd(be, bc->dt, bc->gt, dz_raw, dnorm_w, dz, z_raw, norm_w, rstd, N * n_heads,
-                             c->head_dim);
+        be->ops->rmsnorm_bwd(be, bc->dt, bc->gt, dz_raw, dnorm_w, dz, z_raw, norm_w, rstd,
+                             N * n_heads, c->head_dim);
         dproj = dz_raw;
     }
     bias_bwd(bc, db, dproj, N, out);
@@ -216,8 +220,8 @@ static void project_rotate_bwd(const ft_block_ctx *bc, void *da, void *dw, void 
 }
 
 /* y += MLP(n): SwiGLU, or GELU with biases. */
-static void mlp_fwd(const ft_block_ctx *bc, const ft_block_params *p, const void *n, ft_block_acts *a,
-                    void *y)
+static void mlp_fwd(const ft_block_ctx *bc, const ft_block_params *p, const void *n,
+                    ft_block_acts *a, void *y)
 {
     ft_backend *be = bc->be;
     const ft_model_config *c = bc->config;
@@ -238,8 +242,8 @@ static void mlp_fwd(const ft_block_ctx *bc, const ft_block_params *p, const void
  * accumulate. a->act is not needed after its weight gradient, so its buffer takes
  * d(act) (this block's activations are dead after its backward, or recomputed for
  * the next block with checkpointing). */
-static void mlp_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_grads *g, const void *n,
-                    ft_block_acts *a, const void *dy, void *dn, float beta_dn)
+static void mlp_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_grads *g,
+                    const void *n, ft_block_acts *a, const void *dy, void *dn, float beta_dn)
 {
     ft_backend *be = bc->be;
     const ft_model_config *c = bc->config;
@@ -294,8 +298,8 @@ void ft_block_forward(const ft_block_ctx *bc, const ft_block_params *p, const vo
     mlp_fwd(bc, p, xn2, a, y);
 }
 
-void ft_block_backward(const ft_block_ctx *bc, const ft_block_params *p, ft_block_grads *g, const void *x,
-                       ft_block_acts *a, const void *dy, void *dx)
+void ft_block_backward(const ft_block_ctx *bc, const ft_block_params *p, ft_block_grads *g,
+                       const void *x, ft_block_acts *a, const void *dy, void *dx)
 {
     ft_backend *be = bc->be;
     const ft_model_config *c = bc->config;
@@ -326,8 +330,8 @@ void ft_block_backward(const ft_block_ctx *bc, const ft_block_params *p, ft_bloc
     /* Attention branch: h = x + att Wo^T (+ bo) */
     bias_bwd(bc, g->g[FT_BLK_O_BIAS], s->dh, N, H);
     linear_bwd(bc, s->datt, g->g[FT_BLK_O], s->dh, a->att, p->w[FT_BLK_O], N, H, Q, 0.0f);
-    be->ops->attention_bwd(be, bc->dt, s->dq, s->dk, s->dv, s->datt, a->att, a->lse, a->q, a->k, a->v,
-                           bc->segment, bc->attn);
+    be->ops->attention_bwd(be, bc->dt, s->dq, s->dk, s->dv, s->datt, a->att, a->lse, a->q, a->k,
+                           a->v, bc->segment, bc->attn);
     const float beta_q = fam->shared_norm ? 1.0f : 0.0f; /* keep the MLP's dn1 */
     project_rotate_bwd(bc, s->dxn, g->g[FT_BLK_Q], g->g[FT_BLK_Q_BIAS], g->g[FT_BLK_Q_NORM], s->dq,
                        s->dq_raw, a->q_raw, a->rstd_q, a->xn1, p->w[FT_BLK_Q],
