@@ -5,6 +5,7 @@
 
 #include "model/block.h"
 #include "model/family_norm.h"
+#include "model/head_logits.h"
 #include "model/rope_tables.h"
 
 #define DEFAULT_MAX_CHUNK 256
@@ -142,8 +143,9 @@ static void attend_cache(void *hook_ctx, const ft_block_ctx *b, void *out, float
     }
 }
 
-/* Final norm and output projection of the chunk's last token into d->logits (fp32
- * logits from operands in the decoder's dtype, as the trainer's head computes them). */
+/* Final norm and output projection (the trainer's, model/head_logits.h) of the
+ * chunk's last token into d->logits: fp32 logits from operands in the decoder's
+ * dtype. */
 static void head_forward(ft_decoder *d, int n)
 {
     ft_backend *be = d->be;
@@ -158,11 +160,7 @@ static void head_forward(ft_decoder *d, int n)
     const void *last = (const char *)d->x[d->cur] + (size_t)(n - 1) * c->hidden_size * es;
     ft_family_norm_fwd(be, c, d->dt, d->xf, d->mean_f, d->rstd_f, last, AT(FT_HEAD_NORM),
                        AT(FT_HEAD_NORM_BIAS), 1);
-    be->ops->matmul(be, (ft_gemm_types){ d->dt, d->dt, FT_DTYPE_F32 }, d->logits, d->xf, w_out, 1,
-                    c->vocab_size, c->hidden_size, false, true, 1.0f, 0.0f);
-    if (AT(FT_HEAD_LM_BIAS))
-        be->ops->bias_add(be, d->dt, FT_DTYPE_F32, d->logits, AT(FT_HEAD_LM_BIAS), 1,
-                          c->vocab_size);
+    ft_head_project(be, c, d->dt, d->logits, d->xf, w_out, AT(FT_HEAD_LM_BIAS), 1);
 #undef AT
     if (c->tie_word_embeddings)
         d->src.release(d->src.ctx, 0);

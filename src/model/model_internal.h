@@ -92,15 +92,11 @@ void ft_head_logits(ft_model *m, const ft_head_params *p, float *logits, const v
 double ft_head_forward_backward(ft_model *m, const ft_head_params *p, ft_head_grads *g,
                                 const void *x, void *dx, float grad_scale, int train);
 
-/* The GEMM types of the model's matmuls: everything in the model's dtype, or the
- * product written in fp32 (logits). */
+/* The GEMM types of the model's matmuls: everything in the model's dtype (the
+ * logits' fp32 product: model/head_logits.h). */
 static inline ft_gemm_types ft_model_gemm(const ft_model *m)
 {
     return (ft_gemm_types){ m->dt, m->dt, m->dt };
-}
-static inline ft_gemm_types ft_model_gemm_to_f32(const ft_model *m)
-{
-    return (ft_gemm_types){ m->dt, m->dt, FT_DTYPE_F32 };
 }
 /* A weight gradient's GEMM: model-dtype operands into the source's gradient type. */
 static inline ft_gemm_types ft_model_gemm_to_grad(const ft_model *m)
