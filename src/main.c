@@ -12,7 +12,12 @@
 #include "train/plan.h"
 #include "train/signals.h"
 #include "train/watchdog.h"
+#include "generate/eval_samples.h"
+#include "io/tok_fingerprint.h"
+#include "train/tok_check.h"
+#include "train/run_length.h"
 #include "train/trainer.h"
+#include "util/blas_core.h"
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
@@ -53,10 +58,13 @@ static const char usage_text[] =
     "checkpoint, or during start-up (requeue the job; resume = \"auto\" continues), 84\n"
     "stopped by a signal without checkpoint_dir (nothing saved), 86 a second signal\n"
     "stopped it at once, 87 no progress for comm_timeout seconds, from start-up on (a\n"
-    "rank died or hangs). With FTMPI_RUN_ID set and a checkpoint_dir, rank 0 also records\n"
+    "rank died or hangs), 88 the run collapsed (loss ln(vocab_size) with gradient norm 0\n"
+    "for collapse_steps steps). With FTMPI_RUN_ID set and a checkpoint_dir, rank 0 also records\n"
     "85 in CHECKPOINT_DIR/.ftmpi-exit (see --exit-status).\n"
     "\n"
-    "Environment: OMP_NUM_THREADS sets CPU threads per rank.\n";
+    "Environment: OMP_NUM_THREADS sets CPU threads per rank. OPENBLAS_CORETYPE, when set,\n"
+    "is kept; otherwise, where OpenBLAS runs a weaker kernel than the CPU has, ftmpi\n"
+    "restarts itself at once with it set (the start-up line 'ftmpi: blas' says so).\n";
 
 static void print_version(void)
 {
@@ -77,6 +85,9 @@ static void print_version(void)
     if (nl)
         *nl = '\0';
     printf("hdf5 %u.%u.%u (parallel)\nmpi: %s\n", maj, min, rel, mpi_version);
+    char blas[512];
+    ft_blas_core_describe(blas, sizeof blas);
+    printf("blas: %s\n", blas);
 }
 
 typedef struct cli {
@@ -184,6 +195,40 @@ static int parse_cli(int argc, char **argv, cli *c, int rank, int *code)
     return 0;
 }
 
+/* The trainer's after-eval step: greedy completions of eval_prompts. */
+static int run_eval_samples(void *ctx, ft_trainer *t, long step, ft_error *err)
+{
+    ft_watchdog_progress(t->watchdog, "generating the eval_prompts samples");
+    ft_param_source src = ft_engine_param_source(t->engine);
+    return ft_eval_samples_run(ctx, step, &t->layout, t->be, &src, t->out, t->metrics, err);
+}
+
+/* eval_prompts: every rank encodes them alike (one message for all) and generates. */
+static int setup_eval_samples(ft_trainer *t, ft_eval_samples **samples, bool eval_only,
+                              ft_error *err)
+{
+    if (!t->cfg->eval_prompts || eval_only)
+        return 0;
+    /* the samples' tokenizer is the run's too (train/tok_check.h) */
+    char fp[FT_TOK_FINGERPRINT_LEN] = "";
+    const char *tok = t->cfg->eval_tokenizer;
+    if (strcmp(tok, "bytes") != 0) {
+        if (ft_tok_fingerprint_file(tok, fp, err)) {
+            err->flags |= FT_ERR_SHARED | FT_ERR_CONFIG;
+            return ft_fail_context(err, "eval_tokenizer");
+        }
+        if (ft_tok_identity_meet(&t->tok, t->cfg, "eval_tokenizer", tok, fp, err))
+            return -1;
+    }
+    if (ft_eval_samples_create(samples, t->cfg, &t->layout.config, err)) {
+        err->flags |= FT_ERR_SHARED | FT_ERR_CONFIG;
+        return -1;
+    }
+    t->after_eval = run_eval_samples;
+    t->after_eval_ctx = *samples;
+    return 0;
+}
+
 /* *shared: the error (if any) is one that every rank holds alike (FT_ERR_SHARED). */
 static int run(const cli *c, ft_comm *comm, ft_watchdog *wd, int *code, int *shared)
 {
@@ -222,8 +267,22 @@ static int run(const cli *c, ft_comm *comm, ft_watchdog *wd, int *code, int *sha
         *code = rc ? EXIT_RUNTIME : EXIT_OK;
         return rc;
     }
+    if (ft_run_length_resolve(&cfg, c->eval_only, &err)) { /* num_epochs: rows -> steps */
+        if (comm->rank == 0)
+            fprintf(stderr, "ftmpi: %s\n", err.msg);
+        ft_run_config_free(&cfg);
+        *code = (err.flags & FT_ERR_CONFIG) ? EXIT_USAGE : EXIT_RUNTIME;
+        return -1;
+    }
     ft_trainer t;
-    int rc = ft_trainer_setup(&t, &cfg, comm, stdout, c->eval_only, wd, &err);
+    ft_eval_samples *samples = NULL;
+    int rc = ft_trainer_setup(&t, &cfg, comm, stdout, c->eval_only, wd, &err) ||
+             setup_eval_samples(&t, &samples, c->eval_only, &err);
+    if (!rc && comm->rank == 0) {
+        char blas[512];
+        ft_blas_core_describe(blas, sizeof blas);
+        printf("ftmpi: blas %s\n", blas);
+    }
     if (!rc && c->eval_only) {
         const char *path = cfg.eval_data ? cfg.eval_data : cfg.train_data;
         double loss;
@@ -244,10 +303,33 @@ static int run(const cli *c, ft_comm *comm, ft_watchdog *wd, int *code, int *sha
         fprintf(stderr, "ftmpi: rank %d: %s\n", comm->rank, err.msg);
     const int signalled = t.stopped_by_signal;
     ft_trainer_free(&t);
+    ft_eval_samples_free(samples);
     ft_run_config_free(&cfg);
     *code = rc ? ((err.flags & FT_ERR_CONFIG) ? EXIT_USAGE : EXIT_RUNTIME)
                : signalled ? signalled : EXIT_OK;
     return rc;
+}
+
+/* comm_timeout as the command line and config give it, read before MPI_Init so that the
+ * watchdog covers MPI_Init's own exchange, and the collectives up to the trainer's set-up,
+ * with the user's timeout: a rank stopped in its first second otherwise left the others in
+ * MPI_Init for the 600 s default. Nothing is printed here: a config that does not load
+ * means the default now, and is reported after MPI_Init as usual. */
+static double startup_comm_timeout(int argc, char **argv)
+{
+    cli c;
+    int code = 0;
+    double timeout = FT_DEFAULT_COMM_TIMEOUT;
+    if (parse_cli(argc, argv, &c, -1, &code) == 0 && !c.plan) {
+        ft_run_config cfg;
+        memset(&cfg, 0, sizeof cfg);
+        ft_error err = { { 0 }, 0 };
+        if (ft_run_config_load(&cfg, c.config, c.n_overrides, c.overrides, &err) == 0)
+            timeout = cfg.comm_timeout;
+        ft_run_config_free(&cfg);
+    }
+    free(c.overrides);
+    return timeout;
 }
 
 /* This process's rank as the launcher tells it, before MPI_Init (-1: unknown). */
@@ -277,12 +359,16 @@ static int exit_status_command(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    ft_blas_core_select(argv); /* may re-execute: before any thread, BLAS or MPI call */
     if (argc >= 2 && strcmp(argv[1], "--exit-status") == 0)
         return exit_status_command(argc, argv);
     /* Watched from the first moment: a rank that stops during MPI_Init, the config or
-     * set-up leaves the others waiting in a collective; until the config gives
-     * comm_timeout, its default applies. */
+     * set-up leaves the others waiting in a collective; comm_timeout applies from here on
+     * (its default where the config does not load). */
     ft_watchdog *wd = ft_watchdog_start(FT_DEFAULT_COMM_TIMEOUT, launcher_rank());
+    ft_watchdog_progress(wd, "reading the config's comm_timeout"); /* a FIFO config: watched */
+    const double startup_timeout = startup_comm_timeout(argc, argv);
+    ft_watchdog_configure(wd, startup_timeout, launcher_rank());
     ft_watchdog_progress(wd, "starting MPI");
     /* from the first moment: SIGTERM or SIGUSR1 during start-up must end in a documented
      * code (85/84 after set-up), never the default 143/138 */
@@ -295,7 +381,7 @@ int main(int argc, char **argv)
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    ft_watchdog_configure(wd, FT_DEFAULT_COMM_TIMEOUT, rank);
+    ft_watchdog_configure(wd, startup_timeout, rank);
     ft_watchdog_attach_mpi(wd);
     ft_watchdog_progress(wd, "reading the command line and the config");
 

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -214,7 +215,17 @@ static int verify_unit_hashes(const ft_gen_params *p, const ft_h5file *f,
     return 0;
 }
 
-static int read_units(ft_gen_params *p, const ft_h5file *f, ft_error *err)
+/* The first tensor of a unit's host copy holding NaN or Inf: -1 when none. */
+static int nonfinite_tensor(const ft_unit_layout *ul, const float *host)
+{
+    for (int t = 0; t < ul->n_tensors; t++)
+        for (size_t i = 0; i < ul->tensors[t].numel; i++)
+            if (!isfinite(host[ul->tensors[t].offset + i]))
+                return t;
+    return -1;
+}
+
+static int read_units(ft_gen_params *p, const ft_h5file *f, bool allow_nonfinite, ft_error *err)
 {
     for (int u = 0; u < p->layout.n_units; u++) {
         const ft_unit_layout *ul = &p->layout.units[u];
@@ -223,6 +234,11 @@ static int read_units(ft_gen_params *p, const ft_h5file *f, ft_error *err)
         int rc = !host || !h ? ft_fail(err, "out of host memory") : 0;
         rc = rc || ft_weights_read_range_hashed(f, p->group, ul, 0, ul->numel, host, h, err) ||
              verify_unit_hashes(p, f, ul, h, err);
+        const int bad = rc || allow_nonfinite ? -1 : nonfinite_tensor(ul, host);
+        if (bad >= 0)
+            rc = ft_fail(err, "%s: %s/%s holds NaN or Inf: generating from it gives nothing "
+                         "useful; use an earlier checkpoint, or --allow-nonfinite to run it "
+                         "anyway", p->path, p->group, ul->tensors[bad].name);
         if (!rc)
             upload_unit(p, u, host, ul->numel);
         free(host);
@@ -234,7 +250,7 @@ static int read_units(ft_gen_params *p, const ft_h5file *f, ft_error *err)
 }
 
 int ft_gen_params_load(ft_gen_params **out, const char *path, ft_gen_param_group which,
-                       ft_backend *be, ft_error *err)
+                       bool allow_nonfinite, ft_backend *be, ft_error *err)
 {
     *out = NULL;
     char file[1100];
@@ -266,7 +282,7 @@ int ft_gen_params_load(ft_gen_params **out, const char *path, ft_gen_param_group
              ft_weights_check_tensors(&f, p->group, &p->layout, err);
         if (!rc)
             p->dtype = group_dtype(&p->layout, &f, p->group);
-        rc = rc || alloc_units(p, err) || read_units(p, &f, err);
+        rc = rc || alloc_units(p, err) || read_units(p, &f, allow_nonfinite, err);
     }
     ft_h5_close(&f, NULL);
     if (rc) {

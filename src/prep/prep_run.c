@@ -173,7 +173,10 @@ static int32_t pick_pad(const ft_tokenizer *tok, const prep_options *o, int32_t 
             ft_fail(err, "--pad %s: no such token in the tokenizer", o->pad_token);
         return id;
     }
-    int32_t id = ft_tokenizer_token_id(tok, "<|finetune_right_pad_id|>");
+    /* transformers' pad_token where the tokenizer names one, then Llama 3.1's reserved pad */
+    int32_t id = ft_tokenizer_pad_id(tok);
+    if (id < 0)
+        id = ft_tokenizer_token_id(tok, "<|finetune_right_pad_id|>");
     return id >= 0 ? id : eos;
 }
 

@@ -437,7 +437,7 @@ static int load_json(const char *buf, size_t len, const char *name, const char *
         return ft_fail(err, "%s: out of memory", name);
     }
     t->hash = tok_fnv1a64(buf, len);
-    t->unk_id = t->bos_id = t->eos_id = -1;
+    t->unk_id = t->bos_id = t->eos_id = t->pad_id = -1;
     json_error_t je;
     json_t *root = json_loadb(buf, len, JSON_ALLOW_NUL, &je);
     if (!root) {
@@ -452,9 +452,8 @@ static int load_json(const char *buf, size_t len, const char *name, const char *
         goto fail;
     }
     if (tok_config_pipeline(t, root, err) < 0 || parse_model(t, root, err) < 0 ||
-        build_tries(t, err) < 0)
+        build_tries(t, err) < 0 || tok_config_bos_eos(t, root, path, err) < 0)
         goto fail;
-    tok_config_bos_eos(t, root, path);
     t->kind = t->byte_level ? "byte_level_bpe" : "sentencepiece_bpe";
     json_decref(root);
     *out = t;
@@ -558,6 +557,7 @@ bool ft_tokenizer_is_special(const ft_tokenizer *t, int32_t id)
 
 int32_t ft_tokenizer_bos_id(const ft_tokenizer *t) { return t->bos_id; }
 int32_t ft_tokenizer_eos_id(const ft_tokenizer *t) { return t->eos_id; }
+int32_t ft_tokenizer_pad_id(const ft_tokenizer *t) { return t->pad_id; }
 int ft_tokenizer_vocab_size(const ft_tokenizer *t) { return t->n_ids; }
 const char *ft_tokenizer_kind(const ft_tokenizer *t) { return t->kind; }
 uint64_t ft_tokenizer_hash(const ft_tokenizer *t) { return t->hash; }

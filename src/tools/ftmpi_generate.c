@@ -15,6 +15,7 @@
 #include "generate/batch.h"
 #include "generate/session.h"
 #include "tokenizer/chat_template.h"
+#include "util/blas_core.h"
 #include "util/input_file.h"
 #include "util/output_file.h"
 
@@ -65,6 +66,8 @@ static const char usage_text[] =
     "  --system TEXT        system message (chat templates)\n"
     "  --input TEXT         the input of an alpaca prompt\n"
     "  --no-bos             do not start templates none/alpaca with BOS\n"
+    "  --allow-nonfinite    run a model whose parameters hold NaN or Inf (refused by\n"
+    "                       default: its output is garbage or nothing)\n"
     "  --prompt-ids         print the framed prompt's token ids (comma-separated) and\n"
     "                       exit; no MODEL is read (to check a template)\n"
     "\n"
@@ -213,11 +216,13 @@ enum {
     OPT_TOKENIZER = 256, OPT_BYTES, OPT_IDS, OPT_TEMPLATE, OPT_SYSTEM, OPT_INPUT, OPT_NO_BOS,
     OPT_MAX_NEW, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_EOS, OPT_IGNORE_EOS, OPT_PROMPTS,
     OPT_OUT, OPT_PARAMS, OPT_DEVICE, OPT_CHUNK, OPT_ECHO, OPT_VERBOSE, OPT_NO_THINKING,
-    OPT_PROMPT_IDS, OPT_ALLOW_TOK_MISMATCH
+    OPT_PROMPT_IDS, OPT_ALLOW_TOK_MISMATCH, OPT_ALLOW_NONFINITE
 };
 
-/* Without --template, the template the tokenizer's tokenizer_config.json names (the
- * recognition ftmpi-prep uses). Returns 0, or -2 after printing the one-line error. */
+/* Without --template, the template of the tokenizer's directory (the recognition ftmpi-prep
+ * uses). Returns 0, or -3 after printing the one-line error (a malformed or unknown template:
+ * the input is at fault, exit 2). A chat model without any template is said in one line: its
+ * answer to a bare prompt is often nothing at all. */
 static int template_from_tokenizer(cli *c)
 {
     const char *name = NULL;
@@ -226,13 +231,26 @@ static int template_from_tokenizer(cli *c)
     int rc = ft_chat_template_detect(c->s.tokenizer_path, &name, &err);
     if (rc < 0) {
         fprintf(stderr, "ftmpi-generate: %s\n", err.msg);
-        return -2;
+        return err.flags & FT_ERR_CONFIG ? -3 : -2;
     }
+    const char *turn_eos = rc == 0 ? ft_chat_template_turn_eos(c->s.tokenizer_path) : NULL;
+    if (turn_eos)
+        fprintf(stderr, "ftmpi-generate: note: %s is a chat model's tokenizer (eos_token %s) "
+                        "but its directory has no chat template; the prompt is used as plain "
+                        "text (name one with --template: " FT_CHAT_TEMPLATE_NAMES ")\n",
+                c->s.tokenizer_path, turn_eos);
     if (rc > 0 && ft_template_parse(name, &c->s.tmpl)) {
         fprintf(stderr, "ftmpi-generate: internal: template %s has no prompt framing\n", name);
         return -2;
     }
     return 0;
+}
+
+static void print_version(void)
+{
+    char blas[512];
+    ft_blas_core_describe(blas, sizeof blas);
+    printf("ftmpi-generate %s\nblas: %s\n", PACKAGE_VERSION, blas);
 }
 
 /* Returns 0 to run, -1 on a usage error, -2 on a runtime error (message printed), 1 after
@@ -270,6 +288,7 @@ static int parse(int argc, char **argv, cli *c)
         { "no-thinking", no_argument, 0, OPT_NO_THINKING },
         { "allow-tokenizer-mismatch", no_argument, 0, OPT_ALLOW_TOK_MISMATCH },
         { "prompt-ids", no_argument, 0, OPT_PROMPT_IDS },
+        { "allow-nonfinite", no_argument, 0, OPT_ALLOW_NONFINITE },
         { "help", no_argument, 0, 'h' },
         { "version", no_argument, 0, 'V' },
         { 0, 0, 0, 0 },
@@ -296,6 +315,7 @@ static int parse(int argc, char **argv, cli *c)
         case OPT_NO_THINKING: c->no_thinking = true; break;
         case OPT_ALLOW_TOK_MISMATCH: c->s.allow_tokenizer_mismatch = true; break;
         case OPT_PROMPT_IDS: c->prompt_ids = true; break;
+        case OPT_ALLOW_NONFINITE: c->s.allow_nonfinite = true; break;
         case OPT_SYSTEM: c->system = optarg; break;
         case OPT_INPUT: c->input = optarg; break;
         case OPT_NO_BOS: c->s.no_bos = true; break;
@@ -357,10 +377,17 @@ static int parse(int argc, char **argv, cli *c)
         case 'v':
         case OPT_VERBOSE: c->verbose = true; break;
         case 'h': fputs(usage_text, stdout); return 1;
-        case 'V': printf("ftmpi-generate %s\n", PACKAGE_VERSION); return 1;
+        case 'V': print_version(); return 1;
         case ':':
             return usage_error("%s needs a value", argv[optind - 1]);
         default:
+            /* an unknown short option ("-1,5" reads as -1 -, -5): optopt names it, where
+             * argv[optind - 1] may be another argument after getopt's permutation */
+            if (optopt) {
+                char opt[3] = { '-', (char)optopt, 0 };
+                return usage_error("unknown option '%s' (a prompt or an --ids list that begins "
+                                   "with '-' goes after '--', e.g. --ids -- -1,5)", opt);
+            }
             return usage_error("unknown option '%s'", argv[optind - 1]);
         }
     }
@@ -403,8 +430,10 @@ static int parse(int argc, char **argv, cli *c)
     if (c->prompt_ids && (!c->s.tokenizer_path || c->ids_mode || c->prompts_path))
         return usage_error("%s", "--prompt-ids needs --tokenizer and a text prompt (not --ids, "
                                  "--byte-tokens or --prompts)");
-    if (!c->template_given && c->s.tokenizer_path && !c->ids_mode && template_from_tokenizer(c))
-        return -2;
+    int tpl_rc = !c->template_given && c->s.tokenizer_path && !c->ids_mode
+                     ? template_from_tokenizer(c) : 0;
+    if (tpl_rc)
+        return tpl_rc;
     if (c->no_thinking && c->s.tmpl != FT_TEMPLATE_QWEN3_CHAT)
         return usage_error("--no-thinking is for --template qwen3-chat (the template is %s)",
                            ft_template_name(c->s.tmpl));
@@ -532,7 +561,7 @@ static int print_prompt_ids(const cli *c)
     free(ids);
     free(stdin_text);
     ft_tokenizer_free(tok);
-    return rc ? EXIT_RUNTIME : EXIT_OK;
+    return !rc ? EXIT_OK : err.flags & FT_ERR_CONFIG ? EXIT_USAGE : EXIT_RUNTIME;
 }
 
 /* ---------------------------------------------------------------- batch */
@@ -544,29 +573,27 @@ typedef struct batch_ctx {
     long tokens;
 } batch_ctx;
 
-static int optional_string(const json_t *in, const char *key, const char *path, long line,
-                           const char **v, ft_error *err)
+/* The helpers below name no file or line: batch_item adds "FILE:LINE: " once. */
+static int optional_string(const json_t *in, const char *key, const char **v, ft_error *err)
 {
     const json_t *x = json_object_get(in, key);
     *v = NULL;
     if (!x)
         return 0;
     if (!json_is_string(x))
-        return ft_fail(err, "%s:%ld: \"%s\" must be a string", path, line, key);
+        return ft_fail(err, "\"%s\" must be a string", key);
     *v = json_string_value(x);
     return 0;
 }
 
-static int ids_of(const json_t *in, const char *path, long line, int32_t **ids, int *n,
-                  ft_error *err)
+static int ids_of(const json_t *in, int32_t **ids, int *n, ft_error *err)
 {
     const json_t *arr = json_object_get(in, "ids");
     if (!json_is_array(arr) || json_array_size(arr) == 0)
-        return ft_fail(err, "%s:%ld: with --ids each line needs a non-empty \"ids\" array",
-                       path, line);
+        return ft_fail(err, "with --ids each line needs a non-empty \"ids\" array");
     size_t k = json_array_size(arr);
     if (k > INT_MAX)
-        return ft_fail(err, "%s:%ld: too many ids", path, line);
+        return ft_fail(err, "too many ids");
     *ids = malloc(k * sizeof **ids);
     if (!*ids)
         return ft_fail(err, "out of host memory");
@@ -575,7 +602,8 @@ static int ids_of(const json_t *in, const char *path, long line, int32_t **ids, 
         json_int_t v = json_is_integer(x) ? json_integer_value(x) : -1;
         if (v < 0 || v > INT32_MAX) {
             free(*ids);
-            return ft_fail(err, "%s:%ld: \"ids\"[%zu] is not a token id", path, line, i);
+            return ft_fail(err, "\"ids\"[%zu] is not a token id (an integer from 0 to the "
+                           "vocabulary size - 1)", i);
         }
         (*ids)[i] = (int32_t)v;
     }
@@ -593,20 +621,20 @@ static int batch_item(void *vctx, const json_t *in, long index, long line, json_
     if (c->ids_mode) {
         int32_t *ids = NULL;
         int n = 0;
-        rc = ids_of(in, b->path, line, &ids, &n, err);
+        rc = ids_of(in, &ids, &n, err);
         if (!rc) {
             rc = ft_gen_session_run_ids(b->s, ids, n, (uint64_t)index, &out, err);
             free(ids);
         }
     } else {
         const char *prompt, *input, *system;
-        rc = optional_string(in, "prompt", b->path, line, &prompt, err) ||
-             optional_string(in, "input", b->path, line, &input, err) ||
-             optional_string(in, "system", b->path, line, &system, err);
+        rc = optional_string(in, "prompt", &prompt, err) ||
+             optional_string(in, "input", &input, err) ||
+             optional_string(in, "system", &system, err);
         if (!rc && !prompt)
-            rc = ft_fail(err, "%s:%ld: no \"prompt\" string", b->path, line);
+            rc = ft_fail(err, "no \"prompt\" string");
         if (!rc && input && c->s.tmpl != FT_TEMPLATE_ALPACA)
-            rc = ft_fail(err, "%s:%ld: \"input\" is for --template alpaca", b->path, line);
+            rc = ft_fail(err, "\"input\" is for --template alpaca");
         if (!rc)
             rc = ft_gen_session_run(b->s, prompt, input ? input : c->input,
                                     system ? system : c->system, (uint64_t)index, &out, err);
@@ -655,10 +683,11 @@ static int local_rank(void)
 
 int main(int argc, char **argv)
 {
+    ft_blas_core_select(argv); /* may re-execute: before any thread, BLAS or MPI call */
     cli c;
     int p = parse(argc, argv, &c);
     if (p)
-        return p > 0 ? EXIT_OK : p == -2 ? EXIT_RUNTIME : EXIT_USAGE;
+        return p > 0 ? EXIT_OK : p == -2 ? EXIT_RUNTIME : EXIT_USAGE; /* -1, -3 */
     if (c.prompt_ids)
         return print_prompt_ids(&c);
     ft_mpi_io_env_defaults(); /* before MPI_Init: long paths (comm/mpi_io_env.h) */

@@ -18,7 +18,10 @@
 #include "io/tok_fingerprint.h"
 #include "io/h5file.h"
 #include "io/weights.h"
+#include "model/family.h"
+#include "train/ckpt_best.h"
 #include "train/ckpt_dir.h"
+#include "train/finite_guard.h"
 #include "util/durable.h"
 #include "util/output_file.h"
 
@@ -91,7 +94,8 @@ static int write_meta(const ft_h5file *f, const ft_run_config *cfg, ft_comm *com
              ft_h5_attr_write_str(f, g, "optimizer",
                                   cfg->optimizer.type == FT_OPT_ADAMW ? "adamw" : "sgd", err) ||
              ft_h5_attr_write_str(f, g, "ftmpi_version", PACKAGE_VERSION, err) ||
-             ft_h5_attr_write_str(f, g, "config", cfg->text ? cfg->text : "", err);
+             ft_h5_attr_write_str(f, g, "config", cfg->text ? cfg->text : "", err) ||
+             ft_schedule_meta_write(f, g, cfg, err);
     H5Gclose(g);
     return rc ? -1 : 0;
 }
@@ -243,11 +247,22 @@ static void abandon(const char *dir, const char *tmp, ft_comm *comm, ft_error *e
     ft_share_error(MPI_COMM_WORLD, 0, err);
 }
 
+/* A checkpoint holding NaN or Inf would be resumed from and pointed to by `latest`: the
+ * state is checked first, and such a state is never written (train/finite_guard.h). */
+static int refuse_nonfinite(const char *dir, const ft_model_layout *layout, ft_engine *e,
+                            long step, ft_error *err)
+{
+    char what[1100];
+    snprintf(what, sizeof what, "%s/step-%06ld.h5", dir, step);
+    return ft_guard_before_write(e, layout, what, err);
+}
+
 int ft_checkpoint_save(const char *dir, const ft_run_config *cfg, const ft_model_layout *layout,
                        ft_engine *e, ft_comm *comm, const ft_ckpt_position *pos, int seq_len,
                        bool *direct, ft_error *err)
 {
-    if (ft_checkpoint_prepare_dir(dir, comm, err))
+    if (refuse_nonfinite(dir, layout, e, pos->step, err) ||
+        ft_checkpoint_prepare_dir(dir, comm, err))
         return -1;
     char name[64], tmp[1100];
     snprintf(name, sizeof name, "step-%06ld.h5", pos->step);
@@ -282,8 +297,13 @@ int ft_checkpoint_save(const char *dir, const ft_run_config *cfg, const ft_model
         return -1;
     }
     int prc = comm->rank == 0 ? publish(dir, name, tmp, err) : 0;
+    char best[512] = ""; /* keep_best's checkpoint survives pruning (train/ckpt_best.h) */
+    if (comm->rank == 0 && !prc && cfg->keep_best) {
+        double loss;
+        prc = ft_ckpt_best_read(dir, best, sizeof best, &loss, err) < 0;
+    }
     if (comm->rank == 0 && !prc)
-        prc = ft_ckpt_prune(dir, cfg->keep_last, err);
+        prc = ft_ckpt_prune(dir, cfg->keep_last, best[0] ? best : NULL, err);
     if (ft_agree(MPI_COMM_WORLD, prc, err))
         return -1;
     fault_point("saved"); /* the job dies right after a complete checkpoint */
@@ -313,21 +333,52 @@ int ft_checkpoint_resolve(const ft_run_config *cfg, char **path, ft_error *err)
     return 0;
 }
 
+/* What to do about a checkpoint this run cannot continue, for every refusal below. */
+#define CKPT_REMEDY "; to train this model afresh use a new checkpoint_dir or resume = " \
+                    "\"none\" (to continue the checkpoint, use its settings)"
+
+static const char *family_name(int f)
+{
+    const ft_family_info *fi = ft_family_info_of((ft_model_family)f);
+    return fi ? fi->name : "unknown";
+}
+
 static int check_shape(const char *path, const ft_model_config *have, const ft_model_config *want,
                        ft_error *err)
 {
+    if (have->family != want->family)
+        return ft_fail(err, "%s: checkpoint of another model: model.family is %s there, %s in "
+                       "this run" CKPT_REMEDY, path, family_name(have->family),
+                       family_name(want->family));
 #define SAME(field)                                                                          \
     if (have->field != want->field)                                                          \
         return ft_fail(err, "%s: checkpoint of another model: " #field " is %d there, %d in this "\
-                       "run; to train this shape afresh use a new checkpoint_dir or resume = "    \
-                       "\"none\" (to continue the checkpoint, use its shape)",                  \
-                       path, (int)have->field, (int)want->field);
+                       "run" CKPT_REMEDY, path, (int)have->field, (int)want->field);
     SAME(vocab_size) SAME(hidden_size) SAME(intermediate_size) SAME(num_hidden_layers)
     SAME(num_attention_heads) SAME(num_key_value_heads) SAME(head_dim)
-    SAME(tie_word_embeddings) SAME(family) SAME(sliding_window) SAME(rotary_dim)
+    SAME(tie_word_embeddings) SAME(sliding_window) SAME(rotary_dim)
     SAME(parallel_residual) SAME(attention_bias) SAME(gelu_tanh)
 #undef SAME
     return 0;
+}
+
+/* AdamW's moments are not SGD's momentum (nor the reverse): the optimizer recorded in
+ * /meta must be this run's, which the engine's fields tell (only AdamW keeps v). */
+static int check_optimizer(const ft_h5file *f, const char *path, ft_engine *e, ft_error *err)
+{
+    char there[32] = "";
+    hid_t meta = H5Gopen2(f->id, "/meta", H5P_DEFAULT);
+    if (meta < 0)
+        return 0; /* reported with /meta's other attributes */
+    const int known = ft_h5_attr_exists(meta, "optimizer") &&
+                      ft_h5_attr_read_str(f, meta, "optimizer", there, sizeof there, err) == 0;
+    H5Gclose(meta);
+    const char *here = ft_engine_has_field(e, FT_STATE_V) ? "adamw" : "sgd";
+    if (!known || strcmp(there, here) == 0)
+        return 0;
+    return ft_fail(err, "%s: checkpoint of an optimizer.type = \"%s\" run, \"%s\" in this run: "
+                   "its optimizer state does not carry over; keep optimizer.type = \"%s\" to "
+                   "resume" CKPT_REMEDY, path, there, here, there);
 }
 
 static int verify_hashes(const ft_h5file *f, const char *group, const ft_model_layout *l,
@@ -392,7 +443,7 @@ int ft_checkpoint_load(const char *path, const ft_model_layout *layout, ft_engin
     rc = rc || ft_h5_check_kind(&f, "checkpoint", err) ||
          ft_weights_read_config(&f, &have, err) ||
          ft_tok_fingerprint_read(&f, pos->tokenizer_fingerprint, err) ||
-         check_shape(path, &have, &layout->config, err);
+         check_shape(path, &have, &layout->config, err) || check_optimizer(&f, path, e, err);
     /* parameters: the fp32 master when the file has one, else the model tensors */
     const int has_master = !rc && H5Lexists(f.id, "/optim/master", H5P_DEFAULT) > 0;
     const char *pgroup = has_master ? "/optim/master" : "/model";
@@ -415,6 +466,8 @@ int ft_checkpoint_load(const char *path, const ft_model_layout *layout, ft_engin
                 ft_h5_attr_read_i64(&f, meta, "data_position", &data_pos, err)))
         rc = ft_fail(err, "%s: /meta step or data_position missing (incomplete checkpoint?)",
                      path);
+    if (!rc)
+        ft_schedule_meta_read(&f, meta, &pos->schedule);
     if (meta >= 0)
         H5Gclose(meta);
     if (!rc)
