@@ -8,6 +8,7 @@
  * thread, as the rest of the program does. */
 #include "backend/cpu/cpu_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -209,6 +210,25 @@ static int cpu_choose_isa(ft_cpu_state *st, ft_error *err)
     return 0;
 }
 
+/* The "model name" of /proc/cpuinfo, or "cpu" where there is none (not Linux, no x86). */
+static void cpu_model_name(char *buf, size_t len)
+{
+    snprintf(buf, len, "cpu");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        const char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) != 0 || !colon)
+            continue;
+        colon += colon[1] == ' ' ? 2 : 1;
+        snprintf(buf, len, "%.*s", (int)strcspn(colon, "\n"), colon);
+        break;
+    }
+    fclose(f);
+}
+
 int ft_backend_cpu_create(ft_backend **out, ft_error *err)
 {
     *out = NULL;
@@ -227,6 +247,7 @@ int ft_backend_cpu_create(ft_backend **out, ft_error *err)
     be->ops = &cpu_ops;
     be->name = "cpu";
     be->device = -1;
+    cpu_model_name(be->device_name, sizeof be->device_name);
     be->impl = st;
     *out = be;
     return 0;
