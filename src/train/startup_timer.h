@@ -1,5 +1,6 @@
 /* Where start-up time goes: named phases from process launch to the first step, printed
- * as one log line ("start-up 1.9 s: exec 0.1 s, mpi 0.3 s, config 0.0 s, ..."). */
+ * as one log line ("start-up 1.9 s (cpu 2.5 s): exec 0.1 s, mpi 0.3 s, config 0.0 s,
+ * ..."). */
 #ifndef FT_TRAIN_STARTUP_TIMER_H
 #define FT_TRAIN_STARTUP_TIMER_H
 
@@ -23,7 +24,8 @@ void ft_startup_begin(ft_startup_timer *s);
  * marked twice adds up. s NULL: nothing. */
 void ft_startup_mark(ft_startup_timer *s, const char *phase);
 
-/* "start-up 1.9 s: exec 0.1 s, mpi 0.3 s, ..." into buf (truncated to len). */
+/* "start-up 1.9 s (cpu 2.5 s): exec 0.1 s, mpi 0.3 s, ..." into buf (truncated to
+ * len); cpu: the process's CPU time so far, all threads. */
 void ft_startup_format(const ft_startup_timer *s, char *buf, size_t len);
 
 #endif
