@@ -84,7 +84,7 @@ const ft_config_key ft_config_keys[] = {
     FLOAT("comm_timeout", comm_timeout, 0, 0.0, INF, 600.0, "seconds without progress (a rank died or hangs) after which every rank aborts with a message; 0 disables"),
     INT("max_nan_skips", max_nan_skips, 0, 0, INT_MAX, 0, "steps with a non-finite loss or gradient that are skipped (no update) before the run aborts; 0 aborts at the first"),
     STRING("metrics_file", metrics_file, 0, NULL, NULL, "append one JSON line per step and per evaluation to this file (rank 0); none: no file"),
-    FLOAT("peak_tflops", peak_tflops, 0, 0.0, INF, 0.0, "peak TFLOP/s of one rank's device for MFU; 0 measures the backend's matmul in the recipe's dtype (fp32 or bf16) at start-up"),
+    FLOAT("peak_tflops", peak_tflops, 0, 0.0, INF, 0.0, "dense peak TFLOP/s of one rank's device for MFU, in the recipe's dtype (bf16, or fp32 without TF32); 0: the datasheet figure of a GPU in ftmpi's table (A100, H100 SXM/PCIe/NVL, H200, GH200, L40(S), B200, GB200); a CPU or another GPU shows no MFU unless this is set"),
     BOOL("progress", progress, 0, 1, "show a progress bar with loss, throughput and ETA on stderr when it is a terminal"),
     BOOL("log_ranks", log_ranks, 0, 0, "print every rank's host, node-local rank and device at start-up"),
     STRING("final_weights", final_weights, 0, NULL, NULL, "write the trained weights (fp32 master values) to this HDF5 weights file at the end; each rank writes its own slice"),

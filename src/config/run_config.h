@@ -74,7 +74,7 @@ typedef struct ft_run_config {
     double comm_timeout;   /* seconds; 0 disables the watchdog */
     int max_nan_skips;
     char *metrics_file;
-    double peak_tflops;    /* 0: measure */
+    double peak_tflops;    /* 0: the device's datasheet row (train/mfu.c), if any */
     bool log_ranks;
     bool progress;
 
