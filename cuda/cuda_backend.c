@@ -408,7 +408,8 @@ static void cuda_adamw_step(ft_backend *be, float *param, const float *grad, flo
     c.neg_step = (float)(-(lr / bc1));
     c.bc2_sqrt = (float)sqrt(bc2);
     c.eps = p->eps;
-    ft_cuda_check(ft_cuda_launch_adamw(param, grad, m, v, n, c, ft_cuda_stream(be)), "adamw_step");
+    ft_cuda_check(ft_cuda_launch_adamw(param, grad, m, v, p->bf16_out, n, c,
+                                       ft_cuda_stream(be)), "adamw_step");
 }
 
 static void cuda_sgd_step(ft_backend *be, float *param, const float *grad, float *momentum_buf,
@@ -576,6 +577,8 @@ int ft_backend_cuda_create(ft_backend **out, int device, ft_error *err)
         goto fail;
     }
 
+    size_t free_bytes = 0;
+    CREATE_CHECK(cudaMemGetInfo(&free_bytes, &be->memory_total), "cudaMemGetInfo");
     be->ops = &cuda_ops;
     be->name = "cuda";
     be->device = device;

@@ -72,8 +72,8 @@ typedef struct ft_cuda_adamw_coef {
     float bc2_sqrt;  /* sqrt(1 - beta2^t) */
     float eps;
 } ft_cuda_adamw_coef;
-cudaError_t ft_cuda_launch_adamw(float *param, const float *grad, float *m, float *v, size_t n,
-                                 ft_cuda_adamw_coef c, cudaStream_t st);
+cudaError_t ft_cuda_launch_adamw(float *param, const float *grad, float *m, float *v,
+                                 uint16_t *bits, size_t n, ft_cuda_adamw_coef c, cudaStream_t st);
 /* momentum_buf may be NULL when mu == 0. */
 cudaError_t ft_cuda_launch_sgd(float *param, const float *grad, float *momentum_buf, size_t n,
                                float decay, float lr, float mu, cudaStream_t st);

@@ -19,9 +19,11 @@
 
 #define OPT_THREADS 256
 
+/* bits (may be NULL): the updated parameter rounded to bf16 as well, so the bf16
+ * working copy costs no second read of the fp32 master. */
 __global__ void adamw_kernel(float *__restrict__ param, const float *__restrict__ grad,
-                             float *__restrict__ m, float *__restrict__ v, size_t n,
-                             ft_cuda_adamw_coef c)
+                             float *__restrict__ m, float *__restrict__ v,
+                             uint16_t *__restrict__ bits, size_t n, ft_cuda_adamw_coef c)
 {
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -31,9 +33,12 @@ __global__ void adamw_kernel(float *__restrict__ param, const float *__restrict_
         float mi = __fadd_rn(m0, __fmul_rn(c.w1, __fsub_rn(g, m0)));
         float vi = __fadd_rn(__fmul_rn(v[i], c.beta2), __fmul_rn(__fmul_rn(c.w2, g), g));
         float den = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), c.bc2_sqrt), c.eps);
-        param[i] = __fadd_rn(pi, __fdiv_rn(__fmul_rn(c.neg_step, mi), den));
+        float pn = __fadd_rn(pi, __fdiv_rn(__fmul_rn(c.neg_step, mi), den));
+        param[i] = pn;
         m[i] = mi;
         v[i] = vi;
+        if (bits)
+            bits[i] = ft_bf16_from_f32(pn);
     }
 }
 
@@ -58,12 +63,13 @@ __global__ void sgd_momentum_kernel(float *__restrict__ param, const float *__re
 }
 
 extern "C" cudaError_t ft_cuda_launch_adamw(float *param, const float *grad, float *m, float *v,
-                                            size_t n, ft_cuda_adamw_coef c, cudaStream_t st)
+                                            uint16_t *bits, size_t n, ft_cuda_adamw_coef c,
+                                            cudaStream_t st)
 {
     if (n == 0)
         return cudaSuccess;
     FT_LAUNCH(adamw_kernel, ft_cuda_grid_for(n, OPT_THREADS), OPT_THREADS, 0, st)
-    (param, grad, m, v, n, c);
+    (param, grad, m, v, bits, n, c);
     return cudaGetLastError();
 }
 

@@ -48,7 +48,8 @@ static const char usage_text[] =
     "\n"
     "Exit status: 0 success, 1 runtime error (I/O, numerical, out of memory, a full\n"
     "disk), 2 bad command line or configuration (also when found against the ranks, the\n"
-    "build or the data at start-up), 85 stopped by SIGUSR1/SIGTERM after writing a\n"
+    "build or the files it names at start-up: model.weights, data, the resume checkpoint,\n"
+    "another tokenizer's data: one line, once), 85 stopped by SIGUSR1/SIGTERM after writing a\n"
     "checkpoint, or during start-up (requeue the job; resume = \"auto\" continues), 84\n"
     "stopped by a signal without checkpoint_dir (nothing saved), 86 a second signal\n"
     "stopped it at once, 87 no progress for comm_timeout seconds, from start-up on (a\n"
@@ -201,6 +202,14 @@ static int run(const cli *c, ft_comm *comm, ft_watchdog *wd, ft_startup_timer *s
     ft_watchdog_configure(wd, c->plan ? 0.0 : cfg.comm_timeout, comm->rank);
     ft_startup_mark(startup, "config");
     if (!c->plan && ft_run_config_check_run(&cfg, comm->size, &err)) {
+        if (comm->rank == 0)
+            fprintf(stderr, "ftmpi: %s\n", err.msg);
+        ft_run_config_free(&cfg);
+        *code = EXIT_USAGE;
+        return -1;
+    }
+    /* a plan for -np N ranks that could not run on N ranks says so, as the run would */
+    if (c->plan && ft_run_config_check_batch(&cfg, c->plan_opt.world_size, &err)) {
         if (comm->rank == 0)
             fprintf(stderr, "ftmpi: %s\n", err.msg);
         ft_run_config_free(&cfg);

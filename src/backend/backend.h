@@ -88,6 +88,10 @@ typedef struct ft_adamw_params {
     float eps;
     float weight_decay; /* decoupled: p -= lr * wd * p, applied before the Adam update */
     long step;          /* 1-based optimizer step, for bias correction */
+    /* Optional: also write the updated parameters rounded to bf16 here ([n], round to
+     * nearest even, as f32_to_bf16): the bf16 working copy in the same pass as the
+     * update, instead of a second read of the fp32 parameters. NULL: none. */
+    uint16_t *bf16_out;
 } ft_adamw_params;
 
 typedef struct ft_sgd_params {
@@ -244,6 +248,7 @@ struct ft_backend {
     int device;         /* device ordinal for CUDA, -1 for CPU */
     char device_name[128]; /* as the driver reports it ("NVIDIA H100 80GB HBM3"), or the
                             * CPU's model name; what the MFU peak table is keyed by */
+    size_t memory_total; /* the device's memory (host RAM for the CPU); 0 unknown */
     size_t bytes_in_use;
     size_t peak_bytes;  /* high-water mark of alloc()'d bytes */
     void *impl;         /* implementation state, owned by the backend */

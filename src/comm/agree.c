@@ -21,3 +21,12 @@ int ft_agree(MPI_Comm comm, int rc, ft_error *err)
     ft_share_error(comm, first, err);
     return -1;
 }
+
+int ft_agree_config(MPI_Comm comm, int rc, ft_error *err)
+{
+    if (ft_agree(comm, rc, err) == 0)
+        return 0;
+    if (err)
+        err->flags |= FT_ERR_CONFIG;
+    return -1;
+}

@@ -15,6 +15,11 @@
  * lowest failing rank and marked FT_ERR_SHARED. */
 int ft_agree(MPI_Comm comm, int rc, ft_error *err);
 
+/* ft_agree for a start-up fact that the configuration is answerable for (a file it names
+ * is missing, unreadable or does not fit the run): also marks the error FT_ERR_CONFIG, so
+ * the job ends with one line and exit 2, as a configuration error does. */
+int ft_agree_config(MPI_Comm comm, int rc, ft_error *err);
+
 /* Rank 0's message replaces every rank's, marked FT_ERR_SHARED: for a failure that rank 0
  * decided (e.g. a file only rank 0 handles) after the others learnt that it failed. */
 void ft_share_error(MPI_Comm comm, int root, ft_error *err);

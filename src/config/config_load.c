@@ -321,6 +321,11 @@ int ft_run_config_check_run(const ft_run_config *cfg, int world_size, ft_error *
         return ft_fail(err, "%s: this ftmpi is built without CUDA (configure --with-cuda); use "
                        "device = \"cpu\"", ft_run_config_where(cfg, "device"));
 #endif
+    return ft_run_config_check_batch(cfg, world_size, err);
+}
+
+int ft_run_config_check_batch(const ft_run_config *cfg, int world_size, ft_error *err)
+{
     const long mb = cfg->micro_batch_size, G = cfg->global_batch_size;
     if (world_size > 0 && G % (mb * world_size) != 0)
         return ft_fail(err, "%s: %ld is not a multiple of micro_batch_size %ld x %d ranks = %ld; "

@@ -69,6 +69,7 @@ const ft_config_key ft_config_keys[] = {
     INT("global_batch_size", global_batch_size, REQ, 1, INT_MAX, 0, "sequences per optimizer step over all ranks; a multiple of micro_batch_size x ranks"),
     INT("zero_stage", zero_stage, 0, 0, 3, 0, "ZeRO sharding: 0 none, 1 optimizer state, 2 + gradients, 3 + parameters"),
     BOOL("activation_checkpointing", activation_checkpointing, 0, 0, "recompute block activations in backward to save memory"),
+    INT("head_memory_mib", head_memory_mib, 0, 0, INT_MAX, 0, "MiB per rank for the LM head's logits and their gradient; when a micro-batch's fit, the head reads and writes its weight gradient once per micro-batch, else once per group of at least 2048 target rows (doc/design.md, \"The step\"); 0: 1/64 of the device's memory (host RAM on the CPU), at least 64 MiB"),
     ENUM("precision", precision, 0, 0, dtype_names, "numerics: \"bf16\" is mixed precision (bf16 working weights, activations and matmul operands; fp32 master weights, optimizer state, gradient accumulation, norms, softmax and loss; implies model.param_dtype = \"bf16\"); \"fp32\" everywhere is the reference"),
     ENUM("grad_reduce_dtype", grad_reduce_dtype, 0, 0, dtype_names, "type gradients are summed across ranks in: \"bf16\" halves the traffic, each partial sum rounded to bf16"),
     BOOL("offload_optimizer", offload_optimizer, 0, 0, "keep the fp32 master weights and optimizer moments in host memory and run the update on the CPU"),
@@ -87,6 +88,7 @@ const ft_config_key ft_config_keys[] = {
     FLOAT("peak_tflops", peak_tflops, 0, 0.0, INF, 0.0, "dense peak TFLOP/s of one rank's device for MFU, in the recipe's dtype (bf16, or fp32 without TF32); 0: the datasheet figure of a GPU in ftmpi's table (A100, H100 SXM/PCIe/NVL, H200, GH200, L40(S), B200, GB200); a CPU or another GPU shows no MFU unless this is set"),
     BOOL("progress", progress, 0, 1, "show a progress bar with loss, throughput and ETA on stderr when it is a terminal"),
     BOOL("log_ranks", log_ranks, 0, 0, "print every rank's host, node-local rank and device at start-up"),
+    BOOL("allow_tokenizer_mismatch", allow_tokenizer_mismatch, 0, 0, "train or evaluate even when model.weights, data.train, data.eval or the resume checkpoint record different tokenizer fingerprints (doc/formats.md); false refuses such a run at start-up"),
     STRING("final_weights", final_weights, 0, NULL, NULL, "write the trained weights (fp32 master values) to this HDF5 weights file at the end; each rank writes its own slice"),
 
     /* model = { ... } */
@@ -196,6 +198,13 @@ static const char *last_component(const char *path)
     return dot ? dot + 1 : path;
 }
 
+/* path is p up to the end of a word of it: p continues with '_' or '.' after path. */
+static bool is_word_prefix(const char *path, const char *p)
+{
+    size_t n = strlen(path);
+    return n > 0 && strncmp(p, path, n) == 0 && (p[n] == '_' || p[n] == '.');
+}
+
 /* Candidates are the keys and the groups (every proper prefix of a key that ends
  * before a '.'). A key with the same last component in another group counts as
  * distance 1, so a misplaced `lr = ...` at top level suggests 'optimizer.lr'. */
@@ -209,6 +218,11 @@ bool ft_config_suggest(const char *path, char *out, size_t out_size)
         const char *p = ft_config_keys[i].path;
         size_t d = edit_distance(path, p);
         if (d > 1 && strcmp(last_component(p), last_component(path)) == 0)
+            d = 1;
+        /* a key cut short ('optimizer.warmup' for 'optimizer.warmup_steps') is one word
+         * away from what was meant, however many letters are missing; plain edit
+         * distance would rate the shorter 'optimizer.lr' as close */
+        if (d > 1 && is_word_prefix(path, p))
             d = 1;
         /* on a tie the shorter path wins: 'type' suggests 'optimizer.type' */
         if (d < best_d || (d == best_d && strlen(p) < strlen(out))) {

@@ -56,6 +56,7 @@ typedef struct ft_run_config {
     int global_batch_size; /* sequences per optimizer step, over all ranks */
     int zero_stage;        /* 0..3 */
     bool activation_checkpointing;
+    int head_memory_mib;   /* 0: 1/64 of the device's memory */
     bool offload_optimizer;
     ft_dtype grad_reduce_dtype; /* fp32 | bf16 */
     /* the numerics recipe: "fp32", or "bf16" mixed precision (bf16 working parameters
@@ -76,6 +77,7 @@ typedef struct ft_run_config {
     char *metrics_file;
     double peak_tflops;    /* 0: the device's datasheet row (train/mfu.c), if any */
     bool log_ranks;
+    bool allow_tokenizer_mismatch; /* train/tok_check.h */
     bool progress;
 
     ft_optimizer_config optimizer; /* optimizer = { ... } (schedule keys live here too) */
@@ -110,6 +112,8 @@ const char *ft_run_config_where(const ft_run_config *cfg, const char *path);
  * loads, e.g. for --plan.) */
 #define FT_CONFIG_PATH_MAX 1024 /* bytes of a path key (room for derived names) */
 int ft_run_config_check_run(const ft_run_config *cfg, int world_size, ft_error *err);
+/* Only the batch geometry of that check (also what `ftmpi --plan -np N` checks). */
+int ft_run_config_check_batch(const ft_run_config *cfg, int world_size, ft_error *err);
 
 /* Writes a description of every key (type, default, meaning) in the layout of
  * doc/config.md, for `ftmpi --help-config` and to keep the doc true. */

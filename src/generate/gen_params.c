@@ -1,4 +1,5 @@
 #include "generate/gen_params.h"
+#include "io/tok_fingerprint.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -217,11 +218,14 @@ int ft_gen_params_load(ft_gen_params **out, const char *path, ft_gen_param_group
     else if (strcmp(kind, "weights") != 0 && strcmp(kind, "checkpoint") != 0)
         rc = ft_fail(err, "%s: is a '%s' file; expected a weights file or a checkpoint", file,
                      kind);
-    rc = rc || ft_h5_check_kind(&f, kind, err) || ft_weights_read_config(&f, &c, err);
+    char tok_fp[FT_TOK_FINGERPRINT_LEN] = "";
+    rc = rc || ft_h5_check_kind(&f, kind, err) || ft_weights_read_config(&f, &c, err) ||
+         ft_tok_fingerprint_read(&f, tok_fp, err);
     if (!rc && new_params(&p, &c, be, err))
         rc = ft_fail_context(err, "%s: /config", file);
     if (!rc) {
         p->is_checkpoint = strcmp(kind, "checkpoint") == 0;
+        snprintf(p->tokenizer_fingerprint, sizeof p->tokenizer_fingerprint, "%s", tok_fp);
         snprintf(p->path, sizeof p->path, "%s", file);
         rc = choose_group(p, &f, which, err) ||
              ft_weights_check_tensors(&f, p->group, &p->layout, err) || read_units(p, &f, err);

@@ -29,6 +29,7 @@ typedef struct ft_gen_params {
     char path[1100];      /* the file actually read (a directory resolved to its latest) */
     char group[32];       /* "/model" or "/optim/master" */
     int is_checkpoint;
+    char tokenizer_fingerprint[17]; /* what the file records (io/tok_fingerprint.h), or "" */
 } ft_gen_params;
 
 /* Loads from `path`: a weights file, a checkpoint file, or a checkpoint directory

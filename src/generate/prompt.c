@@ -5,14 +5,14 @@
 
 /* ---------------------------------------------------------------- templates */
 
-static const char *const template_names[] = { "none", "alpaca", "llama3-chat", "llama31-chat",
+static const char *const template_names[] = { "none", "alpaca", "llama3-chat", "llama3.1-chat",
                                                "llama2-chat", "chatml", "qwen2-chat",
                                                "qwen2.5-chat", "mistral-chat", "qwen3-chat",
                                                "qwen3-chat-no-thinking", "smollm2-chat" };
 
 int ft_template_parse(const char *name, ft_template *t)
 {
-    if (strcmp(name, "llama3.1-chat") == 0) {
+    if (strcmp(name, "llama31-chat") == 0) { /* the former spelling */
         *t = FT_TEMPLATE_LLAMA31_CHAT;
         return 0;
     }

@@ -14,7 +14,7 @@
  *                 assistant header <|start_header_id|>assistant<|end_header_id|> "\n\n";
  *                 a message is <|start_header_id|> role <|end_header_id|> "\n\n"
  *                 trim(content) <|eot_id|>; also stops at <|eot_id|>
- *   llama31-chat  the same, always opening with the Llama 3.1 dated system block
+ *   llama3.1-chat the same, always opening with the Llama 3.1 dated system block
  *                 ("Cutting Knowledge Date: ..." then the system message)
  *   llama2-chat   <s> "[INST] " trim([<<SYS>>\n{system}\n<</SYS>>\n\n]{prompt}) " [/INST]"
  *   qwen3-chat    ChatML without a default system turn, the open turn
@@ -49,8 +49,8 @@ typedef enum ft_template {
     FT_TEMPLATE_SMOLLM2_CHAT, /* ChatML + SmolLM2-Instruct's default system prompt */
 } ft_template;
 
-/* "none" | "alpaca" | "llama3-chat" | "llama31-chat" (or "llama3.1-chat", ftmpi-prep's and
- * ft_chat_template_match's spelling) | "llama2-chat" | "chatml" | "qwen2-chat" |
+/* "none" | "alpaca" | "llama3-chat" | "llama3.1-chat" (also "llama31-chat", the former
+ * spelling) | "llama2-chat" | "chatml" | "qwen2-chat" |
  * "qwen2.5-chat" | "mistral-chat" | "qwen3-chat" | "qwen3-chat-no-thinking" | "smollm2-chat";
  * -1 if unknown. */
 int ft_template_parse(const char *name, ft_template *t);

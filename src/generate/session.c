@@ -1,4 +1,5 @@
 #include "generate/session.h"
+#include "io/tok_fingerprint.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,26 @@ static void add_stop(ft_gen_session *s, int32_t id)
     s->stops[s->n_stop++] = id;
 }
 
+/* A tokenizer whose ids fit the model's vocabulary can still be another model's: the
+ * answer would be nonsense (or nothing) with exit 0. The model file records the
+ * fingerprint of the tokenizer it was imported or trained with (io/tok_fingerprint.h). */
+static int check_tokenizer_identity(ft_gen_session *s, ft_error *err)
+{
+    const char *model_fp = s->params->tokenizer_fingerprint;
+    char fp[FT_TOK_FINGERPRINT_LEN];
+    if (!model_fp[0] || s->opt.allow_tokenizer_mismatch)
+        return 0;
+    if (ft_tok_fingerprint_file(s->opt.tokenizer_path, fp, err))
+        return -1;
+    if (!ft_tok_fingerprint_conflict(model_fp, fp))
+        return 0;
+    ft_fail(err, "--tokenizer %s is not the tokenizer of %s (tokenizer fingerprint %s, the "
+            "model records %s); use the model's own tokenizer, or --allow-tokenizer-mismatch "
+            "to go on anyway", s->opt.tokenizer_path, s->params->path, fp, model_fp);
+    err->flags |= FT_ERR_CONFIG;
+    return -1;
+}
+
 static int setup_codec(ft_gen_session *s, ft_error *err)
 {
     const ft_model_config *c = &s->params->layout.config;
@@ -43,6 +64,8 @@ static int setup_codec(ft_gen_session *s, ft_error *err)
             return ft_fail(err, "%s: the tokenizer has %d ids but the model's vocab_size is %d; "
                            "use the model's own tokenizer", s->opt.tokenizer_path,
                            ft_tokenizer_vocab_size(s->tok), c->vocab_size);
+        if (check_tokenizer_identity(s, err))
+            return -1;
         ft_text_codec_tokenizer(&s->codec, s->tok, c->bos_token_id, c->eos_token_id);
         s->has_codec = true;
     }

@@ -30,6 +30,7 @@ typedef struct ft_gen_session_options {
     int n_eos_override;           /* -1: stop ids from tokenizer/config/template */
     int32_t eos_override[FT_GEN_MAX_STOP];
     bool ignore_eos;
+    bool allow_tokenizer_mismatch; /* a tokenizer other than the one the model records */
     bool use_cuda;
     int cuda_device;
     int max_chunk;                /* prefill chunk (0: default) */

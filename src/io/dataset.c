@@ -1,4 +1,5 @@
 #include "io/dataset.h"
+#include "io/tok_fingerprint.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -32,7 +33,8 @@ static int read_info(ft_dataset *ds, ft_error *err)
     if (ft_h5_attr_read_str(f, f->id, "tokenizer_hash", in->tokenizer_hash,
                             sizeof in->tokenizer_hash, err) ||
         ft_h5_attr_read_str(f, f->id, "template", in->template_name, sizeof in->template_name,
-                            err))
+                            err) ||
+        ft_tok_fingerprint_read(f, in->tokenizer_fingerprint, err))
         return -1;
     if (in->seq_len < 1 || in->vocab_size < 1)
         return ft_fail(err, "%s: seq_len %d / vocab_size %d must be positive", f->path,
@@ -238,7 +240,8 @@ int ft_dataset_write_attrs(const ft_h5file *f, const ft_dataset_info *in, ft_err
              ft_h5_attr_write_i64(f, f->id, "n_documents", in->n_documents, err) ||
              ft_h5_attr_write_i64(f, f->id, "n_target_tokens", in->n_target_tokens, err) ||
              ft_h5_attr_write_str(f, f->id, "tokenizer_hash", in->tokenizer_hash, err) ||
-             ft_h5_attr_write_str(f, f->id, "template", in->template_name, err);
+             ft_h5_attr_write_str(f, f->id, "template", in->template_name, err) ||
+             ft_tok_fingerprint_write(f, in->tokenizer_fingerprint, err);
     return rc ? -1 : 0;
 }
 

@@ -16,6 +16,7 @@ typedef struct ft_dataset_info {
     int64_t n_documents;
     int64_t n_target_tokens;
     char tokenizer_hash[80];
+    char tokenizer_fingerprint[17]; /* io/tok_fingerprint.h; "" when the file has none */
     char template_name[64];
 } ft_dataset_info;
 

@@ -1,46 +1,78 @@
 /* The head: final norm (RMSNorm, or LayerNorm with bias), output projection (with
- * GPT-J's bias) and cross-entropy, fused.
+ * GPT-J's bias) and cross-entropy, fused, with one pass over the output weight.
  *
- * Logits for the whole vocabulary and all tokens never exist at once: rows are
- * processed in chunks of head_chunk_rows, and each chunk's logits are turned into
- * dlogits in place by the cross-entropy op and consumed at once:
- *   dxf[rows] = dlogits W,   dW += dlogits^T xf[rows].
- * Chunks whose rows are all masked out are skipped (prompt tokens in instruction
- * data), which saves their two vocab-sized GEMMs.
+ * Only rows with a target take part (loss weight != 0; prompt tokens in instruction
+ * data have none): their final-norm outputs are gathered into consecutive rows
+ * (xpack), and their input gradients scattered back at the end. Every other row's
+ * loss and gradient is zero.
  *
- * Logits and the loss are fp32 in every recipe: the forward GEMM writes fp32 from
- * model-dtype operands, and the cross-entropy runs in fp32. With bf16 the chunk's
- * dlogits are then rounded once to bf16 (m->dlogits) for the two backward GEMMs,
- * whose operands must share a type; dW accumulates in fp32 inside the GEMM. GPT-J's
- * lm_head bias is added to the fp32 logits (stored in the model's dtype, read
- * widened) and its gradient is the column sums of the fp32 dlogits.
+ * The live rows are cut into groups of head_group_rows (all of them when their
+ * dlogits fit the memory budget, model.c resolve_options). For a group g:
+ *   logits   = X_g W^T (+ b)          in chunks of head_chunk_rows, fp32
+ *   dlogits  = d CE / d logits         in place (the cross-entropy op), fp32
+ *   dX_g     = dlogits W               one GEMM for the group
+ *   dW      += dlogits^T X_g           one GEMM for the group
+ * so the vocab x hidden weight gradient is read and written once per group, once
+ * per micro-batch when the budget holds the whole micro-batch; chunking by rows the
+ * old way cost one read-modify-write of dW (1 GiB in fp32 at vocab 128k, hidden 2k)
+ * per 65-row chunk, which dominated a GPU step.
+ *
+ * Logits and the loss are fp32 in every recipe. In fp32 the group's logits buffer
+ * is its dlogits buffer. With bf16 each chunk's fp32 logits live in a small buffer,
+ * and the chunk's dlogits are rounded once to bf16 into the group's buffer, the
+ * operand of the two backward GEMMs (whose operands share a type; dW accumulates in
+ * fp32 inside the GEMM). GPT-J's lm_head bias is added to the fp32 logits and its
+ * gradient is the column sums of the fp32 dlogits.
  */
 #include <stdbool.h>
 
 #include "model/model_internal.h"
-
-static bool chunk_has_targets(const float *weights_host, int r0, int rows)
-{
-    for (int r = r0; r < r0 + rows; r++)
-        if (weights_host[r] != 0.0f)
-            return true;
-    return false;
-}
 
 void ft_head_norm(ft_model *m, const ft_head_params *p, const void *x)
 {
     ft_model_norm_fwd(m, m->xf, m->mean_f, m->rstd_f, x, p->w_norm, p->b_norm, m->in.tokens);
 }
 
-void ft_head_logits(ft_model *m, const ft_head_params *p, int r0, int rows)
+void ft_head_logits(ft_model *m, const ft_head_params *p, float *logits, const void *x, int rows)
 {
     ft_backend *be = m->be;
     const ft_model_config *c = &m->layout.config;
     const int H = c->hidden_size, V = c->vocab_size;
-    be->ops->matmul(be, ft_model_gemm_to_f32(m), m->logits, ft_model_at(m, m->xf, (size_t)r0 * H),
-                    p->w_out, rows, V, H, false, true, 1.0f, 0.0f);
+    be->ops->matmul(be, ft_model_gemm_to_f32(m), logits, x, p->w_out, rows, V, H, false, true,
+                    1.0f, 0.0f);
     if (p->b_out)
-        be->ops->bias_add(be, m->dt, FT_DTYPE_F32, m->logits, p->b_out, rows, V);
+        be->ops->bias_add(be, m->dt, FT_DTYPE_F32, logits, p->b_out, rows, V);
+}
+
+/* The rows of this micro-batch that have a target, as device index lists:
+ * live[i] = the i-th such row; inv[r] = its position in live, or n (a zero row of
+ * dxpack) for a row without target; their targets and weights packed alike.
+ * Returns the number of live rows. */
+static int pack_live_rows(ft_model *m)
+{
+    ft_backend *be = m->be;
+    const int N = m->in.tokens;
+    const float *w_host = m->host_f32;                 /* staged by the driver */
+    const int32_t *tgt_host = m->host_i32 + N;         /* likewise (stage_batch) */
+    int32_t *live = m->host_pack, *inv = live + N, *tgt = inv + N;
+    float *w = (float *)(tgt + N);
+    int n = 0;
+    for (int r = 0; r < N; r++)
+        if (w_host[r] != 0.0f) {
+            live[n] = r;
+            tgt[n] = tgt_host[r];
+            w[n] = w_host[r];
+            n++;
+        }
+    if (n == N || n == 0)
+        return n;
+    for (int r = 0, i = 0; r < N; r++)
+        inv[r] = i < n && live[i] == r ? i++ : n;
+    be->ops->upload(be, m->pack.live, live, (size_t)n * sizeof(int32_t));
+    be->ops->upload(be, m->pack.inv, inv, (size_t)N * sizeof(int32_t));
+    be->ops->upload(be, m->pack.targets, tgt, (size_t)n * sizeof(int32_t));
+    be->ops->upload(be, m->pack.weights, w, (size_t)n * sizeof(float));
+    return n;
 }
 
 double ft_head_forward_backward(ft_model *m, const ft_head_params *p, ft_head_grads *g,
@@ -49,47 +81,66 @@ double ft_head_forward_backward(ft_model *m, const ft_head_params *p, ft_head_gr
     ft_backend *be = m->be;
     const ft_model_config *c = &m->layout.config;
     const int N = m->in.tokens, H = c->hidden_size, V = c->vocab_size;
-    const int chunk = m->opt.head_chunk_rows;
-    const float *weights_host = m->host_f32; /* staged by the driver, [N] */
+    const int group = m->opt.head_group_rows, chunk = m->opt.head_chunk_rows;
+    const bool in_place = m->dt == FT_DTYPE_F32; /* dlogits overwrite the fp32 logits */
 
     ft_head_norm(m, p, x);
-    be->ops->zero(be, m->row_loss, (size_t)N * sizeof(float));
-    if (train) /* rows of skipped chunks keep a zero gradient */
-        be->ops->zero(be, m->dxf, (size_t)N * H * m->esize);
-
-    for (int r0 = 0; r0 < N; r0 += chunk) {
-        const int rows = N - r0 < chunk ? N - r0 : chunk;
-        if (!chunk_has_targets(weights_host, r0, rows))
-            continue;
-        const void *xf = ft_model_at(m, m->xf, (size_t)r0 * H);
-        ft_head_logits(m, p, r0, rows);
-        be->ops->cross_entropy(be, m->logits, m->row_loss + r0, m->in.targets + r0,
-                               m->in.weights + r0, rows, V, grad_scale);
+    const int n = pack_live_rows(m);
+    const bool packed = n > 0 && n < N;
+    /* Inputs of the packed rows: all rows, or the gathered live ones. */
+    const void *xs = m->xf;
+    void *dxs = m->dxf;
+    const int32_t *targets = m->in.targets;
+    const float *weights = m->in.weights;
+    if (packed) {
+        be->ops->embedding_fwd(be, m->dt, m->pack.x, m->xf, m->pack.live, n, H);
+        xs = m->pack.x;
+        dxs = m->pack.dx;
+        targets = m->pack.targets;
+        weights = m->pack.weights;
+    }
+    for (int g0 = 0; g0 < n; g0 += group) {
+        const int grows = n - g0 < group ? n - g0 : group;
+        for (int r0 = g0; r0 < g0 + grows; r0 += chunk) {
+            const int rows = g0 + grows - r0 < chunk ? g0 + grows - r0 : chunk;
+            float *logits = in_place ? (float *)m->dlogits + (size_t)(r0 - g0) * V : m->logits;
+            ft_head_logits(m, p, logits, ft_model_at(m, xs, (size_t)r0 * H), rows);
+            be->ops->cross_entropy(be, logits, m->row_loss + r0, targets + r0, weights + r0,
+                                   rows, V, grad_scale);
+            if (!train)
+                continue;
+            if (g->b_out)
+                be->ops->bias_grad(be, FT_DTYPE_F32, m->gt, g->b_out, logits, rows, V);
+            if (!in_place)
+                be->ops->f32_to_bf16(be, ft_model_at(m, m->dlogits, (size_t)(r0 - g0) * V),
+                                     logits, (size_t)rows * V);
+        }
         if (!train)
             continue;
-        if (g->b_out)
-            be->ops->bias_grad(be, FT_DTYPE_F32, m->gt, g->b_out, m->logits, rows, V);
-        const void *dlogits = m->logits;
-        if (m->dt == FT_DTYPE_BF16) {
-            be->ops->f32_to_bf16(be, m->dlogits, m->logits, (size_t)rows * V);
-            dlogits = m->dlogits;
-        }
-        be->ops->matmul(be, ft_model_gemm(m), ft_model_at(m, m->dxf, (size_t)r0 * H), dlogits,
-                        p->w_out, rows, H, V, false, false, 1.0f, 0.0f);
-        be->ops->matmul(be, ft_model_gemm_to_grad(m), g->w_out, dlogits, xf, V, H, rows, true,
-                        false, 1.0f, 1.0f);
+        const void *xg = ft_model_at(m, xs, (size_t)g0 * H);
+        be->ops->matmul(be, ft_model_gemm(m), ft_model_at(m, dxs, (size_t)g0 * H), m->dlogits,
+                        p->w_out, grows, H, V, false, false, 1.0f, 0.0f);
+        be->ops->matmul(be, ft_model_gemm_to_grad(m), g->w_out, m->dlogits, xg, V, H, grows,
+                        true, false, 1.0f, 1.0f);
     }
     if (train) {
+        if (packed) { /* rows without a target get dxpack's zero row n */
+            be->ops->zero(be, ft_model_at(m, m->pack.dx, (size_t)n * H), (size_t)H * m->esize);
+            be->ops->embedding_fwd(be, m->dt, m->dxf, m->pack.dx, m->pack.inv, N, H);
+        } else if (n == 0) {
+            be->ops->zero(be, m->dxf, (size_t)N * H * m->esize);
+        }
         be->ops->zero(be, dx, (size_t)N * H * m->esize);
         ft_model_norm_bwd(m, dx, g->w_norm, g->b_norm, m->dxf, x, p->w_norm, m->mean_f, m->rstd_f,
                           N);
     }
 
-    /* The host staging buffer is reused for the per-row losses. */
+    /* The host staging buffer is reused for the per-row losses (packed rows first:
+     * the zeros of rows without target do not change a sum). */
     float *loss_host = m->host_f32 + N;
-    be->ops->download(be, loss_host, m->row_loss, (size_t)N * sizeof(float));
+    be->ops->download(be, loss_host, m->row_loss, (size_t)n * sizeof(float));
     double sum = 0.0;
-    for (int r = 0; r < N; r++)
+    for (int r = 0; r < n; r++)
         sum += loss_host[r];
     return sum;
 }

@@ -89,19 +89,35 @@ static void free_block_acts(ft_backend *be, ft_block_acts *a)
         be->ops->free(be, bufs[i]);
 }
 
+static size_t clamp_size(size_t v, size_t lo, size_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* The head's groups and chunks (model.h, head.c) from its memory budget B:
+ *   fp32: the group's logits are its dlogits:  group x V x 4 <= B;
+ *   bf16: chunk x V x 4 (fp32 logits, an eighth of B) + group x V x 2 <= B. */
+static void resolve_head_rows(ft_model_options *o, size_t V, size_t tokens, bool bf16)
+{
+    const size_t B = o->head_budget_bytes ? o->head_budget_bytes : (size_t)256 << 20;
+    const size_t floor_rows = tokens < FT_HEAD_MIN_GROUP_ROWS ? tokens : FT_HEAD_MIN_GROUP_ROWS;
+    if (bf16 && o->head_chunk_rows <= 0)
+        o->head_chunk_rows = (int)clamp_size(B / 8 / (V * 4), 1, tokens);
+    if (o->head_group_rows <= 0) {
+        const size_t chunk_bytes = bf16 ? (size_t)o->head_chunk_rows * V * 4 : 0;
+        const size_t left = B > chunk_bytes ? B - chunk_bytes : 0;
+        o->head_group_rows = (int)clamp_size(left / (V * (bf16 ? 2 : 4)), floor_rows, tokens);
+    }
+    if (o->head_group_rows > (int)tokens)
+        o->head_group_rows = (int)tokens;
+    if (o->head_chunk_rows <= 0 || o->head_chunk_rows > o->head_group_rows)
+        o->head_chunk_rows = o->head_group_rows;
+}
+
 static void resolve_options(ft_model *m)
 {
     m->dt = m->opt.dtype;
     m->esize = ft_dtype_size(m->dt);
-    if (m->opt.head_chunk_rows <= 0) /* keep the logits chunk near 32 MiB */
-        m->opt.head_chunk_rows =
-            (int)((32u << 20) / sizeof(float) / (size_t)m->layout.config.vocab_size);
-    if (m->opt.head_chunk_rows < 1)
-        m->opt.head_chunk_rows = 1;
-    /* never more rows than a micro-batch has tokens */
     const long tokens = (long)m->opt.max_batch * m->opt.seq_len;
-    if (tokens > 0 && m->opt.head_chunk_rows > tokens)
-        m->opt.head_chunk_rows = (int)tokens;
+    resolve_head_rows(&m->opt, (size_t)m->layout.config.vocab_size,
+                      tokens > 0 ? (size_t)tokens : 1, m->dt != FT_DTYPE_F32);
 }
 
 /* Allocates (or, in a dry run, counts) every buffer; returns nonzero on failure. */
@@ -131,7 +147,8 @@ static int allocate_buffers(ft_model *m)
     m->acts = calloc((size_t)m->n_act_sets, sizeof *m->acts);
     m->host_i32 = malloc(4 * N * sizeof(int32_t));
     m->host_f32 = malloc(2 * N * sizeof(float));
-    if (!m->block_in || !m->plan || !m->acts || !m->host_i32 || !m->host_f32)
+    m->host_pack = malloc(4 * N * sizeof(int32_t));
+    if (!m->block_in || !m->plan || !m->acts || !m->host_i32 || !m->host_f32 || !m->host_pack)
         failed = 1;
     for (int l = 0; l <= L && !failed; l++)
         m->block_in[l] = alloc_act(m, N * H, &failed);
@@ -159,11 +176,20 @@ static int allocate_buffers(ft_model *m)
     if (ft_model_family_of(c)->layernorm)
         m->mean_f = alloc_f32(m, N, &failed);
     m->dxf = alloc_act(m, N * H, &failed);
-    const size_t chunk = (size_t)m->opt.head_chunk_rows * c->vocab_size;
-    m->logits = alloc_f32(m, chunk, &failed);
+    const size_t V = c->vocab_size;
     if (m->dt != FT_DTYPE_F32)
-        m->dlogits = alloc_act(m, chunk, &failed);
+        m->logits = alloc_f32(m, (size_t)m->opt.head_chunk_rows * V, &failed);
+    m->dlogits = alloc_act(m, (size_t)m->opt.head_group_rows * V, &failed);
     m->row_loss = alloc_f32(m, N, &failed);
+    m->pack.live = alloc_i32(m, N, &failed);
+    m->pack.inv = alloc_i32(m, N, &failed);
+    m->pack.targets = alloc_i32(m, N, &failed);
+    m->pack.weights = alloc_f32(m, N, &failed);
+    /* The blocks' backward scratch is free while the head runs (before any block's
+     * backward): the packed rows live there. dx has N rows although at most N - 1
+     * are packed (else nothing is), so row n, the zero row, always exists. */
+    m->pack.x = s->dh;
+    m->pack.dx = s->dxn;
     return failed;
 }
 
@@ -236,7 +262,8 @@ void ft_model_free(ft_model *m)
     void *bufs[] = { m->rope_cos, m->rope_sin, m->in.ids,  m->in.targets, m->in.segment,
                      m->in.pos,   m->in.weights, m->dres[0], m->dres[1], m->xf,
                      m->rstd_f,   m->mean_f,   m->dxf,     m->logits,   m->dlogits,
-                     m->row_loss };
+                     m->row_loss, m->pack.live, m->pack.inv, m->pack.targets,
+                     m->pack.weights };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         be->ops->free(be, bufs[i]);
     free(m->block_in);
@@ -244,6 +271,7 @@ void ft_model_free(ft_model *m)
     free(m->acts);
     free(m->host_i32);
     free(m->host_f32);
+    free(m->host_pack);
     free(m);
 }
 
@@ -264,6 +292,7 @@ size_t ft_model_estimate_activation_bytes(const ft_model_layout *layout,
     free(m.acts);
     free(m.host_i32);
     free(m.host_f32);
+    free(m.host_pack);
     return m.act_bytes;
 }
 
@@ -488,16 +517,18 @@ int ft_model_logits(ft_model *m, const ft_param_source *src, const ft_host_batch
     const ft_model_config *c = &lay->config;
     const int hu = ft_layout_head_unit(lay);
     const int N = m->in.tokens, V = c->vocab_size;
-    const int chunk = m->opt.head_chunk_rows;
     ft_backend *be = m->be;
     const void *hp = src->acquire(src->ctx, hu);
     const ft_head_params p =
         bind_head(m, hp, c->tie_word_embeddings ? src->acquire(src->ctx, 0) : NULL);
     ft_head_norm(m, &p, m->block_in[c->num_hidden_layers]);
+    /* fp32 logits fit the chunk buffer (bf16) or the group's dlogits buffer (fp32) */
+    float *logits = m->logits ? m->logits : m->dlogits;
+    const int chunk = m->logits ? m->opt.head_chunk_rows : m->opt.head_group_rows;
     for (int r0 = 0; r0 < N; r0 += chunk) {
         const int rows = N - r0 < chunk ? N - r0 : chunk;
-        ft_head_logits(m, &p, r0, rows);
-        be->ops->download(be, logits_host + (size_t)r0 * V, m->logits,
+        ft_head_logits(m, &p, logits, ft_model_at(m, m->xf, (size_t)r0 * c->hidden_size), rows);
+        be->ops->download(be, logits_host + (size_t)r0 * V, logits,
                           (size_t)rows * V * sizeof(float));
     }
     if (c->tie_word_embeddings)

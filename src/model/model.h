@@ -49,11 +49,21 @@ typedef struct ft_host_batch {
 
 typedef struct ft_model ft_model;
 
+#define FT_HEAD_MIN_GROUP_ROWS 2048
+
 typedef struct ft_model_options {
     int max_batch;                 /* micro-batch rows the buffers are sized for */
     int seq_len;
     bool activation_checkpointing; /* keep only block inputs; recompute in backward */
-    int head_chunk_rows;           /* rows of logits alive at once in the head (0: auto) */
+    /* The LM head's memory (head.c): the dlogits of head_group_rows target rows are
+     * kept together so that the output weight's gradient is one GEMM per group, and
+     * fp32 logits are computed head_chunk_rows at a time. 0 derives them from
+     * head_budget_bytes (0: 256 MiB): one group for the whole micro-batch when it
+     * fits, else groups of at least FT_HEAD_MIN_GROUP_ROWS rows (or the micro-batch)
+     * even beyond the budget, since thinner groups re-read the gradient more often. */
+    size_t head_budget_bytes;
+    int head_group_rows;
+    int head_chunk_rows;
     /* Storage of activations, their gradients and the working parameters the source
      * hands out: fp32, or bf16 for the mixed-precision recipe (doc/design.md,
      * "Numerics"). Statistics, logits, the loss and parameter gradients are fp32. */

@@ -58,9 +58,18 @@ struct ft_model {
     void *dres[2];               /* residual-stream gradient ping-pong */
     void *xf, *dxf;              /* head: final-norm output and its gradient */
     float *rstd_f, *mean_f;      /* head: the final norm's 1/rms (1/std) and mean (LayerNorm) */
-    float *logits;               /* [head_chunk_rows, vocab], fp32 whatever dt is */
-    void *dlogits;               /* bf16 only: the chunk's dlogits rounded for the GEMMs */
+    /* Head (head.c). fp32: logits = NULL and dlogits [head_group_rows, vocab] fp32
+     * holds a group's logits, turned into dlogits in place. bf16: logits
+     * [head_chunk_rows, vocab] fp32 and dlogits [head_group_rows, vocab] bf16. */
+    float *logits;
+    void *dlogits;
     float *row_loss;             /* [max_tokens] */
+    struct {                     /* the head's rows that have a target, gathered */
+        int32_t *live, *inv, *targets; /* [max_tokens] */
+        float *weights;                /* [max_tokens] */
+        void *x, *dx;                  /* [max_tokens, H]: scratch.dh, scratch.dxn */
+    } pack;
+    int32_t *host_pack;          /* [4 max_tokens] host staging of pack's index lists */
 
     size_t act_bytes;
     int dry_run;                 /* count buffers, allocate none (planner) */
@@ -112,14 +121,15 @@ typedef struct ft_head_grads {
     void *w_out, *b_out, *w_norm, *b_norm;
 } ft_head_grads;
 
-/* Final norm into m->xf; logits of rows [r0, r0+rows) into m->logits (fp32, bias
- * added). */
+/* Final norm into m->xf; logits = x W^T (+ b) of rows of x (model dtype) into an
+ * fp32 [rows, vocab] buffer. */
 void ft_head_norm(ft_model *m, const ft_head_params *p, const void *x);
-void ft_head_logits(ft_model *m, const ft_head_params *p, int r0, int rows);
+void ft_head_logits(ft_model *m, const ft_head_params *p, float *logits, const void *x, int rows);
 
 /* Head forward: final norm, logits in chunks, cross-entropy. With train != 0 also the
- * backward: dx (overwrite) and parameter grads (g may be NULL without train).
- * Returns the loss sum. */
+ * backward: dx (overwrite) and parameter grads (g may be NULL without train), the
+ * output weight's gradient accumulated once per group of head_group_rows target
+ * rows. Returns the loss sum. */
 double ft_head_forward_backward(ft_model *m, const ft_head_params *p, ft_head_grads *g,
                                 const void *x, void *dx, float grad_scale, int train);
 

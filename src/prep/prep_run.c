@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "io/dataset.h"
+#include "io/tok_fingerprint.h"
 #include "tokenizer/chat_template.h"
 #include "prep/prep_comm.h"
 #include "prep/prep_writer.h"
@@ -399,6 +400,10 @@ int prep_run(const prep_options *o, MPI_Comm comm, ft_error *err)
     snprintf(info.tokenizer_hash, sizeof info.tokenizer_hash, "%016" PRIx64,
              ft_tokenizer_hash(tok));
     snprintf(info.template_name, sizeof info.template_name, "%s", tpl.name);
+    /* what training and generation compare with the model's tokenizer */
+    if (prep_agree(comm, ft_tok_fingerprint_file(o->tokenizer, info.tokenizer_fingerprint, err),
+                   err))
+        goto fail;
     prep_global g = { n, glen, gowner, gidx };
     prep_set_stats st_train = { 0 }, st_eval = { 0 };
     if (write_one(comm, o->out, &c, &g, train, n_train, o, &info, &st_train, err))

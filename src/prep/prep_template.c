@@ -655,6 +655,7 @@ int prep_template_parse(const char *s, prep_template_kind *k)
         { "chat-llama3", PREP_TPL_LLAMA3_CHAT },
         { "llama3.1-chat", PREP_TPL_LLAMA31_CHAT },
         { "chat-llama3.1", PREP_TPL_LLAMA31_CHAT },
+        { "llama31-chat", PREP_TPL_LLAMA31_CHAT }, /* ftmpi-generate's former spelling */
         { "llama2-chat", PREP_TPL_LLAMA2_CHAT },
         { "chat-llama2", PREP_TPL_LLAMA2_CHAT },
         { "text", PREP_TPL_TEXT },

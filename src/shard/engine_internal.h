@@ -147,6 +147,14 @@ static inline void ft_engine_own_range(const ft_engine *e, const engine_unit *u,
 /* Recomputes working params from the master over the opt range and distributes them
  * (stage 0: in place; 1-2: all-gather into full; 3: the bf16 shard). */
 int ft_engine_publish_params(ft_engine *e, int unit, ft_error *err);
+/* The same after an optimizer update that already wrote the bf16 rounding of the
+ * master into ft_engine_update_bits(e, unit): only what follows the rounding. */
+int ft_engine_publish_updated(ft_engine *e, int unit, ft_error *err);
+/* Where the optimizer can write unit's bf16 working copy in its update pass
+ * (ft_adamw_params.bf16_out), indexed like the master; NULL where publishing makes
+ * it: fp32 working parameters, offload (the update runs on the host), and stage 3 in
+ * the bf16 recipe, which keeps no bf16 shard (each gather rounds the master). */
+uint16_t *ft_engine_update_bits(ft_engine *e, int unit);
 
 /* Forgets gathered units (their parameters changed). */
 void ft_engine_invalidate_gathered(ft_engine *e);

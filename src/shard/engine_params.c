@@ -66,7 +66,24 @@ int ft_engine_start_bits_gather(ft_engine *e, int unit, uint16_t *dst, ft_comm_r
     return e->comm->ops->all_gather(e->comm, dst, own, S * sizeof(uint16_t), req);
 }
 
-int ft_engine_publish_params(ft_engine *e, int unit, ft_error *err)
+uint16_t *ft_engine_update_bits(ft_engine *e, int unit)
+{
+    engine_unit *eu = &e->units[unit];
+    if (e->opt.param_dtype != FT_DTYPE_BF16 || e->opt.offload_optimizer)
+        return NULL;
+    switch (e->opt.zero_stage) {
+    case 0: /* the whole unit: full's bits, or the bits widened into full */
+        return ft_engine_hands_bits(e) ? (uint16_t *)eu->full : e->gather_bits;
+    case 1:
+    case 2:
+        return e->stage_bits;
+    default:
+        return eu->shard_bf16;
+    }
+}
+
+/* bits_ready: the optimizer wrote ft_engine_update_bits(e, unit) already. */
+static int publish(ft_engine *e, int unit, int bits_ready, ft_error *err)
 {
     engine_unit *eu = &e->units[unit];
     ft_backend *be = e->be;
@@ -75,9 +92,11 @@ int ft_engine_publish_params(ft_engine *e, int unit, ft_error *err)
     switch (e->opt.zero_stage) {
     case 0: /* fp32 without offload: the optimizer updated full in place */
         if (bits) {
-            be->ops->f32_to_bf16(be, eu->full, master, eu->numel);
+            if (!bits_ready)
+                be->ops->f32_to_bf16(be, eu->full, master, eu->numel);
         } else if (bf16) {
-            be->ops->f32_to_bf16(be, e->gather_bits, master, eu->numel);
+            if (!bits_ready)
+                be->ops->f32_to_bf16(be, e->gather_bits, master, eu->numel);
             be->ops->bf16_to_f32(be, eu->full, e->gather_bits, eu->numel);
         } else if (master) {
             be->ops->copy(be, eu->full, master, eu->numel * sizeof(float));
@@ -87,17 +106,33 @@ int ft_engine_publish_params(ft_engine *e, int unit, ft_error *err)
     case 2:
         if (!bf16)
             return gather_f32(e, eu->full, master, eu->shard, err);
-        be->ops->f32_to_bf16(be, e->stage_bits, master, eu->shard);
+        if (!bits_ready) {
+            be->ops->f32_to_bf16(be, e->stage_bits, master, eu->shard);
+        } else { /* the update wrote the opt range; the padding after it (last rank)
+                    must not carry another unit's bits from this shared buffer */
+            const size_t len = eu->opt_end - eu->opt_begin;
+            be->ops->f32_to_bf16(be, e->stage_bits + len, master + len, eu->shard - len);
+        }
         be->ops->sync(be);
         return bits ? gather_bits(e, eu->full, e->stage_bits, eu->shard, err)
                     : gather_bf16(e, eu->full, e->stage_bits, eu->shard, err);
     default: /* stage 3: gathers read the device shard (fp32), these bits, or the master */
-        if (eu->shard_bf16)
+        if (eu->shard_bf16 && !bits_ready)
             be->ops->f32_to_bf16(be, eu->shard_bf16, master, eu->shard);
         else if (eu->dev_shard)
             be->ops->copy(be, eu->dev_shard, master, eu->shard * sizeof(float));
         return 0;
     }
+}
+
+int ft_engine_publish_params(ft_engine *e, int unit, ft_error *err)
+{
+    return publish(e, unit, 0, err);
+}
+
+int ft_engine_publish_updated(ft_engine *e, int unit, ft_error *err)
+{
+    return publish(e, unit, ft_engine_update_bits(e, unit) != NULL, err);
 }
 
 /* Takes this rank's slice of unit u's initial values (host, [S], zero-padded) and

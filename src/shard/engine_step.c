@@ -90,9 +90,11 @@ static void update_range(ft_engine *e, const ft_optimizer_config *o, engine_unit
         g = e->host_grad;
     }
     if (o->type == FT_OPT_ADAMW) {
+        uint16_t *bits = ft_engine_update_bits(e, (int)(eu - e->units));
         ft_adamw_params ap = { .lr = (float)lr, .beta1 = (float)o->beta1,
                                .beta2 = (float)o->beta2, .eps = (float)o->eps,
-                               .weight_decay = (float)wd, .step = e->step };
+                               .weight_decay = (float)wd, .step = e->step,
+                               .bf16_out = bits ? bits + off : NULL };
         be->ops->adamw_step(be, p, g, eu->m + off, eu->v + off, hi - lo, &ap);
     } else {
         ft_sgd_params sp = { .lr = (float)lr, .momentum = (float)o->momentum,
@@ -117,7 +119,8 @@ int ft_engine_step(ft_engine *e, const ft_optimizer_config *o, double lr, double
         update_range(e, o, eu, eu->opt_begin, split, lr, o->weight_decay);
         update_range(e, o, eu, split, eu->opt_end, lr, 0.0);
         e->be->ops->sync(e->be);
-        if (ft_engine_publish_params(e, u, err))
+        if ((o->type == FT_OPT_ADAMW ? ft_engine_publish_updated(e, u, err)
+                                     : ft_engine_publish_params(e, u, err)))
             return -1;
     }
     if (e->opt.zero_stage == 3)

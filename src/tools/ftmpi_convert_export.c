@@ -22,6 +22,7 @@
 #include "io/weights.h"
 #include "model/layout.h"
 #include "tools/ftmpi_convert.h"
+#include "train/ckpt_dir.h"
 
 typedef struct export_opts {
     cv_common common;
@@ -402,6 +403,26 @@ static int parse(int argc, char **argv, export_opts *o)
     return 0;
 }
 
+/* A checkpoint directory stands for the checkpoint its `latest` names, as in
+ * ftmpi-generate; path (len bytes) receives the file to read. */
+static int resolve_input(const char *in, char *path, size_t len, ft_error *err)
+{
+    if (!cv_is_dir(in)) {
+        snprintf(path, len, "%s", in);
+        return 0;
+    }
+    char name[512];
+    int rc = ft_ckpt_read_latest(in, name, sizeof name, err);
+    if (rc > 0)
+        return ft_fail(err, "%s is a directory without a '%s' checkpoint pointer; give a "
+                       "checkpoint or weights file", in, FT_CKPT_LATEST);
+    if (rc < 0)
+        return -1;
+    if ((size_t)snprintf(path, len, "%s/%s", in, name) >= len)
+        return ft_fail(err, "%s: path too long", in);
+    return 0;
+}
+
 int cv_export_main(int argc, char **argv)
 {
     export_opts o;
@@ -411,6 +432,10 @@ int cv_export_main(int argc, char **argv)
     double t0 = cv_now();
     ft_error err = { { 0 }, 0 };
     uint64_t moved = 0;
+    char in_path[4200];
+    if (resolve_input(o.in, in_path, sizeof in_path, &err))
+        return cv_report(&err);
+    o.in = in_path;
     if (run_export(&o, &moved, &err))
         return cv_report(&err);
     if (o.common.stats)

@@ -20,6 +20,7 @@
 #include "io/hf_config.h"
 #include "io/weights.h"
 #include "model/layout.h"
+#include "io/tok_fingerprint.h"
 #include "tools/ftmpi_convert.h"
 
 typedef struct import_opts {
@@ -290,8 +291,26 @@ static int copy_tensor(ft_h5file *h, const hf_model *m, int i, ft_st_dtype out, 
     return rc;
 }
 
+/* The fingerprint of HF_DIR/tokenizer.json into fp ("" when there is none, or, with a
+ * note, when it cannot be read: the weights are what is imported). */
+static void tokenizer_fingerprint(const import_opts *o, char fp[FT_TOK_FINGERPRINT_LEN])
+{
+    char path[4200];
+    fp[0] = '\0';
+    snprintf(path, sizeof path, "%s/tokenizer.json", o->hf_dir);
+    if (!cv_exists(path))
+        return;
+    ft_error err = { { 0 }, 0 };
+    if (ft_tok_fingerprint_file(path, fp, &err)) {
+        fp[0] = '\0';
+        if (!o->common.quiet)
+            fprintf(stderr, "ftmpi-convert: note: %s; no tokenizer fingerprint recorded\n",
+                    err.msg);
+    }
+}
+
 static int write_weights(const hf_model *m, const import_opts *o, ft_st_dtype out,
-                         uint64_t *written, ft_error *err)
+                         const char *tok_fp, uint64_t *written, ft_error *err)
 {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", o->out);
@@ -312,6 +331,7 @@ static int write_weights(const hf_model *m, const import_opts *o, ft_st_dtype ou
     }
     rc = ft_h5_write_kind(&h, "weights", err) ||
          ft_weights_write_config(&h, &m->config, err) ||
+         ft_tok_fingerprint_write(&h, tok_fp, err) ||
          ft_weights_create_tensors(&h, "/model", &m->layout,
                                    out == FT_ST_BF16 ? FT_FILE_BF16 : FT_FILE_F32, err);
     for (int i = 0; i < m->n_hf && !rc; i++) {
@@ -397,7 +417,9 @@ int cv_import_main(int argc, char **argv)
         fprintf(stderr, "ftmpi-convert: note: rounding %d F32/F16 tensors to bf16 (--dtype bf16)\n",
                 m.n_f32 + m.n_f16);
     uint64_t written = 0;
-    int rc = write_weights(&m, &o, out, &written, &err);
+    char tok_fp[FT_TOK_FINGERPRINT_LEN];
+    tokenizer_fingerprint(&o, tok_fp);
+    int rc = write_weights(&m, &o, out, tok_fp, &written, &err);
     if (!rc && !o.common.quiet)
         printf("imported %s -> %s: %d tensors in %d shard%s, %lld parameters, %s%s%s-> %s\n",
                o.hf_dir, o.out, m.n_hf, m.n_shards, m.n_shards == 1 ? "" : "s",

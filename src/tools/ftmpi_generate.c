@@ -31,7 +31,10 @@ static const char usage_text[] =
     "forward pass (doc/generate.md).\n"
     "\n"
     "Text in and out (one of):\n"
-    "  --tokenizer FILE     a Hugging Face tokenizer.json (the model's own)\n"
+    "  --tokenizer FILE     a Hugging Face tokenizer.json (the model's own: one whose\n"
+    "                       fingerprint differs from the one MODEL records is refused)\n"
+    "  --allow-tokenizer-mismatch\n"
+    "                       use --tokenizer even when MODEL records another tokenizer\n"
     "  --byte-tokens        ftmpi-gendata's synthetic models: ids 0..255 are bytes,\n"
     "                       BOS 256, EOS 257 (e.g. PROMPT \"12+35=\")\n"
     "  --ids                PROMPT is token ids, comma-separated (\"256,49,50\"), used\n"
@@ -42,7 +45,7 @@ static const char usage_text[] =
     "  --template NAME      how the prompt is framed, exactly as ftmpi-prep frames the\n"
     "                       training data: none: BOS + prompt; alpaca: the\n"
     "                       Stanford Alpaca prompt ending \"### Response:\\n\" (--input\n"
-    "                       adds its \"### Input:\" block); llama3-chat, llama31-chat,\n"
+    "                       adds its \"### Input:\" block); llama3-chat, llama3.1-chat,\n"
     "                       llama2-chat: the Llama 3 / 3.1 / 2 chat formats; chatml,\n"
     "                       qwen2-chat, qwen2.5-chat: ChatML (<|im_start|>role ...\n"
     "                       <|im_end|>), the Qwen ones with Qwen's default system turn\n"
@@ -207,7 +210,7 @@ enum {
     OPT_TOKENIZER = 256, OPT_BYTES, OPT_IDS, OPT_TEMPLATE, OPT_SYSTEM, OPT_INPUT, OPT_NO_BOS,
     OPT_MAX_NEW, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_EOS, OPT_IGNORE_EOS, OPT_PROMPTS,
     OPT_OUT, OPT_PARAMS, OPT_DEVICE, OPT_CHUNK, OPT_ECHO, OPT_VERBOSE, OPT_NO_THINKING,
-    OPT_PROMPT_IDS
+    OPT_PROMPT_IDS, OPT_ALLOW_TOK_MISMATCH
 };
 
 /* Without --template, the template the tokenizer's tokenizer_config.json names (the
@@ -262,6 +265,7 @@ static int parse(int argc, char **argv, cli *c)
         { "echo", no_argument, 0, OPT_ECHO },
         { "verbose", no_argument, 0, OPT_VERBOSE },
         { "no-thinking", no_argument, 0, OPT_NO_THINKING },
+        { "allow-tokenizer-mismatch", no_argument, 0, OPT_ALLOW_TOK_MISMATCH },
         { "prompt-ids", no_argument, 0, OPT_PROMPT_IDS },
         { "help", no_argument, 0, 'h' },
         { "version", no_argument, 0, 'V' },
@@ -278,12 +282,16 @@ static int parse(int argc, char **argv, cli *c)
         case OPT_TEMPLATE:
             if (ft_template_parse(optarg, &c->s.tmpl))
                 return usage_error("--template '%s': expected none, alpaca, llama3-chat, "
-                                   "llama31-chat, llama2-chat, chatml, qwen2-chat, "
+                                   "llama3.1-chat, llama2-chat, chatml, qwen2-chat, "
                                    "qwen2.5-chat, qwen3-chat, smollm2-chat or mistral-chat",
                                    optarg);
+            if (strcmp(optarg, "llama31-chat") == 0)
+                fprintf(stderr, "ftmpi-generate: note: --template llama31-chat is spelt "
+                                "llama3.1-chat\n");
             c->template_given = true;
             break;
         case OPT_NO_THINKING: c->no_thinking = true; break;
+        case OPT_ALLOW_TOK_MISMATCH: c->s.allow_tokenizer_mismatch = true; break;
         case OPT_PROMPT_IDS: c->prompt_ids = true; break;
         case OPT_SYSTEM: c->system = optarg; break;
         case OPT_INPUT: c->input = optarg; break;
@@ -401,7 +409,7 @@ static int parse(int argc, char **argv, cli *c)
     const bool chat = c->s.tmpl != FT_TEMPLATE_NONE && c->s.tmpl != FT_TEMPLATE_ALPACA;
     if (c->system && !chat)
         return usage_error("%s", "--system is for the chat templates (llama3-chat, "
-                                 "llama31-chat, llama2-chat, chatml, qwen2-chat, "
+                                 "llama3.1-chat, llama2-chat, chatml, qwen2-chat, "
                                  "qwen2.5-chat, qwen3-chat, smollm2-chat, mistral-chat)");
     if (!c->ids_mode && c->s.byte_tokens && chat)
         return usage_error("--template %s needs --tokenizer", ft_template_name(c->s.tmpl));
@@ -685,14 +693,17 @@ int main(int argc, char **argv)
     ft_gen_session *s = NULL;
     int rc = ft_gen_session_open(&s, &c.s, &err);
     /* every rank opens the same files: they fail alike, and agree on the outcome */
-    int any = rc != 0;
+    int any = rc != 0, all = rc != 0;
     MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (any) {
+        /* failing alike, rank 0 speaks for all; a rank failing alone names itself */
         if (rc && rank == 0)
             fprintf(stderr, "ftmpi-generate: %s\n", err.msg);
-        else if (rc)
+        else if (rc && !all)
             fprintf(stderr, "ftmpi-generate: rank %d: %s\n", rank, err.msg);
-        code = EXIT_RUNTIME;
+        /* a tokenizer that is not the model's is the command line's fault */
+        code = all && (err.flags & FT_ERR_CONFIG) ? EXIT_USAGE : EXIT_RUNTIME;
     } else if (c.prompts_path) {
         batch_ctx b = { .c = &c, .s = s, .path = c.prompts_path };
         bool report = false;

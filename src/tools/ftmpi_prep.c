@@ -10,6 +10,7 @@
 
 #include "comm/mpi_io_env.h"
 #include "prep/prep.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tok_jsonl.h"
 
 static const char help_text[] =
@@ -153,11 +154,11 @@ static int parse_args(int argc, char **argv, prep_options *o, char *msg, size_t 
 {
     prep_options_default(o);
     bool text = false, text_file = false;
-    int c;
+    int c, li = -1;
     long v;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "t:o:qh", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "t:o:qh", long_opts, &li)) != -1) {
         switch (c) {
         case 't': o->tokenizer = optarg; break;
         case 'o': o->out = optarg; break;
@@ -168,8 +169,14 @@ static int parse_args(int argc, char **argv, prep_options *o, char *msg, size_t 
                 goto bad_value;
             break;
         case OPT_TEMPLATE:
-            if (prep_template_parse(optarg, &o->template_kind))
-                goto bad_value;
+            if (prep_template_parse(optarg, &o->template_kind)) {
+                snprintf(msg, msg_len, "--template '%s' is not a template name; use one of: "
+                         "alpaca, text, %s", optarg, FT_CHAT_TEMPLATE_NAMES);
+                return -1;
+            }
+            if (strcmp(optarg, "llama31-chat") == 0) /* generate's former spelling */
+                fprintf(stderr, "ftmpi-prep: note: --template llama31-chat is spelt "
+                                "llama3.1-chat\n");
             break;
         case OPT_PROMPT: o->prompt_template = optarg; break;
         case OPT_PROMPT_NO_INPUT: o->prompt_template_no_input = optarg; break;
@@ -236,7 +243,9 @@ static int parse_args(int argc, char **argv, prep_options *o, char *msg, size_t 
         }
         continue;
     bad_value:
-        snprintf(msg, msg_len, "bad value '%s' for %s", optarg, argv[optind - 1]);
+        /* the option by its name: argv[optind - 1] is the value when it came apart */
+        snprintf(msg, msg_len, "bad value '%s' for --%s", optarg,
+                 li >= 0 ? long_opts[li].name : "?");
         return -1;
     }
     o->inputs = (const char *const *)argv + optind;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "io/tok_fingerprint.h"
 #include "tokenizer/tok_jsonl.h"
 #include "tokenizer/tokenizer.h"
 
@@ -52,11 +53,13 @@ int main(int argc, char **argv)
     } else if (strcmp(cmd, "decode") == 0) {
         rc = ft_tok_jsonl_decode(t, stdin, "stdin", stdout, skip_special, &err);
     } else if (strcmp(cmd, "info") == 0) {
-        printf("{\"kind\":\"%s\",\"vocab_size\":%d,\"bos_id\":%" PRId32 ",\"eos_id\":%" PRId32
-               ",\"hash\":\"%016" PRIx64 "\"}\n",
-               ft_tokenizer_kind(t), ft_tokenizer_vocab_size(t), ft_tokenizer_bos_id(t),
-               ft_tokenizer_eos_id(t), ft_tokenizer_hash(t));
-        rc = 0;
+        char fp[FT_TOK_FINGERPRINT_LEN];
+        rc = ft_tok_fingerprint_file(path, fp, &err);
+        if (rc == 0)
+            printf("{\"kind\":\"%s\",\"vocab_size\":%d,\"bos_id\":%" PRId32
+                   ",\"eos_id\":%" PRId32 ",\"hash\":\"%016" PRIx64 "\",\"fingerprint\":\"%s\"}\n",
+                   ft_tokenizer_kind(t), ft_tokenizer_vocab_size(t), ft_tokenizer_bos_id(t),
+                   ft_tokenizer_eos_id(t), ft_tokenizer_hash(t), fp);
     } else {
         ft_tokenizer_free(t);
         return usage();

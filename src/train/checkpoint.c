@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "comm/agree.h"
+#include "io/tok_fingerprint.h"
 #include "io/h5file.h"
 #include "io/weights.h"
 #include "train/ckpt_dir.h"
@@ -205,6 +206,7 @@ static int write_state(ft_h5file *f, const ft_run_config *cfg, const ft_model_la
     const ft_file_dtype model_dtype = cfg->param_dtype == FT_DTYPE_BF16 ? FT_FILE_BF16 : FT_FILE_F32;
     int rc = ft_h5_write_kind(f, "checkpoint", err) ||
              ft_weights_write_config(f, &layout->config, err) ||
+             ft_tok_fingerprint_write(f, pos->tokenizer_fingerprint, err) ||
              write_meta(f, cfg, comm, pos, seq_len, err);
     if (ft_agree(MPI_COMM_WORLD, rc, err))
         return -1;
@@ -336,7 +338,9 @@ static int check_shape(const char *path, const ft_model_config *have, const ft_m
 #define SAME(field)                                                                          \
     if (have->field != want->field)                                                          \
         return ft_fail(err, "%s: checkpoint of another model: " #field " is %d there, %d in this "\
-                       "run", path, (int)have->field, (int)want->field);
+                       "run; to train this shape afresh use a new checkpoint_dir or resume = "    \
+                       "\"none\" (to continue the checkpoint, use its shape)",                  \
+                       path, (int)have->field, (int)want->field);
     SAME(vocab_size) SAME(hidden_size) SAME(intermediate_size) SAME(num_hidden_layers)
     SAME(num_attention_heads) SAME(num_key_value_heads) SAME(head_dim)
     SAME(tie_word_embeddings) SAME(family) SAME(sliding_window) SAME(rotary_dim)
@@ -406,6 +410,7 @@ int ft_checkpoint_load(const char *path, const ft_model_layout *layout, ft_engin
     int rc = !h ? ft_fail(err, "out of host memory") : 0;
     rc = rc || ft_h5_check_kind(&f, "checkpoint", err) ||
          ft_weights_read_config(&f, &have, err) ||
+         ft_tok_fingerprint_read(&f, pos->tokenizer_fingerprint, err) ||
          check_shape(path, &have, &layout->config, err);
     /* parameters: the fp32 master when the file has one, else the model tensors */
     const int has_master = !rc && H5Lexists(f.id, "/optim/master", H5P_DEFAULT) > 0;

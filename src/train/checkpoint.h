@@ -16,6 +16,8 @@ typedef struct ft_ckpt_position {
     long step;             /* training steps done (skipped steps included) */
     long optimizer_step;   /* updates applied: AdamW's bias-correction count */
     int64_t data_position; /* global sample index of the next step's first sample */
+    /* the run's tokenizer (io/tok_fingerprint.h), a root attribute; "" when unknown */
+    char tokenizer_fingerprint[17];
 } ft_ckpt_position;
 
 /* Creates dir with its parents and checks that it is writable (rank 0), and tells every

@@ -45,21 +45,31 @@ ft_engine_options ft_run_engine_options(const ft_run_config *cfg)
                                 .reduce_bf16 = cfg->grad_reduce_dtype == FT_DTYPE_BF16 };
 }
 
-ft_model_options ft_run_model_options(const ft_run_config *cfg, int T)
+size_t ft_run_head_budget(const ft_run_config *cfg, double device_bytes)
+{
+    const size_t MiB = (size_t)1 << 20;
+    if (cfg->head_memory_mib > 0)
+        return (size_t)cfg->head_memory_mib * MiB;
+    const size_t share = device_bytes > 0 ? (size_t)(device_bytes / 64) : 0;
+    return share > 64 * MiB ? share : 64 * MiB;
+}
+
+ft_model_options ft_run_model_options(const ft_run_config *cfg, int T, double device_bytes)
 {
     return (ft_model_options){ .max_batch = cfg->micro_batch_size, .seq_len = T,
                                .activation_checkpointing = cfg->activation_checkpointing,
+                               .head_budget_bytes = ft_run_head_budget(cfg, device_bytes),
                                .dtype = cfg->precision };
 }
 
 int ft_plan_rank_bytes(const ft_model_layout *layout, const ft_run_config *cfg, int P, int T,
-                       double *device, double *host, ft_error *err)
+                       double device_bytes, double *device, double *host, ft_error *err)
 {
     ft_engine_options eo = ft_run_engine_options(cfg);
     ft_engine_memory m;
     if (ft_engine_estimate(layout, P, &eo, &m, err))
         return -1;
-    ft_model_options mo = ft_run_model_options(cfg, T);
+    ft_model_options mo = ft_run_model_options(cfg, T, device_bytes);
     *device = (double)m.params + (double)m.grads + (double)m.optimizer + (double)m.gathered +
               (double)m.scratch + (double)ft_model_estimate_activation_bytes(layout, &mo);
     *host = (double)m.host;
@@ -96,7 +106,7 @@ int ft_plan_print(FILE *out, const ft_run_config *cfg, const ft_plan_options *po
                 ft_engine_memory m;
                 if ((rc = ft_engine_estimate(&layout, P, &eo, &m, err)))
                     break;
-                ft_model_options mo = ft_run_model_options(cfg, T);
+                ft_model_options mo = ft_run_model_options(cfg, T, po->device_gib * GiB);
                 mo.activation_checkpointing = ckpt;
                 size_t act = ft_model_estimate_activation_bytes(&layout, &mo);
                 double device = (double)(m.params + m.grads + m.optimizer + m.gathered +

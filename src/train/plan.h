@@ -21,13 +21,16 @@ typedef struct ft_plan_options {
 /* The engine and model options a run of cfg uses (with rows of seq_len T), shared by
  * the trainer and the planner so that the plan is the run's allocation. */
 ft_engine_options ft_run_engine_options(const ft_run_config *cfg);
-ft_model_options ft_run_model_options(const ft_run_config *cfg, int T);
+/* device_bytes: the memory of one rank's device (host RAM on the CPU), from which the
+ * LM head's default memory budget is derived (head_memory_mib). */
+size_t ft_run_head_budget(const ft_run_config *cfg, double device_bytes);
+ft_model_options ft_run_model_options(const ft_run_config *cfg, int T, double device_bytes);
 
 int ft_plan_print(FILE *out, const ft_run_config *cfg, const ft_plan_options *po, ft_error *err);
 
 /* Bytes one rank of this config allocates on the device and on the host (the same
  * dry runs as the plan), for a world of P ranks and rows of seq_len T. */
 int ft_plan_rank_bytes(const ft_model_layout *layout, const ft_run_config *cfg, int P, int T,
-                       double *device, double *host, ft_error *err);
+                       double device_bytes, double *device, double *host, ft_error *err);
 
 #endif

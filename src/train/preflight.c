@@ -18,7 +18,8 @@
 int ft_preflight_host_memory(ft_trainer *t, ft_error *err)
 {
     double device = 0, host = 0;
-    if (ft_plan_rank_bytes(&t->layout, t->cfg, t->comm->size, t->seq_len, &device, &host, err))
+    if (ft_plan_rank_bytes(&t->layout, t->cfg, t->comm->size, t->seq_len,
+                           (double)t->be->memory_total, &device, &host, err))
         return -1;
     const double node = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     const double need = (device + host) * t->comm->local_size;
@@ -59,7 +60,7 @@ int ft_preflight_eval_data(ft_trainer *t, ft_error *err)
     const ft_run_config *cfg = t->cfg;
     ft_dataset ev;
     const int opened = ft_dataset_open(&ev, cfg->eval_data, MPI_COMM_WORLD, err);
-    if (ft_agree(MPI_COMM_WORLD, opened, err)) {
+    if (ft_agree_config(MPI_COMM_WORLD, opened, err)) {
         if (opened == 0)
             ft_dataset_close(&ev);
         return ft_fail_context(err, "data.eval");
@@ -67,6 +68,9 @@ int ft_preflight_eval_data(ft_trainer *t, ft_error *err)
     const ft_dataset_info di = ev.info;
     ft_dataset_close(&ev);
     int rc = 0;
+    if (ft_tok_identity_meet(&t->tok, cfg, "data.eval", cfg->eval_data, di.tokenizer_fingerprint,
+                             err))
+        return -1; /* marked shared: the same attributes on every rank */
     if (di.seq_len != t->seq_len)
         rc = ft_fail(err, "data.eval: %s: seq_len %d differs from data.train's %d (%s); "
                      "prepare both with the same --seq-len", cfg->eval_data, di.seq_len,
@@ -76,6 +80,6 @@ int ft_preflight_eval_data(ft_trainer *t, ft_error *err)
                      "tokenizer for this model?)", cfg->eval_data, di.vocab_size,
                      t->layout.config.vocab_size);
     if (rc)
-        err->flags |= FT_ERR_SHARED; /* the same facts on every rank: one line for all */
+        err->flags |= FT_ERR_SHARED | FT_ERR_CONFIG; /* the same facts on every rank */
     return rc;
 }

@@ -45,7 +45,10 @@ static int resolve_model_shape(ft_trainer *t, ft_error *err)
         ft_h5file f;
         if (ft_h5_open(&f, cfg->model_weights, MPI_COMM_WORLD, err))
             return ft_fail_context(err, "model.weights");
-        int rc = ft_h5_check_kind(&f, "weights", err) || ft_weights_read_config(&f, &mc, err);
+        char fp[FT_TOK_FINGERPRINT_LEN];
+        int rc = ft_h5_check_kind(&f, "weights", err) || ft_weights_read_config(&f, &mc, err) ||
+                 ft_tok_fingerprint_read(&f, fp, err) ||
+                 ft_tok_identity_meet(&t->tok, cfg, "model.weights", cfg->model_weights, fp, err);
         ft_h5_close(&f, NULL);
         if (rc)
             return -1;
@@ -237,14 +240,16 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     }
     ft_startup_mark(t->startup, "backend");
     enter_phase(t, "opening model.weights and data.train (collective)");
-    if (resolve_model_shape(t, err) || check_batch_geometry(t, err))
+    /* start-up facts every rank meets alike end the job with one line and exit 2 */
+    if (ft_agree_config(MPI_COMM_WORLD, resolve_model_shape(t, err), err) ||
+        check_batch_geometry(t, err))
         return -1;
     /* Collective open for validation and the file's description; the rows themselves
      * are read by the loader through its own handle. */
     ft_dataset train;
     const int opened = ft_dataset_open(&train, cfg->train_data, MPI_COMM_WORLD, err);
     /* every rank opens the same file: one line for all, no abort (ft_agree) */
-    if (ft_agree(MPI_COMM_WORLD, opened, err)) {
+    if (ft_agree_config(MPI_COMM_WORLD, opened, err)) {
         if (opened == 0)
             ft_dataset_close(&train);
         return ft_fail_context(err, "data.train");
@@ -252,10 +257,13 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     t->train_info = train.info;
     ft_dataset_close(&train);
     const ft_dataset_info *di = &t->train_info;
+    if (ft_tok_identity_meet(&t->tok, cfg, "data.train", cfg->train_data,
+                             di->tokenizer_fingerprint, err))
+        return -1;
     if (di->vocab_size > t->layout.config.vocab_size) {
         ft_fail(err, "%s: dataset vocab_size %d exceeds the model's %d (wrong tokenizer for "
                 "this model?)", cfg->train_data, di->vocab_size, t->layout.config.vocab_size);
-        err->flags |= FT_ERR_SHARED; /* every rank read the same attributes */
+        err->flags |= FT_ERR_SHARED | FT_ERR_CONFIG; /* every rank read the same attributes */
         return -1;
     }
     t->seq_len = di->seq_len;
@@ -280,10 +288,10 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
         return -1;
 
     ft_engine_options eo = ft_run_engine_options(cfg);
-    ft_model_options mo = ft_run_model_options(cfg, t->seq_len);
+    ft_model_options mo = ft_run_model_options(cfg, t->seq_len, (double)t->be->memory_total);
     char *resume_path = NULL;
     if ((cfg->checkpoint_dir && !eval_only && lock_checkpoint_dir(t, err)) ||
-        ft_agree(MPI_COMM_WORLD, ft_checkpoint_resolve(cfg, &resume_path, err), err))
+        ft_agree_config(MPI_COMM_WORLD, ft_checkpoint_resolve(cfg, &resume_path, err), err))
         return -1;
     if (strcmp(t->be->name, "cpu") == 0 && ft_preflight_host_memory(t, err))
         return -1;
@@ -291,14 +299,19 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     enter_phase(t, "creating the engine and the model");
     int rc = ft_engine_create(&t->engine, &t->layout, t->be, t->dev_comm, &eo, err) ||
              ft_model_create(&t->model, &t->layout, t->be, &mo, err);
+    rc = ft_agree(MPI_COMM_WORLD, rc, err); /* no rank may go on alone into the loads */
     ft_startup_mark(t->startup, "allocate");
     if (!rc && resume_path) {
         ft_ckpt_position pos;
         bool direct = false;
         const double t0 = now_seconds();
         enter_phase(t, "loading the resume checkpoint (collective)");
-        rc = ft_checkpoint_load(resume_path, &t->layout, t->engine, comm, &pos,
-                                cfg->direct_io, &direct, err);
+        rc = ft_agree_config(MPI_COMM_WORLD,
+                             ft_checkpoint_load(resume_path, &t->layout, t->engine, comm, &pos,
+                                                cfg->direct_io, &direct, err),
+                             err) ||
+             ft_tok_identity_meet(&t->tok, cfg, "the resume checkpoint", resume_path,
+                                  pos.tokenizer_fingerprint, err);
         t->start_step = pos.step;
         t->sample_base = pos.data_position;
         if (!rc && t->out) {
@@ -312,7 +325,7 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
         ft_startup_mark(t->startup, "resume");
     } else if (!rc) {
         enter_phase(t, "loading model.weights or initializing (collective)");
-        rc = load_parameters(t, err);
+        rc = ft_agree_config(MPI_COMM_WORLD, load_parameters(t, err), err);
         ft_startup_mark(t->startup, cfg->model_weights ? "load" : "init");
     }
     free(resume_path);
@@ -533,6 +546,7 @@ static int save_weights(ft_trainer *t, const char *path, ft_error *err)
         return -1;
     int rc = ft_h5_write_kind(&f, "weights", err) ||
              ft_weights_write_config(&f, &t->layout.config, err) ||
+             ft_tok_fingerprint_write(&f, t->tok.fp, err) ||
              ft_weights_create_tensors(&f, "/model", &t->layout, FT_FILE_F32, err);
     if (t->cfg->direct_io) /* collective: on every rank whatever rc says */
         ft_h5_attach_raw(&f, MPI_COMM_WORLD, true);
@@ -558,6 +572,7 @@ static int save_checkpoint(ft_trainer *t, long steps_done, ft_error *err)
                              .data_position = t->sample_base +
                                               (steps_done - t->start_step) *
                                                   (int64_t)cfg->global_batch_size };
+    snprintf(pos.tokenizer_fingerprint, sizeof pos.tokenizer_fingerprint, "%s", t->tok.fp);
     const double t0 = now_seconds();
     bool direct = false;
     if (ft_checkpoint_save(cfg->checkpoint_dir, cfg, &t->layout, t->engine, t->comm, &pos,

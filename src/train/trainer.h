@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 
+#include "train/tok_check.h"
 #include "backend/backend.h"
 #include "comm/comm.h"
 #include "config/run_config.h"
@@ -22,6 +23,7 @@ typedef struct ft_trainer {
     ft_model *model;
     ft_engine *engine;
     ft_dataset_info train_info;
+    ft_tok_identity tok; /* the run's tokenizer, recorded in checkpoints (train/tok_check.h) */
     struct ft_loader *loader; /* the training rows, prefetched in the background */
     ft_data_order order;
 

@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "backend_test_util.h"
+#include "util/bf16.h"
 
 #define N_GOLDEN 8
 
@@ -70,7 +71,7 @@ static void test_adamw_matches_pytorch(void **state)
     for (int step = 1; step <= 5; step++) {
         golden_grad(g, step);
         be->ops->upload(be, dg, g, sizeof g);
-        ft_adamw_params hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, step};
+        ft_adamw_params hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, step, NULL};
         be->ops->adamw_step(be, dp, dg, dm, dv, N_GOLDEN, &hp);
     }
     bt_download(be, p, dp, N_GOLDEN), bt_download(be, m, dm, N_GOLDEN), bt_download(be, v, dv, N_GOLDEN);
@@ -101,7 +102,7 @@ static void test_adamw_matches_double_reference(void **state)
     for (int t = 1; t <= 20; t++) {
         bt_fill_uniform(g, n, &rng, -0.1f, 0.1f);
         be->ops->upload(be, dg, g, n * 4);
-        ft_adamw_params hp = {lr, b1, b2, eps, wd, t};
+        ft_adamw_params hp = {lr, b1, b2, eps, wd, t, NULL};
         be->ops->adamw_step(be, dp, dg, dm, dv, n, &hp);
         double bc1 = 1 - pow(b1, t), bc2 = 1 - pow(b2, t);
         for (size_t i = 0; i < n; i++) {
@@ -115,6 +116,46 @@ static void test_adamw_matches_double_reference(void **state)
     assert_true(bt_close("adamw 20 steps vs double", got, rp, n, 1e-5, 0));
     be->ops->free(be, dp), be->ops->free(be, dg), be->ops->free(be, dm), be->ops->free(be, dv);
     free(p), free(g), free(got), free(rp), free(rm), free(rv);
+    ft_backend_destroy(be);
+}
+
+/* bf16_out: the same update (p, m, v bit for bit as without it) plus the RNE rounding
+ * of the new p, as f32_to_bf16 would give. */
+static void test_adamw_bf16_out(void **state)
+{
+    (void)state;
+    ft_backend *be = bt_backend_create();
+    bt_rng rng = bt_rng_make(5);
+    const size_t n = 40001;
+    float *p = malloc(n * 4), *g = malloc(n * 4), *out[2][3];
+    bt_fill_uniform(p, n, &rng, -1, 1);
+    bt_fill_uniform(g, n, &rng, -0.1f, 0.1f);
+    float *dg = bt_upload(be, g, n);
+    uint16_t *dbits = be->ops->alloc(be, n * 2), *want = malloc(n * 2), *got = malloc(n * 2);
+    for (int k = 0; k < 2; k++) {
+        float *dp = bt_upload(be, p, n), *dm = bt_upload(be, NULL, n), *dv = bt_upload(be, NULL, n);
+        for (int t = 1; t <= 3; t++) {
+            ft_adamw_params hp = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t, k == 1 ? dbits : NULL};
+            be->ops->adamw_step(be, dp, dg, dm, dv, n, &hp);
+        }
+        float *bufs[3] = {dp, dm, dv};
+        for (int b = 0; b < 3; b++) {
+            out[k][b] = malloc(n * 4);
+            bt_download(be, out[k][b], bufs[b], n);
+            be->ops->free(be, bufs[b]);
+        }
+    }
+    for (int b = 0; b < 3; b++)
+        assert_memory_equal(out[0][b], out[1][b], n * 4);
+    be->ops->download(be, got, dbits, n * 2);
+    for (size_t i = 0; i < n; i++)
+        want[i] = ft_f32_to_bf16(out[0][0][i]);
+    assert_memory_equal(got, want, n * 2);
+    for (int k = 0; k < 2; k++)
+        for (int b = 0; b < 3; b++)
+            free(out[k][b]);
+    be->ops->free(be, dg), be->ops->free(be, dbits);
+    free(p), free(g), free(want), free(got);
     ft_backend_destroy(be);
 }
 
@@ -170,6 +211,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adamw_matches_pytorch),
         cmocka_unit_test(test_adamw_matches_double_reference),
+        cmocka_unit_test(test_adamw_bf16_out),
         cmocka_unit_test(test_sgd_matches_pytorch),
         cmocka_unit_test(test_sgd_decoupled_decay),
     };

@@ -691,6 +691,9 @@ static void test_suggest(void **state)
     assert_string_equal(s, "model.weights");
     assert_true(ft_config_suggest("type", s, sizeof s));
     assert_string_equal(s, "optimizer.type");
+    /* a key cut short: the key it begins, not a short key of a similar length */
+    assert_true(ft_config_suggest("optimizer.warmup", s, sizeof s));
+    assert_string_equal(s, "optimizer.warmup_steps");
     assert_false(ft_config_suggest("completely_unrelated_thing", s, sizeof s));
 }
 

@@ -856,11 +856,14 @@ static void test_optim(void)
     float *v = host_random(n, 0, 0.01f);
     float *cp = be_dup(cpu, p, n * 4), *cm = be_dup(cpu, m, n * 4), *cv = be_dup(cpu, v, n * 4);
     float *gp = be_dup(gpu, p, n * 4), *gm = be_dup(gpu, m, n * 4), *gv = be_dup(gpu, v, n * 4);
+    uint16_t *cbits = cpu->ops->alloc(cpu, n * 2), *gbits = gpu->ops->alloc(gpu, n * 2);
     for (long step = 1; step <= 3; step++) {
         float *g = host_random(n, -1, 1);
         float *cg = be_dup(cpu, g, n * 4), *gg = be_dup(gpu, g, n * 4);
-        ft_adamw_params ap = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step};
+        ft_adamw_params ap = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, NULL};
+        ap.bf16_out = step == 3 ? cbits : NULL; /* the last step also rounds to bf16 */
         cpu->ops->adamw_step(cpu, cp, cg, cm, cv, n, &ap);
+        ap.bf16_out = step == 3 ? gbits : NULL;
         gpu->ops->adamw_step(gpu, gp, gg, gm, gv, n, &ap);
         cpu->ops->free(cpu, cg), gpu->ops->free(gpu, gg);
         free(g);
@@ -875,6 +878,13 @@ static void test_optim(void)
         snprintf(what, sizeof what, "%s (3 steps) bitwise", names[i]);
         bitwise(what, r2, r1, n * 4);
         free(r1), free(r2);
+    }
+    {
+        uint16_t *b1 = (uint16_t *)be_fetch(cpu, cbits, n * 2);
+        uint16_t *b2 = (uint16_t *)be_fetch(gpu, gbits, n * 2);
+        bitwise("adamw bf16_out", b2, b1, n * 2);
+        free(b1), free(b2);
+        cpu->ops->free(cpu, cbits), gpu->ops->free(gpu, gbits);
     }
 
     for (int with_mom = 0; with_mom < 2; with_mom++) {

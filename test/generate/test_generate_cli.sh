@@ -112,6 +112,13 @@ check_q3 4 --system "Be brief." --no-thinking "What is 2+2?" # recognised: no --
 expect_exit 2 "--no-thinking is for --template qwen3-chat" --tokenizer "$Q3" --template chatml \
     --no-thinking --prompt-ids hi
 expect_exit 2 "--prompt-ids needs --tokenizer" --byte-tokens --prompt-ids hi
+# one name per template: llama3.1-chat, as ftmpi-prep spells it; the former llama31-chat
+# frames the same ids, with a note
+L31="$S/test/data/tokenizers/llama3.1/tokenizer.json"
+a=$("$GEN" --tokenizer "$L31" --template llama3.1-chat --prompt-ids hi) || fail "llama3.1-chat"
+b=$("$GEN" --tokenizer "$L31" --template llama31-chat --prompt-ids hi 2> note.txt) || fail "llama31-chat"
+[ -n "$a" ] && [ "$a" = "$b" ] || fail "llama31-chat frames other ids than llama3.1-chat"
+grep -q "llama31-chat is spelt llama3.1-chat" note.txt || fail "no note for the former spelling"
 # SmolLM2 (ChatML + its default system turn) on the tiny Digits + ByteLevel tokenizer whose
 # tokenizer_config.json holds SmolLM2-Instruct's chat_template: apply_chat_template's ids
 # (test_generate_cli_smollm2.jsonl, test/prep/gen_golden_chatml.py), named and recognised.

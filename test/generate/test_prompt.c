@@ -1,7 +1,7 @@
 /* Prompt templates and the text codec, on the real Llama tokenizers of test/data:
  *  - llama3-chat "Hello" gives the ids verified against HF (reference-formats §3.2,
  *    the prompt side of the rendered conversation), and stops at <|eot_id|> too;
- *  - llama31-chat opens with the dated system block;
+ *  - llama3.1-chat opens with the dated system block;
  *  - llama2-chat and alpaca are the pieces ftmpi-prep renders, each encoded alone;
  *  - special-token names in the user's text stay text;
  *  - byte tokens: BOS 256 + bytes, decode keeps bytes < 256;

@@ -120,6 +120,47 @@ static void test_valid_still_opens(void **state)
     ft_dataset_close(&ds);
 }
 
+static void set_str_attr(const char *name, const char *v)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(f >= 0);
+    H5Adelete(f, name);
+    hid_t s = H5Screate(H5S_SCALAR), t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, strlen(v) + 1);
+    hid_t a = H5Acreate2(f, name, t, s, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(a >= 0);
+    H5Awrite(a, t, v);
+    H5Aclose(a);
+    H5Tclose(t);
+    H5Sclose(s);
+    H5Fclose(f);
+}
+
+/* tokenizer_fingerprint (io/tok_fingerprint.h): optional, 16 hex digits when present */
+static void test_tokenizer_fingerprint(void **state)
+{
+    (void)state;
+    ft_dataset ds;
+    ft_error err;
+    write_valid(); /* a file from before fingerprints: opens, with none */
+    if (ft_dataset_open(&ds, path, MPI_COMM_NULL, &err))
+        fail_msg("%s", err.msg);
+    assert_string_equal(ds.info.tokenizer_fingerprint, "");
+    ft_dataset_close(&ds);
+    set_str_attr("tokenizer_fingerprint", "0123456789abcdef");
+    if (ft_dataset_open(&ds, path, MPI_COMM_NULL, &err))
+        fail_msg("%s", err.msg);
+    assert_string_equal(ds.info.tokenizer_fingerprint, "0123456789abcdef");
+    ft_dataset_close(&ds);
+    static const char *const bad[] = { "0123", "0123456789ABCDEF", "0123456789abcdefg", "" };
+    for (int i = 0; i < 4; i++) {
+        set_str_attr("tokenizer_fingerprint", bad[i]);
+        assert_int_equal(ft_dataset_open(&ds, path, MPI_COMM_NULL, &err), -1);
+        if (!strstr(err.msg, path) || !strstr(err.msg, "tokenizer_fingerprint is not 16 hex digits"))
+            fail_msg("'%s': %s", bad[i], err.msg);
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv); /* ft_dataset_write writes on MPI_COMM_SELF */
@@ -128,6 +169,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_valid_still_opens),
         cmocka_unit_test(test_out_of_range),
         cmocka_unit_test(test_array_attribute),
+        cmocka_unit_test(test_tokenizer_fingerprint),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     unlink(path);

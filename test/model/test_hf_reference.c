@@ -128,7 +128,8 @@ static void rig_up_dtype(rig *r, golden *g, int ckpt, ft_optimizer_type opt, ft_
     TEST_CHECK_OK(ft_engine_create(&r->engine, &g->layout, r->be, r->comm, &eo, &err), &err);
     TEST_CHECK_OK(ft_engine_load(r->engine, &g->f, "/model", &err), &err);
     ft_model_options mo = { .max_batch = g->B, .seq_len = g->T, .activation_checkpointing = ckpt,
-                            .head_chunk_rows = 7 /* several chunks, one partial */,
+                            .head_group_rows = 11, .head_chunk_rows = 7 /* several groups
+                            of several chunks, partial ones too */,
                             .dtype = dt };
     TEST_CHECK_OK(ft_model_create(&r->model, &g->layout, r->be, &mo, &err), &err);
 }

@@ -4,7 +4,9 @@
  *  - activation checkpointing on/off gives bitwise identical gradients;
  *  - a row packed with two documents (document masking) equals the two documents
  *    run separately: same loss sum and gradients;
- *  - bf16 parameter storage makes the working parameters exactly bf16 values. */
+ *  - bf16 parameter storage makes the working parameters exactly bf16 values;
+ *  - the LM head computes logits only for rows with a target and accumulates its
+ *    weight gradient once per group of rows (once per micro-batch by default). */
 #include <math.h>
 #include <mpi.h>
 #include <setjmp.h>
@@ -45,14 +47,20 @@ static void rig_down(rig *r)
     ft_backend_destroy(r->be);
 }
 
-static ft_model *make_model(rig *r, int batch, int T, int ckpt)
+static ft_model *make_model_head(rig *r, int batch, int T, int ckpt, int group, int chunk)
 {
     ft_error err;
     ft_model *m;
     ft_model_options mo = { .max_batch = batch, .seq_len = T, .activation_checkpointing = ckpt,
-                            .head_chunk_rows = 5 };
+                            .head_group_rows = group, .head_chunk_rows = chunk };
     TEST_CHECK_OK(ft_model_create(&m, &r->layout, r->be, &mo, &err), &err);
     return m;
+}
+
+/* Several head groups of several chunks, partial ones too. */
+static ft_model *make_model(rig *r, int batch, int T, int ckpt)
+{
+    return make_model_head(r, batch, T, ckpt, 8, 5);
 }
 
 typedef struct rows {
@@ -275,6 +283,86 @@ static void test_bf16_params_are_bf16(void **state)
     rig_down(&r);
 }
 
+/* The backend's matmul, counting the head's GEMMs (the only ones with vocab-wide
+ * operands: V = 37 is none of the tiny model's other widths). */
+static const ft_backend_ops *real_ops;
+static int head_dw_accumulations; /* dW[V, H] += ... */
+static long head_logit_rows;      /* rows of logits[rows, V] computed */
+static int tiny_vocab;
+
+static void counting_matmul(ft_backend *be, ft_gemm_types t, void *c, const void *a,
+                            const void *b, int m, int n, int k, bool trans_a, bool trans_b,
+                            float alpha, float beta)
+{
+    if (m == tiny_vocab && beta != 0.0f)
+        head_dw_accumulations++;
+    if (n == tiny_vocab && trans_b)
+        head_logit_rows += m;
+    real_ops->matmul(be, t, c, a, b, m, n, k, trans_a, trans_b, alpha, beta);
+}
+
+static void test_head_weight_grad_once(void **state)
+{
+    (void)state;
+    rig r;
+    ft_model_config c = test_tiny_config();
+    rig_up(&r, c, FT_DTYPE_F32);
+    tiny_vocab = c.vocab_size;
+    ft_backend_ops counting = *r.be->ops;
+    counting.matmul = counting_matmul;
+    real_ops = r.be->ops;
+    r.be->ops = &counting;
+
+    const int B = 3, T = 20;
+    rows x;
+    random_rows(&x, B, T, c.vocab_size, 21, 1);
+    for (int i = 0; i < 3 * (T + 1); i++) /* a prompt: the first row's first 3/4 */
+        x.mask[i] = i < 15 ? 0 : x.mask[i];
+    long targets = 0;
+    for (int rr = 0; rr < B; rr++)
+        for (int t = 1; t <= T; t++)
+            targets += x.mask[rr * (T + 1) + t] != 0;
+
+    /* default budget: one group, so one accumulation into dW per micro-batch */
+    float **g[2];
+    double loss[2];
+    const int groups[2] = { 0, 7 }, chunks[2] = { 0, 3 };
+    for (int k = 0; k < 2; k++) {
+        ft_model *m = make_model_head(&r, B, T, 0, groups[k], chunks[k]);
+        ft_engine_zero_grads(r.engine);
+        head_dw_accumulations = 0;
+        head_logit_rows = 0;
+        ft_error err;
+        ft_param_source src = ft_engine_param_source(r.engine);
+        ft_host_batch b = as_batch(&x, 1);
+        long nt;
+        TEST_CHECK_OK(ft_model_train_micro(m, &src, &b, 1.0f, &loss[k], &nt, &err), &err);
+        g[k] = snapshot_grads(&r);
+        const int want = k == 0 ? 1 : (int)((targets + groups[k] - 1) / groups[k]);
+        printf("group %d: %d accumulations into the head's dW (want %d), %ld logit rows for "
+               "%ld targets\n", groups[k], head_dw_accumulations, want, head_logit_rows, targets);
+        assert_int_equal(nt, targets);
+        assert_int_equal(head_dw_accumulations, want);
+        assert_int_equal(head_logit_rows, targets); /* rows without a target: no logits */
+        ft_model_free(m);
+    }
+    /* groups and chunks change the summation order only */
+    assert_true(fabs(loss[0] - loss[1]) <= 1e-6 * fabs(loss[0]));
+    for (int u = 0; u < r.layout.n_units; u++) {
+        double diff = 0.0, norm = 0.0;
+        for (size_t i = 0; i < r.layout.units[u].numel; i++) {
+            diff += (g[0][u][i] - g[1][u][i]) * (double)(g[0][u][i] - g[1][u][i]);
+            norm += g[0][u][i] * (double)g[0][u][i];
+        }
+        printf("unit %d: gradient rel diff %.3e\n", u, sqrt(diff / norm));
+        assert_true(sqrt(diff) <= 1e-6 * sqrt(norm));
+    }
+    free_snapshot(&r, g[0]);
+    free_snapshot(&r, g[1]);
+    r.be->ops = real_ops;
+    rig_down(&r);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -283,6 +371,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_checkpointing_identical),
         cmocka_unit_test(test_document_masking_equals_separate),
         cmocka_unit_test(test_bf16_params_are_bf16),
+        cmocka_unit_test(test_head_weight_grad_once),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     MPI_Finalize();

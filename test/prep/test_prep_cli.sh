@@ -58,4 +58,10 @@ hash=$("$B/ftmpi-tok" info "$T3" 2>/dev/null | sed 's/.*"hash":"\([0-9a-f]*\)".*
 "$PREP" -t "$T3" -o o.h5 --format chat dolly.jsonl 2> e.log; [ $? -eq 1 ] || fail "wrong format must fail"
 "$PREP" -t "$T3" -o o.h5 --template llama2-chat dolly.jsonl 2> e.log; [ $? -eq 1 ] && grep -q 'template does not fit' e.log ||
     fail "template/format mismatch"
+# a template name that is not one: the option and the valid names, exit 2
+"$PREP" -t "$T3" -o o.h5 --template smollm2 dolly.jsonl 2> e.log; [ $? -eq 2 ] || fail "--template smollm2: exit"
+grep -q -- "--template 'smollm2' is not a template name; use one of: .*smollm2-chat" e.log ||
+    fail "--template smollm2: $(cat e.log)"
+"$PREP" -t "$T3" -o o.h5 --seq-len abc dolly.jsonl 2> e.log; grep -q -- "bad value 'abc' for --seq-len" e.log ||
+    fail "--seq-len abc: $(cat e.log)"
 echo "ok: cli"

@@ -53,4 +53,9 @@ for deck in "qwen2.5-7b 7.616" "qwen3-8b 8.191" "mistral-7b-v0.3 7.248" "pythia-
 done
 "$FTMPI" --plan "$S/input/llama3-70b.cfg" -np 0 > bad.log 2>&1 && fail "-np 0 accepted"
 grep -q "needs a positive integer" bad.log || fail "unclear -np error"
+# the batch geometry is checked for the -np given, as a run on that many ranks would
+"$FTMPI" --plan "$S/input/llama3-70b.cfg" -np 3 --seq-len 4096 > geo.log 2>&1
+[ $? -eq 2 ] || { cat geo.log; fail "-np 3 with global_batch_size 64: not exit 2"; }
+[ "$(wc -l < geo.log)" -eq 1 ] && grep -q "global_batch_size: 64 is not a multiple of micro_batch_size 1 x 3 ranks" geo.log ||
+    { cat geo.log; fail "-np 3: no one-line batch geometry error"; }
 echo "planner equals the measured peaks"

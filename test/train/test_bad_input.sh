@@ -1,6 +1,8 @@
 #!/bin/sh
 # Bad input gets one clear line naming the file and the problem, and a non-zero exit:
-# 2 for the command line and config, 1 for runtime problems (files, data).
+# 2 for the command line and config, and for the files it names that cannot serve the
+# run (missing or not ftmpi files, another vocabulary or seq_len) found at start-up; 1 for
+# runtime problems.
 . "$(dirname "$0")/lib.sh"
 "$GENDATA" --rows 16 --seq-len 32 train.h5 >/dev/null || fail "gendata"
 write_small_cfg ok.cfg
@@ -28,17 +30,17 @@ expect 2 "unknown.cfg:7: unknown key 'gradclip'" unknown.cfg
 expect 2 "command line: optimizer.lr=abc" ok.cfg optimizer.lr=abc
 expect 2 "zero_stage" ok.cfg zero_stage=9
 expect 2 "num_attention_heads" ok.cfg model.num_attention_heads=5
-expect 1 "nothere.h5" ok.cfg data.train=nothere.h5
+expect 2 "nothere.h5" ok.cfg data.train=nothere.h5
 printf 'not hdf5' > junk.h5
-expect 1 "junk.h5" ok.cfg data.train=junk.h5
-expect 1 "vocab_size 259 exceeds the model's 100" ok.cfg model.vocab_size=100
+expect 2 "junk.h5" ok.cfg data.train=junk.h5
+expect 2 "vocab_size 259 exceeds the model's 100" ok.cfg model.vocab_size=100
 cat > w.cfg <<CFG
 max_steps = 1; micro_batch_size = 2; global_batch_size = 2;
 model = { weights = "train.h5"; };
 data = { train = "train.h5"; };
 optimizer = { lr = 1e-3; };
 CFG
-expect 1 "train.h5: is an ftmpi 'dataset' file, expected a 'weights' file" w.cfg
+expect 2 "train.h5: is an ftmpi 'dataset' file, expected a 'weights' file" w.cfg
 echo "all bad inputs rejected clearly"
 
 # Configuration mistakes found against the run (ranks, data, build) are still config
@@ -59,11 +61,11 @@ echo "config errors found at run time: exit 2 with file:line or the override"
 
 # data.eval is checked at start-up, not at the first evaluation (steps later)
 "$GENDATA" --rows 8 --seq-len 24 short.h5 >/dev/null || fail "gendata short"
-expect 1 "data.eval: noeval.h5: cannot open" ok.cfg data.eval=noeval.h5 eval_every=4
-expect 1 "data.eval: junk.h5" ok.cfg data.eval=junk.h5 eval_every=4
-expect 1 "data.eval: short.h5: seq_len 24 differs from data.train's 32" ok.cfg data.eval=short.h5 eval_every=4
+expect 2 "data.eval: noeval.h5: cannot open" ok.cfg data.eval=noeval.h5 eval_every=4
+expect 2 "data.eval: junk.h5" ok.cfg data.eval=junk.h5 eval_every=4
+expect 2 "data.eval: short.h5: seq_len 24 differs from data.train's 32" ok.cfg data.eval=short.h5 eval_every=4
 cp train.h5 bigvocab.h5; "$B/test/ckpt/ckpt_set_meta" bigvocab.h5 /vocab_size 1000 || fail "set vocab"
-expect 1 "data.eval: bigvocab.h5: dataset vocab_size 1000 exceeds the model's 259" ok.cfg data.eval=bigvocab.h5 eval_every=4
+expect 2 "data.eval: bigvocab.h5: dataset vocab_size 1000 exceeds the model's 259" ok.cfg data.eval=bigvocab.h5 eval_every=4
 echo "bad data.eval refused before step 1"
 expect 1 "final_weights: nodir/w.h5: cannot write there" ok.cfg final_weights=nodir/w.h5
 echo "an unwritable final_weights refused before step 1"

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Inputs that used to be trusted are refused before training, with one line and exit 1
-# (2 for configuration): a checkpoint whose /meta holds a negative step or data
-# position, a dataset with ids beyond its own vocab_size or with no target token, a
+# (2 for configuration and for the files it names, refused at start-up): a checkpoint
+# whose /meta holds a negative step or data position, a dataset with ids beyond its own
+# vocab_size or with no target token, a
 # second job on a checkpoint_dir that a running job holds, and a layer count that
 # overflowed the layout's int arithmetic.
 . "$(dirname "$0")/lib.sh"
@@ -23,13 +24,13 @@ for kv in "step -5:/meta step -5" "data_position -1:/meta data_position -1" \
           "optimizer_step 7:/meta optimizer_step 7 is not within"; do
     cp ck/step-000002.h5 m.h5
     "$SETMETA" m.h5 ${kv%%:*} || fail "set ${kv%%:*}"
-    expect 1 "m.h5: ${kv#*:}" "checkpoint with ${kv%%:*}" max_steps=3 resume=m.h5
+    expect 2 "m.h5: ${kv#*:}" "checkpoint with ${kv%%:*}" max_steps=3 resume=m.h5
 done
 cp train.h5 v.h5; "$SETMETA" v.h5 /vocab_size 10 || fail "set vocab_size"
 expect 1 "v.h5: row [0-9]* holds token id [0-9]*, not below the file's vocab_size 10" \
     "ids beyond the dataset's vocab_size" max_steps=1 data.train=v.h5
 cp train.h5 z.h5; "$SETMETA" z.h5 /n_target_tokens 0 || fail "set n_target_tokens"
-expect 1 "z.h5: no target tokens" "a dataset without targets" max_steps=1 data.train=z.h5
+expect 2 "z.h5: no target tokens" "a dataset without targets" max_steps=1 data.train=z.h5
 expect 2 "num_hidden_layers.*exceeds the limit of 65536" "num_hidden_layers = 2147483647" \
     max_steps=1 model.num_hidden_layers=2147483647
 

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define FT_CPU_ALIGN 64
 
@@ -268,10 +269,12 @@ int ft_backend_cpu_create(ft_backend **out, ft_error *err)
         free(st);
         return ft_fail_context(err, "CPU backend");
     }
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     be->ops = &cpu_ops;
     be->name = "cpu";
     be->device = -1;
     cpu_model_name(be->device_name, sizeof be->device_name);
+    be->memory_total = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
     be->impl = st;
     *out = be;
     return 0;

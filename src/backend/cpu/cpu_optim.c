@@ -23,30 +23,46 @@
 
 #include <math.h>
 
+#include "util/bf16.h"
+
+typedef struct adamw_coef {
+    float decay, w1, beta2, w2, neg_step, bc2_sqrt, eps;
+} adamw_coef;
+
+/* One element's update (the header's formulas); returns the new parameter. */
+static inline float adamw_update(const adamw_coef *c, float *param, float g, float *m, float *v)
+{
+    float pi = *param * c->decay;
+    float mi = *m + c->w1 * (g - *m);
+    float vi = *v * c->beta2 + (c->w2 * g) * g;
+    float den = sqrtf(vi) / c->bc2_sqrt + c->eps;
+    *m = mi;
+    *v = vi;
+    return *param = pi + (c->neg_step * mi) / den;
+}
+
 void ft_cpu_adamw_step(ft_backend *be, float *param, const float *grad, float *m, float *v,
                        size_t n, const ft_adamw_params *p)
 {
+    (void)be;
     double lr = p->lr, b1 = p->beta1, b2 = p->beta2, t = (double)p->step;
-    const float decay = (float)(1.0 - lr * (double)p->weight_decay);
-    const float w1 = (float)(1.0 - b1);
-    const float beta2 = p->beta2;
-    const float w2 = (float)(1.0 - b2);
     double bc1 = 1.0 - pow(b1, t);
     double bc2 = 1.0 - pow(b2, t);
-    const float neg_step = (float)(-(lr / bc1));
-    const float bc2_sqrt = (float)sqrt(bc2);
-    const float eps = p->eps;
+    const adamw_coef c = { .decay = (float)(1.0 - lr * (double)p->weight_decay),
+                           .w1 = (float)(1.0 - b1), .beta2 = p->beta2,
+                           .w2 = (float)(1.0 - b2), .neg_step = (float)(-(lr / bc1)),
+                           .bc2_sqrt = (float)sqrt(bc2), .eps = p->eps };
+    uint16_t *bits = p->bf16_out;
+    if (!bits) {
 #pragma omp parallel for simd schedule(static) if (n >= FT_CPU_PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        float g = grad[i];
-        float pi = param[i] * decay;
-        float mi = m[i] + w1 * (g - m[i]);
-        float vi = v[i] * beta2 + (w2 * g) * g;
-        float den = sqrtf(vi) / bc2_sqrt + eps;
-        param[i] = pi + (neg_step * mi) / den;
-        m[i] = mi;
-        v[i] = vi;
+        for (size_t i = 0; i < n; i++)
+            adamw_update(&c, &param[i], grad[i], &m[i], &v[i]);
+        return;
     }
+    /* with the bf16 working copy in the same pass */
+#pragma omp parallel for simd schedule(static) if (n >= FT_CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++)
+        bits[i] = ft_f32_to_bf16(adamw_update(&c, &param[i], grad[i], &m[i], &v[i]));
 }
 
 void ft_cpu_sgd_step(ft_backend *be, float *param, const float *grad, float *momentum_buf,
