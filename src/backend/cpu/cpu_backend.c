@@ -7,11 +7,12 @@
  * The accounting (bytes_in_use, peak_bytes) is not thread-safe: allocate from one
  * thread, as the rest of the program does.
  *
- * Blocks of CPU_MAP_BYTES and more are anonymous mappings with transparent huge pages
- * asked for: the kernel hands them out zeroed, page by page at first touch, so
- * allocating a model's gigabytes costs no memset pass and 2 MiB faults instead of 4 KiB
- * ones (a 384 M-parameter model's 7 GiB took ~2 million faults and most of a
- * 30 s start-up on a 2-core VM, doc/benchmarks.md). */
+ * Blocks of CPU_MAP_BYTES and more are anonymous mappings: the kernel hands them out
+ * zeroed, page by page at first touch, so allocating a model's gigabytes costs no
+ * memset pass and start-up does not fault in what only the first step uses (a 384 M
+ * model's 7 GiB of zeroing was 20-33 s of a 60-70 s start-up on the 2-core VM,
+ * doc/benchmarks.md). No MADV_HUGEPAGE: on that VM (THP defrag "madvise") its faults
+ * compacted memory and cost 3x the system time of 4 KiB ones. */
 #include "backend/cpu/cpu_internal.h"
 
 #include <stdio.h>
@@ -89,9 +90,6 @@ static void *cpu_alloc(ft_backend *be, size_t bytes)
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (raw == MAP_FAILED)
             return NULL;
-#ifdef MADV_HUGEPAGE
-        (void)madvise(raw, sizeof(cpu_block_header) + rounded, MADV_HUGEPAGE); /* a hint */
-#endif
     } else if (posix_memalign(&raw, FT_CPU_ALIGN, sizeof(cpu_block_header) + rounded) != 0) {
         return NULL;
     }
