@@ -1,6 +1,10 @@
 /* Which attention kernels a call takes, by storage type and shape (host C).
  *
  *   fp32                          the fp32 flash attention (cuda_attention.cu) and decode
+ *   bf16, cuDNN takes it          cuDNN's fused attention (cuda_attention_cudnn.c): builds
+ *                                 with cuDNN >= 9, head_dim a multiple of 8 up to 128,
+ *                                 documents as contiguous runs of ids, and an engine for
+ *                                 the graph; FTMPI_CUDNN_ATTENTION=off|force switches
  *   bf16, tensor-core shape       the mma.sync kernels (cuda_attention_tc*.cu): q, k, v,
  *                                 out, dout read and out, dq, dk, dv written as bf16, each
  *                                 rounded once from the fp32 accumulators; documents and
@@ -15,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "cuda_attention_cudnn.h"
 #include "cuda_state.h"
 
 void ft_cuda_check_attention_shape(ft_attn_shape s, const char *op)
@@ -78,6 +83,8 @@ void ft_cuda_attention_fwd(ft_backend *be, ft_dtype dt, void *out, float *lse, c
                       "attention_fwd");
         return;
     }
+    if (ft_cudnn_attention_fwd(be, out, lse, q, k, v, segment, s) == FT_CUDNN_DONE)
+        return;
     if (ft_cuda_attention_tc_supported(s)) {
         void *scratch = ft_cuda_scratch(be, ft_cuda_attention_fwd_bf16_scratch_bytes(s));
         ft_cuda_check(ft_cuda_launch_attention_fwd_bf16(FT_DTYPE_BF16, out, lse, q, k, v, segment,
@@ -109,6 +116,9 @@ void ft_cuda_attention_bwd(ft_backend *be, ft_dtype dt, void *dq, void *dk, void
                       "attention_bwd");
         return;
     }
+    if (ft_cudnn_attention_bwd(be, dq, dk, dv, dout, out, lse, q, k, v, segment, s) ==
+        FT_CUDNN_DONE)
+        return;
     if (ft_cuda_attention_tc_supported(s)) {
         void *scratch = ft_cuda_scratch(be, ft_cuda_attention_bwd_bf16_scratch_bytes(s));
         ft_cuda_check(ft_cuda_launch_attention_bwd_bf16(FT_DTYPE_BF16, dq, dk, dv, dout, out, lse,

@@ -437,6 +437,8 @@ static void cuda_state_release(ft_cuda_state *st)
 {
     if (st->stream)
         (void)cudaStreamSynchronize(st->stream);
+    ft_cudnn_attention_release(st->cudnn);
+    st->cudnn = NULL;
     ft_cuda_matmul_release(st);
     /* Blocks still allocated are returned to the pool: nothing else can use
      * them once the backend is gone. */

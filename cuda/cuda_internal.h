@@ -167,6 +167,13 @@ cudaError_t ft_cuda_launch_attention_bwd_bf16(ft_dtype dt, void *dq, void *dk, v
                                               const int32_t *segment, ft_attn_shape s,
                                               void *scratch, cudaStream_t st);
 
+/* ---- cuda_attention_cudnn_stats.cu: lse [batch, heads, seq_len] <-> the per-document
+ * statistics [docs, heads, rows] of the cuDNN graphs with packed documents (to_lse: scatter
+ * the document rows into lse; else gather them, rows past a document's length set to 0). */
+cudaError_t ft_cuda_launch_sdpa_stats(float *lse, float *stats, const int32_t *doc_token,
+                                      const int32_t *doc_len, int docs, int heads, int seq_len,
+                                      int rows, int to_lse, cudaStream_t st);
+
 /* ---- cuda_attention_decode.cu ---- */
 size_t ft_cuda_attention_decode_scratch_bytes(int past, int n_new, int n_heads);
 cudaError_t ft_cuda_launch_attention_decode(float *out, const float *q, const float *k_cache,

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda_internal.h"
+#include "cuda_attention_cudnn.h"
 
 /* cuBLASLt workspace: 32 MiB is what NVIDIA recommends for Hopper (split-K and
  * stream-K algorithms need it); Ampere needs less. */
@@ -48,6 +49,7 @@ typedef struct ft_cuda_state {
     size_t scratch_bytes;
     double *host_result; /* pinned, for sum_squares */
     ft_cuda_alloc_table table;
+    ft_cudnn_attn *cudnn; /* cuDNN attention: handle and plans (cuda_attention_cudnn.c) */
 } ft_cuda_state;
 
 static inline ft_cuda_state *ft_cuda_state_of(const ft_backend *be)

@@ -53,7 +53,8 @@ static const char usage_text[] =
     "checkpoint, or during start-up (requeue the job; resume = \"auto\" continues), 84\n"
     "stopped by a signal without checkpoint_dir (nothing saved), 86 a second signal\n"
     "stopped it at once, 87 no progress for comm_timeout seconds, from start-up on (a\n"
-    "rank died or hangs). With FTMPI_RUN_ID set and a checkpoint_dir, rank 0 also records\n"
+    "rank died or hangs), 88 the run collapsed (loss ln(vocab_size) with gradient norm 0\n"
+    "for collapse_steps steps). With FTMPI_RUN_ID set and a checkpoint_dir, rank 0 also records\n"
     "85 in CHECKPOINT_DIR/.ftmpi-exit (see --exit-status).\n"
     "\n"
     "Environment: OMP_NUM_THREADS sets CPU threads per rank.\n";
@@ -252,6 +253,28 @@ static int run(const cli *c, ft_comm *comm, ft_watchdog *wd, ft_startup_timer *s
     return rc;
 }
 
+/* comm_timeout as the command line and config give it, read before MPI_Init so that the
+ * watchdog covers MPI_Init's own exchange, and the collectives up to the trainer's set-up,
+ * with the user's timeout: a rank stopped in its first second otherwise left the others in
+ * MPI_Init for the 600 s default. Nothing is printed here: a config that does not load
+ * means the default now, and is reported after MPI_Init as usual. */
+static double startup_comm_timeout(int argc, char **argv)
+{
+    cli c;
+    int code = 0;
+    double timeout = FT_DEFAULT_COMM_TIMEOUT;
+    if (parse_cli(argc, argv, &c, -1, &code) == 0 && !c.plan) {
+        ft_run_config cfg;
+        memset(&cfg, 0, sizeof cfg);
+        ft_error err = { { 0 }, 0 };
+        if (ft_run_config_load(&cfg, c.config, c.n_overrides, c.overrides, &err) == 0)
+            timeout = cfg.comm_timeout;
+        ft_run_config_free(&cfg);
+    }
+    free(c.overrides);
+    return timeout;
+}
+
 /* This process's rank as the launcher tells it, before MPI_Init (-1: unknown). */
 static int launcher_rank(void)
 {
@@ -284,9 +307,12 @@ int main(int argc, char **argv)
     ft_startup_timer startup;
     ft_startup_begin(&startup);
     /* Watched from the first moment: a rank that stops during MPI_Init, the config or
-     * set-up leaves the others waiting in a collective; until the config gives
-     * comm_timeout, its default applies. */
+     * set-up leaves the others waiting in a collective; comm_timeout applies from here on
+     * (its default where the config does not load). */
     ft_watchdog *wd = ft_watchdog_start(FT_DEFAULT_COMM_TIMEOUT, launcher_rank());
+    ft_watchdog_progress(wd, "reading the config's comm_timeout"); /* a FIFO config: watched */
+    const double startup_timeout = startup_comm_timeout(argc, argv);
+    ft_watchdog_configure(wd, startup_timeout, launcher_rank());
     ft_watchdog_progress(wd, "starting MPI");
     /* from the first moment: SIGTERM or SIGUSR1 during start-up must end in a documented
      * code (85/84 after set-up), never the default 143/138 */
@@ -299,7 +325,7 @@ int main(int argc, char **argv)
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    ft_watchdog_configure(wd, FT_DEFAULT_COMM_TIMEOUT, rank);
+    ft_watchdog_configure(wd, startup_timeout, rank);
     ft_watchdog_attach_mpi(wd);
     ft_watchdog_progress(wd, "reading the command line and the config");
 

@@ -119,6 +119,12 @@ static const ft_config_key *blame(const ft_config_state *st, const char *a, cons
 static int check_cross_keys(ft_config_state *st, ft_error *err)
 {
     const ft_run_config *c = st->cfg;
+    /* GPT-J's one shared norm feeds attention and MLP: its block is parallel whatever the
+     * key says, and a false that is silently ignored would mislead */
+    const ft_config_key *pr = key("model.parallel_residual");
+    if (c->model.family == FT_FAMILY_GPTJ && is_set(st, pr) && !c->model.parallel_residual)
+        return ft_config_fail_at(st, pr, err, "false does not apply to gptj, whose block is "
+                                 "always parallel (one shared LayerNorm); remove the key");
     if (c->optimizer.min_lr > c->optimizer.lr) {
         const ft_config_key *k = blame(st, "optimizer.min_lr", "optimizer.lr");
         return k == key("optimizer.lr")

@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "config/config_internal.h"
+#include "util/input_file.h"
 
 int ft_config_fail_at(const ft_config_state *st, const ft_config_key *k, ft_error *err,
                       const char *fmt, ...)
@@ -31,15 +32,12 @@ int ft_config_fail_at(const ft_config_state *st, const ft_config_key *k, ft_erro
  * "@include \"x\": " with the including file's place). */
 static char *read_text(const char *path, const char *what, ft_error *err)
 {
-    struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        /* a FIFO or /dev/zero would block or never end */
-        ft_fail(err, "%s%s: not a regular file", what, path);
-        return NULL;
-    }
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        ft_fail(err, "%s%s: cannot open: %s", what, path, strerror(errno));
+    /* a FIFO or /dev/zero would block or never end (util/input_file.h); the size is
+     * bounded below, as the file is read, with its own message */
+    FILE *f;
+    ft_error open_err;
+    if (ft_input_fopen(path, "a config file", FT_INPUT_UNBOUNDED, &f, &open_err)) {
+        ft_fail(err, "%s%s", what, open_err.msg);
         return NULL;
     }
     size_t cap = 4096, len = 0;

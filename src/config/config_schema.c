@@ -84,12 +84,14 @@ const ft_config_key ft_config_keys[] = {
     STRING("resume", resume, 0, "none", NULL, "\"auto\": continue from checkpoint_dir/latest when it exists; a path: from that checkpoint; \"none\": start fresh"),
     FLOAT("comm_timeout", comm_timeout, 0, 0.0, INF, 600.0, "seconds without progress (a rank died or hangs) after which every rank aborts with a message; 0 disables"),
     INT("max_nan_skips", max_nan_skips, 0, 0, INT_MAX, 0, "steps with a non-finite loss or gradient that are skipped (no update) before the run aborts; 0 aborts at the first"),
-    STRING("metrics_file", metrics_file, 0, NULL, NULL, "append one JSON line per step and per evaluation to this file (rank 0); none: no file"),
+    BOOL("allow_nonfinite", allow_nonfinite, 0, 0, "load a resume checkpoint or model.weights that holds NaN or Inf (refused by default: training from it cannot work); for inspecting such a file"),
+    INT64("collapse_steps", collapse_steps, 0, 0, LONG_MAX, 20, "stop with exit 88 after this many consecutive steps whose loss is ln(vocab_size) (uniform predictions) with a gradient norm of 0: the run has collapsed and learns nothing; the step that completes the count is not checkpointed; 0 never stops"),
+    STRING("metrics_file", metrics_file, 0, NULL, NULL, "append one JSON line per step and per evaluation to this file (rank 0); none: no file. A regular file or a device (/dev/null), not a symlink or FIFO; a write error (full disk) drops the partial record, warns once, stops further records and makes the run exit 1"),
     FLOAT("peak_tflops", peak_tflops, 0, 0.0, INF, 0.0, "dense peak TFLOP/s of one rank's device for MFU, in the recipe's dtype (bf16, or fp32 without TF32); 0: the datasheet figure of a GPU in ftmpi's table (A100, H100 SXM/PCIe/NVL, H200, GH200, L40(S), B200, GB200); a CPU or another GPU shows no MFU unless this is set"),
     BOOL("progress", progress, 0, 1, "show a progress bar with loss, throughput and ETA on stderr when it is a terminal"),
     BOOL("log_ranks", log_ranks, 0, 0, "print every rank's host, node-local rank and device at start-up"),
     BOOL("allow_tokenizer_mismatch", allow_tokenizer_mismatch, 0, 0, "train or evaluate even when model.weights, data.train, data.eval or the resume checkpoint record different tokenizer fingerprints (doc/formats.md); false refuses such a run at start-up"),
-    STRING("final_weights", final_weights, 0, NULL, NULL, "write the trained weights (fp32 master values) to this HDF5 weights file at the end; each rank writes its own slice"),
+    STRING("final_weights", final_weights, 0, NULL, NULL, "write the trained weights (fp32 master values) to this HDF5 weights file at the end; each rank writes its own slice into NAME.tmp (space reserved first), renamed when complete; refused at start-up when it is model.weights, data.train or data.eval"),
 
     /* model = { ... } */
     STRING("model.weights", model_weights, 0, NULL, NULL, "HDF5 weights to start from; the shape then comes from the file and the shape keys must be absent"),

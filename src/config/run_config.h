@@ -74,6 +74,8 @@ typedef struct ft_run_config {
     char *resume;          /* "none" | "auto" | path */
     double comm_timeout;   /* seconds; 0 disables the watchdog */
     int max_nan_skips;
+    bool allow_nonfinite; /* load a checkpoint or weights file holding NaN/Inf (to inspect it) */
+    long collapse_steps;  /* stop after this many steps at loss ln V with grad norm 0; 0: never */
     char *metrics_file;
     double peak_tflops;    /* 0: the device's datasheet row (train/mfu.c), if any */
     bool log_ranks;

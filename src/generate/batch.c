@@ -1,4 +1,6 @@
 #include "generate/batch.h"
+#include "util/input_file.h"
+#include "util/output_file.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -45,15 +47,17 @@ static int input_push(batch_input *in, json_t *obj, long line, ft_error *err)
  * ranks then agree on the count and on any error without communicating. */
 static int read_input(const char *path, batch_input *in, ft_error *err)
 {
-    FILE *fp = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
-    if (!fp)
-        return ft_fail(err, "%s: cannot open: %s", path, strerror(errno));
+    FILE *fp = stdin;
+    if (strcmp(path, "-") != 0 && ft_input_fopen(path, "a JSONL prompts file",
+                                                 FT_INPUT_UNBOUNDED, &fp, err))
+        return -1;
     char *buf = NULL;
     size_t cap = 0;
-    ssize_t len;
+    ssize_t len = 0;
     long line = 0;
     int rc = 0;
-    while (!rc && (len = getline(&buf, &cap, fp)) >= 0) {
+    /* bounded lines: /dev/zero on stdin ends with a line, not with memory exhausted */
+    while (!rc && (len = ft_input_getline(&buf, &cap, fp, FT_INPUT_MAX_LINE)) >= 0) {
         line++;
         while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
             buf[--len] = '\0';
@@ -72,6 +76,9 @@ static int read_input(const char *path, batch_input *in, ft_error *err)
             rc = -1;
         }
     }
+    if (!rc && len < -1)
+        rc = ft_fail(err, "%s:%ld: %s", path, line + 1, len == -2 ? "a line longer than 256 MB: "
+                     "not a JSONL file?" : "out of memory reading a line");
     if (!rc && ferror(fp))
         rc = ft_fail(err, "%s: read error: %s", path, strerror(errno));
     free(buf);
@@ -142,11 +149,12 @@ static int write_output(const char *path, const char *all, const long long *lens
     }
     const int to_stdout = strcmp(path, "-") == 0;
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *fp = to_stdout ? stdout : fopen(tmp, "w");
-    if (!fp) {
+    FILE *fp = stdout;
+    /* OUT.tmp made new: a symlink planted there is refused, not written through */
+    if (!to_stdout && (ft_output_tmp_name(tmp, sizeof tmp, path, err) ||
+                       ft_output_fopen_tmp(tmp, &fp, err))) {
         free(cursor);
-        return ft_fail(err, "%s: cannot write: %s", tmp, strerror(errno));
+        return -1;
     }
     for (long i = 0; i < n; i++) {
         const int r = (int)(i % size);

@@ -3,11 +3,14 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "io/h5file.h"
+#include "util/input_file.h"
 #include "io/weights.h"
 #include "model/init.h"
 
@@ -117,10 +120,12 @@ static int resolve_path(const char *path, char *out, size_t len, ft_error *err)
     }
     char latest[1100], name[512] = "";
     snprintf(latest, sizeof latest, "%s/latest", path);
-    FILE *fp = fopen(latest, "r");
-    if (!fp)
+    if (access(latest, F_OK) != 0)
         return ft_fail(err, "%s is a directory without a 'latest' checkpoint pointer; give a "
                        "checkpoint or weights file", path);
+    FILE *fp;
+    if (ft_input_fopen(latest, "a checkpoint pointer (one file name)", 4096, &fp, err))
+        return -1;
     char *ok = fgets(name, sizeof name, fp);
     fclose(fp);
     name[strcspn(name, "\r\n")] = '\0';
@@ -178,7 +183,17 @@ static int verify_unit_hashes(const ft_gen_params *p, const ft_h5file *f,
     return 0;
 }
 
-static int read_units(ft_gen_params *p, const ft_h5file *f, ft_error *err)
+/* The first tensor of a unit's host copy holding NaN or Inf: -1 when none. */
+static int nonfinite_tensor(const ft_unit_layout *ul, const float *host)
+{
+    for (int t = 0; t < ul->n_tensors; t++)
+        for (size_t i = 0; i < ul->tensors[t].numel; i++)
+            if (!isfinite(host[ul->tensors[t].offset + i]))
+                return t;
+    return -1;
+}
+
+static int read_units(ft_gen_params *p, const ft_h5file *f, bool allow_nonfinite, ft_error *err)
 {
     for (int u = 0; u < p->layout.n_units; u++) {
         const ft_unit_layout *ul = &p->layout.units[u];
@@ -187,6 +202,11 @@ static int read_units(ft_gen_params *p, const ft_h5file *f, ft_error *err)
         int rc = !host || !h ? ft_fail(err, "out of host memory") : 0;
         rc = rc || ft_weights_read_range_hashed(f, p->group, ul, 0, ul->numel, host, h, err) ||
              verify_unit_hashes(p, f, ul, h, err);
+        const int bad = rc || allow_nonfinite ? -1 : nonfinite_tensor(ul, host);
+        if (bad >= 0)
+            rc = ft_fail(err, "%s: %s/%s holds NaN or Inf: generating from it gives nothing "
+                         "useful; use an earlier checkpoint, or --allow-nonfinite to run it "
+                         "anyway", p->path, p->group, ul->tensors[bad].name);
         if (!rc)
             p->be->ops->upload(p->be, p->units[u], host, ul->numel * sizeof(float));
         p->be->ops->sync(p->be); /* host is freed next */
@@ -199,7 +219,7 @@ static int read_units(ft_gen_params *p, const ft_h5file *f, ft_error *err)
 }
 
 int ft_gen_params_load(ft_gen_params **out, const char *path, ft_gen_param_group which,
-                       ft_backend *be, ft_error *err)
+                       bool allow_nonfinite, ft_backend *be, ft_error *err)
 {
     *out = NULL;
     char file[1100];
@@ -228,7 +248,8 @@ int ft_gen_params_load(ft_gen_params **out, const char *path, ft_gen_param_group
         snprintf(p->tokenizer_fingerprint, sizeof p->tokenizer_fingerprint, "%s", tok_fp);
         snprintf(p->path, sizeof p->path, "%s", file);
         rc = choose_group(p, &f, which, err) ||
-             ft_weights_check_tensors(&f, p->group, &p->layout, err) || read_units(p, &f, err);
+             ft_weights_check_tensors(&f, p->group, &p->layout, err) ||
+             read_units(p, &f, allow_nonfinite, err);
     }
     ft_h5_close(&f, NULL);
     if (rc) {

@@ -35,9 +35,11 @@ typedef struct ft_gen_params {
 /* Loads from `path`: a weights file, a checkpoint file, or a checkpoint directory
  * (its `latest` pointer is followed). Checks the file kind, the config, every
  * tensor's shape and, where the file records it, every tensor's content hash.
- * Reads the file alone (MPI_COMM_SELF): every rank may call it independently. */
+ * Reads the file alone (MPI_COMM_SELF): every rank may call it independently. A tensor
+ * holding NaN or Inf is refused (its output would be garbage or nothing at all) unless
+ * allow_nonfinite. */
 int ft_gen_params_load(ft_gen_params **out, const char *path, ft_gen_param_group which,
-                       ft_backend *be, ft_error *err);
+                       bool allow_nonfinite, ft_backend *be, ft_error *err);
 
 /* A model of the given shape with the trainer's random initialisation (tests). */
 int ft_gen_params_init_random(ft_gen_params **out, const ft_model_config *c, uint64_t seed,

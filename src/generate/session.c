@@ -102,7 +102,8 @@ int ft_gen_session_open(ft_gen_session **out, const ft_gen_session_options *o, f
     s->opt = *o;
     int rc = o->use_cuda ? ft_backend_cuda_create(&s->be, o->cuda_device, err)
                          : ft_backend_cpu_create(&s->be, err);
-    rc = rc || ft_gen_params_load(&s->params, o->model_path, o->params, s->be, err);
+    rc = rc || ft_gen_params_load(&s->params, o->model_path, o->params, o->allow_nonfinite,
+                                    s->be, err);
     if (!rc) {
         s->src = ft_gen_params_source(s->params);
         rc = setup_codec(s, err) ||

@@ -21,6 +21,7 @@
 typedef struct ft_gen_session_options {
     const char *model_path;       /* weights file, checkpoint file or checkpoint directory */
     ft_gen_param_group params;
+    bool allow_nonfinite;         /* load parameters holding NaN/Inf (to inspect them) */
     const char *tokenizer_path;   /* NULL: byte tokens or ids */
     bool byte_tokens;
     ft_template tmpl;

@@ -245,6 +245,13 @@ int ft_dataset_write_attrs(const ft_h5file *f, const ft_dataset_info *in, ft_err
     return rc ? -1 : 0;
 }
 
+uint64_t ft_dataset_reserve_bytes(const ft_dataset_info *info)
+{
+    /* tokens u32, loss_mask u8, segment i32 per element */
+    const uint64_t elems = (uint64_t)info->rows * (uint64_t)(info->seq_len + 1);
+    return elems * 9u + (3u << 20) + (64u << 10);
+}
+
 int ft_dataset_write(const char *path, const ft_dataset_info *in, const uint32_t *tokens,
                      const uint8_t *loss_mask, const int32_t *segment, ft_error *err)
 {
@@ -252,7 +259,9 @@ int ft_dataset_write(const char *path, const ft_dataset_info *in, const uint32_t
     if (ft_h5_create(&f, path, MPI_COMM_SELF, err))
         return -1;
     const int W = in->seq_len + 1;
+    /* space first: a full disk is one line here, not a failed write and close */
     int rc = ft_dataset_write_attrs(&f, in, err) ||
+             ft_h5_reserve(&f, ft_dataset_reserve_bytes(in), err) ||
              write_rows(&f, "tokens", H5T_STD_U32LE, H5T_NATIVE_UINT32, in->rows, W, tokens, err) ||
              write_rows(&f, "loss_mask", H5T_STD_U8LE, H5T_NATIVE_UINT8, in->rows, W, loss_mask,
                         err) ||

@@ -40,6 +40,11 @@ int ft_dataset_read_rows(ft_dataset *ds, const int64_t *rows, int n, uint32_t *t
  * rank passes the same info). */
 int ft_dataset_write_attrs(const ft_h5file *f, const ft_dataset_info *info, ft_error *err);
 
+/* The bytes to reserve (ft_h5_reserve) in a dataset file that has its attributes but
+ * not yet its three row datasets: their data, the 1 MiB alignment of each, and room for
+ * the metadata still to come. */
+uint64_t ft_dataset_reserve_bytes(const ft_dataset_info *info);
+
 /* Writes a whole dataset from one process (tests, generators). */
 int ft_dataset_write(const char *path, const ft_dataset_info *info, const uint32_t *tokens,
                      const uint8_t *loss_mask, const int32_t *segment, ft_error *err);

@@ -1,10 +1,16 @@
 #include "io/h5file.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "comm/agree.h"
+#include "util/input_file.h"
+#include "util/output_file.h"
 
 static void quiet_hdf5(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
 
@@ -37,6 +43,24 @@ static int finish_open(ft_h5file *f, const char *path, hid_t id, int parallel, f
     return 0;
 }
 
+/* H5Fcreate(H5F_ACC_TRUNC) would follow a symlink planted at path and truncate its
+ * target; so the file is first made new by one process (util/output_file.h: a leftover
+ * regular file of ours is replaced, anything else refused) and HDF5 then truncates that
+ * new, empty file. Every rank of comm learns the verdict before any of them calls
+ * H5Fcreate, so a refusal leaves no collective half-done. */
+static int make_new_file(const char *path, MPI_Comm comm, ft_error *err)
+{
+    int rank = 0;
+    if (comm != MPI_COMM_NULL)
+        MPI_Comm_rank(comm, &rank);
+    int fd = -1, rc = 0;
+    if (rank == 0 && (rc = ft_output_create_tmp(path, 0666, &fd, err)) == 0)
+        close(fd);
+    if (comm == MPI_COMM_NULL || comm == MPI_COMM_SELF)
+        return rc;
+    return ft_agree(comm, rc, err);
+}
+
 /* Opens (read-only) or creates (truncating) path on comm; MPI_COMM_NULL: plain POSIX
  * access by this process alone, with no MPI calls. */
 static int open_or_create(ft_h5file *f, const char *path, MPI_Comm comm, int create,
@@ -46,13 +70,18 @@ static int open_or_create(ft_h5file *f, const char *path, MPI_Comm comm, int cre
     memset(f, 0, sizeof *f);
     f->id = -1;
     /* what HDF5 and MPI-IO would report as pages of low-level errors (a directory gives
-     * ~60 lines of mca_fbtl_posix_preadv ... Is a directory), in one line */
-    struct stat st;
-    if (!create && stat(path, &st) != 0)
-        return ft_fail(err, "%s: cannot open: %s", path, strerror(errno));
-    if (!create && !S_ISREG(st.st_mode))
-        return ft_fail(err, "%s: is a %s, not an HDF5 file", path,
-                       S_ISDIR(st.st_mode) ? "directory" : "special file");
+     * ~60 lines of mca_fbtl_posix_preadv ... Is a directory), in one line; a FIFO would
+     * block every rank's open */
+    if (!create) {
+        int rc = ft_input_check(path, "an HDF5 file", err);
+        /* every rank of a collective open sees the same file: one shared line */
+        if (comm != MPI_COMM_NULL && comm != MPI_COMM_SELF)
+            rc = ft_agree(comm, rc, err);
+        if (rc)
+            return -1;
+    }
+    if (create && make_new_file(path, comm, err))
+        return -1;
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     if (comm != MPI_COMM_NULL && (H5Pclose(fapl), make_fapl(comm, &fapl)))
         return ft_fail(err, "%s: cannot set up parallel HDF5 access", path);
@@ -82,6 +111,34 @@ bool ft_h5_attach_raw(ft_h5file *f, MPI_Comm comm, bool writing)
         f->raw = NULL;
     }
     return all != 0;
+}
+
+int ft_h5_reserve(const ft_h5file *f, uint64_t extra, ft_error *err)
+{
+    hsize_t size = 0;
+    if (H5Fget_filesize(f->id, &size) < 0)
+        return ft_fail(err, "%s: cannot get the file's size", f->path);
+    const off_t want = (off_t)(size + extra);
+    int fd = open(f->path, O_WRONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st)) {
+        const int code = errno;
+        if (fd >= 0)
+            close(fd);
+        return ft_fail(err, "%s: cannot open to allocate its space: %s", f->path,
+                       strerror(code));
+    }
+    const int code = posix_fallocate(fd, 0, want);
+    /* EINVAL/EOPNOTSUPP: a file system without allocation; the writes will tell */
+    const int failed = code != 0 && code != EINVAL && code != EOPNOTSUPP;
+    if (failed && ftruncate(fd, st.st_size)) {
+        /* nothing more to give back: the error below is the one that matters */
+    }
+    close(fd);
+    if (failed)
+        return ft_fail(err, "%s: cannot allocate %.1f MB: %s", f->path, (double)want / 1e6,
+                       strerror(code));
+    return 0;
 }
 
 int ft_h5_close(ft_h5file *f, ft_error *err)

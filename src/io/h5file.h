@@ -30,6 +30,13 @@ typedef struct ft_h5file {
 int ft_h5_open(ft_h5file *f, const char *path, MPI_Comm comm, ft_error *err);
 /* Creates (truncates) a file for writing on comm. */
 int ft_h5_create(ft_h5file *f, const char *path, MPI_Comm comm, ft_error *err);
+/* One process (rank 0), after every dataset of f exists: allocates the file's blocks up
+ * to its end of address space plus `extra` bytes for metadata still to come, so that the
+ * data writes and the close cannot meet a full disk, where parallel HDF5 would leave
+ * the other ranks waiting in a collective (H5Fclose). On failure the file goes back to
+ * its size, so that HDF5 can still close it; the caller's ranks then agree (ft_agree)
+ * and all abandon the file. A file system without allocation passes (the writes tell). */
+int ft_h5_reserve(const ft_h5file *f, uint64_t extra, ft_error *err);
 /* Closes the raw access (flush, fsync) if any, then the file. */
 int ft_h5_close(ft_h5file *f, ft_error *err);
 

@@ -1,5 +1,7 @@
 /* config.json <-> ft_model_config (io/hf_config.h). */
 #include "io/hf_config.h"
+#include "util/input_file.h"
+#include "util/output_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -386,13 +388,16 @@ int ft_hf_config_read(const char *path, ft_model_config *c, ft_hf_config_info *i
     memset(c, 0, sizeof *c);
     memset(info, 0, sizeof *info);
     json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (!root) {
-        if (access(path, R_OK) != 0)
-            return ft_fail(err, "%s: cannot read: %s (is this a Hugging Face model directory?)",
-                           path, strerror(errno));
+    char *text;
+    size_t len;
+    ft_error read_err;
+    if (ft_input_read(path, "a config.json", FT_INPUT_MAX_JSON, &text, &len, &read_err))
+        return ft_fail(err, "%s%s", read_err.msg, access(path, F_OK) != 0
+                       ? " (is this a Hugging Face model directory?)" : "");
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    free(text);
+    if (!root)
         return ft_fail(err, "%s:%d: not valid JSON: %s", path, je.line, je.text);
-    }
     int rc = -1;
     if (!json_is_object(root)) {
         ft_fail(err, "%s: not a JSON object", path);
@@ -550,9 +555,9 @@ static void write_gpt(FILE *fp, const ft_model_config *c, const char *torch_dtyp
 int ft_hf_config_write(const char *path, const ft_model_config *c, const char *torch_dtype,
                        ft_error *err)
 {
-    FILE *fp = fopen(path, "w");
-    if (!fp)
-        return ft_fail(err, "%s: cannot create: %s", path, strerror(errno));
+    FILE *fp; /* made new (util/output_file.h): never written through a planted symlink */
+    if (ft_output_fopen_tmp(path, &fp, err))
+        return -1;
     if (ft_model_family_of(c)->layernorm) {
         write_gpt(fp, c, torch_dtype);
         goto close;

@@ -1,5 +1,7 @@
 /* safetensors reader and writer (io/safetensors.h). */
 #include "io/safetensors.h"
+#include "util/input_file.h"
+#include "util/output_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -310,16 +312,12 @@ int ft_st_open(ft_st_file *f, const char *path, unsigned flags, ft_error *err)
 {
     memset(f, 0, sizeof *f);
     f->fd = -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return ft_fail(err, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
+    /* O_NONBLOCK open: a FIFO named model.safetensors is refused, not waited on */
+    int fd;
+    uint64_t size;
     unsigned char len8[8];
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return ft_fail(err, "%s: not a regular file", path);
-    }
-    uint64_t size = (uint64_t)st.st_size;
+    if (ft_input_open(path, "a safetensors file", FT_INPUT_UNBOUNDED, &fd, &size, err))
+        return -1;
     if (size < 8 || pread_full(fd, len8, 8, 0)) {
         close(fd);
         return ft_fail(err, "%s: only %llu bytes, too short for a safetensors file", path,
@@ -487,13 +485,16 @@ int ft_st_writer_open(ft_st_writer *w, const char *path, const ft_st_spec *specs
     }
     w->header_len = len - 8;
     w->path = dup_str(path);
-    w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (!w->path || w->fd < 0) {
-        int e = errno;
+    if (!w->path) {
+        free(hdr);
+        return ft_fail(err, "out of host memory");
+    }
+    /* made new (util/output_file.h): never written through a symlink planted there */
+    if (ft_output_create_tmp(path, 0644, &w->fd, err)) {
         free(hdr);
         free(w->path);
         w->path = NULL;
-        return ft_fail(err, "%s: cannot create: %s", path, strerror(e));
+        return -1;
     }
     int rc = write_full(w->fd, hdr, len);
     free(hdr);
@@ -574,7 +575,12 @@ int ft_st_index_read(ft_st_index *idx, const char *path, ft_error *err)
 {
     memset(idx, 0, sizeof *idx);
     json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    char *text;
+    size_t len;
+    if (ft_input_read(path, "a safetensors index", FT_INPUT_MAX_JSON, &text, &len, err))
+        return -1;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    free(text);
     if (!root)
         return ft_fail(err, "%s:%d: not valid JSON: %s", path, je.line, je.text);
     int rc = -1;
@@ -660,13 +666,17 @@ int ft_st_index_write(const char *path, uint64_t total_size, const char *const *
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     if (!text)
         goto done;
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd; /* made new (util/output_file.h): never written through a planted symlink */
+    if (ft_output_create_tmp(path, 0644, &fd, err)) {
+        free(text);
+        json_decref(root);
+        return -1;
+    }
     size_t tl = strlen(text);
     text[tl] = '\n'; /* json_dumps' NUL becomes the final newline */
-    if (fd < 0 || write_full(fd, text, tl + 1) || fsync(fd) != 0) {
+    if (write_full(fd, text, tl + 1) || fsync(fd) != 0) {
         ft_fail(err, "%s: cannot write: %s", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
+        close(fd);
         free(text);
         json_decref(root);
         return -1;

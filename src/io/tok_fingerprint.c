@@ -1,4 +1,5 @@
 #include "io/tok_fingerprint.h"
+#include "util/input_file.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -254,31 +255,12 @@ int ft_tok_fingerprint_file(const char *path, char out[FT_TOK_FINGERPRINT_LEN], 
         snprintf(file, sizeof file, "%s/tokenizer.json", path);
     else
         snprintf(file, sizeof file, "%s", path);
-    FILE *f = fopen(file, "rb");
-    if (!f)
-        return ft_fail(err, "%s: cannot open: %s", file, strerror(errno));
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 65536 > cap) {
-            cap = cap ? 2 * cap : 1 << 20;
-            char *nb = realloc(buf, cap);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return ft_fail(err, "%s: out of memory", file);
-            }
-            buf = nb;
-        }
-        const size_t got = fread(buf + len, 1, 65536, f);
-        len += got;
-        if (got < 65536)
-            break;
-    }
-    const int bad = ferror(f);
-    fclose(f);
-    int rc = bad ? ft_fail(err, "%s: read error", file)
-                 : ft_tok_fingerprint_json(buf, len, file, out, err);
+    /* a FIFO or /dev/zero there is one line, not a hang (util/input_file.h) */
+    char *buf;
+    size_t len;
+    if (ft_input_read(file, "a tokenizer.json", FT_INPUT_MAX_TOKENIZER, &buf, &len, err))
+        return -1;
+    int rc = ft_tok_fingerprint_json(buf, len, file, out, err);
     free(buf);
     return rc;
 }

@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/input_file.h"
 
 long prep_utf8_invalid_at(const char *str, size_t n)
 {
@@ -47,16 +50,29 @@ long prep_utf8_invalid_at(const char *str, size_t n)
 
 static int open_file(const char *path, FILE **f, uint64_t *size, ft_error *err)
 {
-    *f = fopen(path, "rb");
-    if (!*f)
+    /* a FIFO would block (and cannot be split by byte ranges), /dev/zero never end */
+    int fd;
+    *f = NULL;
+    if (ft_input_open(path, "a JSON, JSONL or text file", FT_INPUT_UNBOUNDED, &fd, size, err))
+        return -1;
+    if (!(*f = fdopen(fd, "rb"))) {
+        close(fd);
         return ft_fail(err, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(*f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(*f);
-        return ft_fail(err, "%s: not a regular file (inputs are split by byte ranges)", path);
     }
-    *size = (uint64_t)st.st_size;
     return 0;
+}
+
+/* A line of at most FT_INPUT_MAX_LINE bytes: a file without newlines (binary, zeros)
+ * ends with one line instead of being read into memory whole. */
+static long next_line(const char *path, char **line, size_t *cap, FILE *f, ft_error *err)
+{
+    long k = ft_input_getline(line, cap, f, FT_INPUT_MAX_LINE);
+    if (k == -2)
+        ft_fail(err, "%s: a line longer than %.0f MB: not a JSONL or text file?", path,
+                (double)FT_INPUT_MAX_LINE / 1e6);
+    else if (k == -3)
+        ft_fail(err, "%s: out of memory reading a line", path);
+    return k;
 }
 
 /* Skips a UTF-8 byte order mark and blanks; returns the first other byte or EOF. */
@@ -131,7 +147,9 @@ static int read_lines(const char *path, FILE *f, uint64_t size, prep_input_kind 
         if (fseeko(f, (off_t)(start - 1), SEEK_SET) != 0)
             rc = ft_fail(err, "%s: cannot seek: %s", path, strerror(errno));
         else if (getc(f) != '\n') {
-            ssize_t k = getline(&line, &cap, f);
+            long k = next_line(path, &line, &cap, f, err);
+            if (k < -1)
+                rc = -1;
             pos = start + (k > 0 ? (uint64_t)k : 0);
         }
     } else {
@@ -139,7 +157,11 @@ static int read_lines(const char *path, FILE *f, uint64_t size, prep_input_kind 
     }
     while (rc == 0 && pos < end) {
         errno = 0;
-        ssize_t k = getline(&line, &cap, f);
+        long k = next_line(path, &line, &cap, f, err);
+        if (k < -1) {
+            rc = -1;
+            break;
+        }
         if (k < 0) {
             if (ferror(f))
                 rc = ft_fail(err, "%s: read error: %s", path, strerror(errno));
@@ -258,12 +280,14 @@ int prep_detect_file_format(const char *path, prep_format *fmt, ft_error *err)
         rewind(f);
         char *line = NULL;
         size_t cap = 0;
-        ssize_t k;
-        while (*fmt == PREP_FORMAT_AUTO && (k = getline(&line, &cap, f)) >= 0) {
+        long k = 0;
+        while (*fmt == PREP_FORMAT_AUTO && (k = next_line(path, &line, &cap, f, err)) >= 0) {
             json_t *obj = json_loadb(line, (size_t)k, JSON_ALLOW_NUL, NULL);
             *fmt = prep_detect_format(obj);
             json_decref(obj);
         }
+        if (k < -1)
+            rc = -1;
         free(line);
     }
     fclose(f);

@@ -12,6 +12,7 @@
 #include "tokenizer/chat_template.h"
 #include "prep/prep_comm.h"
 #include "prep/prep_writer.h"
+#include "util/output_file.h"
 
 void prep_options_default(prep_options *o)
 {
@@ -172,7 +173,10 @@ static int32_t pick_pad(const ft_tokenizer *tok, const prep_options *o, int32_t 
             ft_fail(err, "--pad %s: no such token in the tokenizer", o->pad_token);
         return id;
     }
-    int32_t id = ft_tokenizer_token_id(tok, "<|finetune_right_pad_id|>");
+    /* transformers' pad_token where the tokenizer names one, then Llama 3.1's reserved pad */
+    int32_t id = ft_tokenizer_pad_id(tok);
+    if (id < 0)
+        id = ft_tokenizer_token_id(tok, "<|finetune_right_pad_id|>");
     return id >= 0 ? id : eos;
 }
 
@@ -299,6 +303,30 @@ static void print_set(const char *path, const prep_set_stats *s, int W)
            cells > 0 ? 100.0 * (double)s->padding / cells : 0.0);
 }
 
+/* An output renamed over one of the inputs (or over the other output) would destroy
+ * it: refused before anything is read. */
+static int check_outputs(const prep_options *o, ft_error *err)
+{
+    const char *outs[3] = { o->out, o->eval_out, o->dump_examples },
+               *out_opt[3] = { "-o", "--eval-out", "--dump-examples" };
+    for (int k = 0; k < 3; k++) {
+        if (!outs[k])
+            continue;
+        for (int i = 0; i < o->n_inputs; i++)
+            if (ft_output_not_input(outs[k], out_opt[k], o->inputs[i], "input", err))
+                return -1;
+        if (ft_output_not_input(outs[k], out_opt[k], o->tokenizer, "-t", err) ||
+            ft_output_not_input(outs[k], out_opt[k], o->prompt_template, "--prompt-template",
+                                err) ||
+            ft_output_not_input(outs[k], out_opt[k], o->prompt_template_no_input,
+                                "--prompt-template-no-input", err) ||
+            (k >= 1 && ft_output_not_input(outs[k], out_opt[k], outs[0], out_opt[0], err)) ||
+            (k == 2 && ft_output_not_input(outs[2], out_opt[2], outs[1], out_opt[1], err)))
+            return -1;
+    }
+    return 0;
+}
+
 int prep_run(const prep_options *o, MPI_Comm comm, ft_error *err)
 {
     int rank, P;
@@ -312,6 +340,8 @@ int prep_run(const prep_options *o, MPI_Comm comm, ft_error *err)
     int32_t *glen = NULL, *gowner = NULL;
     int64_t *gidx = NULL, *train = NULL, *eval = NULL;
     int rc = local_count ? 0 : ft_fail(err, "out of host memory");
+    if (rc == 0)
+        rc = check_outputs(o, err);
     if (rc == 0)
         rc = ft_tokenizer_load(o->tokenizer, &tok, err);
     if (prep_agree(comm, rc, err))

@@ -1,4 +1,5 @@
 #include "prep/prep_template.h"
+#include "util/input_file.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -678,34 +679,10 @@ int prep_template_parse(const char *s, prep_template_kind *k)
 
 static int read_whole(const char *path, char **out, ft_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return ft_fail(err, "%s: cannot open prompt template: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            cap = cap ? 2 * cap : 8192;
-            char *nb = realloc(buf, cap);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return oom(err);
-            }
-            buf = nb;
-        }
-        size_t k = fread(buf + len, 1, 4096, f);
-        len += k;
-        if (k < 4096)
-            break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return ft_fail(err, "%s: read error", path);
-    }
-    buf[len] = 0;
+    char *buf;
+    size_t len;
+    if (ft_input_read(path, "a prompt template", FT_INPUT_MAX_SMALL, &buf, &len, err))
+        return -1;
     if (strlen(buf) != len) {
         free(buf);
         return ft_fail(err, "%s: prompt template contains a NUL byte", path);

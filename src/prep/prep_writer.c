@@ -55,13 +55,20 @@ static int write_collective(MPI_Comm comm, const char *path, const ft_dataset_in
     if (ft_h5_create(&f, path, comm, err))
         return -1;
     const int W = in->seq_len + 1;
-    int rc = ft_dataset_write_attrs(&f, in, err) ||
-             write_block(&f, "tokens", H5T_STD_U32LE, H5T_NATIVE_UINT32, in->rows, W, b,
-                         b->tokens, err) ||
-             write_block(&f, "loss_mask", H5T_STD_U8LE, H5T_NATIVE_UINT8, in->rows, W, b, b->mask,
-                         err) ||
-             write_block(&f, "segment", H5T_STD_I32LE, H5T_NATIVE_INT32, in->rows, W, b, b->seg,
-                         err);
+    int rank;
+    MPI_Comm_rank(comm, &rank);
+    /* attributes, then the whole file's space (rank 0), agreed: a full disk is one line
+     * on every rank before any collective write, none left waiting in H5Fclose */
+    int rc = ft_dataset_write_attrs(&f, in, err);
+    if (!rc && rank == 0)
+        rc = ft_h5_reserve(&f, ft_dataset_reserve_bytes(in), err);
+    rc = prep_agree(comm, rc, err);
+    rc = rc ||
+         write_block(&f, "tokens", H5T_STD_U32LE, H5T_NATIVE_UINT32, in->rows, W, b, b->tokens,
+                     err) ||
+         write_block(&f, "loss_mask", H5T_STD_U8LE, H5T_NATIVE_UINT8, in->rows, W, b, b->mask,
+                     err) ||
+         write_block(&f, "segment", H5T_STD_I32LE, H5T_NATIVE_INT32, in->rows, W, b, b->seg, err);
     if (ft_h5_close(&f, rc ? NULL : err))
         rc = 1;
     return rc ? -1 : 0;

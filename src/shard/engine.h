@@ -95,6 +95,18 @@ void ft_engine_zero_grads(ft_engine *e);
 /* Sums gradients over ranks (end of the accumulation window). */
 int ft_engine_reduce_grads(ft_engine *e, ft_error *err);
 /* Global L2 norm of the (reduced) gradient. */
+/* Where NaN or Inf is in the state a checkpoint holds (engine_finite.c). */
+#define FT_ENGINE_NONFINITE_PARAMS 1    /* the fp32 master parameters */
+#define FT_ENGINE_NONFINITE_OPTIMIZER 2 /* the optimizer's moments */
+typedef struct ft_engine_finite {
+    int unit; /* the lowest unit holding a non-finite value on any rank, -1: none */
+    int what; /* FT_ENGINE_NONFINITE_* over all units and ranks */
+} ft_engine_finite;
+
+/* Checks the master parameters and optimizer state of every rank's shard for NaN/Inf.
+ * Collective: every rank gets the same answer. */
+int ft_engine_check_finite(ft_engine *e, ft_engine_finite *out, ft_error *err);
+
 int ft_engine_grad_norm(ft_engine *e, double *norm, ft_error *err);
 /* One optimizer step at learning rate lr with the gradient multiplied by grad_mult
  * (the clipping coefficient). */

@@ -13,10 +13,18 @@
  * NULL when the Jinja text is not one ftmpi knows. Static strings. */
 const char *ft_chat_template_match(const char *jinja);
 
-/* Looks for tokenizer_config.json next to tokenizer_path. Returns 1 with *name set when its
- * chat_template is a known template, 0 when there is no such file or no chat_template, and -1
- * with err set (one line: which file, that the template is unknown, what to do) otherwise. */
+/* The template of tokenizer_path's directory, from the first source transformers reads:
+ * chat_template.jinja, chat_template.json, then tokenizer_config.json's chat_template (a
+ * string, or a list of named templates whose "default" is used). Returns 1 with *name set
+ * when it is a known template, 0 when there is none, and -1 with err set (one line: which
+ * file, what is wrong, what to do; flags FT_ERR_CONFIG) when a file is malformed, not a
+ * regular file, too large, or holds a template ftmpi does not know. */
 int ft_chat_template_detect(const char *tokenizer_path, const char **name, ft_error *err);
+
+/* A chat model's tokenizer ends its text with a turn's end (eos_token <|im_end|>, <|eot_id|>,
+ * ...): that token's name (static), or NULL. For saying that such a model was prompted
+ * without a template. */
+const char *ft_chat_template_turn_eos(const char *tokenizer_path);
 
 /* The names the error message offers, for the front ends' own messages. */
 #define FT_CHAT_TEMPLATE_NAMES \

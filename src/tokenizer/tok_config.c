@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tokenizer/tok_dir_file.h"
 #include "tokenizer/tok_internal.h"
 #include "tokenizer/tok_utf8.h"
 
@@ -370,13 +371,39 @@ int tok_config_pipeline(ft_tokenizer *t, json_t *root, ft_error *err)
 
 /* ------------------------------------------------------------------ BOS / EOS */
 
-/* bos_token/eos_token in tokenizer_config.json: a string or {"content": "..."}. */
+/* bos_token/eos_token/pad_token in tokenizer_config.json: a string or {"content": "..."}
+ * names the token; null (Qwen3's bos_token) means there is none, as transformers reads it.
+ * Returns the id, -1 for an explicit null, -2 when the key is absent. */
 static int32_t config_token(const ft_tokenizer *t, json_t *cfg, const char *key)
 {
     json_t *v = json_object_get(cfg, key);
+    if (!v)
+        return -2;
     if (json_is_object(v))
         v = json_object_get(v, "content");
     return json_is_string(v) ? ft_tokenizer_token_id(t, json_string_value(v)) : -1;
+}
+
+/* A token key that names a token the vocabulary lacks would silently become "none". */
+static int check_config_token(const ft_tokenizer *t, json_t *cfg, const char *key,
+                              const char *cfg_path, ft_error *err)
+{
+    json_t *v = json_object_get(cfg, key);
+    json_t *content = json_is_object(v) ? json_object_get(v, "content") : v;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(content)) {
+        ft_fail(err, "%s: %s: expected a string, {\"content\": \"...\"} or null", cfg_path, key);
+        err->flags |= FT_ERR_CONFIG;
+        return -1;
+    }
+    if (ft_tokenizer_token_id(t, json_string_value(content)) < 0) {
+        ft_fail(err, "%s: %s \"%.200s\" is not a token of %s (is the file from another "
+                     "tokenizer?)", cfg_path, key, json_string_value(content), t->name);
+        err->flags |= FT_ERR_CONFIG;
+        return -1;
+    }
+    return 0;
 }
 
 static int32_t template_token_id(const ft_tokenizer *t, json_t *proc, const char *name)
@@ -423,37 +450,48 @@ static void from_template(ft_tokenizer *t, json_t *proc, int32_t *bos, int32_t *
     }
 }
 
-void tok_config_bos_eos(ft_tokenizer *t, json_t *root, const char *path)
+static int32_t fallback_id(const ft_tokenizer *t, const char *first, const char *second)
 {
-    int32_t bos = -1, eos = -1;
+    int32_t id = ft_tokenizer_token_id(t, first);
+    return id >= 0 ? id : ft_tokenizer_token_id(t, second);
+}
+
+int tok_config_bos_eos(ft_tokenizer *t, json_t *root, const char *path, ft_error *err)
+{
+    int32_t bos = -2, eos = -2, pad = -2;
     if (path) {
-        /* tokenizer_config.json next to tokenizer.json is what transformers reads. */
-        const char *slash = strrchr(path, '/');
-        size_t dir = slash ? (size_t)(slash - path + 1) : 0;
-        static const char cfg_name[] = "tokenizer_config.json";
-        char *cfg_path = malloc(dir + sizeof cfg_name);
-        if (cfg_path) {
-            memcpy(cfg_path, path, dir);
-            memcpy(cfg_path + dir, cfg_name, sizeof cfg_name);
-            /* HF configs hold integers beyond 64 bits (model_max_length = 1e30): read numbers as reals. */
-            json_t *cfg = json_load_file(cfg_path, JSON_DECODE_INT_AS_REAL, NULL);
-            if (json_is_object(cfg)) {
-                bos = config_token(t, cfg, "bos_token");
-                eos = config_token(t, cfg, "eos_token");
-            }
-            json_decref(cfg);
+        /* tokenizer_config.json next to tokenizer.json is what transformers reads; where it
+         * names a token (or null), that is the answer. */
+        json_t *cfg = NULL;
+        int rc = ft_tok_dir_json(path, "tokenizer_config.json", &cfg, err);
+        if (rc < 0)
+            return -1;
+        if (rc > 0) {
+            char *cfg_path = ft_tok_dir_path(path, "tokenizer_config.json");
+            rc = !cfg_path ? ft_fail(err, "%s: out of memory", t->name)
+                 : check_config_token(t, cfg, "bos_token", cfg_path, err) ||
+                           check_config_token(t, cfg, "eos_token", cfg_path, err) ||
+                           check_config_token(t, cfg, "pad_token", cfg_path, err)
+                     ? -1 : 0;
             free(cfg_path);
+            bos = config_token(t, cfg, "bos_token");
+            eos = config_token(t, cfg, "eos_token");
+            pad = config_token(t, cfg, "pad_token");
+            json_decref(cfg);
+            if (rc < 0)
+                return -1;
         }
     }
-    from_template(t, json_object_get(root, "post_processor"), &bos, &eos);
-    if (bos < 0)
-        bos = ft_tokenizer_token_id(t, "<|begin_of_text|>");
-    if (bos < 0)
-        bos = ft_tokenizer_token_id(t, "<s>");
-    if (eos < 0)
-        eos = ft_tokenizer_token_id(t, "<|end_of_text|>");
-    if (eos < 0)
-        eos = ft_tokenizer_token_id(t, "</s>");
+    /* Without a config key: the post-processor's template, then the usual names (a bare
+     * tokenizer.json, as in tests and conversions). */
+    int32_t tb = -1, te = -1;
+    from_template(t, json_object_get(root, "post_processor"), &tb, &te);
+    if (bos == -2)
+        bos = tb >= 0 ? tb : fallback_id(t, "<|begin_of_text|>", "<s>");
+    if (eos == -2)
+        eos = te >= 0 ? te : fallback_id(t, "<|end_of_text|>", "</s>");
     t->bos_id = bos;
     t->eos_id = eos;
+    t->pad_id = pad >= 0 ? pad : -1;
+    return 0;
 }

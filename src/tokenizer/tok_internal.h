@@ -141,7 +141,7 @@ struct ft_tokenizer {
     tok_dec_step *dec;
     size_t n_dec;
 
-    int32_t bos_id, eos_id;
+    int32_t bos_id, eos_id, pad_id;
 };
 
 /* A split of text into added-token matches (id >= 0) and plain text (id == -1). */
@@ -210,6 +210,6 @@ void tok_bpe_work_free(tok_bpe_work *w);
 struct json_t;
 int tok_config_pipeline(ft_tokenizer *t, struct json_t *root, ft_error *err);
 /* path may be NULL (buffer load): then only tokenizer.json is consulted. */
-void tok_config_bos_eos(ft_tokenizer *t, struct json_t *root, const char *path);
+int tok_config_bos_eos(ft_tokenizer *t, struct json_t *root, const char *path, ft_error *err);
 
 #endif

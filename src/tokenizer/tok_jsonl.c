@@ -1,4 +1,5 @@
 #include "tokenizer/tok_jsonl.h"
+#include "util/input_file.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -56,7 +57,11 @@ static int next_object(FILE *in, const char *in_name, size_t lineno, char **line
                        json_t **obj, ft_error *err)
 {
     errno = 0;
-    ssize_t n = getline(line, cap, in);
+    /* bounded: /dev/zero on stdin is one endless line */
+    long n = ft_input_getline(line, cap, in, FT_INPUT_MAX_LINE);
+    if (n < -1)
+        return ft_fail(err, "%s:%zu: %s", in_name, lineno, n == -2 ? "a line longer than 256 MB: "
+                       "not JSONL?" : "out of memory reading a line");
     if (n < 0) {
         if (ferror(in))
             return ft_fail(err, "%s: read error: %s", in_name, strerror(errno));

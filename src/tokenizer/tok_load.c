@@ -9,36 +9,11 @@
 
 #include "tokenizer/tok_bytelevel.h"
 #include "tokenizer/tok_internal.h"
+#include "util/input_file.h"
 
 /* Ids above this are rejected: they would make the per-id tables absurdly large and no real
  * vocabulary comes close (Llama 3: 128,256). */
 #define MAX_ID (1 << 24)
-
-static int read_file(const char *path, char **data, size_t *len, ft_error *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return ft_fail(err, "%s: cannot open: %s", path, strerror(errno));
-    tok_buf b = {0};
-    char chunk[1 << 16];
-    size_t got;
-    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (tok_buf_append(&b, chunk, got) < 0) {
-            fclose(f);
-            tok_buf_free(&b);
-            return ft_fail(err, "%s: out of memory while reading", path);
-        }
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        tok_buf_free(&b);
-        return ft_fail(err, "%s: read error", path);
-    }
-    *data = b.data;
-    *len = b.len;
-    return 0;
-}
 
 /* Per-id string table under construction: strings are appended to a pool (each followed by a
  * NUL, so ft_tokenizer_token can hand them out); offsets stay valid when the pool moves. */
@@ -462,7 +437,7 @@ static int load_json(const char *buf, size_t len, const char *name, const char *
         return ft_fail(err, "%s: out of memory", name);
     }
     t->hash = tok_fnv1a64(buf, len);
-    t->unk_id = t->bos_id = t->eos_id = -1;
+    t->unk_id = t->bos_id = t->eos_id = t->pad_id = -1;
     json_error_t je;
     json_t *root = json_loadb(buf, len, JSON_ALLOW_NUL, &je);
     if (!root) {
@@ -477,9 +452,8 @@ static int load_json(const char *buf, size_t len, const char *name, const char *
         goto fail;
     }
     if (tok_config_pipeline(t, root, err) < 0 || parse_model(t, root, err) < 0 ||
-        build_tries(t, err) < 0)
+        build_tries(t, err) < 0 || tok_config_bos_eos(t, root, path, err) < 0)
         goto fail;
-    tok_config_bos_eos(t, root, path);
     t->kind = t->byte_level ? "byte_level_bpe" : "sentencepiece_bpe";
     json_decref(root);
     *out = t;
@@ -501,7 +475,8 @@ int ft_tokenizer_load(const char *path, ft_tokenizer **out, ft_error *err)
     char *buf;
     size_t len;
     *out = NULL;
-    if (read_file(path, &buf, &len, err) < 0)
+    /* a FIFO or /dev/zero as tokenizer.json: one line, not a hang (util/input_file.h) */
+    if (ft_input_read(path, "a tokenizer.json", FT_INPUT_MAX_TOKENIZER, &buf, &len, err) < 0)
         return -1;
     int rc = load_json(buf, len, path, path, out, err);
     free(buf);
@@ -582,6 +557,7 @@ bool ft_tokenizer_is_special(const ft_tokenizer *t, int32_t id)
 
 int32_t ft_tokenizer_bos_id(const ft_tokenizer *t) { return t->bos_id; }
 int32_t ft_tokenizer_eos_id(const ft_tokenizer *t) { return t->eos_id; }
+int32_t ft_tokenizer_pad_id(const ft_tokenizer *t) { return t->pad_id; }
 int ft_tokenizer_vocab_size(const ft_tokenizer *t) { return t->n_ids; }
 const char *ft_tokenizer_kind(const ft_tokenizer *t) { return t->kind; }
 uint64_t ft_tokenizer_hash(const ft_tokenizer *t) { return t->hash; }

@@ -80,6 +80,8 @@ bool ft_tokenizer_is_special(const ft_tokenizer *t, int32_t id);
 
 int32_t ft_tokenizer_bos_id(const ft_tokenizer *t); /* -1 if unknown */
 int32_t ft_tokenizer_eos_id(const ft_tokenizer *t); /* -1 if unknown */
+/* tokenizer_config.json's pad_token; -1 when it names none */
+int32_t ft_tokenizer_pad_id(const ft_tokenizer *t);
 /* Largest id + 1, added tokens included (Llama 3: 128256, Llama 2: 32000). */
 int ft_tokenizer_vocab_size(const ft_tokenizer *t);
 /* "byte_level_bpe" or "sentencepiece_bpe" (static string). */

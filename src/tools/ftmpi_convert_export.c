@@ -249,11 +249,16 @@ static int write_index(const out_tensor *ts, int n, int n_shards, const export_o
     return rc;
 }
 
-/* --tokenizer: a directory (copies the HF tokenizer files it has) or one file. */
+/* --tokenizer: a directory (copies the tokenizer files transformers writes that it has, the
+ * chat template's own files included: transformers 5 keeps the template in
+ * chat_template.jinja, and a directory without it has no apply_chat_template) or one file. */
 static int copy_tokenizer(const export_opts *o, ft_error *err)
 {
     static const char *const names[] = { "tokenizer.json", "tokenizer_config.json",
-                                         "special_tokens_map.json", "tokenizer.model" };
+                                         "special_tokens_map.json", "tokenizer.model",
+                                         "chat_template.jinja", "chat_template.json",
+                                         "added_tokens.json", "vocab.json", "merges.txt",
+                                         "generation_config.json" };
     char src[4096], dst[4096];
     if (!cv_is_dir(o->tokenizer)) {
         const char *base = strrchr(o->tokenizer, '/');
@@ -273,7 +278,8 @@ static int copy_tokenizer(const export_opts *o, ft_error *err)
     }
     if (copied == 0)
         return ft_fail(err, "%s: no tokenizer.json, tokenizer_config.json, "
-                       "special_tokens_map.json or tokenizer.model to copy", o->tokenizer);
+                       "special_tokens_map.json, tokenizer.model, chat template, vocab.json "
+                       "or merges.txt to copy", o->tokenizer);
     return 0;
 }
 

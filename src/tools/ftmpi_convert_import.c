@@ -22,6 +22,7 @@
 #include "model/layout.h"
 #include "io/tok_fingerprint.h"
 #include "tools/ftmpi_convert.h"
+#include "util/output_file.h"
 
 typedef struct import_opts {
     cv_common common;
@@ -313,7 +314,12 @@ static int write_weights(const hf_model *m, const import_opts *o, ft_st_dtype ou
                          const char *tok_fp, uint64_t *written, ft_error *err)
 {
     char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", o->out);
+    if (ft_output_tmp_name(tmp, sizeof tmp, o->out, err))
+        return -1;
+    /* renaming over a shard being read would destroy it */
+    for (int i = 0; i < m->n_shards; i++)
+        if (ft_output_not_input(o->out, "OUT", m->shards[i].path, "input", err))
+            return -1;
     size_t half = o->common.buffer_bytes / 2;
     void *inbuf = malloc(half), *outbuf = malloc(half);
     if (!inbuf || !outbuf) {
@@ -334,6 +340,9 @@ static int write_weights(const hf_model *m, const import_opts *o, ft_st_dtype ou
          ft_tok_fingerprint_write(&h, tok_fp, err) ||
          ft_weights_create_tensors(&h, "/model", &m->layout,
                                    out == FT_ST_BF16 ? FT_FILE_BF16 : FT_FILE_F32, err);
+    /* the whole file's space before any tensor byte: a full disk is one line here, not a
+     * failed write and a close that cannot finish (room for the hash attributes too) */
+    rc = rc || ft_h5_reserve(&h, (64u << 10) + 512u * (uint64_t)m->layout.total_tensors, err);
     for (int i = 0; i < m->n_hf && !rc; i++) {
         rc = copy_tensor(&h, m, i, out, inbuf, outbuf, half, err);
         *written += m->hf[i].numel * ft_st_dtype_size(out);
@@ -353,7 +362,7 @@ static int write_weights(const hf_model *m, const import_opts *o, ft_st_dtype ou
     if (fd >= 0)
         close(fd);
     if (!rc && rename(tmp, o->out) != 0)
-        rc = ft_fail(err, "%s: cannot rename to %s", tmp, o->out);
+        rc = ft_fail(err, "%s: cannot rename to %s: %s", tmp, o->out, strerror(errno));
     if (rc)
         unlink(tmp);
     return rc;

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "tools/ftmpi_convert.h"
+#include "util/input_file.h"
+#include "util/output_file.h"
 #include "util/bf16.h"
 
 int cv_usage_error(const char *sub, const char *fmt, ...)
@@ -193,14 +195,17 @@ bool cv_exists(const char *path)
 
 int cv_copy_file(const char *src, const char *dst, ft_error *err)
 {
-    int in = open(src, O_RDONLY | O_CLOEXEC);
-    if (in < 0)
-        return ft_fail(err, "%s: cannot open: %s", src, strerror(errno));
-    int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (out < 0) {
-        int e = errno;
+    /* a FIFO or device as the source is refused, not waited on or copied forever; the
+     * copy goes to DST.tmp, made new, and is renamed: a symlink planted at either name
+     * is never written through, and a source equal to dst is not truncated first */
+    int in, out;
+    char tmp[4200];
+    if (ft_input_open(src, "a tokenizer file", FT_INPUT_MAX_TOKENIZER, &in, NULL, err))
+        return -1;
+    if (ft_output_tmp_name(tmp, sizeof tmp, dst, err) ||
+        ft_output_create_tmp(tmp, 0644, &out, err)) {
         close(in);
-        return ft_fail(err, "%s: cannot create: %s", dst, strerror(e));
+        return -1;
     }
     char buf[1 << 16];
     int rc = 0;
@@ -219,7 +224,7 @@ int cv_copy_file(const char *src, const char *dst, ft_error *err)
             if (w < 0 && errno == EINTR)
                 continue;
             if (w <= 0) {
-                rc = ft_fail(err, "%s: write failed: %s", dst, strerror(errno));
+                rc = ft_fail(err, "%s: write failed: %s", tmp, strerror(errno));
                 break;
             }
             off += w;
@@ -228,9 +233,13 @@ int cv_copy_file(const char *src, const char *dst, ft_error *err)
             break;
     }
     if (!rc && fsync(out) != 0)
-        rc = ft_fail(err, "%s: fsync failed: %s", dst, strerror(errno));
+        rc = ft_fail(err, "%s: fsync failed: %s", tmp, strerror(errno));
     close(in);
     if (close(out) != 0 && !rc)
-        rc = ft_fail(err, "%s: close failed: %s", dst, strerror(errno));
+        rc = ft_fail(err, "%s: close failed: %s", tmp, strerror(errno));
+    if (!rc && rename(tmp, dst) != 0)
+        rc = ft_fail(err, "%s: cannot rename to %s: %s", tmp, dst, strerror(errno));
+    if (rc)
+        unlink(tmp);
     return rc;
 }

@@ -15,6 +15,8 @@
 #include "generate/batch.h"
 #include "generate/session.h"
 #include "tokenizer/chat_template.h"
+#include "util/input_file.h"
+#include "util/output_file.h"
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
@@ -63,6 +65,8 @@ static const char usage_text[] =
     "  --system TEXT        system message (chat templates)\n"
     "  --input TEXT         the input of an alpaca prompt\n"
     "  --no-bos             do not start templates none/alpaca with BOS\n"
+    "  --allow-nonfinite    run a model whose parameters hold NaN or Inf (refused by\n"
+    "                       default: its output is garbage or nothing)\n"
     "  --prompt-ids         print the framed prompt's token ids (comma-separated) and\n"
     "                       exit; no MODEL is read (to check a template)\n"
     "\n"
@@ -210,11 +214,13 @@ enum {
     OPT_TOKENIZER = 256, OPT_BYTES, OPT_IDS, OPT_TEMPLATE, OPT_SYSTEM, OPT_INPUT, OPT_NO_BOS,
     OPT_MAX_NEW, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_EOS, OPT_IGNORE_EOS, OPT_PROMPTS,
     OPT_OUT, OPT_PARAMS, OPT_DEVICE, OPT_CHUNK, OPT_ECHO, OPT_VERBOSE, OPT_NO_THINKING,
-    OPT_PROMPT_IDS, OPT_ALLOW_TOK_MISMATCH
+    OPT_PROMPT_IDS, OPT_ALLOW_TOK_MISMATCH, OPT_ALLOW_NONFINITE
 };
 
-/* Without --template, the template the tokenizer's tokenizer_config.json names (the
- * recognition ftmpi-prep uses). Returns 0, or -2 after printing the one-line error. */
+/* Without --template, the template of the tokenizer's directory (the recognition ftmpi-prep
+ * uses). Returns 0, or -3 after printing the one-line error (a malformed or unknown template:
+ * the input is at fault, exit 2). A chat model without any template is said in one line: its
+ * answer to a bare prompt is often nothing at all. */
 static int template_from_tokenizer(cli *c)
 {
     const char *name = NULL;
@@ -223,8 +229,14 @@ static int template_from_tokenizer(cli *c)
     int rc = ft_chat_template_detect(c->s.tokenizer_path, &name, &err);
     if (rc < 0) {
         fprintf(stderr, "ftmpi-generate: %s\n", err.msg);
-        return -2;
+        return err.flags & FT_ERR_CONFIG ? -3 : -2;
     }
+    const char *turn_eos = rc == 0 ? ft_chat_template_turn_eos(c->s.tokenizer_path) : NULL;
+    if (turn_eos)
+        fprintf(stderr, "ftmpi-generate: note: %s is a chat model's tokenizer (eos_token %s) "
+                        "but its directory has no chat template; the prompt is used as plain "
+                        "text (name one with --template: " FT_CHAT_TEMPLATE_NAMES ")\n",
+                c->s.tokenizer_path, turn_eos);
     if (rc > 0 && ft_template_parse(name, &c->s.tmpl)) {
         fprintf(stderr, "ftmpi-generate: internal: template %s has no prompt framing\n", name);
         return -2;
@@ -267,6 +279,7 @@ static int parse(int argc, char **argv, cli *c)
         { "no-thinking", no_argument, 0, OPT_NO_THINKING },
         { "allow-tokenizer-mismatch", no_argument, 0, OPT_ALLOW_TOK_MISMATCH },
         { "prompt-ids", no_argument, 0, OPT_PROMPT_IDS },
+        { "allow-nonfinite", no_argument, 0, OPT_ALLOW_NONFINITE },
         { "help", no_argument, 0, 'h' },
         { "version", no_argument, 0, 'V' },
         { 0, 0, 0, 0 },
@@ -293,6 +306,7 @@ static int parse(int argc, char **argv, cli *c)
         case OPT_NO_THINKING: c->no_thinking = true; break;
         case OPT_ALLOW_TOK_MISMATCH: c->s.allow_tokenizer_mismatch = true; break;
         case OPT_PROMPT_IDS: c->prompt_ids = true; break;
+        case OPT_ALLOW_NONFINITE: c->s.allow_nonfinite = true; break;
         case OPT_SYSTEM: c->system = optarg; break;
         case OPT_INPUT: c->input = optarg; break;
         case OPT_NO_BOS: c->s.no_bos = true; break;
@@ -358,6 +372,13 @@ static int parse(int argc, char **argv, cli *c)
         case ':':
             return usage_error("%s needs a value", argv[optind - 1]);
         default:
+            /* an unknown short option ("-1,5" reads as -1 -, -5): optopt names it, where
+             * argv[optind - 1] may be another argument after getopt's permutation */
+            if (optopt) {
+                char opt[3] = { '-', (char)optopt, 0 };
+                return usage_error("unknown option '%s' (a prompt or an --ids list that begins "
+                                   "with '-' goes after '--', e.g. --ids -- -1,5)", opt);
+            }
             return usage_error("unknown option '%s'", argv[optind - 1]);
         }
     }
@@ -386,14 +407,24 @@ static int parse(int argc, char **argv, cli *c)
         return usage_error("%s", "--out is for batch mode (--prompts IN.jsonl)");
     if (c->prompts_path && c->prompt)
         return usage_error("%s", "give either PROMPT or --prompts, not both");
+    ft_error same; /* --out renamed over one of the inputs would destroy it */
+    if (c->out_path && (ft_output_not_input(c->out_path, "--out", c->prompts_path, "--prompts",
+                                            &same) ||
+                        ft_output_not_input(c->out_path, "--out", c->s.tokenizer_path,
+                                            "--tokenizer", &same) ||
+                        ft_output_not_input(c->out_path, "--out", c->s.model_path, "MODEL",
+                                            &same)))
+        return usage_error("%s", same.msg);
     if (!c->ids_mode && !c->s.byte_tokens && !c->s.tokenizer_path)
         return usage_error("%s", "text prompts need --tokenizer FILE or --byte-tokens (or "
                                  "give token ids with --ids)");
     if (c->prompt_ids && (!c->s.tokenizer_path || c->ids_mode || c->prompts_path))
         return usage_error("%s", "--prompt-ids needs --tokenizer and a text prompt (not --ids, "
                                  "--byte-tokens or --prompts)");
-    if (!c->template_given && c->s.tokenizer_path && !c->ids_mode && template_from_tokenizer(c))
-        return -2;
+    int tpl_rc = !c->template_given && c->s.tokenizer_path && !c->ids_mode
+                     ? template_from_tokenizer(c) : 0;
+    if (tpl_rc)
+        return tpl_rc;
     if (c->no_thinking && c->s.tmpl != FT_TEMPLATE_QWEN3_CHAT)
         return usage_error("--no-thinking is for --template qwen3-chat (the template is %s)",
                            ft_template_name(c->s.tmpl));
@@ -423,23 +454,18 @@ static int parse(int argc, char **argv, cli *c)
 
 /* ---------------------------------------------------------------- single prompt */
 
-static char *read_all(FILE *fp, size_t *len)
+/* The prompt from standard input, bounded (/dev/zero there ends with one line). */
+static int read_stdin_prompt(char **text, ft_error *err)
 {
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n - 1, fp);
-        if (n < cap - 1)
-            break;
-        char *b = realloc(buf, cap *= 2);
-        if (!b)
-            free(buf);
-        buf = b;
+    size_t len;
+    if (ft_input_read_stream(stdin, "standard input", FT_INPUT_MAX_LINE, text, &len, err))
+        return -1;
+    if (strlen(*text) != len) {
+        free(*text);
+        *text = NULL;
+        return ft_fail(err, "the prompt on standard input contains a NUL byte");
     }
-    if (buf)
-        buf[n] = '\0';
-    *len = n;
-    return buf;
+    return 0;
 }
 
 static void print_ids(FILE *fp, const int32_t *ids, int n)
@@ -461,14 +487,8 @@ static int run_single(const cli *c, ft_gen_session *s, ft_error *err)
     char *stdin_text = NULL;
     const char *prompt = c->prompt;
     if (!prompt) {
-        size_t len;
-        stdin_text = read_all(stdin, &len);
-        if (!stdin_text)
-            return ft_fail(err, "out of memory reading the prompt from standard input");
-        if (strlen(stdin_text) != len) {
-            free(stdin_text);
-            return ft_fail(err, "the prompt on standard input contains a NUL byte");
-        }
+        if (read_stdin_prompt(&stdin_text, err))
+            return -1;
         prompt = stdin_text;
     }
     ft_gen_output out;
@@ -516,12 +536,7 @@ static int print_prompt_ids(const cli *c)
     int32_t *ids = NULL;
     int n = 0, rc = ft_tokenizer_load(c->s.tokenizer_path, &tok, &err);
     if (!rc && !prompt) {
-        size_t len;
-        stdin_text = read_all(stdin, &len);
-        rc = !stdin_text ? ft_fail(&err, "out of memory reading the prompt from standard input")
-             : strlen(stdin_text) != len
-                 ? ft_fail(&err, "the prompt on standard input contains a NUL byte")
-                 : 0;
+        rc = read_stdin_prompt(&stdin_text, &err);
         prompt = stdin_text;
     }
     if (!rc) {
@@ -537,7 +552,7 @@ static int print_prompt_ids(const cli *c)
     free(ids);
     free(stdin_text);
     ft_tokenizer_free(tok);
-    return rc ? EXIT_RUNTIME : EXIT_OK;
+    return !rc ? EXIT_OK : err.flags & FT_ERR_CONFIG ? EXIT_USAGE : EXIT_RUNTIME;
 }
 
 /* ---------------------------------------------------------------- batch */
@@ -549,29 +564,27 @@ typedef struct batch_ctx {
     long tokens;
 } batch_ctx;
 
-static int optional_string(const json_t *in, const char *key, const char *path, long line,
-                           const char **v, ft_error *err)
+/* The helpers below name no file or line: batch_item adds "FILE:LINE: " once. */
+static int optional_string(const json_t *in, const char *key, const char **v, ft_error *err)
 {
     const json_t *x = json_object_get(in, key);
     *v = NULL;
     if (!x)
         return 0;
     if (!json_is_string(x))
-        return ft_fail(err, "%s:%ld: \"%s\" must be a string", path, line, key);
+        return ft_fail(err, "\"%s\" must be a string", key);
     *v = json_string_value(x);
     return 0;
 }
 
-static int ids_of(const json_t *in, const char *path, long line, int32_t **ids, int *n,
-                  ft_error *err)
+static int ids_of(const json_t *in, int32_t **ids, int *n, ft_error *err)
 {
     const json_t *arr = json_object_get(in, "ids");
     if (!json_is_array(arr) || json_array_size(arr) == 0)
-        return ft_fail(err, "%s:%ld: with --ids each line needs a non-empty \"ids\" array",
-                       path, line);
+        return ft_fail(err, "with --ids each line needs a non-empty \"ids\" array");
     size_t k = json_array_size(arr);
     if (k > INT_MAX)
-        return ft_fail(err, "%s:%ld: too many ids", path, line);
+        return ft_fail(err, "too many ids");
     *ids = malloc(k * sizeof **ids);
     if (!*ids)
         return ft_fail(err, "out of host memory");
@@ -580,7 +593,8 @@ static int ids_of(const json_t *in, const char *path, long line, int32_t **ids, 
         json_int_t v = json_is_integer(x) ? json_integer_value(x) : -1;
         if (v < 0 || v > INT32_MAX) {
             free(*ids);
-            return ft_fail(err, "%s:%ld: \"ids\"[%zu] is not a token id", path, line, i);
+            return ft_fail(err, "\"ids\"[%zu] is not a token id (an integer from 0 to the "
+                           "vocabulary size - 1)", i);
         }
         (*ids)[i] = (int32_t)v;
     }
@@ -598,20 +612,20 @@ static int batch_item(void *vctx, const json_t *in, long index, long line, json_
     if (c->ids_mode) {
         int32_t *ids = NULL;
         int n = 0;
-        rc = ids_of(in, b->path, line, &ids, &n, err);
+        rc = ids_of(in, &ids, &n, err);
         if (!rc) {
             rc = ft_gen_session_run_ids(b->s, ids, n, (uint64_t)index, &out, err);
             free(ids);
         }
     } else {
         const char *prompt, *input, *system;
-        rc = optional_string(in, "prompt", b->path, line, &prompt, err) ||
-             optional_string(in, "input", b->path, line, &input, err) ||
-             optional_string(in, "system", b->path, line, &system, err);
+        rc = optional_string(in, "prompt", &prompt, err) ||
+             optional_string(in, "input", &input, err) ||
+             optional_string(in, "system", &system, err);
         if (!rc && !prompt)
-            rc = ft_fail(err, "%s:%ld: no \"prompt\" string", b->path, line);
+            rc = ft_fail(err, "no \"prompt\" string");
         if (!rc && input && c->s.tmpl != FT_TEMPLATE_ALPACA)
-            rc = ft_fail(err, "%s:%ld: \"input\" is for --template alpaca", b->path, line);
+            rc = ft_fail(err, "\"input\" is for --template alpaca");
         if (!rc)
             rc = ft_gen_session_run(b->s, prompt, input ? input : c->input,
                                     system ? system : c->system, (uint64_t)index, &out, err);
@@ -663,7 +677,7 @@ int main(int argc, char **argv)
     cli c;
     int p = parse(argc, argv, &c);
     if (p)
-        return p > 0 ? EXIT_OK : p == -2 ? EXIT_RUNTIME : EXIT_USAGE;
+        return p > 0 ? EXIT_OK : p == -2 ? EXIT_RUNTIME : EXIT_USAGE; /* -1, -3 */
     if (c.prompt_ids)
         return print_prompt_ids(&c);
     ft_mpi_io_env_defaults(); /* before MPI_Init: long paths (comm/mpi_io_env.h) */

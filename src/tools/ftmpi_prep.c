@@ -66,8 +66,9 @@ static const char help_text[] =
     "    --eos TOKEN              token ending each example (default: <|eot_id|> for the\n"
     "                             Llama 3 chat templates, <|end_of_text|> when the tokenizer\n"
     "                             has it, else the tokenizer's EOS, </s> for Llama 2).\n"
-    "    --pad TOKEN              padding token (default <|finetune_right_pad_id|> when\n"
-    "                             present (Llama 3.1), else the EOS). Padding is never a target.\n"
+    "    --pad TOKEN              padding token (default tokenizer_config.json's pad_token,\n"
+    "                             else <|finetune_right_pad_id|> when present (Llama 3.1),\n"
+    "                             else the EOS). Padding is never a target.\n"
     "    --seq-len N              row length minus one, as in the training config (2048).\n"
     "    --pack greedy|ffd|none   greedy: in order, a document that does not fit opens the\n"
     "                             next row (default); ffd: first-fit decreasing (least\n"
@@ -150,6 +151,23 @@ static int parse_long(const char *s, long lo, long hi, long *v)
 }
 
 /* Fills o from argv; returns 0, 1 for --help, or -1 with msg set (usage error). */
+/* What a bad-value error says the option takes. */
+static const char *expected_value(int opt)
+{
+    switch (opt) {
+    case OPT_FORMAT: return "auto, alpaca, dolly, samsum, chat or text";
+    case OPT_TEMPLATE: return "a template name (see --help)";
+    case OPT_TEXT_UNIT: return "line or file";
+    case OPT_SEQ_LEN: return "an integer from 1 to 16777216";
+    case OPT_PACK: return "greedy, ffd or none";
+    case OPT_TRUNCATE: return "response or drop";
+    case OPT_EVAL_FRACTION: return "a number from 0 up to (not including) 1";
+    case OPT_SEED: return "a non-negative integer";
+    case OPT_MAX_REPORTED: return "an integer from 0 to 1000000";
+    default: return "another value";
+    }
+}
+
 static int parse_args(int argc, char **argv, prep_options *o, char *msg, size_t msg_len)
 {
     prep_options_default(o);
@@ -158,7 +176,7 @@ static int parse_args(int argc, char **argv, prep_options *o, char *msg, size_t 
     long v;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "t:o:qh", long_opts, &li)) != -1) {
+    while ((li = -1, c = getopt_long(argc, argv, "t:o:qh", long_opts, &li)) != -1) {
         switch (c) {
         case 't': o->tokenizer = optarg; break;
         case 'o': o->out = optarg; break;
@@ -243,9 +261,9 @@ static int parse_args(int argc, char **argv, prep_options *o, char *msg, size_t 
         }
         continue;
     bad_value:
-        /* the option by its name: argv[optind - 1] is the value when it came apart */
-        snprintf(msg, msg_len, "bad value '%s' for --%s", optarg,
-                 li >= 0 ? long_opts[li].name : "?");
+        /* the option's name whether its value was "--opt V" or "--opt=V" */
+        snprintf(msg, msg_len, "bad value '%s' for --%s; expected %s", optarg,
+                 li >= 0 ? long_opts[li].name : "?", expected_value(c));
         return -1;
     }
     o->inputs = (const char *const *)argv + optind;
@@ -302,7 +320,7 @@ static int run_codec(int argc, char **argv)
     ft_tokenizer *t;
     if (ft_tokenizer_load(path, &t, &err) < 0) {
         fprintf(stderr, "ftmpi-prep: %s\n", err.msg);
-        return 1;
+        return err.flags & FT_ERR_CONFIG ? 2 : 1;
     }
     int rc = enc ? ft_tok_jsonl_encode(t, stdin, "stdin", stdout, flag, &err)
                  : ft_tok_jsonl_decode(t, stdin, "stdin", stdout, flag, &err);
@@ -338,7 +356,7 @@ int main(int argc, char **argv)
         if (prep_run(&o, MPI_COMM_WORLD, &err) < 0) {
             if (err.msg[0])
                 fprintf(stderr, "ftmpi-prep: %s\n", err.msg);
-            status = 1;
+            status = err.flags & FT_ERR_CONFIG ? 2 : 1; /* e.g. a malformed tokenizer_config.json */
         }
     }
     MPI_Finalize();

@@ -57,9 +57,10 @@ int main(int argc, char **argv)
         rc = ft_tok_fingerprint_file(path, fp, &err);
         if (rc == 0)
             printf("{\"kind\":\"%s\",\"vocab_size\":%d,\"bos_id\":%" PRId32
-                   ",\"eos_id\":%" PRId32 ",\"hash\":\"%016" PRIx64 "\",\"fingerprint\":\"%s\"}\n",
+                   ",\"eos_id\":%" PRId32 ",\"pad_id\":%" PRId32 ",\"hash\":\"%016" PRIx64
+                   "\",\"fingerprint\":\"%s\"}\n",
                    ft_tokenizer_kind(t), ft_tokenizer_vocab_size(t), ft_tokenizer_bos_id(t),
-                   ft_tokenizer_eos_id(t), ft_tokenizer_hash(t), fp);
+                   ft_tokenizer_eos_id(t), ft_tokenizer_pad_id(t), ft_tokenizer_hash(t), fp);
     } else {
         ft_tokenizer_free(t);
         return usage();

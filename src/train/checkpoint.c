@@ -18,8 +18,11 @@
 #include "io/tok_fingerprint.h"
 #include "io/h5file.h"
 #include "io/weights.h"
+#include "model/family.h"
 #include "train/ckpt_dir.h"
+#include "train/finite_guard.h"
 #include "util/durable.h"
+#include "util/output_file.h"
 
 
 typedef struct field_group {
@@ -113,13 +116,18 @@ static int publish(const char *dir, const char *name, const char *tmp, ft_error 
     if (ft_commit_file(tmp, path, err))
         return -1;
     fault_point("renamed");
-    FILE *fp = fopen(latest_tmp, "w");
-    if (!fp || fprintf(fp, "%s\n", name) < 0 || fflush(fp)) {
-        if (fp)
-            fclose(fp);
+    FILE *fp; /* latest.tmp made new: never written through a planted symlink */
+    if (ft_output_fopen_tmp(latest_tmp, &fp, err))
+        return -1;
+    if (fprintf(fp, "%s\n", name) < 0 || fflush(fp)) {
+        fclose(fp);
+        unlink(latest_tmp);
         return ft_fail(err, "%s: cannot write: %s", latest_tmp, strerror(errno));
     }
-    fclose(fp);
+    if (fclose(fp) != 0) {
+        unlink(latest_tmp);
+        return ft_fail(err, "%s: cannot write: %s", latest_tmp, strerror(errno));
+    }
     if (ft_commit_file(latest_tmp, latest, err))
         return -1;
     return 0;
@@ -145,12 +153,13 @@ int ft_checkpoint_prepare_dir(const char *dir, ft_comm *comm, ft_error *err)
     char msg[512] = "";
     if (comm->rank == 0) {
         char probe[1100];
+        ft_error probe_err;
         snprintf(probe, sizeof probe, "%s/.ftmpi-write-test", dir);
         int fd = -1;
         if (make_dirs(dir))
             snprintf(msg, sizeof msg, "cannot create: %s", strerror(errno));
-        else if ((fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC, 0666)) < 0)
-            snprintf(msg, sizeof msg, "cannot write there: %s", strerror(errno));
+        else if (ft_output_create_tmp(probe, 0666, &fd, &probe_err)) /* never through a link */
+            snprintf(msg, sizeof msg, "cannot write there: %.400s", probe_err.msg);
         if (fd >= 0) {
             close(fd);
             unlink(probe);
@@ -165,34 +174,6 @@ int ft_checkpoint_prepare_dir(const char *dir, ft_comm *comm, ft_error *err)
     if (err)
         err->flags |= FT_ERR_SHARED; /* every rank holds rank 0's verdict */
     return -1;
-}
-
-/* Rank 0, after every dataset exists: allocates the file's blocks up to its end of
- * address space plus room for the metadata still to come (hash attributes), so that the
- * tensor writes cannot meet a full disk. On failure the file goes back to its size, so
- * that HDF5 can still close it. */
-static int reserve_space(const ft_h5file *f, const ft_model_layout *layout, ft_error *err)
-{
-    hsize_t size = 0;
-    if (H5Fget_filesize(f->id, &size) < 0)
-        return ft_fail(err, "%s: cannot get the file's size", f->path);
-    const off_t want = (off_t)size + (64 << 10) + 512 * 4 * (off_t)layout->total_tensors;
-    int fd = open(f->path, O_WRONLY);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st))
-        return ft_fail(err, "%s: cannot open to allocate its space: %s", f->path,
-                       strerror(errno));
-    const int code = posix_fallocate(fd, 0, want);
-    /* EINVAL/EOPNOTSUPP: a file system without allocation; the writes will tell */
-    const int failed = code != 0 && code != EINVAL && code != EOPNOTSUPP;
-    if (failed && ftruncate(fd, st.st_size)) {
-        /* nothing more to give back: the error below is the one that matters */
-    }
-    close(fd);
-    if (failed)
-        return ft_fail(err, "%s: cannot allocate %.1f MB: %s", f->path, (double)want / 1e6,
-                       strerror(code));
-    return 0;
 }
 
 /* Writes every group of state into the open file f. Each rank writes its own slices and
@@ -218,7 +199,9 @@ static int write_state(ft_h5file *f, const ft_run_config *cfg, const ft_model_la
                                            g == 0 ? model_dtype : FT_FILE_F32, err);
     if (ft_agree(MPI_COMM_WORLD, rc, err))
         return -1;
-    rc = comm->rank == 0 ? reserve_space(f, layout, err) : 0;
+    /* room for the metadata still to come (hash attributes) */
+    const uint64_t extra = (64u << 10) + 512u * 4u * (uint64_t)layout->total_tensors;
+    rc = comm->rank == 0 ? ft_h5_reserve(f, extra, err) : 0;
     if (ft_agree(MPI_COMM_WORLD, rc, err))
         return -1;
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
@@ -262,11 +245,22 @@ static void abandon(const char *dir, const char *tmp, ft_comm *comm, ft_error *e
     ft_share_error(MPI_COMM_WORLD, 0, err);
 }
 
+/* A checkpoint holding NaN or Inf would be resumed from and pointed to by `latest`: the
+ * state is checked first, and such a state is never written (train/finite_guard.h). */
+static int refuse_nonfinite(const char *dir, const ft_model_layout *layout, ft_engine *e,
+                            long step, ft_error *err)
+{
+    char what[1100];
+    snprintf(what, sizeof what, "%s/step-%06ld.h5", dir, step);
+    return ft_guard_before_write(e, layout, what, err);
+}
+
 int ft_checkpoint_save(const char *dir, const ft_run_config *cfg, const ft_model_layout *layout,
                        ft_engine *e, ft_comm *comm, const ft_ckpt_position *pos, int seq_len,
                        bool *direct, ft_error *err)
 {
-    if (ft_checkpoint_prepare_dir(dir, comm, err))
+    if (refuse_nonfinite(dir, layout, e, pos->step, err) ||
+        ft_checkpoint_prepare_dir(dir, comm, err))
         return -1;
     char name[64], tmp[1100];
     snprintf(name, sizeof name, "step-%06ld.h5", pos->step);
@@ -332,21 +326,52 @@ int ft_checkpoint_resolve(const ft_run_config *cfg, char **path, ft_error *err)
     return 0;
 }
 
+/* What to do about a checkpoint this run cannot continue, for every refusal below. */
+#define CKPT_REMEDY "; to train this model afresh use a new checkpoint_dir or resume = " \
+                    "\"none\" (to continue the checkpoint, use its settings)"
+
+static const char *family_name(int f)
+{
+    const ft_family_info *fi = ft_family_info_of((ft_model_family)f);
+    return fi ? fi->name : "unknown";
+}
+
 static int check_shape(const char *path, const ft_model_config *have, const ft_model_config *want,
                        ft_error *err)
 {
+    if (have->family != want->family)
+        return ft_fail(err, "%s: checkpoint of another model: model.family is %s there, %s in "
+                       "this run" CKPT_REMEDY, path, family_name(have->family),
+                       family_name(want->family));
 #define SAME(field)                                                                          \
     if (have->field != want->field)                                                          \
         return ft_fail(err, "%s: checkpoint of another model: " #field " is %d there, %d in this "\
-                       "run; to train this shape afresh use a new checkpoint_dir or resume = "    \
-                       "\"none\" (to continue the checkpoint, use its shape)",                  \
-                       path, (int)have->field, (int)want->field);
+                       "run" CKPT_REMEDY, path, (int)have->field, (int)want->field);
     SAME(vocab_size) SAME(hidden_size) SAME(intermediate_size) SAME(num_hidden_layers)
     SAME(num_attention_heads) SAME(num_key_value_heads) SAME(head_dim)
-    SAME(tie_word_embeddings) SAME(family) SAME(sliding_window) SAME(rotary_dim)
+    SAME(tie_word_embeddings) SAME(sliding_window) SAME(rotary_dim)
     SAME(parallel_residual) SAME(attention_bias) SAME(gelu_tanh)
 #undef SAME
     return 0;
+}
+
+/* AdamW's moments are not SGD's momentum (nor the reverse): the optimizer recorded in
+ * /meta must be this run's, which the engine's fields tell (only AdamW keeps v). */
+static int check_optimizer(const ft_h5file *f, const char *path, ft_engine *e, ft_error *err)
+{
+    char there[32] = "";
+    hid_t meta = H5Gopen2(f->id, "/meta", H5P_DEFAULT);
+    if (meta < 0)
+        return 0; /* reported with /meta's other attributes */
+    const int known = ft_h5_attr_exists(meta, "optimizer") &&
+                      ft_h5_attr_read_str(f, meta, "optimizer", there, sizeof there, err) == 0;
+    H5Gclose(meta);
+    const char *here = ft_engine_has_field(e, FT_STATE_V) ? "adamw" : "sgd";
+    if (!known || strcmp(there, here) == 0)
+        return 0;
+    return ft_fail(err, "%s: checkpoint of an optimizer.type = \"%s\" run, \"%s\" in this run: "
+                   "its optimizer state does not carry over; keep optimizer.type = \"%s\" to "
+                   "resume" CKPT_REMEDY, path, there, here, there);
 }
 
 static int verify_hashes(const ft_h5file *f, const char *group, const ft_model_layout *l,
@@ -411,7 +436,7 @@ int ft_checkpoint_load(const char *path, const ft_model_layout *layout, ft_engin
     rc = rc || ft_h5_check_kind(&f, "checkpoint", err) ||
          ft_weights_read_config(&f, &have, err) ||
          ft_tok_fingerprint_read(&f, pos->tokenizer_fingerprint, err) ||
-         check_shape(path, &have, &layout->config, err);
+         check_shape(path, &have, &layout->config, err) || check_optimizer(&f, path, e, err);
     /* parameters: the fp32 master when the file has one, else the model tensors */
     const int has_master = !rc && H5Lexists(f.id, "/optim/master", H5P_DEFAULT) > 0;
     const char *pgroup = has_master ? "/optim/master" : "/model";

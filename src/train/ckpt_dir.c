@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "util/input_file.h"
 
 int ft_ckpt_step_of_name(const char *name, long *step)
 {
@@ -31,11 +32,13 @@ int ft_ckpt_read_latest(const char *dir, char *name, size_t len, ft_error *err)
 {
     char latest[1100];
     snprintf(latest, sizeof latest, "%s/%s", dir, FT_CKPT_LATEST);
-    FILE *fp = fopen(latest, "r");
-    if (!fp && errno == ENOENT)
+    struct stat st;
+    if (lstat(latest, &st) != 0 && errno == ENOENT)
         return 1;
-    if (!fp)
-        return ft_fail(err, "%s: cannot read: %s", latest, strerror(errno));
+    /* a FIFO here would hang every rank until comm_timeout, which blames the network */
+    FILE *fp;
+    if (ft_input_fopen(latest, "a checkpoint pointer (one file name)", 4096, &fp, err))
+        return ft_fail_context(err, "checkpoint_dir");
     name[0] = '\0';
     const int got = fgets(name, (int)len, fp) != NULL;
     fclose(fp);
@@ -142,9 +145,18 @@ int ft_ckpt_lock(const char *dir, int *fd, ft_error *err)
 {
     char path[1100];
     snprintf(path, sizeof path, "%s/.ftmpi-lock", dir);
-    *fd = open(path, O_RDWR | O_CREAT, 0666);
+    /* the lock file is truncated and written: a symlink planted under its name is not
+     * followed (O_NOFOLLOW), a FIFO does not block the open (O_NONBLOCK) and is refused */
+    *fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
     if (*fd < 0)
-        return ft_fail(err, "%s: cannot open the lock file: %s", path, strerror(errno));
+        return ft_fail(err, "%s: cannot open the lock file: %s%s", path, strerror(errno),
+                       errno == ELOOP ? " (a symbolic link there is not followed; remove it)" : "");
+    struct stat st;
+    if (fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(*fd);
+        *fd = -1;
+        return ft_fail(err, "%s: the lock file is not a regular file; remove it", path);
+    }
     struct flock lk = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
     if (fcntl(*fd, F_SETLK, &lk) != 0) {
         const int code = errno;

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "util/durable.h"
+#include "util/input_file.h"
+#include "util/output_file.h"
 
 static int record_path(char *out, size_t len, const char *dir, const char *suffix)
 {
@@ -37,9 +39,9 @@ int ft_exit_record_write(const char *dir, int code, long step, ft_error *err)
     char tmp[4096], path[4096];
     if (record_path(tmp, sizeof tmp, dir, ".tmp") || record_path(path, sizeof path, dir, ""))
         return ft_fail(err, "%s: checkpoint_dir path too long", dir);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return ft_fail(err, "%s: cannot write the exit record: %s", tmp, strerror(errno));
+    FILE *f;
+    if (ft_output_fopen_tmp(tmp, &f, err))
+        return ft_fail_context(err, "exit record");
     int bad = fprintf(f, "ftmpi-exit 1\nrun %s\ncode %d\nstep %ld\n", run, code, step) < 0;
     bad |= fclose(f) != 0;
     if (bad) {
@@ -49,24 +51,34 @@ int ft_exit_record_write(const char *dir, int code, long step, ft_error *err)
     return ft_commit_file(tmp, path, err);
 }
 
+/* The record is read line by line without a length limit of its own: the run id is
+ * whatever the job script exported (the environment allows 128 KiB per variable), and a
+ * record its writer wrote must be read back, or the job would not be requeued. The file
+ * itself is bounded (a FIFO or a huge file there is no record). */
+#define RECORD_MAX_BYTES (1u << 20)
+
 int ft_exit_record_read(const char *dir, const char *run_id, int *code)
 {
-    char path[4096], line[512], run[512] = "";
-    int have_code = 0, version = 0;
+    char path[4096];
     if (!run_id || !*run_id || record_path(path, sizeof path, dir, ""))
         return -1;
-    FILE *f = fopen(path, "r");
-    if (!f)
+    FILE *f;
+    if (ft_input_fopen(path, "an exit record", RECORD_MAX_BYTES, &f, NULL))
         return -1;
-    while (fgets(line, sizeof line, f)) {
+    char *line = NULL;
+    size_t cap = 0;
+    long n;
+    int have_code = 0, version = 0, same_run = 0;
+    while ((n = ft_input_getline(&line, &cap, f, RECORD_MAX_BYTES)) > 0) {
         line[strcspn(line, "\n")] = '\0';
         if (strncmp(line, "ftmpi-exit ", 11) == 0)
             version = atoi(line + 11);
         else if (strncmp(line, "run ", 4) == 0)
-            snprintf(run, sizeof run, "%s", line + 4);
+            same_run = strcmp(line + 4, run_id) == 0;
         else if (strncmp(line, "code ", 5) == 0)
             have_code = sscanf(line + 5, "%d", code) == 1;
     }
+    free(line);
     fclose(f);
-    return version == 1 && have_code && strcmp(run, run_id) == 0 ? 0 : -1;
+    return n >= -1 && version == 1 && have_code && same_run ? 0 : -1;
 }

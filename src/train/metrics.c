@@ -1,8 +1,46 @@
 #include "train/metrics.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-FILE *ft_metrics_open(const char *path) { return path ? fopen(path, "a") : NULL; }
+struct ft_metrics {
+    FILE *f;
+    char *path;        /* owned */
+    long failed_step;  /* -1, or the step of the first record that could not be written */
+    int failed_errno;
+};
+
+ft_metrics *ft_metrics_open(const char *path)
+{
+    if (!path)
+        return NULL;
+    /* O_NONBLOCK: a FIFO without a reader fails at once instead of blocking rank 0;
+     * with one it is refused below, as is anything but a file or a device (/dev/null).
+     * O_NOFOLLOW: a symlink planted at the name is not appended through. */
+    const int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC,
+                        0666);
+    if (fd < 0)
+        return NULL;
+    struct stat st;
+    ft_metrics *m = calloc(1, sizeof *m);
+    if (!m || fstat(fd, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISCHR(st.st_mode)) ||
+        fcntl(fd, F_SETFL, O_APPEND) != 0 || !(m->path = strdup(path)) ||
+        !(m->f = fdopen(fd, "a"))) {
+        if (m)
+            free(m->path);
+        free(m);
+        close(fd);
+        errno = EINVAL;
+        return NULL;
+    }
+    m->failed_step = -1;
+    return m;
+}
 
 /* JSON has no NaN/Infinity: non-finite values are written as null. */
 static void num(FILE *f, const char *key, double v, int last)
@@ -13,10 +51,38 @@ static void num(FILE *f, const char *key, double v, int last)
         fprintf(f, "\"%s\":null%s", key, last ? "" : ",");
 }
 
-void ft_metrics_step(FILE *f, const ft_step_record *r)
+/* Before a record: whether to write it at all (not after a failure), and where it
+ * starts, so that a failed one can be cut off whole. */
+static int record_begin(ft_metrics *m, off_t *start)
 {
-    if (!f)
+    if (!m || m->failed_step >= 0)
+        return 0;
+    *start = ftello(m->f);
+    return 1;
+}
+
+/* After a record: on a write error, the partial record is removed and one warning says
+ * what happened. */
+static void record_end(ft_metrics *m, off_t start, const char *kind, long step)
+{
+    if (fflush(m->f) == 0 && !ferror(m->f))
         return;
+    m->failed_errno = errno ? errno : EIO;
+    m->failed_step = step;
+    if (start >= 0 && ftruncate(fileno(m->f), start) != 0) {
+        /* the warning below is what matters */
+    }
+    fprintf(stderr, "ftmpi: warning: metrics_file %s: cannot write the %s record of step %ld: "
+            "%s; no more records are written, and the run will end with exit status 1\n",
+            m->path, kind, step, strerror(m->failed_errno));
+}
+
+void ft_metrics_step(ft_metrics *m, const ft_step_record *r)
+{
+    off_t start;
+    if (!record_begin(m, &start))
+        return;
+    FILE *f = m->f;
     fprintf(f, "{\"kind\":\"step\",\"step\":%ld,\"max_steps\":%ld,", r->step, r->max_steps);
     num(f, "loss", r->loss, 0);
     num(f, "lr", r->lr, 0);
@@ -31,16 +97,37 @@ void ft_metrics_step(FILE *f, const ft_step_record *r)
     num(f, "eta_s", r->eta_s, 0);
     fprintf(f, "\"comm_bytes\":%llu,\"skipped\":%s}\n", r->comm_bytes,
             r->skipped ? "true" : "false");
-    fflush(f);
+    record_end(m, start, "step", r->step);
 }
 
-void ft_metrics_eval(FILE *f, long step, double loss, long tokens)
+void ft_metrics_eval(ft_metrics *m, long step, double loss, long tokens)
 {
-    if (!f)
+    off_t start;
+    if (!record_begin(m, &start))
         return;
-    fprintf(f, "{\"kind\":\"eval\",\"step\":%ld,", step);
-    num(f, "loss", loss, 0);
-    num(f, "ppl", exp(loss), 0);
-    fprintf(f, "\"tokens\":%ld}\n", tokens);
-    fflush(f);
+    fprintf(m->f, "{\"kind\":\"eval\",\"step\":%ld,", step);
+    num(m->f, "loss", loss, 0);
+    num(m->f, "ppl", exp(loss), 0);
+    fprintf(m->f, "\"tokens\":%ld}\n", tokens);
+    record_end(m, start, "eval", step);
+}
+
+int ft_metrics_finish(ft_metrics *m, ft_error *err)
+{
+    if (!m)
+        return 0;
+    /* the records were flushed one by one: a failing close has nothing of ours left
+     * unwritten unless a record already failed, but is reported all the same */
+    const int close_failed = fclose(m->f) != 0;
+    int rc = 0;
+    if (m->failed_step >= 0)
+        rc = ft_fail(err, "metrics_file %s: incomplete: no records from step %ld on (%s); "
+                     "training itself completed", m->path, m->failed_step,
+                     strerror(m->failed_errno));
+    else if (close_failed)
+        rc = ft_fail(err, "metrics_file %s: error closing the file: %s", m->path,
+                     strerror(errno));
+    free(m->path);
+    free(m);
+    return rc;
 }

@@ -1,9 +1,16 @@
 /* The per-run metrics file: one JSON object per line (JSONL), written by rank 0 —
- * one "step" record per optimizer step and one "eval" record per evaluation. */
+ * one "step" record per optimizer step and one "eval" record per evaluation.
+ *
+ * A record that cannot be written (a full disk) is cut off whole, one warning line says
+ * so, no later record is attempted (the file stays a valid JSONL prefix), and
+ * ft_metrics_finish then fails, so the run ends with exit status 1 although training
+ * itself completed. */
 #ifndef FT_TRAIN_METRICS_H
 #define FT_TRAIN_METRICS_H
 
 #include <stdio.h>
+
+#include "util/error.h"
 
 typedef struct ft_step_record {
     long step, max_steps;
@@ -13,9 +20,18 @@ typedef struct ft_step_record {
     int skipped; /* non-finite loss or gradient: no update */
 } ft_step_record;
 
-/* Opens path for appending (a resumed run continues the file); NULL path: no file. */
-FILE *ft_metrics_open(const char *path);
-void ft_metrics_step(FILE *f, const ft_step_record *r);
-void ft_metrics_eval(FILE *f, long step, double loss, long tokens);
+typedef struct ft_metrics ft_metrics;
+
+/* Opens path for appending (a resumed run continues the file): a regular file or a
+ * character device (/dev/null); a FIFO or directory is refused (NULL, errno set).
+ * NULL path: no file (NULL). */
+ft_metrics *ft_metrics_open(const char *path);
+/* m may be NULL (no file): nothing is written. */
+void ft_metrics_step(ft_metrics *m, const ft_step_record *r);
+void ft_metrics_eval(ft_metrics *m, long step, double loss, long tokens);
+
+/* Closes the file and frees m (NULL: nothing); -1 with one line naming the file and
+ * the first record lost when any record could not be written or the close failed. */
+int ft_metrics_finish(ft_metrics *m, ft_error *err);
 
 #endif

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "comm/agree.h"
+#include "util/output_file.h"
 #include "train/plan.h"
 
 #define GIB 1073741824.0
@@ -38,13 +39,24 @@ int ft_preflight_host_memory(ft_trainer *t, ft_error *err)
 int ft_preflight_final_weights(ft_trainer *t, ft_error *err)
 {
     int rc = 0;
-    if (t->comm->rank == 0) {
+    const ft_run_config *cfg = t->cfg;
+    /* renamed over an input, it would destroy the file the run started from */
+    if (t->comm->rank == 0 &&
+        (ft_output_not_input(cfg->final_weights, "final_weights", cfg->model_weights,
+                             "model.weights", err) ||
+         ft_output_not_input(cfg->final_weights, "final_weights", cfg->train_data, "data.train",
+                             err) ||
+         ft_output_not_input(cfg->final_weights, "final_weights", cfg->eval_data, "data.eval",
+                             err)))
+        rc = -1;
+    if (t->comm->rank == 0 && !rc) {
         char tmp[1100];
         snprintf(tmp, sizeof tmp, "%s.tmp", t->cfg->final_weights);
-        const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
-        if (fd < 0 && errno != EEXIST)
-            rc = ft_fail(err, "final_weights: %s: cannot write there: %s", t->cfg->final_weights,
-                         strerror(errno));
+        /* made new as the real write will be: a symlink or FIFO planted at the .tmp
+         * name is refused now, not after training */
+        int fd = -1;
+        if (ft_output_create_tmp(tmp, 0666, &fd, err))
+            rc = ft_fail_context(err, "final_weights");
         if (fd >= 0) {
             close(fd);
             unlink(tmp);

@@ -16,6 +16,7 @@
 #include "train/checkpoint.h"
 #include "train/ckpt_dir.h"
 #include "train/exit_record.h"
+#include "train/finite_guard.h"
 #include "train/loader.h"
 #include "train/metrics.h"
 #include "train/mfu.h"
@@ -23,6 +24,7 @@
 #include "train/preflight.h"
 #include "train/signals.h"
 #include "train/watchdog.h"
+#include "train/weights_out.h"
 
 static double now_seconds(void) { return MPI_Wtime(); }
 
@@ -328,6 +330,10 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
         rc = ft_agree_config(MPI_COMM_WORLD, load_parameters(t, err), err);
         ft_startup_mark(t->startup, cfg->model_weights ? "load" : "init");
     }
+    t->last_ckpt_step = !rc && resume_path ? t->start_step : -1;
+    if (!rc && (resume_path || cfg->model_weights)) /* never train from NaN (finite_guard.h) */
+        rc = ft_guard_after_load(t->engine, &t->layout, resume_path ? resume_path
+                                 : cfg->model_weights, cfg->allow_nonfinite, t->out, &t->last_ckpt_step, err);
     free(resume_path);
     if (rc)
         return -1;
@@ -362,8 +368,7 @@ void ft_trainer_free(ft_trainer *t)
 {
     if (t->ckpt_lock_fd >= 0)
         close(t->ckpt_lock_fd);
-    if (t->metrics)
-        fclose(t->metrics);
+    ft_metrics_finish(t->metrics, NULL);
     ft_loader_free(t->loader);
     ft_model_free(t->model);
     ft_engine_free(t->engine);
@@ -414,7 +419,7 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
     uint8_t *loss_mask;
     int32_t *segment;
     if (ft_loader_take(t->loader, step, rows, R, &tokens, &loss_mask, &segment, err))
-        return ft_fail_context(err, "%s", cfg->train_data);
+        return ft_fail_context_path(err, cfg->train_data);
     if (step + 1 < cfg->max_steps) { /* the next step's rows, read while this one computes */
         step_rows(t, step + 1, rows);
         ft_loader_request(t->loader, step + 1, rows, R);
@@ -448,7 +453,7 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
         double ls;
         long nt;
         if (ft_model_train_micro(t->model, &src, &b, grad_scale, &ls, &nt, err))
-            return ft_fail_context(err, "%s", cfg->train_data);
+            return ft_fail_context_path(err, cfg->train_data);
         if (ft_engine_status(t->engine, err))
             return -1;
         loss_sum += ls;
@@ -534,32 +539,14 @@ int ft_trainer_evaluate(ft_trainer *t, const char *path, long max_rows, double *
 
 /* ---------------------------------------------------------------- output */
 
-/* Writes the weights file `path`: every rank writes the slice of every tensor that its
- * shard covers, collectively, into a temporary name that is renamed when complete. */
+/* Writes the weights file `path` (train/weights_out.h). */
 static int save_weights(ft_trainer *t, const char *path, ft_error *err)
 {
     ft_loader_quiesce(t->loader);
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    ft_h5file f;
-    if (ft_h5_create(&f, tmp, MPI_COMM_WORLD, err))
+    if (ft_guard_before_write(t->engine, &t->layout, path, err)) /* never NaN in a file */
         return -1;
-    int rc = ft_h5_write_kind(&f, "weights", err) ||
-             ft_weights_write_config(&f, &t->layout.config, err) ||
-             ft_tok_fingerprint_write(&f, t->tok.fp, err) ||
-             ft_weights_create_tensors(&f, "/model", &t->layout, FT_FILE_F32, err);
-    if (t->cfg->direct_io) /* collective: on every rank whatever rc says */
-        ft_h5_attach_raw(&f, MPI_COMM_WORLD, true);
-    rc = rc || ft_engine_save(t->engine, &f, "/model", err);
-    if (ft_h5_close(&f, rc ? NULL : err))
-        rc = 1;
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (!rc && t->comm->rank == 0 && ft_commit_file(tmp, path, err))
-        rc = 1;
-    MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (rc && t->comm->rank != 0)
-        ft_fail(err, "%s: rank 0 could not complete the file", path);
-    return rc ? -1 : 0;
+    return ft_weights_out_save(path, &t->layout, t->tok.fp, t->engine, t->cfg->direct_io,
+                               t->comm->rank, err);
 }
 
 /* Checkpoint after `steps_done` optimizer steps. */
@@ -737,11 +724,13 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
                                 "skipped (%d of max_nan_skips %d)\n",
                         step + 1, st.loss, st.grad_norm, skipped_total, cfg->max_nan_skips);
             if (skipped_total > cfg->max_nan_skips)
-                return ft_fail(err, "step %ld: loss %g, grad norm %g is not finite (%d skipped "
-                               "steps, max_nan_skips %d); lower optimizer.lr, enable grad_clip "
-                               "or check the data; the last checkpoint has no NaNs",
-                               step + 1, st.loss, st.grad_norm, skipped_total, cfg->max_nan_skips);
+                return ft_guard_nan_stop(err, step + 1, st.loss, st.grad_norm, skipped_total,
+                                         cfg->max_nan_skips, cfg->checkpoint_dir, t->last_ckpt_step);
         }
+        if (ft_collapse_step(&t->collapse, st.loss, st.grad_norm, t->layout.config.vocab_size,
+                             cfg->collapse_steps))
+            return ft_guard_collapsed(t->out, step + 1, cfg->collapse_steps, st.loss,
+                                      &t->stopped_by_signal);
         const int last = step + 1 == cfg->max_steps;
         const double elapsed = now_seconds() - start;
         ft_step_record r = {
@@ -769,7 +758,7 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
         if (cfg->checkpoint_dir && cfg->save_every > 0 && (step + 1) % cfg->save_every == 0) {
             if (save_checkpoint(t, step + 1, err))
                 return -1;
-            last_saved = step + 1;
+            last_saved = t->last_ckpt_step = step + 1;
         }
         if (stop_agreed(t)) {
             if (cfg->checkpoint_dir && last_saved != step + 1 && save_checkpoint(t, step + 1, err))
@@ -809,5 +798,8 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
         if (t->out)
             fprintf(t->out, "ftmpi: wrote %s\n", cfg->final_weights);
     }
-    return 0;
+    /* a metrics_file that lost records fails the run (exit 1), on every rank alike */
+    const int mrc = ft_metrics_finish(t->metrics, err);
+    t->metrics = NULL;
+    return ft_agree(MPI_COMM_WORLD, mrc, err);
 }

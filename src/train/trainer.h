@@ -13,6 +13,7 @@
 #include "shard/engine.h"
 #include "train/data_order.h"
 #include "train/startup_timer.h"
+#include "train/finite_guard.h"
 
 typedef struct ft_trainer {
     const ft_run_config *cfg;
@@ -36,7 +37,7 @@ typedef struct ft_trainer {
     int32_t *segment;
     int seq_len;
     FILE *out;           /* log stream (rank 0), NULL elsewhere */
-    FILE *metrics;       /* metrics JSONL (rank 0), NULL when not configured */
+    struct ft_metrics *metrics; /* metrics JSONL (rank 0), NULL when not configured */
     struct ft_watchdog *watchdog;
     double peak_flops;   /* per rank, for MFU; 0: unknown, MFU not shown (train/mfu.h) */
     double flops_per_token; /* 6 N: the model FLOPs of a token outside attention */
@@ -46,6 +47,8 @@ typedef struct ft_trainer {
     int ckpt_lock_fd;      /* rank 0: checkpoint_dir's lock (train/ckpt_dir.h), or -1 */
     long no_target_steps;  /* steps whose global batch had no target token */
     int progress;          /* draw the progress line (rank 0, stderr is a terminal) */
+    long last_ckpt_step;   /* step of the last checkpoint written or resumed from, -1: none */
+    ft_collapse collapse;  /* consecutive collapsed steps (train/finite_guard.h) */
 } ft_trainer;
 
 /* The result of one optimizer step (identical on all ranks). */

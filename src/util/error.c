@@ -40,6 +40,14 @@ int ft_fail_context(ft_error *err, const char *fmt, ...)
     return -1;
 }
 
+int ft_fail_context_path(ft_error *err, const char *path)
+{
+    const size_t n = strlen(path);
+    if (err && !(strncmp(err->msg, path, n) == 0 && err->msg[n] == ':'))
+        ft_fail_context(err, "%s", path);
+    return -1;
+}
+
 void ft_error_clear(ft_error *err)
 {
     if (err) {

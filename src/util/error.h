@@ -31,6 +31,10 @@ int ft_fail(ft_error *err, const char *fmt, ...) __attribute__((format(printf, 2
 /* Prepends "prefix: " to an existing message, for adding context on the way up. */
 int ft_fail_context(ft_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* ft_fail_context(err, "%s", path) unless the message already starts with "path: ": a
+ * file's name once, whichever level named it first. */
+int ft_fail_context_path(ft_error *err, const char *path);
+
 void ft_error_clear(ft_error *err);
 
 #endif

@@ -6,6 +6,7 @@
 if [ -n "${FT_CUDA_ONLY:-}" ]; then
     echo " $FT_CUDA_ONLY " | grep -q " $(basename "$0" .sh) " || skip "not in FT_CUDA_ONLY ($FT_CUDA_ONLY)"
 fi
+. "$S/test/cuda/devices.sh"   # enough_devices N WHAT: multi-rank cases skip on fewer devices
 
 # require_cuda_device CFG: skips unless one step on device = "cuda" starts.
 require_cuda_device() {

@@ -4,15 +4,20 @@
  * zero-byte allocations and transfers, the allocation table growing past its first size,
  * and creation without a device or with a device index that does not exist.
  *
- * The fatal cases run in forked children that must abort with the expected message. On a
- * GPU build it needs a device (exit 77 otherwise); under the CPU execution harness the
- * device count comes from CUDAEMU_DEVICES, which the no-device case sets to 0. */
+ * The fatal cases must abort with the expected message. Each runs in a process of its own:
+ * this program again (`--case N`), exec'd by a forked child, which creates its own backend.
+ * A child forked after the parent initialised the CUDA runtime cannot use CUDA on a real
+ * GPU (only exec is safe there), so no case runs in the forked copy itself. On a GPU build
+ * the test needs a device (exit 77 otherwise). The no-device case hides every device from
+ * its process: CUDA_VISIBLE_DEVICES="" on a GPU, CUDAEMU_DEVICES=0 under the CPU execution
+ * harness. */
 #define _POSIX_C_SOURCE 200809L
 #include "backend/backend.h"
 #include "comm/comm.h"
 #include "../common/expect_abort.h"
 
 #include <cuda_runtime.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,79 +34,72 @@ static void check(int ok, const char *what)
     printf("%s %s\n", ok ? "ok  " : "FAIL", what);
 }
 
-/* fn(0) must abort and say `expect` on stderr. */
-static void expect_abort(const char *what, void (*fn)(int), const char *expect)
+/* Runs fatal case `i` (an index into fatal_cases) in a fresh process: this program again. */
+static const char *self_path;
+static void exec_case(int i)
 {
-    char said[4096];
-    int ok = child_aborts_saying(fn, 0, expect, said, sizeof said);
-    if (!ok)
-        printf("  child said: %s\n", said);
-    check(ok, what);
+    char arg[16];
+    snprintf(arg, sizeof arg, "%d", i);
+    execl("/proc/self/exe", self_path, "--case", arg, (char *)NULL); /* argv[0] may lack a path */
+    execl(self_path, self_path, "--case", arg, (char *)NULL);
+    _exit(4);
 }
 
-static void free_foreign(int unused)
+static void free_foreign(void)
 {
     static float host[4];
     gpu->ops->free(gpu, host);
 }
 
-static void free_twice(int unused)
+static void free_twice(void)
 {
     void *p = gpu->ops->alloc(gpu, 64);
     gpu->ops->free(gpu, p);
     gpu->ops->free(gpu, p);
 }
 
-static void attention_bad_head_dim(int unused)
+static void attention_bad_head_dim(void)
 {
     ft_attn_shape s = {1, 4, 2, 2, 300, 0};
     float *x = gpu->ops->alloc(gpu, 4 * 2 * 300 * 4);
     gpu->ops->attention_fwd(gpu, FT_DTYPE_F32, x, x, x, x, x, NULL, s);
 }
 
-static void attention_bad_groups(int unused)
+static void attention_bad_groups(void)
 {
     ft_attn_shape s = {1, 4, 3, 2, 16, 0};
     float *x = gpu->ops->alloc(gpu, 4 * 3 * 16 * 4);
     gpu->ops->attention_bwd(gpu, FT_DTYPE_F32, x, x, x, x, x, x, x, x, x, NULL, s);
 }
 
-static void decode_bad_past(int unused)
+static void decode_bad_past(void)
 {
     float *x = gpu->ops->alloc(gpu, 1024);
     gpu->ops->attention_decode(gpu, FT_DTYPE_F32, x, x, x, x, -1, 1, 2, 2, 16, 0);
 }
 
-/* rmsnorm_bwd's scratch for 2^30 rows of 4096 is 128 GiB: more than the device has. */
-static void scratch_exhausted(int unused)
+/* rmsnorm_bwd's scratch for 2^30 rows of 32768 is 1 TiB: more than any device has (an
+ * H200 has 141 GB, so 128 GiB would not do). The scratch is taken before any launch. */
+static void scratch_exhausted(void)
 {
     float *x = gpu->ops->alloc(gpu, 1024);
-    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, x, x, x, x, x, x, 1 << 30, 4096);
+    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, x, x, x, x, x, x, 1 << 30, 1 << 15);
 }
 
-/* A machine without a device: this program again, in a fresh process whose harness
- * reports none (CUDAEMU_DEVICES=0; the count is read once per process). */
-static const char *self_path;
-static void no_device(int unused)
+/* A machine without a device: the case's process sees none (set before exec, read by the
+ * runtime when it starts in the new process). */
+static void create_without_device(void)
 {
-    setenv("CUDAEMU_DEVICES", "0", 1);
-    execl(self_path, self_path, "--create-without-device", (char *)NULL);
-    _exit(4);
-}
-
-static int create_without_device(void)
-{
-    expect_abort_prepare_child();
     ft_backend *be = NULL;
     ft_error err;
     ft_error_clear(&err);
     if (ft_backend_cuda_create(&be, 0, &err) == 0)
-        return 3;
+        _exit(3);
     fprintf(stderr, "%s\n", err.msg);
     abort();
 }
 
-static void device_out_of_range(int unused)
+static void device_out_of_range(void)
 {
     ft_backend *be = NULL;
     ft_error err;
@@ -114,11 +112,58 @@ static void device_out_of_range(int unused)
     abort();
 }
 
+/* The fatal cases; `backend`: the case needs the backend on device 0 created first. */
+static const struct fatal_case {
+    const char *what;
+    void (*fn)(void);
+    const char *expect;
+    bool backend, hide_devices;
+} fatal_cases[] = {
+    {"free of a pointer the backend did not allocate", free_foreign,
+     "not a live allocation of this backend", true, false},
+    {"double free", free_twice, "not a live allocation of this backend", true, false},
+    {"attention with head_dim 300", attention_bad_head_dim, "unsupported shape", true, false},
+    {"attention with 3 heads over 2 kv heads", attention_bad_groups,
+     "need n_heads a multiple of n_kv_heads", true, false},
+    {"decode with a negative past", decode_bad_past, "unsupported past=-1", true, false},
+    {"scratch larger than the device", scratch_exhausted, "out of device memory for", true, false},
+    {"no device", create_without_device, "no usable CUDA device", false, true},
+    {"device index past the last", device_out_of_range, "does not exist", false, false},
+};
+enum { N_FATAL = sizeof fatal_cases / sizeof fatal_cases[0] };
+
+/* In the forked child, before exec: the no-device case's process must see no device. */
+static void start_case(int i)
+{
+    if (fatal_cases[i].hide_devices) {
+        setenv("CUDA_VISIBLE_DEVICES", "", 1);
+        setenv("CUDAEMU_DEVICES", "0", 1);
+    }
+    exec_case(i);
+}
+
+/* `--case N` in its own process: set up, then the case, which must abort. */
+static int run_case(const char *arg)
+{
+    expect_abort_prepare_child();
+    int i = atoi(arg);
+    if (i < 0 || i >= N_FATAL)
+        return 2;
+    ft_error err;
+    ft_error_clear(&err);
+    if (fatal_cases[i].backend && ft_backend_cuda_create(&gpu, 0, &err) != 0) {
+        fprintf(stderr, "cuda backend: %s\n", err.msg);
+        return 3;
+    }
+    fatal_cases[i].fn();
+    return 3; /* did not abort */
+}
+
 int main(int argc, char **argv)
 {
     self_path = argv[0];
-    if (argc > 1 && strcmp(argv[1], "--create-without-device") == 0)
-        return create_without_device();
+    if (argc > 2 && strcmp(argv[1], "--case") == 0)
+        return run_case(argv[2]);
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
         printf("SKIP: no CUDA device\n");
@@ -132,7 +177,10 @@ int main(int argc, char **argv)
     }
 
     /* allocation edges, in this process */
-    void *huge = gpu->ops->alloc(gpu, (size_t)100 << 30);
+    /* 1 GiB more than the device's memory, whichever device it is */
+    size_t free_bytes = 0, total = 0;
+    cudaMemGetInfo(&free_bytes, &total);
+    void *huge = gpu->ops->alloc(gpu, total + ((size_t)1 << 30));
     check(huge == NULL && gpu->bytes_in_use == 0,
           "alloc beyond the device's memory returns NULL and counts nothing");
     void *z1 = gpu->ops->alloc(gpu, 0), *z2 = gpu->ops->alloc(gpu, 0);
@@ -194,19 +242,13 @@ int main(int argc, char **argv)
     gpu->ops->free(gpu, one);
     gpu->ops->free(gpu, ids);
 
-    expect_abort("free of a pointer the backend did not allocate", free_foreign,
-                 "not a live allocation of this backend");
-    expect_abort("double free", free_twice, "not a live allocation of this backend");
-    expect_abort("attention with head_dim 300", attention_bad_head_dim, "unsupported shape");
-    expect_abort("attention with 3 heads over 2 kv heads", attention_bad_groups,
-                 "need n_heads a multiple of n_kv_heads");
-    expect_abort("decode with a negative past", decode_bad_past, "unsupported past=-1");
-    expect_abort("scratch larger than the device", scratch_exhausted,
-                 "out of device memory for");
-#ifdef FT_CUDA_EMULATION
-    expect_abort("no device", no_device, "no usable CUDA device");
-#endif
-    expect_abort("device index past the last", device_out_of_range, "does not exist");
+    for (int i = 0; i < N_FATAL; i++) {
+        char said[4096];
+        int ok = child_aborts_saying(start_case, i, fatal_cases[i].expect, said, sizeof said);
+        if (!ok)
+            printf("  child said: %s\n", said);
+        check(ok, fatal_cases[i].what);
+    }
 
     ft_comm *c = NULL;
     ft_error_clear(&err);

@@ -21,7 +21,7 @@ for p in "3+4=" "12+35=" "9"; do
     "$GEN" --byte-tokens --max-new-tokens 12 --ignore-eos --temperature 0.8 --top-k 20 --top-p 0.9 --seed 5 --device cuda ck "$p" > gpu.txt 2> gpu.err || { cat gpu.err; fail "cuda sample"; }
     cmp -s cpu.txt gpu.txt || { echo "cpu: $(cat cpu.txt)"; echo "cuda: $(cat gpu.txt)"; fail "sampled '$p' differs"; }
 done
-if have_mpirun; then
+if have_mpirun && enough_devices 2 "a batch of prompts over 2 ranks"; then
     for i in 1 2 3 4 5; do echo "{\"prompt\": \"$i+$i=\"}"; done > prompts.jsonl
     "$GEN" --byte-tokens --max-new-tokens 6 --prompts prompts.jsonl --out cpu.jsonl ck 2> cpu.err || { cat cpu.err; fail "cpu batch"; }
     "$MPIRUN" --oversubscribe -np 2 "$GEN" --byte-tokens --max-new-tokens 6 --device cuda --prompts prompts.jsonl --out gpu.jsonl ck 2> gpu.err ||

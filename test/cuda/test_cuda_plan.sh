@@ -26,7 +26,7 @@ check() { # N ARGS...
 }
 check 1 zero_stage=0 activation_checkpointing=false
 check 1 zero_stage=0 activation_checkpointing=true micro_batch_size=4
-if have_mpirun; then
+if have_mpirun && enough_devices 2 "the 2-rank plans"; then
     check 2 zero_stage=1 activation_checkpointing=true
     check 2 zero_stage=3 activation_checkpointing=false
     check 2 zero_stage=3 offload_optimizer=true

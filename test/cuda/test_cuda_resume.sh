@@ -39,7 +39,7 @@ bitwise() { # TAG
 }
 
 straight cuda 1 g1; interrupted cuda 1 g1; resume cuda 1 g1 g1; bitwise g1
-if have_mpirun; then
+if have_mpirun && enough_devices 2 "resume on 2 ranks (stage 3 bf16 parameters; the bf16 recipe)"; then
     x="zero_stage=3 model.param_dtype=bf16"
     straight cuda 2 g2 $x; interrupted cuda 2 g2 $x; resume cuda 2 g2 g2 $x; bitwise g2
     # the bf16 recipe: bits-only gathers made from the master, bf16 activations, and

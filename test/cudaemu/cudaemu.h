@@ -113,6 +113,10 @@ size_t cudaemu_func_smem_limit(const void *func);
  * "warp-serial"; from CUDAEMU_ORDER unless a test sets it. Returns -1 for an unknown name. */
 int cudaemu_set_thread_order(const char *name);
 
+/* cuDNN graphs executed so far by the stand-in (cudaemu_cudnn.c): counted when
+ * cudnnBackendExecute accepts the call. */
+long cudaemu_cudnn_executions(void);
+
 /* Records a launch error for cudaGetLastError / cudaPeekAtLastError. */
 void cudaemu_set_last_error(cudaError_t e);
 

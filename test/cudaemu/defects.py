@@ -20,6 +20,7 @@ import tempfile
 OPS_ALL_ORDERS = "for o in forward reverse random warp-serial; do CUDAEMU_ORDER=$o ./test/cuda/test_cuda_ops || exit 1; done"
 TRAIN = "FT_CUDA_TRAIN_CASES='{}' make check TESTS=test/cuda/test_cuda_train.sh"
 ATTN_TC = "./test/cuda/test_attention_tc"
+ATTN_CUDNN = "./test/cuda/test_attention_cudnn"
 
 # name, file, old text, new text, what the defect is, the command that must fail
 DEFECTS = [
@@ -117,6 +118,46 @@ DEFECTS = [
      "",
      "missing synchronisation: the host reads sum_squares' pinned result before the copy ran",
      "./test/cuda/test_cuda_ops"),
+    ("cudnn-stride", "cuda/cuda_attention_cudnn_graph.c",
+     "    return (tspec){ { g->b, h, g->s, g->d }, { g->s * h * g->d, g->d, h * g->d, 1 }, type };",
+     "    return (tspec){ { g->b, h, g->s, g->d }, { g->s * h * g->d, g->d, g->d, 1 }, type };",
+     "cuDNN: the token stride of q/k/v/out given as head_dim instead of heads x head_dim",
+     ATTN_CUDNN),
+    ("cudnn-missing-uid", "cuda/cuda_attention_cudnn.c",
+     "    bind(&p, FT_SDPA_V, v);\n    bind(&p, FT_SDPA_O, out);\n    bind(&p, FT_SDPA_STATS",
+     "    bind(&p, FT_SDPA_O, out);\n    bind(&p, FT_SDPA_STATS",
+     "cuDNN: the forward's variant pack does not bind V",
+     ATTN_CUDNN),
+    ("cudnn-ragged-offset", "cuda/cuda_attention_cudnn_docs.c",
+     "kv_row = (int64_t)s.n_kv_heads * s.head_dim;",
+     "kv_row = (int64_t)s.n_heads * s.head_dim;",
+     "cuDNN: the K/V ragged offsets counted in query heads (wrong under GQA)",
+     ATTN_CUDNN),
+    ("cudnn-workspace", "cuda/cuda_attention_cudnn.c",
+     "    size_t ws_b = (size_t)plan->workspace;",
+     "    size_t ws_b = (size_t)plan->workspace / 2;",
+     "cuDNN: half the workspace the plan asked for",
+     ATTN_CUDNN),
+    ("cudnn-causal", "cuda/cuda_attention_cudnn_graph.c",
+     "    desc_t causal = pointwise(g, CUDNN_POINTWISE_CMP_GE,",
+     "    desc_t causal = pointwise(g, CUDNN_POINTWISE_CMP_GT,",
+     "cuDNN: the causal mask hides the diagonal (a query does not see itself)",
+     ATTN_CUDNN),
+    ("cudnn-window", "cuda/cuda_attention_cudnn_graph.c",
+     "        desc_t in = pointwise(g, CUDNN_POINTWISE_CMP_GT, CUDNN_DATA_BOOLEAN, far, row2,",
+     "        desc_t in = pointwise(g, CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, far, row2,",
+     "cuDNN: off-by-one window, a query sees one key too far back",
+     ATTN_CUDNN),
+    ("cudnn-no-padding-mask", "cuda/cuda_attention_cudnn_graph.c",
+     "    desc_t s = scaled_scores(g, geo, &t);\n    if (geo->ragged)\n        s = padding_mask(g, &t, s);\n    s = band_mask",
+     "    desc_t s = scaled_scores(g, geo, &t);\n    s = band_mask",
+     "cuDNN: the forward graph without the padding mask of ragged documents",
+     ATTN_CUDNN),
+    ("cudnn-stats-scatter", "cuda/cuda_attention_cudnn_stats.cu",
+     "            if (i < len)\n                l[i] = st[i];",
+     "            if (i <= len)\n                l[i] = st[i];",
+     "cuDNN: the statistics scatter writes one row past each document into the next",
+     ATTN_CUDNN),
 ]
 
 
@@ -147,7 +188,7 @@ def main():
     try:
         rc, log = run("autoreconf -fi >/dev/null 2>&1 && mkdir -p build-emu && cd build-emu && "
                       "../configure -q --enable-native --with-cuda-emulation && make -j2 >/dev/null "
-                      "&& make -j2 test/cuda/test_cuda_ops test/cuda/test_attention_tc >/dev/null", tree, 1800)
+                      "&& make -j2 test/cuda/test_cuda_ops test/cuda/test_attention_tc test/cuda/test_attention_cudnn >/dev/null", tree, 1800)
         if rc:
             print(log[-3000:])
             sys.exit("defects: the unmodified tree does not build")
@@ -160,7 +201,7 @@ def main():
                 sys.exit(f"defects: {name}: the text to change is not in {path} exactly once")
             open(f, "w").write(text.replace(old, new))
             rc, log = run("make -j2 >/dev/null 2>&1 && make -j2 test/cuda/test_cuda_ops "
-                          "test/cuda/test_attention_tc >/dev/null 2>&1 && " + cmd, build)
+                          "test/cuda/test_attention_tc test/cuda/test_attention_cudnn >/dev/null 2>&1 && " + cmd, build)
             if "make check" in cmd:
                 for m in re.findall(r"TESTS=(\S+)\.sh", cmd):
                     tl = os.path.join(build, m + ".log")

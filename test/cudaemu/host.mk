@@ -15,7 +15,12 @@ CUDAEMU_HOST_SOURCES = \
 	test/cudaemu/cudaemu_cublaslt_matmul.c \
 	test/cudaemu/cudaemu_nccl.h \
 	test/cudaemu/cudaemu_nccl.c \
-	test/cudaemu/cudaemu_nccl_types.c
+	test/cudaemu/cudaemu_nccl_types.c \
+	test/cudaemu/cudaemu_cudnn.h \
+	test/cudaemu/cudaemu_cudnn.c \
+	test/cudaemu/cudaemu_cudnn_graph.c \
+	test/cudaemu/cudaemu_cudnn_execute.c \
+	test/cudaemu/cudaemu_cudnn_engine.c
 EXTRA_DIST += test/cudaemu/emu_test_util.h test/cudaemu/test_emu_nccl.sh
 
 if CUDA_EMULATION

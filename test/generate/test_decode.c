@@ -37,7 +37,7 @@ static ft_gen_params *load_hf(const char *name)
     test_data_path(path, sizeof path, rel);
     ft_gen_params *p;
     ft_error err;
-    TEST_CHECK_OK(ft_gen_params_load(&p, path, FT_GEN_PARAMS_AUTO, be, &err), &err);
+    TEST_CHECK_OK(ft_gen_params_load(&p, path, FT_GEN_PARAMS_AUTO, false, be, &err), &err);
     return p;
 }
 

@@ -133,12 +133,12 @@ got=$("$GEN" --tokenizer "$SM" --prompt-ids "Hello, naïve 12 世界 x1y22") &&
     [ "$got" = "$(sm_ids 1)" ] || fail "SmolLM2's chat_template not recognised: $got"
 got=$(printf '%s' "Hello, naïve 12 世界 x1y22" | "$GEN" --tokenizer "$SM" --prompt-ids) &&
     [ "$got" = "$(sm_ids 1)" ] || fail "--prompt-ids with the prompt on standard input: $got"
-# an unknown chat_template: one line naming the file and --template, exit 1; --template wins
+# an unknown chat_template: one line naming the file and --template, exit 2; --template wins
 mkdir -p unk
 cp "$S/test/data/tokenizers/families/qwen2/tokenizer.json" unk/
 sed 's/You are Qwen, created by Alibaba Cloud/You are SmolLM/g' \
     "$S/test/data/tokenizers/families/qwen2/tokenizer_config.json" > unk/tokenizer_config.json
-expect_exit 1 "unk/tokenizer_config.json: chat_template is not one ftmpi knows.*--template" \
+expect_exit 2 "unk/tokenizer_config.json: chat_template is not one ftmpi knows.*--template" \
     --tokenizer unk/tokenizer.json --prompt-ids hi
 "$GEN" --tokenizer unk/tokenizer.json --template chatml --prompt-ids hi > /dev/null ||
     fail "--template chatml over an unknown chat_template"

@@ -67,7 +67,7 @@ expect 2 "data.eval: short.h5: seq_len 24 differs from data.train's 32" ok.cfg d
 cp train.h5 bigvocab.h5; "$B/test/ckpt/ckpt_set_meta" bigvocab.h5 /vocab_size 1000 || fail "set vocab"
 expect 2 "data.eval: bigvocab.h5: dataset vocab_size 1000 exceeds the model's 259" ok.cfg data.eval=bigvocab.h5 eval_every=4
 echo "bad data.eval refused before step 1"
-expect 1 "final_weights: nodir/w.h5: cannot write there" ok.cfg final_weights=nodir/w.h5
+expect 1 "final_weights: nodir/w.h5.tmp: cannot create" ok.cfg final_weights=nodir/w.h5
 echo "an unwritable final_weights refused before step 1"
 # a model that cannot fit the node (~16 TB) is refused before allocating, not OOM-killed
 expect 1 "needs [0-9.]* GiB per rank x 1 rank on this node = [0-9.]* GiB, the node has" \

@@ -30,8 +30,8 @@ one_line "data.train: nothere.h5: cannot open: No such file" "a missing data.tra
 run_ranks 2 s.cfg $common max_steps=1 checkpoint_dir=ck4 > ok.log 2>&1 || { cat ok.log; fail "making a checkpoint"; }
 one_line "use a new checkpoint_dir or resume = \"none\"" "a resume of another shape" \
     max_steps=2 checkpoint_dir=ck4 resume=auto model.num_hidden_layers=1
-one_line "data.train: adir: is a directory, not an HDF5 file" "a directory as data.train" max_steps=1 data.train=adir
-one_line "resume: adir: is a directory, not an HDF5 file" "a directory as resume" max_steps=1 resume=adir
+one_line "data.train: adir: is a directory, not a regular file" "a directory as data.train" max_steps=1 data.train=adir
+one_line "resume: adir: is a directory, not a regular file" "a directory as resume" max_steps=1 resume=adir
 one_line "data.eval: nothere.h5: cannot open: No such file" "a missing data.eval" max_steps=1 data.eval=nothere.h5
 mkdir ck; printf 'step-\001\002\377\033[2J.h5\n' > ck/latest
 one_line "ck/latest: does not name a checkpoint file" "binary garbage in latest" max_steps=1 checkpoint_dir=ck resume=auto

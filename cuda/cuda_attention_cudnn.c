@@ -1,0 +1,416 @@
+/* bf16 attention through cuDNN's fused SDPA graphs (cuda_attention_cudnn_graph.c): the
+ * switch, the plan cache, packed documents, and the execution of a plan.
+ *
+ * Documents. ftmpi marks packed documents by per-token segment ids; cuDNN's equivalent is
+ * a ragged batch: each document becomes one batch element of its own length, placed by
+ * element offsets into the same q/k/v/out buffers. The ids live on the device, so a call
+ * with documents copies them to the host (a stream synchronisation: tens of microseconds
+ * per call, the price of not changing the op's contract) and derives each row's runs of
+ * equal ids. A row whose id reappears after another id (not a contiguous document) is
+ * declined: the own kernels mask such rows element by element. The document count and the
+ * longest document are rounded up to powers of two so that a plan serves many batches
+ * (empty documents pad the count). The per-document statistics are padded to the longest
+ * document, so a batch of many short documents beside a long one is declined where that
+ * padding would exceed 4x the tokens (the own kernels skip document tiles instead). The statistics of a ragged graph are per document
+ * ([docs, heads, rows]); cuda_attention_cudnn_stats.cu moves them to and from lse.
+ *
+ * Memory. The per-call buffers (document tables, statistics, the plan's workspace, the
+ * backward's fp32 dQ accumulator and rowsum(dO*O)) are carved from the backend's scratch,
+ * which is stream-ordered; nothing is allocated per call. */
+#include "config.h"
+#include "cuda_attention_cudnn.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_state.h"
+
+#ifndef HAVE_CUDNN
+
+int ft_cudnn_attention_fwd(ft_backend *be, void *out, float *lse, const void *q, const void *k,
+                           const void *v, const int32_t *segment, ft_attn_shape s)
+{
+    (void)be, (void)out, (void)lse, (void)q, (void)k, (void)v, (void)segment, (void)s;
+    return FT_CUDNN_DECLINED;
+}
+
+int ft_cudnn_attention_bwd(ft_backend *be, void *dq, void *dk, void *dv, const void *dout,
+                           const void *out, const float *lse, const void *q, const void *k,
+                           const void *v, const int32_t *segment, ft_attn_shape s)
+{
+    (void)be, (void)dq, (void)dk, (void)dv, (void)dout, (void)out, (void)lse, (void)q, (void)k;
+    (void)v, (void)segment, (void)s;
+    return FT_CUDNN_DECLINED;
+}
+
+void ft_cudnn_attention_release(ft_cudnn_attn *c) { (void)c; }
+
+#else
+
+#include <math.h>
+
+#include "cuda_attention_cudnn_docs.h"
+#include "cuda_attention_cudnn_graph.h"
+
+#define PLAN_SLOTS 32
+
+enum mode { MODE_AUTO, MODE_OFF, MODE_FORCE };
+
+typedef struct plan_slot {
+    ft_sdpa_geom geom;
+    int used;
+    int refused; /* cuDNN took no engine for this graph: decline at once next time */
+    unsigned long last_use;
+    ft_sdpa_graph graph;
+} plan_slot;
+
+struct ft_cudnn_attn {
+    enum mode mode;
+    cudnnHandle_t handle;
+    int handle_failed;
+    plan_slot slots[PLAN_SLOTS];
+    unsigned long clock;
+    int32_t *seg_host; /* the segment ids, copied to the host */
+    size_t seg_cap;
+    ft_sdpa_docs docs;
+};
+
+static enum mode mode_from_env(void)
+{
+    const char *e = getenv("FTMPI_CUDNN_ATTENTION");
+    if (!e || !*e || strcmp(e, "auto") == 0)
+        return MODE_AUTO;
+    if (strcmp(e, "off") == 0 || strcmp(e, "0") == 0)
+        return MODE_OFF;
+    if (strcmp(e, "force") == 0 || strcmp(e, "1") == 0)
+        return MODE_FORCE;
+    fprintf(stderr,
+            "ftmpi: FTMPI_CUDNN_ATTENTION=%s: unknown value (use auto, off or force); using "
+            "auto\n",
+            e);
+    return MODE_AUTO;
+}
+
+static ft_cudnn_attn *context_of(ft_backend *be)
+{
+    ft_cuda_state *st = ft_cuda_state_of(be);
+    if (!st->cudnn) {
+        st->cudnn = calloc(1, sizeof *st->cudnn);
+        if (!st->cudnn) {
+            fprintf(stderr, "ftmpi: CUDA backend: out of host memory (cuDNN attention)\n");
+            abort();
+        }
+        st->cudnn->mode = mode_from_env();
+    }
+    ft_cudnn_attn *c = st->cudnn;
+    if (c->mode != MODE_OFF && !c->handle && !c->handle_failed) {
+        cudnnStatus_t e = cudnnCreate(&c->handle);
+        if (e == CUDNN_STATUS_SUCCESS)
+            e = cudnnSetStream(c->handle, st->stream);
+        if (e != CUDNN_STATUS_SUCCESS) {
+            fprintf(stderr, "ftmpi: CUDA backend: cuDNN unavailable (%s); attention runs on the "
+                    "own kernels\n", cudnnGetErrorString(e));
+            c->handle = NULL;
+            c->handle_failed = 1;
+        }
+    }
+    return c;
+}
+
+void ft_cudnn_attention_release(ft_cudnn_attn *c)
+{
+    if (!c)
+        return;
+    for (int i = 0; i < PLAN_SLOTS; i++)
+        if (c->slots[i].used)
+            ft_sdpa_graph_release(&c->slots[i].graph);
+    if (c->handle)
+        (void)cudnnDestroy(c->handle);
+    free(c->seg_host);
+    ft_sdpa_docs_release(&c->docs);
+    free(c);
+}
+
+/* The plan of a geometry: cached, built on first use; NULL where cuDNN refuses it. */
+static ft_sdpa_graph *plan_for(ft_cudnn_attn *c, const ft_sdpa_geom *geo)
+{
+    plan_slot *victim = &c->slots[0];
+    c->clock++;
+    for (int i = 0; i < PLAN_SLOTS; i++) {
+        plan_slot *p = &c->slots[i];
+        if (p->used && memcmp(&p->geom, geo, sizeof *geo) == 0) {
+            p->last_use = c->clock;
+            return p->refused ? NULL : &p->graph;
+        }
+        if (!p->used || (victim->used && p->last_use < victim->last_use))
+            victim = p;
+    }
+    if (victim->used)
+        ft_sdpa_graph_release(&victim->graph);
+    memset(victim, 0, sizeof *victim);
+    victim->used = 1;
+    victim->geom = *geo;
+    victim->last_use = c->clock;
+    cudnnStatus_t e = ft_sdpa_graph_build(&victim->graph, c->handle, geo);
+    if (e != CUDNN_STATUS_SUCCESS) {
+        if (c->mode == MODE_FORCE || getenv("FTMPI_CUDNN_VERBOSE"))
+            fprintf(stderr,
+                    "ftmpi: cuDNN attention: %s graph b=%lld hq=%lld hkv=%lld s=%lld d=%lld "
+                    "window=%d%s refused: %s at %s\n",
+                    geo->backward ? "backward" : "forward", (long long)geo->b, (long long)geo->hq,
+                    (long long)geo->hkv, (long long)geo->s, (long long)geo->d, geo->window,
+                    geo->ragged ? " (documents)" : "", cudnnGetErrorString(e),
+                    victim->graph.failed);
+        ft_sdpa_graph_release(&victim->graph);
+        victim->refused = 1;
+        return NULL;
+    }
+    return &victim->graph;
+}
+
+/* The documents of the call's segment ids (copied to the host: a synchronisation);
+ * -1 where they are not contiguous runs or host memory ran out. */
+static int build_docs(ft_cudnn_attn *c, ft_backend *be, const int32_t *segment, ft_attn_shape s)
+{
+    size_t tokens = (size_t)s.batch * s.seq_len;
+    if (c->seg_cap < tokens) {
+        free(c->seg_host);
+        c->seg_host = malloc(tokens * sizeof *c->seg_host);
+        c->seg_cap = c->seg_host ? tokens : 0;
+        if (!c->seg_host)
+            return -1;
+    }
+    cudaStream_t st = ft_cuda_stream(be);
+    ft_cuda_check(cudaMemcpyAsync(c->seg_host, segment, tokens * 4, cudaMemcpyDeviceToHost, st),
+                  "attention (cuDNN documents)");
+    ft_cuda_check(cudaStreamSynchronize(st), "attention (cuDNN documents)");
+    return ft_sdpa_docs_from_ids(&c->docs, c->seg_host, s) == 0 ? 0 : -1;
+}
+
+/* What cuDNN is not asked to do: head dims its fused kernels do not take, empty calls,
+ * offsets beyond int32. */
+static int shape_ok(ft_attn_shape s)
+{
+    size_t q_elems = (size_t)s.batch * s.seq_len * s.n_heads * s.head_dim;
+    return s.batch > 0 && s.seq_len > 0 && s.head_dim % 8 == 0 && s.head_dim <= 128 &&
+           q_elems < ((size_t)1 << 31);
+}
+
+static size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+
+/* Per-call buffers carved from the scratch, the plan's workspace first (so that under the
+ * harness, which poisons it, a workspace shorter than the plan needs corrupts the tables
+ * behind it and shows). */
+typedef struct call_mem {
+    int32_t *docs;  /* the doc table (ragged) */
+    float *stats;   /* per-document statistics (ragged) */
+    float *softmax_sum, *dq_accum; /* backward */
+    void *workspace;
+} call_mem;
+
+static call_mem carve(ft_backend *be, const ft_sdpa_geom *g, const ft_sdpa_graph *plan,
+                      const ft_sdpa_docs *d, ft_attn_shape s)
+{
+    size_t rows = (size_t)g->b * g->hq * g->s; /* padded per-document rows (statistics) */
+    size_t q_elems = (size_t)s.batch * s.seq_len * s.n_heads * s.head_dim;
+    size_t docs_b = g->ragged ? ft_sdpa_docs_bytes(d) : 0;
+    size_t stats_b = g->ragged ? rows * 4 : 0;
+    size_t sum_b = g->backward ? rows * 4 : 0, acc_b = g->backward ? q_elems * 4 : 0;
+    size_t ws_b = (size_t)plan->workspace;
+    char *p = ft_cuda_scratch(be, align256(docs_b) + align256(stats_b) + align256(sum_b) +
+                                      align256(acc_b) + align256(ws_b));
+    call_mem m;
+    m.workspace = ws_b ? p : NULL;
+    p += align256(ws_b);
+    m.docs = docs_b ? (int32_t *)p : NULL;
+    p += align256(docs_b);
+    m.stats = stats_b ? (float *)p : NULL;
+    p += align256(stats_b);
+    m.softmax_sum = sum_b ? (float *)p : NULL;
+    p += align256(sum_b);
+    m.dq_accum = acc_b ? (float *)p : NULL;
+    return m;
+}
+
+#define PACK_MAX 20
+
+typedef struct pack {
+    int64_t uid[PACK_MAX];
+    void *ptr[PACK_MAX];
+    int n;
+} pack;
+
+static void bind(pack *p, int64_t uid, const void *ptr)
+{
+    if (p->n == PACK_MAX) {
+        fprintf(stderr, "ftmpi: CUDA backend: cuDNN attention binds more than %d tensors\n",
+                PACK_MAX);
+        abort();
+    }
+    p->uid[p->n] = uid;
+    p->ptr[p->n] = (void *)ptr;
+    p->n++;
+}
+
+static void execute(ft_cudnn_attn *c, const ft_sdpa_graph *plan, pack *p, void *workspace,
+                    const char *what)
+{
+    cudnnBackendDescriptor_t vp = NULL;
+    cudnnStatus_t e = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
+    if (e == CUDNN_STATUS_SUCCESS)
+        e = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, p->n,
+                                     p->uid);
+    if (e == CUDNN_STATUS_SUCCESS)
+        e = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                     CUDNN_TYPE_VOID_PTR, p->n, p->ptr);
+    if (e == CUDNN_STATUS_SUCCESS)
+        e = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1,
+                                     &workspace);
+    if (e == CUDNN_STATUS_SUCCESS)
+        e = cudnnBackendFinalize(vp);
+    if (e == CUDNN_STATUS_SUCCESS)
+        e = cudnnBackendExecute(c->handle, plan->plan, vp);
+    if (vp)
+        (void)cudnnBackendDestroyDescriptor(vp);
+    if (e != CUDNN_STATUS_SUCCESS) {
+        fprintf(stderr, "ftmpi: CUDA backend: %s (cuDNN): %s\n", what, cudnnGetErrorString(e));
+        abort();
+    }
+}
+
+/* The common part of both directions: context, shape, documents, plan. NULL: declined. */
+static const ft_sdpa_graph *prepare(ft_backend *be, ft_cudnn_attn **cp, const int32_t *segment,
+                                    ft_attn_shape s, int backward, ft_sdpa_geom *geo)
+{
+    ft_cudnn_attn *c = *cp = context_of(be);
+    if (c->mode == MODE_OFF)
+        return NULL;
+    const char *why = NULL;
+    if (!c->handle)
+        why = "no cuDNN handle";
+    else if (!shape_ok(s))
+        why = "shape (head_dim must be a multiple of 8 and at most 128)";
+    else if (segment && build_docs(c, be, segment, s) != 0)
+        why = "documents that are not contiguous runs of ids";
+    else if (segment && (size_t)c->docs.docs * c->docs.rows > 4 * (size_t)s.batch * s.seq_len)
+        why = "documents too uneven for a padded batch (documents x longest > 4 x tokens)";
+    const ft_sdpa_graph *plan = NULL;
+    if (!why) {
+        *geo = (ft_sdpa_geom){ .b = segment ? c->docs.docs : s.batch,
+                               .hq = s.n_heads,
+                               .hkv = s.n_kv_heads,
+                               .s = segment ? c->docs.rows : s.seq_len,
+                               .d = s.head_dim,
+                               .window = s.window,
+                               .ragged = segment != NULL,
+                               .backward = backward };
+        plan = plan_for(c, geo);
+        if (!plan)
+            why = "cuDNN found no engine for the graph";
+    }
+    if (why && c->mode == MODE_FORCE) {
+        fprintf(stderr,
+                "ftmpi: CUDA backend: attention_%s: FTMPI_CUDNN_ATTENTION=force, but cuDNN does "
+                "not take batch=%d seq_len=%d n_heads=%d n_kv_heads=%d head_dim=%d window=%d: %s; "
+                "unset it to fall back to the own kernels\n",
+                backward ? "bwd" : "fwd", s.batch, s.seq_len, s.n_heads, s.n_kv_heads,
+                s.head_dim, s.window, why);
+        abort();
+    }
+    return plan;
+}
+
+static void upload_docs(ft_backend *be, const ft_cudnn_attn *c, call_mem *m)
+{
+    size_t bytes = ft_sdpa_docs_bytes(&c->docs);
+    ft_cuda_check(cudaMemcpyAsync(m->docs, c->docs.host, bytes, cudaMemcpyHostToDevice,
+                                  ft_cuda_stream(be)),
+                  "attention (cuDNN documents)");
+}
+
+/* Binds the tensors both directions share. */
+static void bind_common(pack *p, const ft_sdpa_geom *g, const ft_cudnn_attn *c,
+                        const call_mem *m, const float *scalars)
+{
+    bind(p, FT_SDPA_SCALE, &scalars[0]);
+    bind(p, FT_SDPA_NEG_INF, &scalars[1]);
+    if (g->window > 0)
+        bind(p, FT_SDPA_WINDOW, &scalars[2]);
+    if (g->ragged) {
+        bind(p, FT_SDPA_RAGGED_Q, ft_sdpa_docs_table(&c->docs, m->docs, FT_SDPA_DOC_OFF_Q));
+        bind(p, FT_SDPA_RAGGED_KV, ft_sdpa_docs_table(&c->docs, m->docs, FT_SDPA_DOC_OFF_KV));
+        bind(p, FT_SDPA_SEQ_Q, ft_sdpa_docs_table(&c->docs, m->docs, FT_SDPA_DOC_LEN));
+        bind(p, FT_SDPA_SEQ_KV, ft_sdpa_docs_table(&c->docs, m->docs, FT_SDPA_DOC_LEN));
+    }
+}
+
+static void stats_move(ft_backend *be, const ft_cudnn_attn *c, const call_mem *m, float *lse,
+                       ft_attn_shape s, int to_lse)
+{
+    const int32_t *len = ft_sdpa_docs_table(&c->docs, m->docs, FT_SDPA_DOC_LEN);
+    const int32_t *token = ft_sdpa_docs_table(&c->docs, m->docs, FT_SDPA_DOC_TOKEN);
+    ft_cuda_check(ft_cuda_launch_sdpa_stats(lse, m->stats, token, len, c->docs.docs, s.n_heads,
+                                            s.seq_len, c->docs.rows, to_lse, ft_cuda_stream(be)),
+                  "attention (cuDNN statistics)");
+}
+
+int ft_cudnn_attention_fwd(ft_backend *be, void *out, float *lse, const void *q, const void *k,
+                           const void *v, const int32_t *segment, ft_attn_shape s)
+{
+    ft_cudnn_attn *c;
+    ft_sdpa_geom g;
+    const ft_sdpa_graph *plan = prepare(be, &c, segment, s, 0, &g);
+    if (!plan)
+        return FT_CUDNN_DECLINED;
+    call_mem m = carve(be, &g, plan, &c->docs, s);
+    if (g.ragged)
+        upload_docs(be, c, &m);
+    const float scalars[3] = { 1.0f / sqrtf((float)s.head_dim), -INFINITY, (float)s.window };
+    pack p = { .n = 0 };
+    bind(&p, FT_SDPA_Q, q);
+    bind(&p, FT_SDPA_K, k);
+    bind(&p, FT_SDPA_V, v);
+    bind(&p, FT_SDPA_O, out);
+    bind(&p, FT_SDPA_STATS, g.ragged ? m.stats : lse);
+    bind_common(&p, &g, c, &m, scalars);
+    execute(c, plan, &p, m.workspace, "attention_fwd");
+    if (g.ragged)
+        stats_move(be, c, &m, lse, s, 1);
+    return FT_CUDNN_DONE;
+}
+
+int ft_cudnn_attention_bwd(ft_backend *be, void *dq, void *dk, void *dv, const void *dout,
+                           const void *out, const float *lse, const void *q, const void *k,
+                           const void *v, const int32_t *segment, ft_attn_shape s)
+{
+    ft_cudnn_attn *c;
+    ft_sdpa_geom g;
+    const ft_sdpa_graph *plan = prepare(be, &c, segment, s, 1, &g);
+    if (!plan)
+        return FT_CUDNN_DECLINED;
+    call_mem m = carve(be, &g, plan, &c->docs, s);
+    if (g.ragged) {
+        upload_docs(be, c, &m);
+        stats_move(be, c, &m, (float *)lse, s, 0);
+    }
+    const float scalars[4] = { 1.0f / sqrtf((float)s.head_dim), -INFINITY, (float)s.window, 1.0f };
+    pack p = { .n = 0 };
+    bind(&p, FT_SDPA_Q, q);
+    bind(&p, FT_SDPA_K, k);
+    bind(&p, FT_SDPA_V, v);
+    bind(&p, FT_SDPA_O, out);
+    bind(&p, FT_SDPA_DO, dout);
+    bind(&p, FT_SDPA_DQ, dq);
+    bind(&p, FT_SDPA_DK, dk);
+    bind(&p, FT_SDPA_DV, dv);
+    bind(&p, FT_SDPA_STATS, g.ragged ? m.stats : lse);
+    bind(&p, FT_SDPA_ONE, &scalars[3]);
+    bind(&p, FT_SDPA_SOFTMAX_SUM, m.softmax_sum);
+    bind(&p, FT_SDPA_DQ_ACCUM, m.dq_accum);
+    bind_common(&p, &g, c, &m, scalars);
+    execute(c, plan, &p, m.workspace, "attention_bwd");
+    return FT_CUDNN_DONE;
+}
+
+#endif

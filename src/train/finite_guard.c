@@ -1,0 +1,104 @@
+#include "train/finite_guard.h"
+
+#include <math.h>
+#include <stdio.h>
+
+/* "model.layers.3", "the embedding", "the head": where a unit's tensors are. */
+static void unit_name(const ft_model_layout *l, int u, char *buf, size_t len)
+{
+    const ft_unit_layout *ul = &l->units[u];
+    if (ul->kind == FT_UNIT_BLOCK)
+        snprintf(buf, len, "model.layers.%d", ul->layer);
+    else
+        snprintf(buf, len, "%s (%s)", ul->kind == FT_UNIT_EMBED ? "the embedding" : "the head",
+                 ul->n_tensors > 0 ? ul->tensors[0].name : "no tensors");
+}
+
+static const char *what_name(int what)
+{
+    return what == (FT_ENGINE_NONFINITE_PARAMS | FT_ENGINE_NONFINITE_OPTIMIZER)
+               ? "the parameters and the optimizer state hold"
+           : what == FT_ENGINE_NONFINITE_PARAMS ? "the parameters hold"
+                                                : "the optimizer state holds";
+}
+
+int ft_guard_before_write(ft_engine *e, const ft_model_layout *l, const char *what,
+                          ft_error *err)
+{
+    ft_engine_finite f;
+    if (ft_engine_check_finite(e, &f, err))
+        return -1;
+    if (f.unit < 0)
+        return 0;
+    char unit[160];
+    unit_name(l, f.unit, unit, sizeof unit);
+    ft_fail(err, "%s: %s NaN or Inf (first in %s): not written, and `latest` and earlier files "
+                 "are left as they were; the updates diverged: lower optimizer.lr or enable "
+                 "grad_clip, then resume from the last checkpoint",
+            what, what_name(f.what), unit);
+    err->flags |= FT_ERR_SHARED;
+    return -1;
+}
+
+int ft_guard_after_load(ft_engine *e, const ft_model_layout *l, const char *path, bool allow,
+                        FILE *out, long *last_ckpt_step, ft_error *err)
+{
+    ft_engine_finite f;
+    if (ft_engine_check_finite(e, &f, err))
+        return -1;
+    if (f.unit < 0)
+        return 0;
+    char unit[160];
+    unit_name(l, f.unit, unit, sizeof unit);
+    if (allow) {
+        *last_ckpt_step = -1;
+        if (out)
+            fprintf(out, "ftmpi: warning: %s: %s NaN or Inf (first in %s); loaded because "
+                         "allow_nonfinite = true\n", path, what_name(f.what), unit);
+        return 0;
+    }
+    ft_fail(err, "%s: %s NaN or Inf (first in %s): training from it cannot work; resume from "
+                 "an earlier checkpoint, or set allow_nonfinite = true to load it anyway (to "
+                 "inspect it)", path, what_name(f.what), unit);
+    err->flags |= FT_ERR_SHARED;
+    return -1;
+}
+
+bool ft_collapse_step(ft_collapse *c, double loss, double grad_norm, long vocab, long limit)
+{
+    /* uniform logits give exactly ln V; 1e-4 relative allows for the fp32 softmax */
+    const double flat = log((double)vocab);
+    const bool collapsed = grad_norm == 0.0 && vocab > 1 && fabs(loss - flat) <= 1e-4 * flat;
+    c->run = collapsed ? c->run + 1 : 0;
+    return limit > 0 && c->run == limit;
+}
+
+int ft_guard_nan_stop(ft_error *err, long step, double loss, double grad_norm, int skipped,
+                      int max_skips, const char *checkpoint_dir, long last_ckpt_step)
+{
+    char ck[1200];
+    if (last_ckpt_step >= 0 && checkpoint_dir)
+        snprintf(ck, sizeof ck, "the last checkpoint, %s/step-%06ld.h5, holds only finite values "
+                 "(each is checked when written or loaded)", checkpoint_dir, last_ckpt_step);
+    else
+        snprintf(ck, sizeof ck, "no checkpoint was written or resumed from in this run");
+    ft_fail(err, "step %ld: loss %g, grad norm %g is not finite (%d skipped steps, "
+                 "max_nan_skips %d); lower optimizer.lr, enable grad_clip or check the data; %s",
+            step, loss, grad_norm, skipped, max_skips, ck);
+    err->flags |= FT_ERR_SHARED; /* global values: every rank stops here alike */
+    return -1;
+}
+
+int ft_guard_collapsed(FILE *out, long step, long steps, double loss, int *exit_code)
+{
+    if (out) {
+        fprintf(out, "ftmpi: step %ld: the run has collapsed: loss %.4f = ln(vocab_size) "
+                     "(uniform predictions) with gradient norm 0 for %ld steps; it learns "
+                     "nothing more: stopping with exit %d without checkpointing this step "
+                     "(lower optimizer.lr and resume from the last checkpoint; "
+                     "collapse_steps = 0 never stops)\n", step, loss, steps, FT_EXIT_COLLAPSED);
+        fflush(out);
+    }
+    *exit_code = FT_EXIT_COLLAPSED;
+    return 0;
+}

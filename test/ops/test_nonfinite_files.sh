@@ -1,0 +1,103 @@
+#!/bin/sh
+# Non-finite values never travel through files, and the messages say what is true:
+# - a run whose update diverges (optimizer.lr = 1e39) writes no checkpoint holding NaN/Inf
+#   and moves no `latest` to one: one line (once, no MPI_ABORT banner) names the file and
+#   the unit, exit 1;
+# - a checkpoint or weights file holding NaN or Inf (one element, content hash kept valid
+#   by test/ckpt/poison_tensor) is refused on load with one line naming the file, the unit
+#   and allow_nonfinite; allow_nonfinite = true loads it with a warning, and the error of
+#   the NaN steps that follow no longer claims that a checkpoint is clean;
+# - a NaN stop after a clean checkpoint names that checkpoint;
+# - a collapsed run (loss ln V, gradient norm 0: final norm and lm_head zeroed) stops with
+#   exit 88 and one line after collapse_steps steps.
+. "$(dirname "$0")/../train/lib.sh"
+have_mpirun || skip "mpirun not found"
+POISON="$B/test/ckpt/poison_tensor"
+"$GENDATA" --rows 64 --seq-len 32 --digits 2 train.h5 >/dev/null || fail "gendata"
+write_small_cfg s.cfg
+common="global_batch_size=4 micro_batch_size=2 optimizer.warmup_steps=1"
+one_line() { # LOG PATTERN WHAT: exactly one line matches, and no MPI_ABORT banner
+    [ "$(grep -c "$2" "$1")" -eq 1 ] || { cat "$1"; fail "$3: not one line matching '$2'"; }
+    ! grep -q "MPI_ABORT" "$1" || { cat "$1"; fail "$3: MPI_ABORT banner"; }
+}
+
+# A: divergence: nothing written, latest untouched (ZeRO 0, and 3 with the optimizer offloaded)
+for zero in "zero_stage=0" "zero_stage=3 offload_optimizer=true"; do
+    rm -rf ck
+    # shellcheck disable=SC2086
+    run_ranks 2 s.cfg $common $zero max_steps=3 optimizer.lr=1e39 checkpoint_dir=ck save_every=1 > a.log 2>&1
+    rc=$?
+    [ $rc -eq 1 ] || { cat a.log; fail "diverged run ($zero): exit $rc, not 1"; }
+    one_line a.log "ck/step-000001.h5: the parameters .*hold NaN or Inf (first in .*): not written" "diverged run ($zero)"
+    [ ! -e ck/step-000001.h5 ] && [ ! -e ck/step-000001.h5.tmp ] && [ ! -e ck/latest ] ||
+        { ls -l ck; fail "$zero: a non-finite checkpoint or latest was written"; }
+    echo "ok: $zero: a diverged update is not checkpointed: $(grep 'not written' a.log | cut -c1-110)..."
+done
+
+# B: a checkpoint holding NaN (parameters) or Inf (optimizer state) is refused on load
+run_ranks 1 s.cfg $common max_steps=2 checkpoint_dir=good > g.log 2>&1 || { cat g.log; fail "good run"; }
+refused() { # DIR PATTERN WHAT
+    run_ranks 2 s.cfg $common max_steps=3 checkpoint_dir="$1" resume=auto > r.log 2>&1
+    rc=$?
+    [ $rc -eq 1 ] || { cat r.log; fail "$3: exit $rc, not 1"; }
+    one_line r.log "$2" "$3"
+    echo "ok: $3 refused: $(grep -o 'step-000002.h5: .*' r.log | cut -c1-100)..."
+}
+cp -r good p
+"$POISON" p/step-000002.h5 /model/model.layers.1.mlp.up_proj.weight 77 nan || fail "poison"
+refused p "p/step-000002.h5: the parameters hold NaN or Inf (first in model.layers.1): training from it cannot work.*allow_nonfinite = true" "a NaN parameter"
+cp -r good o
+"$POISON" o/step-000002.h5 /optim/v/model.norm.weight 3 inf || fail "poison optimizer state"
+refused o "o/step-000002.h5: the optimizer state holds NaN or Inf (first in the head" "an Inf moment"
+
+# C: allow_nonfinite loads it; the NaN stop that follows claims no clean checkpoint
+run_ranks 1 s.cfg $common max_steps=4 checkpoint_dir=p resume=auto allow_nonfinite=true > c.log 2>&1 &&
+    { cat c.log; fail "training from NaN parameters succeeded"; }
+grep -q "warning: p/step-000002.h5: the parameters hold NaN or Inf .*allow_nonfinite = true" c.log ||
+    { cat c.log; fail "allow_nonfinite: no warning"; }
+grep -q "is not finite .*no checkpoint was written or resumed from in this run" c.log ||
+    { cat c.log; fail "allow_nonfinite: the NaN stop's message"; }
+! grep -q "has no NaNs\|holds only finite" c.log || { cat c.log; fail "a false claim of a clean checkpoint"; }
+echo "ok: allow_nonfinite loads it with a warning; the stop claims no clean checkpoint"
+
+# D: a weights file holding NaN, as model.weights
+run_ranks 1 s.cfg $common max_steps=2 final_weights=w.h5 > w.log 2>&1 || { cat w.log; fail "final_weights"; }
+"$POISON" w.h5 /model/model.embed_tokens.weight 5 nan || fail "poison weights"
+sed '/^model = {/,/};$/d' s.cfg > ws.cfg
+echo 'model = { weights = "w.h5"; };' >> ws.cfg
+run_ranks 2 ws.cfg $common max_steps=2 > d.log 2>&1
+rc=$?
+[ $rc -eq 1 ] || { cat d.log; fail "NaN weights file: exit $rc, not 1"; }
+one_line d.log "w.h5: the parameters hold NaN or Inf (first in the embedding (model.embed_tokens.weight))" "NaN weights file"
+echo "ok: a weights file holding NaN is refused as model.weights"
+
+# E: a NaN stop after a clean checkpoint names it
+rm -rf ck
+FTMPI_FAULT=nan:3 run_ranks 2 s.cfg $common max_steps=4 checkpoint_dir=ck save_every=2 > e.log 2>&1 &&
+    fail "the NaN step did not stop the run"
+one_line e.log "step 3: .*is not finite .*the last checkpoint, ck/step-000002.h5, holds only finite values" "NaN stop"
+echo "ok: the NaN stop names the last (clean) checkpoint"
+
+# F: collapse: the head zeroed with its moments gives loss ln V and gradient 0 forever
+cp -r good z
+for x in model/model.norm.weight model/lm_head.weight optim/m/model.norm.weight \
+    optim/m/lm_head.weight optim/v/model.norm.weight optim/v/lm_head.weight; do
+    "$POISON" z/step-000002.h5 "/$x" all zero || fail "zero $x"
+done
+run_ranks 2 s.cfg $common max_steps=20 checkpoint_dir=z resume=auto collapse_steps=3 save_every=1 > f.log 2>&1
+rc=$?
+[ $rc -eq 88 ] || { cat f.log; fail "collapsed run: exit $rc, not 88"; }
+one_line f.log "step 5: the run has collapsed: loss 5.5568 = ln(vocab_size)" "collapse"
+[ ! -e z/step-000005.h5 ] || fail "the collapsed step was checkpointed"
+echo "ok: a collapsed run stops with 88 after collapse_steps steps"
+
+# G: ftmpi-generate refuses the NaN checkpoint with one line (it once printed nothing, exit 0)
+GEN="$B/ftmpi-generate"
+"$GEN" p --ids 1,2 --max-new-tokens 2 > g.out 2> g.err
+rc=$?
+[ $rc -eq 1 ] || { cat g.err; fail "generate on a NaN checkpoint: exit $rc, not 1"; }
+[ "$(wc -l < g.err)" -eq 1 ] && grep -q "step-000002.h5: /model/model.layers.1.mlp.up_proj.weight holds NaN or Inf.*--allow-nonfinite" g.err ||
+    { cat g.err; fail "generate on a NaN checkpoint: unexpected message"; }
+"$GEN" p --ids 1,2 --max-new-tokens 2 --allow-nonfinite > /dev/null 2>&1 ||
+    fail "generate --allow-nonfinite refused the checkpoint"
+echo "ok: ftmpi-generate refuses a NaN checkpoint in one line: $(cut -c1-100 g.err)..."
