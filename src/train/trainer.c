@@ -331,9 +331,11 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
         ft_startup_mark(t->startup, cfg->model_weights ? "load" : "init");
     }
     t->last_ckpt_step = !rc && resume_path ? t->start_step : -1;
-    if (!rc && (resume_path || cfg->model_weights)) /* never train from NaN (finite_guard.h) */
+    if (!rc && (resume_path || cfg->model_weights)) { /* never train from NaN (finite_guard.h) */
         rc = ft_guard_after_load(t->engine, &t->layout, resume_path ? resume_path
                                  : cfg->model_weights, cfg->allow_nonfinite, t->out, &t->last_ckpt_step, err);
+        ft_startup_mark(t->startup, "finite");
+    }
     free(resume_path);
     if (rc)
         return -1;
