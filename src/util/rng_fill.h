@@ -4,7 +4,7 @@
  * first computed with short polynomials (errors below 1e-15, far inside the margin
  * below) and rounded to float; only a value whose double lies within 1e-12 (relative,
  * plus 1e-12 std absolute) of the midpoint between two floats could round differently
- * from libm's, and that one value (about 1 in 50,000) is recomputed with
+ * from libm's, and that one value (about 1 in 5,000) is recomputed with
  * ft_rng_normal. So the floats are exactly those of the serial reference, which
  * resume, tests and every sharding depend on, at a fraction of its cost.
  */
