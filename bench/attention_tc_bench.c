@@ -3,19 +3,27 @@
  * that every sequence length processes the same tokens; optionally with a sliding window
  * (Mistral) and/or packed documents of DOC_LEN tokens (segment ids t / DOC_LEN).
  *
- *   attention_tc_bench HEAD_DIM SEQ [BATCH HEADS [WINDOW [DOC_LEN]]]   prints one line:
+ *   attention_tc_bench [--cudnn] HEAD_DIM SEQ [BATCH HEADS [WINDOW [DOC_LEN]]]
+ * prints one line:
  *   tc_attention hd=.. seq=.. fwd_ms=.. fwd_tflops=.. bwd_ms=.. bwd_tflops=..
+ * With --cudnn the same shapes go through ftmpi's cuDNN path (cuda_attention_cudnn.c, what
+ * the backend runs by default in a build with cuDNN), on a CUDA backend and its stream,
+ * timed on the host around a synchronised batch of calls: "cudnn_attention ..." or
+ * "cudnn_attention declined" when cuDNN does not take the shape.
  *
  * FLOPs (FlashAttention's convention): forward 4 D per visible (query, key) pair per
  * (batch, head), backward 2.5x that; causal alone has T^2 / 2 pairs, a window or
  * documents fewer (counted exactly), so the skipped tiles do not count as work.
  * Built and run by bench/gpu_attention.sh. */
 #include "backend/backend.h"
+#include "cuda_attention_cudnn.h"
 #include "cuda_internal.h"
 
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 /* Visible pairs of one row: query i sees min(i - (start of its document) + 1, window). */
 static double visible_pairs(int seq, int window, int doc_len)
@@ -41,8 +49,49 @@ static void *dev(size_t bytes)
     return p;
 }
 
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+/* ms per forward and per backward call through the cuDNN path; -1 when declined */
+static int time_cudnn(ft_attn_shape s, const int32_t *segment, void *out, float *lse,
+                      const void *q, const void *k, const void *v, const void *dout, void *dq,
+                      void *dk, void *dv, int reps, float *fwd_ms, float *bwd_ms)
+{
+    ft_error err;
+    ft_backend *be = NULL;
+    if (ft_backend_cuda_create(&be, 0, &err)) {
+        fprintf(stderr, "attention_tc_bench: %s\n", err.msg);
+        return -1;
+    }
+    int rc = 0;
+    for (int pass = 0; pass < 2 && rc == 0; pass++) { /* pass 0 warms up (plans) */
+        be->ops->sync(be);
+        double t0 = now();
+        for (int r = 0; r < reps && rc == 0; r++)
+            rc = ft_cudnn_attention_fwd(be, out, lse, q, k, v, segment, s);
+        be->ops->sync(be);
+        double t1 = now();
+        for (int r = 0; r < reps && rc == 0; r++)
+            rc = ft_cudnn_attention_bwd(be, dq, dk, dv, dout, out, lse, q, k, v, segment, s);
+        be->ops->sync(be);
+        *fwd_ms = (float)(1e3 * (t1 - t0) / reps);
+        *bwd_ms = (float)(1e3 * (now() - t1) / reps);
+    }
+    ft_backend_destroy(be);
+    return rc == FT_CUDNN_DONE ? 0 : -1;
+}
+
 int main(int argc, char **argv)
 {
+    const int cudnn = argc > 1 && strcmp(argv[1], "--cudnn") == 0;
+    if (cudnn) {
+        argv++;
+        argc--;
+    }
     if (argc < 3) {
         fprintf(stderr,
                 "usage: attention_tc_bench HEAD_DIM SEQ [BATCH HEADS [WINDOW [DOC_LEN]]]\n");
@@ -75,11 +124,24 @@ int main(int argc, char **argv)
     float *lse = dev(nl * 4);
     void *scratch = dev(ft_cuda_attention_bwd_bf16_scratch_bytes(s));
     void *fscratch = dev(ft_cuda_attention_fwd_bf16_scratch_bytes(s));
+    const int reps = 10;
+    float fwd_ms = 0, bwd_ms = 0;
+    double flops = 4.0 * batch * heads * visible_pairs(seq, window, doc_len) * hd;
+    if (cudnn) {
+        cudaDeviceSynchronize(); /* the zeroing above ran on the default stream */
+        if (time_cudnn(s, segment, out, lse, q, k, v, dout, dq, dk, dv, reps, &fwd_ms, &bwd_ms)) {
+            printf("cudnn_attention hd=%d seq=%d declined\n", hd, seq);
+            return 0;
+        }
+        printf("cudnn_attention hd=%d seq=%d batch=%d heads=%d window=%d doc_len=%d fwd_ms=%.3f "
+               "fwd_tflops=%.1f bwd_ms=%.3f bwd_tflops=%.1f\n",
+               hd, seq, batch, heads, window, doc_len, fwd_ms, flops / fwd_ms / 1e9, bwd_ms,
+               2.5 * flops / bwd_ms / 1e9);
+        return 0;
+    }
     cudaEvent_t a, b;
     cudaEventCreate(&a);
     cudaEventCreate(&b);
-    float fwd_ms = 0, bwd_ms = 0;
-    const int reps = 10;
     for (int pass = 0; pass < 2; pass++) { /* pass 0 warms up */
         cudaEventRecord(a, 0);
         for (int r = 0; r < reps; r++)
@@ -102,7 +164,6 @@ int main(int argc, char **argv)
     }
     fwd_ms /= reps;
     bwd_ms /= reps;
-    double flops = 4.0 * batch * heads * visible_pairs(seq, window, doc_len) * hd;
     printf("tc_attention hd=%d seq=%d batch=%d heads=%d window=%d doc_len=%d fwd_ms=%.3f "
            "fwd_tflops=%.1f bwd_ms=%.3f bwd_tflops=%.1f\n",
            hd, seq, batch, heads, window, doc_len, fwd_ms, flops / fwd_ms / 1e9, bwd_ms,

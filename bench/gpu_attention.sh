@@ -1,6 +1,7 @@
 #!/bin/sh
-# Tensor-core attention on a GPU, in one run: ftmpi's bf16 flash attention (forward,
-# backward) against PyTorch SDPA's cuDNN backend (SDPA's default on Hopper) and its
+# Attention on a GPU, in one run: ftmpi's bf16 attention (forward, backward) on its own
+# tensor-core kernels ("own") and on its cuDNN path ("cuDNN path": the default of a build
+# with cuDNN) against PyTorch SDPA's cuDNN backend (SDPA's default on Hopper) and its
 # FlashAttention-2 backend, bf16, causal, head dims 64 and 128, sequence lengths 1k, 4k and
 # 16k at 16k tokens per call (heads = 2048 / head_dim), TFLOP/s and ftmpi's ratio to each.
 # Then the masks that skip tiles, ours alone (SDPA has no fast path for them): Mistral's
@@ -28,6 +29,8 @@ for hd in 64 128; do
     for seq in 1024 4096 16384; do
         shapes="$shapes $hd:$seq:$((16384 / seq)):$((2048 / hd))"
         "$bench" $hd $seq $((16384 / seq)) $((2048 / hd)) | sed 's/^tc_attention /ftmpi /' >> "$work/times"
+        "$bench" --cudnn $hd $seq $((16384 / seq)) $((2048 / hd)) |
+            sed 's/^cudnn_attention /ftcudnn /' >> "$work/times"
     done
 done
 # both SDPA backends in one Python process (torch starts once); a backend that does not
@@ -46,17 +49,21 @@ function show(x) { return x == "" ? "-" : x }
   f[who, k] = val($0, "fwd_tflops"); b[who, k] = val($0, "bwd_tflops")
   if (who == "ftmpi") order[++n] = k }
 END {
-  printf "%-4s %-6s | %-38s | %-38s\n", "", "", "forward TFLOP/s", "backward TFLOP/s"
-  printf "%-4s %-6s | %7s %7s %7s %7s %7s | %7s %7s %7s %7s %7s\n", "hd", "seq",
-         "ftmpi", "cuDNN", "FA2", "/cuDNN", "/FA2", "ftmpi", "cuDNN", "FA2", "/cuDNN", "/FA2"
+  # own kernels against FA2 (both mma.sync flash attention); the cuDNN path against the
+  # cuDNN backend of SDPA (the same library)
+  printf "%-4s %-6s | %-47s | %-47s\n", "", "", "forward TFLOP/s", "backward TFLOP/s"
+  printf "%-4s %-6s | %7s %7s %7s %7s %7s %7s | %7s %7s %7s %7s %7s %7s\n", "hd", "seq",
+         "own", "FA2", "own/FA2", "path", "cuDNN", "p/cuDNN",
+         "own", "FA2", "own/FA2", "path", "cuDNN", "p/cuDNN"
   for (i = 1; i <= n; i++) {
     k = order[i]; split(k, p, ":")
-    printf "%-4s %-6s | %7s %7s %7s %7s %7s | %7s %7s %7s %7s %7s\n", p[1], p[2],
-           show(f["ftmpi", k]), show(f["cudnn", k]), show(f["fa2", k]),
-           ratio(f["ftmpi", k], f["cudnn", k]), ratio(f["ftmpi", k], f["fa2", k]),
-           show(b["ftmpi", k]), show(b["cudnn", k]), show(b["fa2", k]),
-           ratio(b["ftmpi", k], b["cudnn", k]), ratio(b["ftmpi", k], b["fa2", k])
+    printf "%-4s %-6s | %7s %7s %7s %7s %7s %7s | %7s %7s %7s %7s %7s %7s\n", p[1], p[2],
+           show(f["ftmpi", k]), show(f["fa2", k]), ratio(f["ftmpi", k], f["fa2", k]),
+           show(f["ftcudnn", k]), show(f["cudnn", k]), ratio(f["ftcudnn", k], f["cudnn", k]),
+           show(b["ftmpi", k]), show(b["fa2", k]), ratio(b["ftmpi", k], b["fa2", k]),
+           show(b["ftcudnn", k]), show(b["cudnn", k]), ratio(b["ftcudnn", k], b["cudnn", k])
   }
+  print "own: the tensor-core kernels of ftmpi; path: the cuDNN path of ftmpi (- where it declined)"
 }' "$work/times"
 
 printf "\n%-4s %-6s %-8s %-8s %10s %10s\n" hd seq window doc_len "fwd TF/s" "bwd TF/s"

@@ -76,12 +76,15 @@ model = { vocab_size = $V; hidden_size = $H; intermediate_size = $FFN; num_hidde
 data = { train = "data.h5"; };
 optimizer = { type = "adamw"; lr = 1e-5; weight_decay = 0.1; warmup_steps = 0; };
 CFG
-    "$build/ftmpi" step.cfg "$@" > ftmpi-$shape.log 2>&1 || { tail -n 20 ftmpi-$shape.log; exit 1; }
+    rm -f ftmpi-$shape.jsonl
+    "$build/ftmpi" step.cfg metrics_file=ftmpi-$shape.jsonl "$@" > ftmpi-$shape.log 2>&1 ||
+        { tail -n 20 ftmpi-$shape.log; exit 1; }
     # the median of the steps after the first 3 (start-up, allocator warm-up)
     ft=$(sed -n 's/^step .*| tok\/s \([0-9.]*\) .*/\1/p' ftmpi-$shape.log | tail -n +4 | sort -n |
          awk '{ a[NR] = $1 } END { print NR ? a[int((NR + 1) / 2)] : 0 }')
     ftmfu=$(sed -n 's/^step .*| mfu \([0-9.]*\)% .*/\1/p' ftmpi-$shape.log | tail -n 1)
-    ftmem=$(sed -n 's/^ftmpi: peak backend memory per rank: \([0-9]*\) bytes.*/\1/p' ftmpi-$shape.log)
+    # exact bytes: the metrics file (the log rounds to MiB/GiB)
+    ftmem=$(sed -n 's/.*"kind":"peak_memory".*"backend_bytes":\([0-9]*\).*/\1/p' ftmpi-$shape.jsonl)
     tied=""; [ "$TIED" = true ] && tied=--tied
     peer=$(python3 "$top/bench/gpu_step_torch.py" step data.h5 "$L" $H $NH $NKV $FFN $V $BATCH $tied \
            --steps $STEPS 2> torch-$shape.err) || { tail -n 3 torch-$shape.err; peer=""; }

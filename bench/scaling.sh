@@ -23,9 +23,10 @@ CFG
 printf "%-6s %-5s %10s %14s %12s %12s\n" ranks stage step_ms MB_sent/rank wait_ms exposed_comm
 for n in 1 2 4; do
     for stage in 0 1 2 3; do
-        mpirun --oversubscribe -np $n "$build/ftmpi" s.cfg zero_stage=$stage > run.log 2>&1
-        # medians over steps 3.. (skip warm-up)
-        sed -n 's/^step .*| step \([0-9.]*\)s .*| comm_wait \([0-9.]*\)s | comm \([0-9]*\) B$/\1 \2 \3/p' run.log |
+        rm -f m.jsonl
+        mpirun --oversubscribe -np $n "$build/ftmpi" s.cfg zero_stage=$stage metrics_file=m.jsonl > run.log 2>&1
+        # medians over steps 3.. (skip warm-up); exact bytes from the metrics file
+        sed -n 's/.*"kind":"step".*"step_s":\([0-9.e+-]*\),.*"comm_wait_s":\([0-9.e+-]*\),.*"comm_bytes":\([0-9]*\),.*/\1 \2 \3/p' m.jsonl |
             tail -n +3 | sort -n | awk -v n=$n -v s=$stage '{ t[NR] = $1; w[NR] = $2; b[NR] = $3 }
             END { m = int((NR + 1) / 2);
                   printf "%-6d %-5d %10.1f %14.2f %12.1f %11.0f%%\n", n, s, 1000 * t[m], b[m] / 1e6, 1000 * w[m], 100 * w[m] / t[m] }'

@@ -1,5 +1,6 @@
 /* OpenBLAS sgemm throughput on this machine: the CPU peak a training step is measured
- * against. Prints "sgemm_gflops=<best of 5> n=<n> threads=<openblas threads>". */
+ * against. Prints "sgemm_gflops=<best of 5> n=<n> threads=<openblas threads>
+ * core=<OpenBLAS kernel>". */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,8 @@ int main(int argc, char **argv)
         if (rep > 0 && g > best) /* first run warms up threads and pages */
             best = g;
     }
-    printf("sgemm_gflops=%.1f n=%d threads=%d\n", best, n, openblas_get_num_threads());
+    printf("sgemm_gflops=%.1f n=%d threads=%d core=%s\n", best, n, openblas_get_num_threads(),
+           openblas_get_corename());
     free(a);
     free(b);
     free(c);

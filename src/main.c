@@ -12,7 +12,12 @@
 #include "train/plan.h"
 #include "train/signals.h"
 #include "train/watchdog.h"
+#include "generate/eval_samples.h"
+#include "io/tok_fingerprint.h"
+#include "train/tok_check.h"
+#include "train/run_length.h"
 #include "train/trainer.h"
+#include "util/blas_core.h"
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
@@ -57,7 +62,9 @@ static const char usage_text[] =
     "for collapse_steps steps). With FTMPI_RUN_ID set and a checkpoint_dir, rank 0 also records\n"
     "85 in CHECKPOINT_DIR/.ftmpi-exit (see --exit-status).\n"
     "\n"
-    "Environment: OMP_NUM_THREADS sets CPU threads per rank.\n";
+    "Environment: OMP_NUM_THREADS sets CPU threads per rank. OPENBLAS_CORETYPE, when set,\n"
+    "is kept; otherwise, where OpenBLAS runs a weaker kernel than the CPU has, ftmpi\n"
+    "restarts itself at once with it set (the start-up line 'ftmpi: blas' says so).\n";
 
 static void print_version(void)
 {
@@ -78,6 +85,9 @@ static void print_version(void)
     if (nl)
         *nl = '\0';
     printf("hdf5 %u.%u.%u (parallel)\nmpi: %s\n", maj, min, rel, mpi_version);
+    char blas[512];
+    ft_blas_core_describe(blas, sizeof blas);
+    printf("blas: %s\n", blas);
 }
 
 typedef struct cli {
@@ -185,6 +195,40 @@ static int parse_cli(int argc, char **argv, cli *c, int rank, int *code)
     return 0;
 }
 
+/* The trainer's after-eval step: greedy completions of eval_prompts. */
+static int run_eval_samples(void *ctx, ft_trainer *t, long step, ft_error *err)
+{
+    ft_watchdog_progress(t->watchdog, "generating the eval_prompts samples");
+    ft_param_source src = ft_engine_param_source(t->engine);
+    return ft_eval_samples_run(ctx, step, &t->layout, t->be, &src, t->out, t->metrics, err);
+}
+
+/* eval_prompts: every rank encodes them alike (one message for all) and generates. */
+static int setup_eval_samples(ft_trainer *t, ft_eval_samples **samples, bool eval_only,
+                              ft_error *err)
+{
+    if (!t->cfg->eval_prompts || eval_only)
+        return 0;
+    /* the samples' tokenizer is the run's too (train/tok_check.h) */
+    char fp[FT_TOK_FINGERPRINT_LEN] = "";
+    const char *tok = t->cfg->eval_tokenizer;
+    if (strcmp(tok, "bytes") != 0) {
+        if (ft_tok_fingerprint_file(tok, fp, err)) {
+            err->flags |= FT_ERR_SHARED | FT_ERR_CONFIG;
+            return ft_fail_context(err, "eval_tokenizer");
+        }
+        if (ft_tok_identity_meet(&t->tok, t->cfg, "eval_tokenizer", tok, fp, err))
+            return -1;
+    }
+    if (ft_eval_samples_create(samples, t->cfg, &t->layout.config, err)) {
+        err->flags |= FT_ERR_SHARED | FT_ERR_CONFIG;
+        return -1;
+    }
+    t->after_eval = run_eval_samples;
+    t->after_eval_ctx = *samples;
+    return 0;
+}
+
 /* *shared: the error (if any) is one that every rank holds alike (FT_ERR_SHARED). */
 static int run(const cli *c, ft_comm *comm, ft_watchdog *wd, ft_startup_timer *startup,
                int *code, int *shared)
@@ -225,8 +269,22 @@ static int run(const cli *c, ft_comm *comm, ft_watchdog *wd, ft_startup_timer *s
         *code = rc ? EXIT_RUNTIME : EXIT_OK;
         return rc;
     }
+    if (ft_run_length_resolve(&cfg, c->eval_only, &err)) { /* num_epochs: rows -> steps */
+        if (comm->rank == 0)
+            fprintf(stderr, "ftmpi: %s\n", err.msg);
+        ft_run_config_free(&cfg);
+        *code = (err.flags & FT_ERR_CONFIG) ? EXIT_USAGE : EXIT_RUNTIME;
+        return -1;
+    }
     ft_trainer t;
-    int rc = ft_trainer_setup(&t, &cfg, comm, stdout, c->eval_only, wd, startup, &err);
+    ft_eval_samples *samples = NULL;
+    int rc = ft_trainer_setup(&t, &cfg, comm, stdout, c->eval_only, wd, startup, &err) ||
+             setup_eval_samples(&t, &samples, c->eval_only, &err);
+    if (!rc && comm->rank == 0) {
+        char blas[512];
+        ft_blas_core_describe(blas, sizeof blas);
+        printf("ftmpi: blas %s\n", blas);
+    }
     if (!rc && c->eval_only) {
         const char *path = cfg.eval_data ? cfg.eval_data : cfg.train_data;
         double loss;
@@ -247,6 +305,7 @@ static int run(const cli *c, ft_comm *comm, ft_watchdog *wd, ft_startup_timer *s
         fprintf(stderr, "ftmpi: rank %d: %s\n", comm->rank, err.msg);
     const int signalled = t.stopped_by_signal;
     ft_trainer_free(&t);
+    ft_eval_samples_free(samples);
     ft_run_config_free(&cfg);
     *code = rc ? ((err.flags & FT_ERR_CONFIG) ? EXIT_USAGE : EXIT_RUNTIME)
                : signalled ? signalled : EXIT_OK;
@@ -302,6 +361,7 @@ static int exit_status_command(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    ft_blas_core_select(argv); /* may re-execute: before any thread, BLAS or MPI call */
     if (argc >= 2 && strcmp(argv[1], "--exit-status") == 0)
         return exit_status_command(argc, argv);
     ft_startup_timer startup;

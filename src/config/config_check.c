@@ -116,9 +116,62 @@ static const ft_config_key *blame(const ft_config_state *st, const char *a, cons
     return ob && !oa ? kb : ka;
 }
 
+/* The run's length is max_steps or num_epochs (converted to steps when the trainer
+ * knows the dataset's rows): exactly one. */
+static int check_run_length(ft_config_state *st, ft_error *err)
+{
+    const bool steps = is_set(st, key("max_steps")), epochs = is_set(st, key("num_epochs"));
+    if (steps && epochs)
+        return ft_config_fail_at(st, blame(st, "num_epochs", "max_steps"), err,
+                                 "give max_steps or num_epochs, not both");
+    if (!steps && !epochs)
+        return ft_fail(err, "%s: max_steps: required key is missing (or give num_epochs)",
+                       st->path);
+    return 0;
+}
+
+/* keep_best judges checkpoints by their evaluations. */
+static int check_keep_best(ft_config_state *st, ft_error *err)
+{
+    const ft_run_config *c = st->cfg;
+    if (!c->keep_best)
+        return 0;
+    if (!c->checkpoint_dir)
+        return ft_config_fail_at(st, key("keep_best"), err,
+                                 "needs checkpoint_dir (where the checkpoints are kept)");
+    if (!c->eval_data || c->eval_every <= 0)
+        return ft_config_fail_at(st, key("keep_best"), err,
+                                 "needs data.eval and eval_every > 0 (the best checkpoint is "
+                                 "the one with the lowest eval loss)");
+    return 0;
+}
+
+/* Sample generations run at evaluations through the generation decoder, which reads
+ * fp32 parameters. */
+static int check_eval_prompts(ft_config_state *st, ft_error *err)
+{
+    const ft_run_config *c = st->cfg;
+    if (!c->eval_prompts)
+        return 0;
+    if (!c->eval_tokenizer)
+        return ft_config_fail_at(st, key("eval_prompts"), err,
+                                 "needs eval_tokenizer (the model's tokenizer.json, or \"bytes\")");
+    if (c->eval_every <= 0)
+        return ft_config_fail_at(st, key("eval_prompts"), err,
+                                 "samples are generated at evaluations: set eval_every and data.eval");
+    if (c->precision != FT_DTYPE_F32)
+        return ft_config_fail_at(st, key("eval_prompts"), err,
+                                 "sample generations need precision = \"fp32\" (the decoder reads "
+                                 "fp32 parameters)");
+    return 0;
+}
+
 static int check_cross_keys(ft_config_state *st, ft_error *err)
 {
     const ft_run_config *c = st->cfg;
+    if (check_run_length(st, err) < 0 || check_keep_best(st, err) < 0 ||
+        check_eval_prompts(st, err) < 0)
+        return -1;
     /* GPT-J's one shared norm feeds attention and MLP: its block is parallel whatever the
      * key says, and a false that is silently ignored would mislead */
     const ft_config_key *pr = key("model.parallel_residual");
@@ -133,7 +186,8 @@ static int check_cross_keys(ft_config_state *st, ft_error *err)
                    : ft_config_fail_at(st, k, err, "%g is greater than optimizer.lr (%g)",
                                        c->optimizer.min_lr, c->optimizer.lr);
     }
-    if (c->optimizer.warmup_steps > c->max_steps) {
+    /* with num_epochs the trainer checks warmup_steps once max_steps is known */
+    if (c->max_steps > 0 && c->optimizer.warmup_steps > c->max_steps) {
         const ft_config_key *k = blame(st, "optimizer.warmup_steps", "max_steps");
         return k == key("max_steps")
                    ? ft_config_fail_at(st, k, err, "%ld is less than optimizer.warmup_steps (%ld)",

@@ -26,6 +26,7 @@ typedef enum ft_key_type {
     FT_KEY_BOOL,   /* bool field */
     FT_KEY_STRING, /* char * field owned by cfg; optionally restricted to `choices` */
     FT_KEY_ENUM,   /* enum field (int-sized): index of the value in `choices` */
+    FT_KEY_STRINGS, /* char ** field owned by cfg, NULL-terminated: ["a", "b"] */
 } ft_key_type;
 
 enum ft_key_flags {
@@ -68,6 +69,7 @@ typedef struct ft_config_value {
     long long i; /* INT, INT64, BOOL, ENUM index */
     double f;
     const char *s;
+    const config_setting_t *list; /* STRINGS: the validated array, read by ft_config_store */
 } ft_config_value;
 
 /* Checks setting `s` against key `k` (type, range, choices) and fills `v`.
@@ -76,6 +78,8 @@ typedef struct ft_config_value {
  * On error writes the problem (without file/key prefix) to why and returns -1. */
 int ft_config_convert(const ft_config_key *k, const config_setting_t *s, const char *literal,
                       ft_config_value *v, char *why, size_t why_size);
+/* Frees a STRINGS field (NULL-terminated; NULL is fine). */
+void ft_config_free_strings(char **list);
 /* As above for a bare string (a STRING/ENUM override given without quotes). */
 int ft_config_convert_string(const ft_config_key *k, const char *str, ft_config_value *v,
                              char *why, size_t why_size);

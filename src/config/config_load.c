@@ -304,7 +304,7 @@ int ft_run_config_check_run(const ft_run_config *cfg, int world_size, ft_error *
      * name.tmp), must fit its path buffers: refused now, not truncated mid-run */
     static const char *const paths[] = { "data.train", "data.eval", "model.weights",
                                          "checkpoint_dir", "final_weights", "metrics_file",
-                                         "resume" };
+                                         "resume", "tensorboard_dir", "eval_tokenizer" };
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
         const ft_config_key *k = ft_config_find_key(paths[i]);
         const char *v = k ? *(char *const *)((const char *)cfg + k->offset) : NULL;
@@ -406,6 +406,8 @@ void ft_run_config_free(ft_run_config *cfg)
     for (size_t i = 0; i < ft_config_n_keys; i++)
         if (ft_config_keys[i].type == FT_KEY_STRING)
             free(*(char **)((char *)cfg + ft_config_keys[i].offset));
+        else if (ft_config_keys[i].type == FT_KEY_STRINGS)
+            ft_config_free_strings(*(char ***)((char *)cfg + ft_config_keys[i].offset));
     for (size_t i = 0; cfg->where && i < ft_config_n_keys; i++)
         free(cfg->where[i]);
     free(cfg->where);

@@ -63,7 +63,8 @@ enum {
 const ft_config_key ft_config_keys[] = {
     /* top level */
     STRING("device", device, 0, "cpu", device_names, "where the model runs"),
-    INT64("max_steps", max_steps, REQ, 1, LONG_MAX, 0, "number of optimizer steps"),
+    {.path = "max_steps", .type = FT_KEY_INT64, .flags = FT_KEY_DERIVED, .offset = OFF(max_steps), .imin = 1, .imax = LONG_MAX, .default_doc = "from num_epochs", .doc = "number of optimizer steps; required unless num_epochs is given (not both)"},
+    {.path = "num_epochs", .type = FT_KEY_FLOAT, .flags = GT | FT_KEY_DERIVED, .offset = OFF(num_epochs), .fmin = 0.0, .fmax = INF, .default_doc = "none", .doc = "train for this many passes over data.train instead of max_steps: max_steps = ceil(num_epochs x rows / global_batch_size), the epoch shown in the step line; give this or max_steps, not both"},
     INT64("seed", seed, 0, 0, LONG_MAX, 1234, "seed of the weight init and data order"),
     INT("micro_batch_size", micro_batch_size, REQ, 1, INT_MAX, 0, "sequences per rank per forward/backward"),
     INT("global_batch_size", global_batch_size, REQ, 1, INT_MAX, 0, "sequences per optimizer step over all ranks; a multiple of micro_batch_size x ranks"),
@@ -77,9 +78,14 @@ const ft_config_key ft_config_keys[] = {
     INT64("log_every", log_every, 0, 1, LONG_MAX, 1, "print loss and throughput every this many steps"),
     INT64("eval_every", eval_every, 0, 0, LONG_MAX, 0, "evaluate on data.eval every this many steps; 0 disables"),
     INT64("eval_batches", eval_batches, 0, 0, LONG_MAX, 0, "global batches per evaluation; 0 means the whole eval set"),
+    {.path = "eval_prompts", .type = FT_KEY_STRINGS, .offset = OFF(eval_prompts), .doc = "prompts completed greedily at every evaluation with the current parameters, written to the log and the metrics file (\"sample\" records); needs eval_tokenizer; precision \"fp32\""},
+    STRING("eval_tokenizer", eval_tokenizer, 0, NULL, NULL, "the model's tokenizer.json for eval_prompts, or \"bytes\" for ftmpi-gendata's byte-token models"),
+    STRING("eval_template", eval_template, 0, "none", NULL, "prompt template of eval_prompts, as ftmpi-generate's --template (\"none\": BOS and the prompt; \"llama3-chat\", \"chatml\", ...)"),
+    INT("eval_max_new_tokens", eval_max_new_tokens, 0, 1, INT_MAX, 32, "tokens generated at most per eval prompt (fewer when the model ends the answer)"),
     STRING("checkpoint_dir", checkpoint_dir, 0, NULL, NULL, "directory of sharded checkpoints (step-NNNNNN.h5 and the `latest` pointer); none: no checkpoints. One training job at a time: a job holds `.ftmpi-lock` there (an fcntl lock, released when it ends however it ends) and a second one is refused; `--eval-only` takes no lock"),
     INT64("save_every", save_every, 0, 0, LONG_MAX, 0, "write a checkpoint every this many steps (and always at the end); 0: only at the end"),
     INT("keep_last", keep_last, 0, 0, INT_MAX, 3, "checkpoints to keep in checkpoint_dir (the highest steps, and always the one `latest` names); 0 keeps all"),
+    BOOL("keep_best", keep_best, 0, 0, "also keep the checkpoint with the lowest eval loss (recorded in checkpoint_dir/best, which resume reads); an evaluation that sets a new best writes a checkpoint when its step has none. Needs checkpoint_dir, data.eval and eval_every"),
     BOOL("direct_io", direct_io, 0, 1, "checkpoints and weights files: each rank moves its tensor bytes itself, block-aligned interiors with O_DIRECT (bypassing the page cache) and edges buffered; false: collective HDF5 transfers through MPI-IO"),
     STRING("resume", resume, 0, "none", NULL, "\"auto\": continue from checkpoint_dir/latest when it exists; a path: from that checkpoint; \"none\": start fresh"),
     FLOAT("comm_timeout", comm_timeout, 0, 0.0, INF, 600.0, "seconds without progress (a rank died or hangs) after which every rank aborts with a message; 0 disables"),
@@ -88,7 +94,9 @@ const ft_config_key ft_config_keys[] = {
     INT64("collapse_steps", collapse_steps, 0, 0, LONG_MAX, 20, "stop with exit 88 after this many consecutive steps whose loss is ln(vocab_size) (uniform predictions) with a gradient norm of 0: the run has collapsed and learns nothing; the step that completes the count is not checkpointed; 0 never stops"),
     STRING("metrics_file", metrics_file, 0, NULL, NULL, "append one JSON line per step and per evaluation to this file (rank 0); none: no file. A regular file or a device (/dev/null), not a symlink or FIFO; a write error (full disk) drops the partial record, warns once, stops further records and makes the run exit 1"),
     FLOAT("peak_tflops", peak_tflops, 0, 0.0, INF, 0.0, "dense peak TFLOP/s of one rank's device for MFU, in the recipe's dtype (bf16, or fp32 without TF32); 0: the datasheet figure of a GPU in ftmpi's table (A100, H100 SXM/PCIe/NVL, H200, GH200, L40(S), B200, GB200); a CPU or another GPU shows no MFU unless this is set"),
-    BOOL("progress", progress, 0, 1, "show a progress bar with loss, throughput and ETA on stderr when it is a terminal"),
+    BOOL("progress", progress, 0, 1, "live progress on rank 0: a bar with loss, throughput and ETA on stderr when it (or mpirun's) is a terminal, else a progress line in the log every progress_every seconds without a step line"),
+    FLOAT("progress_every", progress_every, 0, 0.0, INF, 30.0, "seconds between progress lines when the output is not a terminal (mpirun or Slurm writing a file); printed only when no step line came in that time; 0: no progress lines"),
+    STRING("tensorboard_dir", tensorboard_dir, 0, NULL, NULL, "write TensorBoard event files (events.out.tfevents.<time>.<host>) into this directory (rank 0): loss, eval loss, lr, grad norm, tokens/s, MFU, peak memory per step; none: no event files"),
     BOOL("log_ranks", log_ranks, 0, 0, "print every rank's host, node-local rank and device at start-up"),
     BOOL("allow_tokenizer_mismatch", allow_tokenizer_mismatch, 0, 0, "train or evaluate even when model.weights, data.train, data.eval or the resume checkpoint record different tokenizer fingerprints (doc/formats.md); false refuses such a run at start-up"),
     STRING("final_weights", final_weights, 0, NULL, NULL, "write the trained weights (fp32 master values) to this HDF5 weights file at the end; each rank writes its own slice into NAME.tmp (space reserved first), renamed when complete; refused at start-up when it is model.weights, data.train or data.eval"),
@@ -258,6 +266,7 @@ static const char *type_name(const ft_config_key *k)
     case FT_KEY_BOOL: return "boolean";
     case FT_KEY_STRING: return "string";
     case FT_KEY_ENUM: return "string (one of)";
+    case FT_KEY_STRINGS: return "list of strings";
     }
     return "?";
 }
@@ -268,7 +277,7 @@ static void print_default(FILE *f, const ft_config_key *k)
         fputs("**required**", f);
     } else if (k->flags & FT_KEY_SHAPE_REQUIRED) {
         fputs("**required** without `model.weights`", f);
-    } else if (k->flags & FT_KEY_DERIVED) {
+    } else if (k->default_doc) { /* derived, or no value meaning "not used" */
         fprintf(f, "`%s`", k->default_doc);
     } else {
         switch (k->type) {
@@ -289,6 +298,7 @@ static void print_default(FILE *f, const ft_config_key *k)
                 fputs("none", f);
             break;
         case FT_KEY_ENUM: fprintf(f, "`\"%s\"`", k->choices[k->idef]); break;
+        case FT_KEY_STRINGS: fputs("none", f); break;
         }
     }
 }
@@ -322,6 +332,7 @@ static void print_range(FILE *f, const ft_config_key *k)
         for (size_t i = 0; k->choices[i]; i++)
             fprintf(f, "%s`\"%s\"`", i ? ", " : "", k->choices[i]);
         break;
+    case FT_KEY_STRINGS: fputs("non-empty strings", f); break;
     }
 }
 

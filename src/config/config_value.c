@@ -33,6 +33,7 @@ const char *ft_config_key_kind(const ft_config_key *k)
     case FT_KEY_BOOL: return "true or false";
     case FT_KEY_STRING:
     case FT_KEY_ENUM: return "a string";
+    case FT_KEY_STRINGS: return "a list of strings [\"...\", ...]";
     }
     return "?";
 }
@@ -187,6 +188,18 @@ int ft_config_convert(const ft_config_key *k, const config_setting_t *s, const c
         if (t != CONFIG_TYPE_STRING)
             break;
         return ft_config_convert_string(k, config_setting_get_string(s), v, why, why_size);
+    case FT_KEY_STRINGS:
+        if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST)
+            break;
+        for (int i = 0; i < config_setting_length(s); i++) {
+            const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+            if (config_setting_type(e) != CONFIG_TYPE_STRING || !config_setting_get_string(e)[0]) {
+                snprintf(why, why_size, "element %d is not a non-empty string", i + 1);
+                return -1;
+            }
+        }
+        v->list = s;
+        return 0;
     }
     if (k->choices) {
         char list[256];
@@ -218,6 +231,20 @@ int ft_config_store(ft_run_config *cfg, const ft_config_key *k, const ft_config_
         *(char **)field = copy;
         break;
     }
+    case FT_KEY_STRINGS: {
+        const int n = v->list ? config_setting_length(v->list) : 0;
+        char **copy = n ? calloc((size_t)n + 1, sizeof *copy) : NULL;
+        if (n && !copy)
+            return -1;
+        for (int i = 0; i < n; i++)
+            if (!(copy[i] = strdup(config_setting_get_string_elem(v->list, i)))) {
+                ft_config_free_strings(copy);
+                return -1;
+            }
+        ft_config_free_strings(*(char ***)field);
+        *(char ***)field = copy;
+        break;
+    }
     }
     return 0;
 }
@@ -226,4 +253,11 @@ int ft_config_store_default(ft_run_config *cfg, const ft_config_key *k)
 {
     ft_config_value v = {.i = k->idef, .f = k->fdef, .s = k->sdef};
     return ft_config_store(cfg, k, &v);
+}
+
+void ft_config_free_strings(char **list)
+{
+    for (size_t i = 0; list && list[i]; i++)
+        free(list[i]);
+    free(list);
 }

@@ -50,7 +50,8 @@ typedef struct ft_run_config {
 
     /* top level */
     char *device;         /* "cpu" | "cuda" */
-    long max_steps;       /* optimizer steps */
+    long max_steps;       /* optimizer steps (derived from num_epochs when that is set) */
+    double num_epochs;    /* 0: max_steps is given */
     long seed;
     int micro_batch_size;  /* sequences per rank per forward/backward */
     int global_batch_size; /* sequences per optimizer step, over all ranks */
@@ -66,6 +67,10 @@ typedef struct ft_run_config {
     long log_every;
     long eval_every;       /* 0 disables periodic eval */
     long eval_batches;     /* 0: the whole eval set */
+    char **eval_prompts;   /* NULL-terminated, or NULL: no sample generations */
+    char *eval_tokenizer;  /* tokenizer.json or "bytes" */
+    char *eval_template;   /* ftmpi-generate's template names */
+    int eval_max_new_tokens;
     char *final_weights;   /* NULL: none */
     char *checkpoint_dir;  /* NULL: no checkpoints */
     long save_every;       /* 0: only at the end */
@@ -81,6 +86,9 @@ typedef struct ft_run_config {
     bool log_ranks;
     bool allow_tokenizer_mismatch; /* train/tok_check.h */
     bool progress;
+    double progress_every; /* seconds between progress lines off a terminal; 0: none */
+    char *tensorboard_dir; /* NULL: no event files */
+    bool keep_best;        /* keep the lowest-eval-loss checkpoint through pruning */
 
     ft_optimizer_config optimizer; /* optimizer = { ... } (schedule keys live here too) */
 

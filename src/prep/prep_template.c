@@ -1,4 +1,5 @@
 #include "prep/prep_template.h"
+#include "prep/prep_sharegpt.h"
 #include "util/input_file.h"
 
 #include <errno.h>
@@ -581,14 +582,20 @@ int prep_render_json(const prep_template *t, json_t *obj, prep_render *r, ft_err
     case PREP_FORMAT_CHAT: {
         chat_msg *m = NULL;
         size_t n = 0;
-        if (get_messages(obj, &m, &n, err))
+        json_t *sharegpt = NULL; /* a conversations record as messages (prep_sharegpt.h) */
+        if (prep_is_sharegpt(obj) && prep_sharegpt_to_messages(obj, &sharegpt, err))
             return -1;
+        if (get_messages(sharegpt ? sharegpt : obj, &m, &n, err)) {
+            json_decref(sharegpt);
+            return -1;
+        }
         int rc = t->kind == PREP_TPL_MISTRAL_CHAT ? render_mistral(t, m, n, r, err)
                  : t->kind == PREP_TPL_QWEN3_CHAT  ? render_qwen3(t, m, n, r, err)
                  : t->kind == PREP_TPL_LLAMA2_CHAT ? render_llama2(t, m, n, r, err)
                  : t->im_start >= 0              ? render_chatml(t, m, n, r, err)
                                                  : render_llama3(t, m, n, r, err);
         free(m);
+        json_decref(sharegpt); /* after rendering: m points into it */
         return rc;
     }
     case PREP_FORMAT_AUTO:
@@ -616,7 +623,7 @@ prep_format prep_detect_format(json_t *obj)
     if (!json_is_object(obj))
         return PREP_FORMAT_AUTO;
 #define HAS(k) (json_object_get(obj, k) != NULL)
-    if (HAS("messages"))
+    if (HAS("messages") || HAS("conversations")) /* ShareGPT's are chat records */
         return PREP_FORMAT_CHAT;
     if (HAS("instruction") && HAS("output"))
         return PREP_FORMAT_ALPACA;
@@ -636,6 +643,10 @@ const char *prep_format_name(prep_format f) { return format_names[f]; }
 
 int prep_format_parse(const char *s, prep_format *f)
 {
+    if (strcmp(s, "sharegpt") == 0) { /* read as chat: prep_sharegpt.h */
+        *f = PREP_FORMAT_CHAT;
+        return 0;
+    }
     for (int i = 0; i < (int)(sizeof format_names / sizeof *format_names); i++)
         if (strcmp(s, format_names[i]) == 0) {
             *f = (prep_format)i;

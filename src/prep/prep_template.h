@@ -27,7 +27,7 @@ typedef enum prep_format {
     PREP_FORMAT_ALPACA, /* instruction, input (optional), output */
     PREP_FORMAT_DOLLY,  /* instruction, context (optional), response */
     PREP_FORMAT_SAMSUM, /* dialogue, summary */
-    PREP_FORMAT_CHAT,   /* messages: [{role, content}, ...] */
+    PREP_FORMAT_CHAT,   /* messages: [{role, content}, ...], or ShareGPT's conversations */
     PREP_FORMAT_TEXT,   /* text (JSON) or raw text */
 } prep_format;
 
@@ -93,7 +93,7 @@ int prep_render_text(const prep_template *t, const char *s, size_t n, prep_rende
 void prep_render_reset(prep_render *r);
 void prep_render_free(prep_render *r);
 
-/* The format a record looks like (AUTO when none): messages > instruction+output >
+/* The format a record looks like (AUTO when none): messages or conversations > instruction+output >
  * instruction+response > dialogue+summary > text. */
 prep_format prep_detect_format(json_t *obj);
 const char *prep_format_name(prep_format f);

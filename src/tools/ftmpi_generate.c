@@ -15,6 +15,7 @@
 #include "generate/batch.h"
 #include "generate/session.h"
 #include "tokenizer/chat_template.h"
+#include "util/blas_core.h"
 #include "util/input_file.h"
 #include "util/output_file.h"
 
@@ -244,6 +245,13 @@ static int template_from_tokenizer(cli *c)
     return 0;
 }
 
+static void print_version(void)
+{
+    char blas[512];
+    ft_blas_core_describe(blas, sizeof blas);
+    printf("ftmpi-generate %s\nblas: %s\n", PACKAGE_VERSION, blas);
+}
+
 /* Returns 0 to run, -1 on a usage error, -2 on a runtime error (message printed), 1 after
  * --help/--version. */
 static int parse(int argc, char **argv, cli *c)
@@ -368,7 +376,7 @@ static int parse(int argc, char **argv, cli *c)
         case 'v':
         case OPT_VERBOSE: c->verbose = true; break;
         case 'h': fputs(usage_text, stdout); return 1;
-        case 'V': printf("ftmpi-generate %s\n", PACKAGE_VERSION); return 1;
+        case 'V': print_version(); return 1;
         case ':':
             return usage_error("%s needs a value", argv[optind - 1]);
         default:
@@ -674,6 +682,7 @@ static int local_rank(void)
 
 int main(int argc, char **argv)
 {
+    ft_blas_core_select(argv); /* may re-execute: before any thread, BLAS or MPI call */
     cli c;
     int p = parse(argc, argv, &c);
     if (p)

@@ -19,6 +19,7 @@
 #include "io/h5file.h"
 #include "io/weights.h"
 #include "model/family.h"
+#include "train/ckpt_best.h"
 #include "train/ckpt_dir.h"
 #include "train/finite_guard.h"
 #include "util/durable.h"
@@ -93,7 +94,8 @@ static int write_meta(const ft_h5file *f, const ft_run_config *cfg, ft_comm *com
              ft_h5_attr_write_str(f, g, "optimizer",
                                   cfg->optimizer.type == FT_OPT_ADAMW ? "adamw" : "sgd", err) ||
              ft_h5_attr_write_str(f, g, "ftmpi_version", PACKAGE_VERSION, err) ||
-             ft_h5_attr_write_str(f, g, "config", cfg->text ? cfg->text : "", err);
+             ft_h5_attr_write_str(f, g, "config", cfg->text ? cfg->text : "", err) ||
+             ft_schedule_meta_write(f, g, cfg, err);
     H5Gclose(g);
     return rc ? -1 : 0;
 }
@@ -295,8 +297,13 @@ int ft_checkpoint_save(const char *dir, const ft_run_config *cfg, const ft_model
         return -1;
     }
     int prc = comm->rank == 0 ? publish(dir, name, tmp, err) : 0;
+    char best[512] = ""; /* keep_best's checkpoint survives pruning (train/ckpt_best.h) */
+    if (comm->rank == 0 && !prc && cfg->keep_best) {
+        double loss;
+        prc = ft_ckpt_best_read(dir, best, sizeof best, &loss, err) < 0;
+    }
     if (comm->rank == 0 && !prc)
-        prc = ft_ckpt_prune(dir, cfg->keep_last, err);
+        prc = ft_ckpt_prune(dir, cfg->keep_last, best[0] ? best : NULL, err);
     if (ft_agree(MPI_COMM_WORLD, prc, err))
         return -1;
     fault_point("saved"); /* the job dies right after a complete checkpoint */
@@ -459,6 +466,8 @@ int ft_checkpoint_load(const char *path, const ft_model_layout *layout, ft_engin
                 ft_h5_attr_read_i64(&f, meta, "data_position", &data_pos, err)))
         rc = ft_fail(err, "%s: /meta step or data_position missing (incomplete checkpoint?)",
                      path);
+    if (!rc)
+        ft_schedule_meta_read(&f, meta, &pos->schedule);
     if (meta >= 0)
         H5Gclose(meta);
     if (!rc)

@@ -11,11 +11,13 @@
 #include "comm/comm.h"
 #include "config/run_config.h"
 #include "shard/engine.h"
+#include "train/schedule_meta.h"
 
 typedef struct ft_ckpt_position {
     long step;             /* training steps done (skipped steps included) */
     long optimizer_step;   /* updates applied: AdamW's bias-correction count */
     int64_t data_position; /* global sample index of the next step's first sample */
+    ft_schedule_meta schedule; /* load only: the schedule the checkpoint was trained under */
     /* the run's tokenizer (io/tok_fingerprint.h), a root attribute; "" when unknown */
     char tokenizer_fingerprint[17];
 } ft_ckpt_position;

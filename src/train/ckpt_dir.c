@@ -116,7 +116,7 @@ static int check_latest(const char *dir, ft_error *err)
     return 0;
 }
 
-int ft_ckpt_prune(const char *dir, int keep, ft_error *err)
+int ft_ckpt_prune(const char *dir, int keep, const char *spare, ft_error *err)
 {
     if (keep <= 0)
         return check_latest(dir, err);
@@ -128,7 +128,8 @@ int ft_ckpt_prune(const char *dir, int keep, ft_error *err)
     int rc = list_checkpoints(dir, &v, &n, err);
     for (int i = 0; i < n; i++) {
         /* the file `latest` names stays even if a newer-named stray file exists */
-        if (!rc && i < n - keep && strcmp(v[i].name, latest) != 0) {
+        if (!rc && i < n - keep && strcmp(v[i].name, latest) != 0 &&
+            !(spare && strcmp(v[i].name, spare) == 0)) {
             char path[1700];
             snprintf(path, sizeof path, "%s/%s", dir, v[i].name);
             if (unlink(path) && errno != ENOENT)

@@ -23,8 +23,9 @@ int ft_ckpt_step_of_name(const char *name, long *step);
 int ft_ckpt_read_latest(const char *dir, char *name, size_t len, ft_error *err);
 
 /* Deletes the oldest step-*.h5 files of dir beyond the newest `keep` (keep <= 0: none),
- * never the one `latest` names, then checks the invariant above. */
-int ft_ckpt_prune(const char *dir, int keep, ft_error *err);
+ * never the one `latest` names nor `spare` (keep_best's, or NULL), then checks the
+ * invariant above. */
+int ft_ckpt_prune(const char *dir, int keep, const char *spare, ft_error *err);
 
 /* Takes the directory's lock for this job: an fcntl write lock on <dir>/.ftmpi-lock,
  * which holds "pid@host" of its owner. The kernel drops it when the process ends,

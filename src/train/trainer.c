@@ -12,8 +12,10 @@
 #include "io/weights.h"
 #include "optim/schedule.h"
 #include "util/durable.h"
+#include "util/units.h"
 #include "comm/agree.h"
 #include "train/checkpoint.h"
+#include "train/ckpt_best.h"
 #include "train/ckpt_dir.h"
 #include "train/exit_record.h"
 #include "train/finite_guard.h"
@@ -22,7 +24,9 @@
 #include "train/mfu.h"
 #include "train/plan.h"
 #include "train/preflight.h"
+#include "train/run_length.h"
 #include "train/signals.h"
+#include "train/tensorboard.h"
 #include "train/watchdog.h"
 #include "train/weights_out.h"
 
@@ -87,6 +91,29 @@ static int check_batch_geometry(ft_trainer *t, ft_error *err)
     return 0;
 }
 
+/* Memory per rank in the log, each figure once in a readable unit; the exact bytes go
+ * to the metrics file ("memory" record) for scripts and tests. */
+static void print_memory(ft_trainer *t, const ft_engine_memory *mem)
+{
+    const size_t act = ft_model_activation_bytes(t->model);
+    const double v[] = { (double)mem->params, (double)mem->grads, (double)mem->optimizer,
+                         (double)mem->gathered, (double)mem->scratch, (double)act,
+                         (double)mem->host };
+    static const char *const keys[] = { "params", "grads", "optimizer", "gathered",
+                                        "staging", "activations", "host" };
+    char h[7][32];
+    for (int i = 0; i < 7; i++)
+        ft_format_bytes(h[i], sizeof h[i], v[i]);
+    fprintf(t->out,
+            "ftmpi: memory per rank: params %s, grads %s, optimizer %s, gathered units %s, "
+            "staging %s, activations %s (checkpointing %s)\n",
+            h[0], h[1], h[2], h[3], h[4], h[5], t->cfg->activation_checkpointing ? "on" : "off");
+    if (t->cfg->offload_optimizer)
+        fprintf(t->out, "ftmpi: optimizer offloaded: %s of master weights and moments in "
+                        "host memory\n", h[6]);
+    ft_metrics_values(t->metrics, "memory", 0, keys, v, 7);
+}
+
 static void print_startup(ft_trainer *t)
 {
     if (!t->out)
@@ -94,7 +121,6 @@ static void print_startup(ft_trainer *t)
     const ft_model_config *c = &t->layout.config;
     const ft_run_config *cfg = t->cfg;
     ft_engine_memory mem = ft_engine_memory_usage(t->engine);
-    const double MiB = 1024.0 * 1024.0;
     fprintf(t->out,
             "ftmpi: model %s, %lld params (%d layers, hidden %d, ffn %d, heads %d/%d kv, "
             "head_dim %d, vocab %d%s)\n",
@@ -109,27 +135,13 @@ static void print_startup(ft_trainer *t)
             t->dev_comm ? t->dev_comm->name : t->comm->name, cfg->zero_stage,
             cfg->global_batch_size, t->comm->size, cfg->micro_batch_size, t->accum, t->seq_len,
             (long)cfg->global_batch_size * t->seq_len);
-    fprintf(t->out,
-            "ftmpi: memory per rank: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, "
-            "gathered units %.1f MiB, staging %.1f MiB, activations %.1f MiB (checkpointing %s)\n",
-            mem.params / MiB, mem.grads / MiB, mem.optimizer / MiB, mem.gathered / MiB,
-            mem.scratch / MiB, ft_model_activation_bytes(t->model) / MiB,
-            cfg->activation_checkpointing ? "on" : "off");
+    print_memory(t, &mem);
     fprintf(t->out,
             "ftmpi: sharding: %d units, %zu elements padded to %zu (%zu in the embedding, %zu "
             "per block)\n",
             t->layout.n_units, t->layout.total_numel, ft_engine_padded_total(t->engine),
             ft_engine_padded_unit(t->engine, 0),
             ft_engine_padded_unit(t->engine, ft_layout_block_unit(0)));
-    /* the same in bytes, for scripts and tests */
-    fprintf(t->out,
-            "ftmpi: bytes per rank: params=%zu grads=%zu optimizer=%zu gathered=%zu staging=%zu "
-            "activations=%zu host=%zu\n",
-            mem.params, mem.grads, mem.optimizer, mem.gathered, mem.scratch,
-            ft_model_activation_bytes(t->model), mem.host);
-    if (cfg->offload_optimizer)
-        fprintf(t->out, "ftmpi: optimizer offloaded: %.1f MiB of master weights and moments in "
-                        "host memory\n", mem.host / MiB);
     fflush(t->out);
 }
 
@@ -217,6 +229,26 @@ static void enter_phase(ft_trainer *t, const char *phase)
         raise(SIGSTOP);
 }
 
+/* keep_best: the record of checkpoint_dir/best when resuming (rank 0 reads it, every
+ * rank learns the loss, as all decide alike whether an evaluation is a new best). */
+static int read_best_eval(ft_trainer *t, bool resumed, ft_error *err)
+{
+    t->best_eval = INFINITY;
+    if (!t->cfg->keep_best || !resumed)
+        return 0;
+    int rc = 0;
+    if (t->comm->rank == 0) {
+        char name[512];
+        double loss;
+        rc = ft_ckpt_best_read(t->cfg->checkpoint_dir, name, sizeof name, &loss, err);
+        if (rc == 0)
+            t->best_eval = loss;
+        rc = rc < 0 ? -1 : 0;
+    }
+    MPI_Bcast(&t->best_eval, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    return rc;
+}
+
 int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FILE *out,
                      bool eval_only, ft_watchdog *watchdog, ft_startup_timer *startup,
                      ft_error *err)
@@ -302,6 +334,7 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     int rc = ft_engine_create(&t->engine, &t->layout, t->be, t->dev_comm, &eo, err) ||
              ft_model_create(&t->model, &t->layout, t->be, &mo, err);
     rc = ft_agree(MPI_COMM_WORLD, rc, err); /* no rank may go on alone into the loads */
+    const bool resumed = resume_path != NULL;
     ft_startup_mark(t->startup, "allocate");
     if (!rc && resume_path) {
         ft_ckpt_position pos;
@@ -321,6 +354,9 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
             io_summary(io, sizeof io, resume_path, now_seconds() - t0, direct);
             fprintf(t->out, "ftmpi: resumed from %s at step %ld (read in %s)\n", resume_path,
                     pos.step, io);
+            char note[1024];
+            if (ft_schedule_change_note(note, sizeof note, &pos.schedule, cfg, pos.step))
+                fprintf(t->out, "%s\n", note);
         }
         if (rc)
             ft_fail_context(err, "resume");
@@ -359,7 +395,14 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     t->peak_flops = peak.flops;
     if (comm->rank == 0 && cfg->metrics_file && !(t->metrics = ft_metrics_open(cfg->metrics_file)))
         return ft_fail(err, "metrics_file %s: cannot open for appending", cfg->metrics_file);
-    t->progress = comm->rank == 0 && cfg->progress && isatty(STDERR_FILENO);
+    const bool terminal = comm->rank == 0 && ft_progress_stderr_is_terminal();
+    ft_progress_init(&t->progress, t->out,
+                     ft_progress_choose(cfg->progress, terminal, cfg->progress_every),
+                     cfg->progress_every, now_seconds());
+    if (ft_agree(MPI_COMM_WORLD, comm->rank == 0 && cfg->tensorboard_dir && !eval_only
+                                     ? ft_tb_open(&t->tb, cfg->tensorboard_dir, err) : 0, err) ||
+        ft_agree(MPI_COMM_WORLD, read_best_eval(t, resumed, err), err))
+        return -1;
     ft_startup_mark(t->startup, "loader");
     print_startup(t);
     print_mfu_basis(t, &peak);
@@ -371,6 +414,7 @@ void ft_trainer_free(ft_trainer *t)
     if (t->ckpt_lock_fd >= 0)
         close(t->ckpt_lock_fd);
     ft_metrics_finish(t->metrics, NULL);
+    ft_tb_close(t->tb);
     ft_loader_free(t->loader);
     ft_model_free(t->model);
     ft_engine_free(t->engine);
@@ -591,70 +635,55 @@ static double peak_mib(ft_trainer *t)
     return v[0];
 }
 
-/* "1h02m" style; "-" when unknown. */
-static void format_duration(char *buf, size_t len, double seconds)
-{
-    if (!isfinite(seconds) || seconds < 0) {
-        snprintf(buf, len, "-");
-        return;
-    }
-    long s = (long)(seconds + 0.5);
-    if (s >= 3600)
-        snprintf(buf, len, "%ldh%02ldm", s / 3600, (s / 60) % 60);
-    else if (s >= 60)
-        snprintf(buf, len, "%ldm%02lds", s / 60, s % 60);
-    else
-        snprintf(buf, len, "%lds", s);
-}
-
-/* The interactive progress view: one line on stderr, rewritten every step, only when
- * stderr is a terminal (batch logs stay plain). */
-static void progress_show(ft_trainer *t, const ft_step_record *r)
-{
-    if (!t->progress)
-        return;
-    enum { WIDTH = 28 };
-    char bar[WIDTH + 1], eta[32];
-    const int filled = (int)((double)WIDTH * (double)r->step / (double)r->max_steps);
-    for (int i = 0; i < WIDTH; i++)
-        bar[i] = i < filled ? '#' : '.';
-    bar[WIDTH] = '\0';
-    format_duration(eta, sizeof eta, r->eta_s);
-    fprintf(stderr, "\r[%s] %ld/%ld %3.0f%% | loss %.4f | tok/s %.0f | eta %s\033[K", bar,
-            r->step, r->max_steps, 100.0 * (double)r->step / (double)r->max_steps, r->loss,
-            r->tokens_per_s, eta);
-    fflush(stderr);
-}
-
-static void progress_clear(ft_trainer *t)
-{
-    if (t->progress) {
-        fputs("\r\033[K", stderr);
-        fflush(stderr);
-    }
-}
-
 static void log_step(ft_trainer *t, const ft_step_record *r, double comm_wait_s)
 {
-    progress_clear(t);
-    char eta[32], mfu[32];
-    format_duration(eta, sizeof eta, r->eta_s);
+    ft_progress_clear(&t->progress);
+    char eta[32], mem[32], comm[32], epoch[48] = "", mfu[32];
+    ft_format_duration(eta, sizeof eta, r->eta_s);
+    ft_format_bytes(mem, sizeof mem, r->peak_mem_mib * 1024.0 * 1024.0);
+    ft_format_bytes(comm, sizeof comm, (double)r->comm_bytes); /* exact: the metrics file */
+    if (r->num_epochs > 0)
+        snprintf(epoch, sizeof epoch, " | epoch %.2f/%g", r->epoch, r->num_epochs);
     /* "-" where no peak is known (train/mfu.h) */
     if (isfinite(r->mfu))
         snprintf(mfu, sizeof mfu, "%.1f%%", 100.0 * r->mfu);
     else
         snprintf(mfu, sizeof mfu, "-");
     fprintf(t->out,
-            "step %6ld/%ld | loss %.4f | lr %.3e | grad_norm %.4f | tok/s %.0f | mfu %s | "
-            "step %.3fs | data %.3fs | elapsed %.1fs | eta %s | peak_mem %.0f MiB | "
-            "comm_wait %.3fs | comm %llu B\n",
-            r->step, r->max_steps, r->loss, r->lr, r->grad_norm, r->tokens_per_s, mfu,
-            r->step_s, r->data_wait_s, r->elapsed_s, eta, r->peak_mem_mib, comm_wait_s,
-            r->comm_bytes);
+            "step %6ld/%ld%s | loss %.4f | lr %.3e | grad_norm %.4f | tok/s %.0f | mfu %s | "
+            "step %.3fs | data %.3fs | elapsed %.1fs | eta %s | peak_mem %s | "
+            "comm_wait %.3fs | comm %s\n",
+            r->step, r->max_steps, epoch, r->loss, r->lr, r->grad_norm, r->tokens_per_s,
+            mfu, r->step_s, r->data_wait_s, r->elapsed_s, eta, mem, comm_wait_s, comm);
     fflush(t->out);
 }
 
-static int run_eval(ft_trainer *t, long step, ft_error *err)
+/* keep_best: an evaluation below every earlier one makes its step's checkpoint the
+ * best (written now when the step has none) and records it in checkpoint_dir/best,
+ * which pruning spares. The loss is global, so every rank decides alike. */
+static int keep_best_after_eval(ft_trainer *t, long step, double loss, long *last_saved,
+                                ft_error *err)
+{
+    if (!t->cfg->keep_best || !(loss < t->best_eval))
+        return 0;
+    if (*last_saved != step) {
+        if (save_checkpoint(t, step, err))
+            return -1;
+        *last_saved = t->last_ckpt_step = step;
+    }
+    const int rc = t->comm->rank == 0 ? ft_ckpt_best_write(t->cfg->checkpoint_dir, step, loss, err)
+                                      : 0;
+    if (ft_agree(MPI_COMM_WORLD, rc, err))
+        return ft_fail_context(err, "keep_best");
+    t->best_eval = loss;
+    if (t->out)
+        fprintf(t->out, "ftmpi: eval loss %.4f at step %ld is the lowest so far: %s/step-%06ld.h5 "
+                        "is kept as the best (keep_best)\n", loss, step,
+                t->cfg->checkpoint_dir, step);
+    return 0;
+}
+
+static int run_eval(ft_trainer *t, long step, long *last_saved, ft_error *err)
 {
     const ft_run_config *cfg = t->cfg;
     double loss;
@@ -664,13 +693,16 @@ static int run_eval(ft_trainer *t, long step, ft_error *err)
                             &n, err))
         return ft_fail_context(err, "eval at step %ld", step);
     if (t->out) {
-        progress_clear(t);
+        ft_progress_clear(&t->progress);
         fprintf(t->out, "eval   %6ld | loss %.4f | ppl %.3f | %ld tokens\n", step, loss, exp(loss),
                 n);
         fflush(t->out);
     }
     ft_metrics_eval(t->metrics, step, loss, n);
-    return 0;
+    ft_tb_log_eval(&t->tb, step, loss, t->out);
+    if (t->after_eval && t->after_eval(t->after_eval_ctx, t, step, err))
+        return ft_fail_context(err, "after the eval at step %ld", step);
+    return keep_best_after_eval(t, step, loss, last_saved, err);
 }
 
 /* Nonzero on every rank when a stop signal reached any rank. */
@@ -740,7 +772,10 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
             .grad_norm = st.grad_norm, .tokens_per_s = tokens_per_step / st.seconds,
             .step_s = st.seconds, .data_wait_s = st.data_wait, .comm_wait_s = st.comm_wait,
             .elapsed_s = elapsed, .comm_bytes = (unsigned long long)st.bytes_sent,
-            .skipped = st.skipped,
+            .skipped = st.skipped, .num_epochs = cfg->num_epochs,
+            .epoch = ft_run_length_epoch(t->sample_base + (step + 1 - t->start_step) *
+                                                              (int64_t)cfg->global_batch_size,
+                                         t->train_info.rows),
             .eta_s = elapsed / (double)(step + 1 - t->start_step) *
                      (double)(cfg->max_steps - step - 1),
         };
@@ -748,7 +783,9 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
                                   (double)st.visible_keys * t->flops_per_key;
         r.mfu = t->peak_flops > 0 ? step_flops / (st.seconds * t->peak_flops * t->comm->size)
                                   : NAN;
-        if (cfg->log_every > 0 && ((step + 1) % cfg->log_every == 0 || last || step == 0)) {
+        const bool logged =
+            cfg->log_every > 0 && ((step + 1) % cfg->log_every == 0 || last || step == 0);
+        if (logged) {
             r.peak_mem_mib = peak_mib(t);
             if (t->out)
                 log_step(t, &r, st.comm_wait);
@@ -756,7 +793,8 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
             r.peak_mem_mib = NAN;
         }
         ft_metrics_step(t->metrics, &r);
-        progress_show(t, &r);
+        ft_tb_log_step(&t->tb, &r, t->out);
+        ft_progress_update(&t->progress, &r, logged, now_seconds());
         if (cfg->checkpoint_dir && cfg->save_every > 0 && (step + 1) % cfg->save_every == 0) {
             if (save_checkpoint(t, step + 1, err))
                 return -1;
@@ -773,10 +811,10 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
             return record_signal_exit(t, step + 1, err);
         }
         if (cfg->eval_data && cfg->eval_every > 0 && ((step + 1) % cfg->eval_every == 0 || last) &&
-            run_eval(t, step + 1, err))
+            run_eval(t, step + 1, &last_saved, err))
             return -1;
     }
-    progress_clear(t);
+    ft_progress_clear(&t->progress);
     if (cfg->checkpoint_dir && t->start_step < cfg->max_steps && last_saved != cfg->max_steps &&
         save_checkpoint(t, cfg->max_steps, err))
         return -1;
@@ -784,8 +822,11 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
     if (t->comm->ops->all_reduce_f64_max(t->comm, peak, 1, err))
         return -1;
     if (t->out) {
-        fprintf(t->out, "ftmpi: peak backend memory per rank: %.0f bytes (max over ranks)\n",
-                peak[0]);
+        char pk[32];
+        fprintf(t->out, "ftmpi: peak backend memory per rank: %s (max over ranks)\n",
+                ft_format_bytes(pk, sizeof pk, peak[0]));
+        static const char *const key[] = { "backend_bytes" }; /* exact, for the planner's test */
+        ft_metrics_values(t->metrics, "peak_memory", cfg->max_steps, key, peak, 1);
         ft_loader_stats ls = ft_loader_get_stats(t->loader);
         const double trained_s = now_seconds() - start;
         if (ls.seconds_reading > 0 && trained_s > 0)

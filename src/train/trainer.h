@@ -13,6 +13,7 @@
 #include "shard/engine.h"
 #include "train/data_order.h"
 #include "train/startup_timer.h"
+#include "train/progress.h"
 #include "train/finite_guard.h"
 
 typedef struct ft_trainer {
@@ -46,7 +47,13 @@ typedef struct ft_trainer {
     int stopped_by_signal; /* 0, or the exit code a stop signal calls for */
     int ckpt_lock_fd;      /* rank 0: checkpoint_dir's lock (train/ckpt_dir.h), or -1 */
     long no_target_steps;  /* steps whose global batch had no target token */
-    int progress;          /* draw the progress line (rank 0, stderr is a terminal) */
+    ft_progress progress;  /* the live view (rank 0): a bar, progress lines or nothing */
+    struct ft_tb_writer *tb; /* TensorBoard event file (rank 0, tensorboard_dir), or NULL */
+    double best_eval;      /* keep_best: the lowest eval loss of a kept checkpoint so far */
+    /* Run after each evaluation on every rank (collective), e.g. the sample generations
+     * main.c installs; NULL: none. Set after ft_trainer_setup. */
+    int (*after_eval)(void *ctx, struct ft_trainer *t, long step, ft_error *err);
+    void *after_eval_ctx;
     long last_ckpt_step;   /* step of the last checkpoint written or resumed from, -1: none */
     ft_collapse collapse;  /* consecutive collapsed steps (train/finite_guard.h) */
 } ft_trainer;

@@ -233,6 +233,7 @@ static const bad_case bad_cases[] = {
     {"bad/out_of_range.cfg", NULL, 5, "zero_stage: 5 is out of range 0..3"},
     {"bad/float_range.cfg", NULL, 13, "optimizer.beta2: 1 is out of range (must be in [0, 1))"},
     {"bad/missing_required.cfg", NULL, 0, "data.train: required key is missing"},
+    {"bad/no_run_length.cfg", NULL, 0, "max_steps: required key is missing (or give num_epochs)"},
     {"bad/missing_shape.cfg", NULL, 0, "model.hidden_size: required key is missing (or give model.weights)"},
     {"bad/syntax.cfg", NULL, 4, "syntax error"},
     {"bad/duplicate.cfg", NULL, 5, "duplicate setting name"},
@@ -273,6 +274,12 @@ static const bad_case bad_cases[] = {
     {"minimal.cfg", "data.train=\"x.h5", -1, "expected a string"},
     {"minimal.cfg", "model=1", -1, "model=1: 'model' is a group"},
     {"minimal.cfg", "optimizer.warmup_steps=1000", -1, "optimizer.warmup_steps=1000: 1000 is greater than max_steps (100)"},
+    {"minimal.cfg", "num_epochs=2", -1, "num_epochs=2: give max_steps or num_epochs, not both"},
+    {"minimal.cfg", "keep_best=true", -1, "keep_best=true: needs checkpoint_dir"},
+    {"minimal.cfg", "eval_prompts=[\"a\", \"\"]", -1, "eval_prompts=[\"a\", \"\"]: element 2 is not a non-empty string"},
+    {"minimal.cfg", "eval_prompts=(\"a\", 3)", -1, "element 2 is not a non-empty string"},
+    {"minimal.cfg", "eval_prompts=\"a\"", -1, "expected a list of strings"},
+    {"minimal.cfg", "eval_prompts=[\"a\"]", -1, "eval_prompts=[\"a\"]: needs eval_tokenizer"},
     {"minimal.cfg", "model.head_dim=31", -1, "model.head_dim=31: 31 must be even"},
     /* an override that conflicts with the file is reported at the file's line */
     {"minimal.cfg", "model.weights=w.h5", 6, "model.vocab_size: not allowed together with model.weights"},
@@ -587,6 +594,7 @@ static void test_schema_consistent(void **state)
                 fail_msg("%s: default: %s", k->path, why);
             break;
         case FT_KEY_BOOL:
+        case FT_KEY_STRINGS:
             break;
         }
     }

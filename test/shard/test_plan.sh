@@ -11,8 +11,9 @@ check() { # N ARGS...
     n=$1; shift
     "$FTMPI" --plan -np "$n" small.cfg max_steps=2 "$@" > plan.log 2>&1 || { cat plan.log; fail "plan $*"; }
     want=$(sed -n 's/.*(this config: device total \([0-9]*\) bytes).*/\1/p' plan.log)
-    run_ranks "$n" small.cfg max_steps=2 "$@" > run.log 2>&1 || { cat run.log; fail "run $*"; }
-    got=$(sed -n 's/^ftmpi: peak backend memory per rank: \([0-9]*\) bytes.*/\1/p' run.log)
+    rm -f m.jsonl
+    run_ranks "$n" small.cfg max_steps=2 metrics_file=m.jsonl "$@" > run.log 2>&1 || { cat run.log; fail "run $*"; }
+    got=$(metric m.jsonl peak_memory backend_bytes)
     awk -v w="$want" -v g="$got" 'BEGIN { printf "planned %d, measured %d\n", w, g; exit !(w == g) }' ||
         fail "$n ranks $*: the plan is not the measured peak"
 }

@@ -18,26 +18,26 @@ have_mpirun || skip "mpirun not found"
 "$GENDATA" --rows 64 --seq-len 32 --digits 2 train.h5 >/dev/null || fail "gendata"
 write_small_cfg small.cfg
 
-model_state() { # LOG -> params+grads+optimizer bytes of rank 0
-    sed -n 's/^ftmpi: bytes per rank: params=\([0-9]*\) grads=\([0-9]*\) optimizer=\([0-9]*\) .*/\1 \2 \3/p' "$1" |
-        awk '{ print $1 + $2 + $3 }'
+model_state() { # METRICS -> params+grads+optimizer bytes of rank 0
+    echo $(($(metric "$1" memory params) + $(metric "$1" memory grads) + $(metric "$1" memory optimizer)))
 }
-run_ranks 1 small.cfg zero_stage=3 max_steps=2 > m1.log 2>&1 || { cat m1.log; fail "N=1"; }
-run_ranks 4 small.cfg zero_stage=3 max_steps=2 > m4.log 2>&1 || { cat m4.log; fail "N=4"; }
-s1=$(model_state m1.log); s4=$(model_state m4.log)
+run_ranks 1 small.cfg zero_stage=3 max_steps=2 metrics_file=m1.jsonl > m1.log 2>&1 || { cat m1.log; fail "N=1"; }
+run_ranks 4 small.cfg zero_stage=3 max_steps=2 metrics_file=m4.jsonl > m4.log 2>&1 || { cat m4.log; fail "N=4"; }
+s1=$(model_state m1.jsonl); s4=$(model_state m4.jsonl)
 awk -v a="$s1" -v b="$s4" 'BEGIN { r = b / (a / 4); printf "stage 3 model state: N=1 %d B, N=4 %d B (%.3f of 1/4)\n", a, b, r; exit !(r > 0.95 && r < 1.05) }' ||
     fail "stage 3 model state does not scale as 1/N"
 
 geometry() { sed -n 's/^ftmpi: sharding: [0-9]* units, \([0-9]*\) elements padded to \([0-9]*\) (\([0-9]*\) in the embedding, \([0-9]*\) per block)/\1 \2 \3 \4/p' "$1"; }
-comm_of_step() { sed -n 's/^step .*| comm \([0-9]*\) B$/\1/p' "$1" | tail -n 1; }
+comm_of_step() { metric "$1" step comm_bytes; } # exact bytes: the metrics file
 check() { # STAGE DTYPE ACCUM [GRAD_REDUCE_DTYPE]
     stage=$1 dtype=$2 accum=$3 rdt=${4:-fp32}
     gb=$((2 * 2 * accum))
+    rm -f c.jsonl
     run_ranks 2 small.cfg zero_stage=$stage model.param_dtype=$dtype global_batch_size=$gb \
-        micro_batch_size=2 max_steps=2 grad_reduce_dtype=$rdt > c.log 2>&1 || { cat c.log; fail "stage $stage run"; }
+        micro_batch_size=2 max_steps=2 grad_reduce_dtype=$rdt metrics_file=c.jsonl > c.log 2>&1 || { cat c.log; fail "stage $stage run"; }
     set -- $(geometry c.log)
     n=$1 X=$2 E=$3 B=$4
-    got=$(comm_of_step c.log)
+    got=$(comm_of_step c.jsonl)
     bp=4; [ "$dtype" = bf16 ] && bp=2
     g=4; [ "$rdt" = bf16 ] && g=2
     want=$(awk -v s=$stage -v n=$n -v X=$X -v E=$E -v B=$B -v a=$accum -v bp=$bp -v g=$g 'BEGIN { h = 0.5;

@@ -62,3 +62,7 @@ start_ranks() {
     else ( exec "$MPIRUN" --oversubscribe -np "$n" "$FTMPI" "$@" ) &
     fi
 }
+
+# metric FILE KIND KEY: KEY of the last KIND record of a metrics file (exact figures the
+# log shows in human units: "memory" bytes, "peak_memory" backend_bytes, "step" comm_bytes)
+metric() { sed -n "s/.*\"kind\":\"$2\".*\"$3\":\([0-9.eE+-]*\).*/\1/p" "$1" | tail -n 1; }

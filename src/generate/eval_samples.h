@@ -1,0 +1,36 @@
+/* Sample generations during training (eval_prompts): at each evaluation every prompt is
+ * completed greedily with the parameters being trained, by the generation decoder
+ * (generate/decoder.h) reading them through the engine's parameter source, and rank 0
+ * writes the completions to the log and the metrics file.
+ *
+ * Collective: every rank runs the same greedy decode (identical parameters give
+ * identical argmaxes), so that ZeRO-3's gathers of each unit are matched on all ranks.
+ *
+ * Ownership: ft_eval_samples_create returns an object freed by ft_eval_samples_free; the
+ * config's prompts are borrowed. */
+#ifndef FT_GENERATE_EVAL_SAMPLES_H
+#define FT_GENERATE_EVAL_SAMPLES_H
+
+#include <stdio.h>
+
+#include "backend/backend.h"
+#include "config/run_config.h"
+#include "model/layout.h"
+#include "model/model.h"
+#include "train/metrics.h"
+#include "util/error.h"
+
+typedef struct ft_eval_samples ft_eval_samples;
+
+/* Loads eval_tokenizer (or byte tokens), parses eval_template and encodes every prompt
+ * against the model's shape. Errors name the key at fault. */
+int ft_eval_samples_create(ft_eval_samples **out, const ft_run_config *cfg,
+                           const ft_model_config *model, ft_error *err);
+void ft_eval_samples_free(ft_eval_samples *s);
+
+/* Completes every prompt after `step` steps. log, metrics: rank 0's (NULL elsewhere). */
+int ft_eval_samples_run(ft_eval_samples *s, long step, const ft_model_layout *layout,
+                        ft_backend *be, const ft_param_source *src, FILE *log, ft_metrics *metrics,
+                        ft_error *err);
+
+#endif
