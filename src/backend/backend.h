@@ -246,6 +246,8 @@ struct ft_backend {
     const ft_backend_ops *ops;
     const char *name;   /* "cpu" or "cuda" */
     int device;         /* device ordinal for CUDA, -1 for CPU */
+    char device_name[128]; /* as the driver reports it ("NVIDIA H100 80GB HBM3"), or the
+                            * CPU's model name; what the MFU peak table is keyed by */
     size_t memory_total; /* the device's memory (host RAM for the CPU); 0 unknown */
     size_t bytes_in_use;
     size_t peak_bytes;  /* high-water mark of alloc()'d bytes */

@@ -86,7 +86,7 @@ typedef struct ft_run_config {
     bool allow_nonfinite; /* load a checkpoint or weights file holding NaN/Inf (to inspect it) */
     long collapse_steps;  /* stop after this many steps at loss ln V with grad norm 0; 0: never */
     char *metrics_file;
-    double peak_tflops;    /* 0: measure */
+    double peak_tflops;    /* 0: the device's datasheet row (train/mfu.c), if any */
     bool log_ranks;
     bool allow_tokenizer_mismatch; /* train/tok_check.h */
     bool progress;

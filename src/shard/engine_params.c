@@ -145,16 +145,19 @@ static int adopt_own_slice(ft_engine *e, int u, const float *host, ft_error *err
     if (e->opt.zero_stage == 0 && ft_engine_hands_bits(e)) {
         /* the fp32 unit goes to the master (padded); full holds only bits */
         float *dst = e->opt.offload_optimizer ? e->dev_master : eu->master;
-        be->ops->upload(be, e->stage_f32, host, eu->shard * sizeof(float));
+        if (host != e->stage_f32) /* slice_target may have put it there */
+            be->ops->upload(be, e->stage_f32, host, eu->shard * sizeof(float));
         be->ops->sync(be);
         if (gather_f32(e, dst, e->stage_f32, eu->shard, err))
             return -1;
         if (e->opt.offload_optimizer)
             be->ops->download(be, eu->master, dst, eu->numel * sizeof(float));
     } else if (e->opt.zero_stage == 0) {
-        be->ops->upload(be, e->stage_f32, host, eu->shard * sizeof(float));
+        if (host != e->stage_f32 && host != eu->full)
+            be->ops->upload(be, e->stage_f32, host, eu->shard * sizeof(float));
         be->ops->sync(be);
-        if (gather_f32(e, eu->full, e->stage_f32, eu->shard, err))
+        /* one rank's slice is the unit: slice_target wrote it in place */
+        if (host != eu->full && gather_f32(e, eu->full, e->stage_f32, eu->shard, err))
             return -1;
         if (eu->master && e->opt.offload_optimizer)
             be->ops->download(be, eu->master, eu->full, eu->numel * sizeof(float));
@@ -170,10 +173,19 @@ typedef int (*slice_source)(ft_engine *e, int u, size_t begin, size_t end, float
                             void *ctx, ft_error *err);
 
 /* Where unit u's own slice is assembled: the fp32 master shard itself when it lives
- * in host memory (no staging copy), else the host buffer. */
+ * in host memory (no staging copy); at stage 0 on a host backend, the staging buffer
+ * the gather reads, or with one rank the unit's parameters (a 1 GiB embedding would
+ * otherwise be written two or three times and each buffer's pages faulted in: on a VM
+ * where a first touch costs ~2 s a GiB, most of a 384 M model's start-up); else the
+ * host buffer. */
 static float *slice_target(ft_engine *e, engine_unit *eu, float *host)
 {
-    return e->opt.zero_stage > 0 && eu->master && e->opt_be->device < 0 ? eu->master : host;
+    if (e->opt.zero_stage > 0 && eu->master && e->opt_be->device < 0)
+        return eu->master;
+    if (e->opt.zero_stage == 0 && e->be->device < 0)
+        /* alone at stage 0 with fp32 parameters, the slice is the unit itself */
+        return e->size == 1 && !ft_engine_hands_bits(e) ? eu->full : e->stage_f32;
+    return host;
 }
 
 static int fill_from(ft_engine *e, slice_source src, void *ctx, ft_error *err)
