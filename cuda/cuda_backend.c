@@ -550,6 +550,11 @@ int ft_backend_cuda_create(ft_backend **out, int device, ft_error *err)
         goto fail;
     }
     CREATE_CHECK(cudaSetDevice(device), "cudaSetDevice");
+    struct cudaDeviceProp prop;
+    CREATE_CHECK(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+    /* the MFU peak table is keyed by this name (train/mfu.c) */
+    snprintf(be->device_name, sizeof be->device_name, "%.*s", (int)sizeof be->device_name - 1,
+             prop.name);
     int pools = 0;
     CREATE_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device),
                  "cudaDeviceGetAttribute(MemoryPoolsSupported)");

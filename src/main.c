@@ -230,7 +230,8 @@ static int setup_eval_samples(ft_trainer *t, ft_eval_samples **samples, bool eva
 }
 
 /* *shared: the error (if any) is one that every rank holds alike (FT_ERR_SHARED). */
-static int run(const cli *c, ft_comm *comm, ft_watchdog *wd, int *code, int *shared)
+static int run(const cli *c, ft_comm *comm, ft_watchdog *wd, ft_startup_timer *startup,
+               int *code, int *shared)
 {
     ft_error err = { { 0 }, 0 };
     ft_run_config cfg;
@@ -244,6 +245,7 @@ static int run(const cli *c, ft_comm *comm, ft_watchdog *wd, int *code, int *sha
         return -1;
     }
     ft_watchdog_configure(wd, c->plan ? 0.0 : cfg.comm_timeout, comm->rank);
+    ft_startup_mark(startup, "config");
     if (!c->plan && ft_run_config_check_run(&cfg, comm->size, &err)) {
         if (comm->rank == 0)
             fprintf(stderr, "ftmpi: %s\n", err.msg);
@@ -276,7 +278,7 @@ static int run(const cli *c, ft_comm *comm, ft_watchdog *wd, int *code, int *sha
     }
     ft_trainer t;
     ft_eval_samples *samples = NULL;
-    int rc = ft_trainer_setup(&t, &cfg, comm, stdout, c->eval_only, wd, &err) ||
+    int rc = ft_trainer_setup(&t, &cfg, comm, stdout, c->eval_only, wd, startup, &err) ||
              setup_eval_samples(&t, &samples, c->eval_only, &err);
     if (!rc && comm->rank == 0) {
         char blas[512];
@@ -362,6 +364,8 @@ int main(int argc, char **argv)
     ft_blas_core_select(argv); /* may re-execute: before any thread, BLAS or MPI call */
     if (argc >= 2 && strcmp(argv[1], "--exit-status") == 0)
         return exit_status_command(argc, argv);
+    ft_startup_timer startup;
+    ft_startup_begin(&startup);
     /* Watched from the first moment: a rank that stops during MPI_Init, the config or
      * set-up leaves the others waiting in a collective; comm_timeout applies from here on
      * (its default where the config does not load). */
@@ -398,8 +402,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "ftmpi: rank %d: %s\n", rank, err.msg);
         MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
     }
+    ft_startup_mark(&startup, "mpi");
     int shared = 0;
-    int rc = run(&c, comm, wd, &code, &shared);
+    int rc = run(&c, comm, wd, &startup, &code, &shared);
     free(c.overrides);
     /* A runtime failure may have hit only some ranks while others wait in a
      * collective: abort the job rather than hang. Config errors, and errors the ranks

@@ -249,6 +249,8 @@ struct ft_backend {
      * resident high-water mark is the honest peak, and the model must fit in RAM. */
     bool host_memory;
     int device;         /* device ordinal for CUDA, -1 for CPU */
+    char device_name[128]; /* as the driver reports it ("NVIDIA H100 80GB HBM3"), or the
+                            * CPU's model name; what the MFU peak table is keyed by */
     size_t memory_total; /* the device's memory (host RAM for the CPU); 0 unknown */
     size_t bytes_in_use;
     size_t peak_bytes;  /* high-water mark of alloc()'d bytes */

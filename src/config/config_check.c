@@ -220,5 +220,9 @@ int ft_config_finish(ft_config_state *st, ft_error *err)
             validate_model(st, err) < 0)
             return -1;
     }
-    return check_cross_keys(st, err);
+    if (check_cross_keys(st, err) < 0)
+        return -1;
+    ft_run_config *c = st->cfg;
+    c->numerics = ft_precision_resolve(c->precision, c->param_dtype, c->grad_reduce_dtype);
+    return 0;
 }

@@ -12,6 +12,7 @@
 
 #include "model/model_config.h"
 #include "util/dtype.h"
+#include "util/precision.h"
 #include "util/error.h"
 
 typedef enum ft_optimizer_type { FT_OPT_ADAMW = 0, FT_OPT_SGD = 1 } ft_optimizer_type;
@@ -63,6 +64,9 @@ typedef struct ft_run_config {
     /* the numerics recipe: "fp32", or "bf16" mixed precision (bf16 working parameters
      * and activations, fp32 master, moments, gradients, statistics and loss) */
     ft_dtype precision;
+    /* every tensor kind's storage, resolved from the three keys above at load
+     * (util/precision.h); what the trainer, engine, planner and model read */
+    ft_precision numerics;
     double grad_clip;      /* global-norm clip; 0 disables */
     long log_every;
     long eval_every;       /* 0 disables periodic eval */
@@ -82,7 +86,7 @@ typedef struct ft_run_config {
     bool allow_nonfinite; /* load a checkpoint or weights file holding NaN/Inf (to inspect it) */
     long collapse_steps;  /* stop after this many steps at loss ln V with grad norm 0; 0: never */
     char *metrics_file;
-    double peak_tflops;    /* 0: measure */
+    double peak_tflops;    /* 0: the device's datasheet row (train/mfu.c), if any */
     bool log_ranks;
     bool allow_tokenizer_mismatch; /* train/tok_check.h */
     bool progress;

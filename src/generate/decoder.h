@@ -1,22 +1,26 @@
-/* KV-cached forward of the Llama model for generation.
+/* KV-cached forward of the model for generation.
  *
- * The decoder runs the same block as the trainer (src/model/block.c), op for op and
- * in the same order, on the tokens that are new since the last call, and keeps the
- * keys and values of all earlier positions in a ft_kv_cache:
+ * The decoder runs the trainer's block, ft_block_forward (src/model/block.h), on the
+ * tokens that are new since the last call, and keeps the keys and values of all
+ * earlier positions in a ft_kv_cache. What differs from training is only where the
+ * block's k and v go and which attention reads them (the block's attention hook):
  *
- *   x = embed(ids)                                         new tokens only, [n, H]
- *   per layer:
- *     xn = rmsnorm(x);  q = xn Wq^T;  k,v = xn Wk^T, xn Wv^T -> cache rows len..len+n-1
- *     rope(q), rope(k rows) at positions len..len+n-1
- *     att = attention(q; cache rows 0..len+n-1)   causal
- *     h = x + att Wo^T;  x = h + Wdown (silu(Wgate rmsnorm(h)) * Wup rmsnorm(h))
- *   logits = rmsnorm(x[last]) Wout^T                       last new token only, [V]
+ *   x = embed(ids)                                   new tokens only, [n, H]
+ *   per layer: x = ft_block_forward(x)               the family's block, whatever it is;
+ *              its k, v (after RoPE) land in cache rows len..len+n-1, and attention
+ *              reads cache rows 0..len+n-1 (causal, the family's sliding window)
+ *   logits = Norm_f(x[last]) Wout^T (+ b)             last new token only, [V] fp32
  *
  * Attention of the first chunk of a sequence (empty cache) is the trainer's
  * flash-attention forward on that chunk; later chunks and single decode steps use
  * the backend's attention_decode against the cache. A prompt longer than max_chunk
  * tokens is prefilled in chunks. Every position starts at 0 with the first token
  * (one document), as the trainer numbers the positions of a document.
+ *
+ * Precision: parameters, activations and the cache are stored in opt.dtype, the
+ * precision of the parameters the source hands out (a bf16 checkpoint decodes in
+ * bf16, on the GPU and the CPU, with the trainer's bf16 recipe: fp32 statistics,
+ * fp32 accumulation, fp32 logits); fp32 parameters decode in fp32.
  *
  * Parameters come from an ft_param_source (acquired and released unit by unit, like
  * the model does); activations, RoPE tables and the cache are owned by the decoder. */
@@ -36,6 +40,7 @@ typedef struct ft_decoder ft_decoder;
 typedef struct ft_decoder_options {
     int capacity;  /* positions the cache holds (prompt + generated); <= max_position_embeddings */
     int max_chunk; /* tokens per forward call (activation buffers); 0: 256 */
+    ft_dtype dtype; /* storage of the source's parameters, activations and cache */
 } ft_decoder_options;
 
 /* layout and src are borrowed and must outlive the decoder. */

@@ -13,26 +13,42 @@
 #include "util/input_file.h"
 #include "io/weights.h"
 #include "model/init.h"
+#include "util/bf16.h"
 
 /* ---------------------------------------------------------------- resident units */
 
 static int alloc_units(ft_gen_params *p, ft_error *err)
 {
+    const size_t es = ft_dtype_size(p->dtype);
     p->units = calloc((size_t)p->layout.n_units, sizeof *p->units);
     if (!p->units)
         return ft_fail(err, "out of host memory");
     for (int u = 0; u < p->layout.n_units; u++) {
-        size_t bytes = p->layout.units[u].numel * sizeof(float);
+        size_t bytes = p->layout.units[u].numel * es;
         p->units[u] = p->be->ops->alloc(p->be, bytes ? bytes : sizeof(float));
         if (!p->units[u])
             return ft_fail(err, "cannot allocate %zu MiB of parameters on the %s backend",
-                           p->layout.total_numel * sizeof(float) >> 20, p->be->name);
+                           p->layout.total_numel * es >> 20, p->be->name);
     }
     return 0;
 }
 
-static int new_params(ft_gen_params **out, const ft_model_config *c, ft_backend *be,
-                      ft_error *err)
+/* Uploads n fp32 values into unit u in the params' dtype; host is rounded in place
+ * to bf16 when needed (exact for values read from bf16 tensors). */
+static void upload_unit(ft_gen_params *p, int u, float *host, size_t n)
+{
+    if (p->dtype == FT_DTYPE_BF16) {
+        uint16_t *bits = (uint16_t *)host; /* rounds front to back: bits[i] overwrites
+                                            * bytes of host[i/2], already read */
+        for (size_t i = 0; i < n; i++)
+            bits[i] = ft_f32_to_bf16(host[i]);
+    }
+    p->be->ops->upload(p->be, p->units[u], host, n * ft_dtype_size(p->dtype));
+    p->be->ops->sync(p->be); /* host is freed or reused next */
+}
+
+static int new_params(ft_gen_params **out, const ft_model_config *c, ft_dtype dt,
+                      ft_backend *be, ft_error *err)
 {
     *out = NULL;
     if (ft_model_config_validate(c, err))
@@ -41,12 +57,9 @@ static int new_params(ft_gen_params **out, const ft_model_config *c, ft_backend 
     if (!p)
         return ft_fail(err, "out of host memory");
     p->be = be;
+    p->dtype = dt;
     if (ft_model_layout_build(&p->layout, c, err)) {
         free(p);
-        return -1;
-    }
-    if (alloc_units(p, err)) {
-        ft_gen_params_free(p);
         return -1;
     }
     *out = p;
@@ -66,11 +79,15 @@ void ft_gen_params_free(ft_gen_params *p)
 }
 
 int ft_gen_params_init_random(ft_gen_params **out, const ft_model_config *c, uint64_t seed,
-                              double std, ft_backend *be, ft_error *err)
+                              double std, ft_dtype dt, ft_backend *be, ft_error *err)
 {
     ft_gen_params *p;
-    if (new_params(&p, c, be, err))
+    if (new_params(&p, c, dt, be, err))
         return -1;
+    if (alloc_units(p, err)) {
+        ft_gen_params_free(p);
+        return -1;
+    }
     for (int u = 0; u < p->layout.n_units; u++) {
         const ft_unit_layout *ul = &p->layout.units[u];
         float *host = malloc(ul->numel * sizeof(float) + 1);
@@ -79,10 +96,9 @@ int ft_gen_params_init_random(ft_gen_params **out, const ft_model_config *c, uin
             return ft_fail(err, "out of host memory");
         }
         ft_model_init_range(ul, 0, ul->numel, seed, std, host);
-        be->ops->upload(be, p->units[u], host, ul->numel * sizeof(float));
+        upload_unit(p, u, host, ul->numel);
         free(host);
     }
-    be->ops->sync(be);
     snprintf(p->path, sizeof p->path, "(random, seed %llu)", (unsigned long long)seed);
     *out = p;
     return 0;
@@ -153,6 +169,22 @@ static int choose_group(ft_gen_params *p, const ft_h5file *f, ft_gen_param_group
     return 0;
 }
 
+/* The storage of the group's tensors, from its first one (the embedding): every
+ * tensor of a group is written with one dtype (ft_weights_create_tensors). */
+static ft_dtype group_dtype(const ft_model_layout *l, const ft_h5file *f, const char *group)
+{
+    char dpath[FT_TENSOR_NAME_MAX + 64];
+    snprintf(dpath, sizeof dpath, "%s/%s", group, l->units[0].tensors[0].name);
+    hid_t d = H5Dopen2(f->id, dpath, H5P_DEFAULT);
+    if (d < 0)
+        return FT_DTYPE_F32; /* ft_weights_check_tensors names the problem */
+    hid_t t = H5Dget_type(d);
+    const int bf16 = H5Tget_class(t) == H5T_INTEGER && H5Tget_size(t) == 2;
+    H5Tclose(t);
+    H5Dclose(d);
+    return bf16 ? FT_DTYPE_BF16 : FT_DTYPE_F32;
+}
+
 /* Compares the hashes of what was read with the tensors' content_hash attributes.
  * Checkpoints always carry them; weights files may. */
 static int verify_unit_hashes(const ft_gen_params *p, const ft_h5file *f,
@@ -208,8 +240,7 @@ static int read_units(ft_gen_params *p, const ft_h5file *f, bool allow_nonfinite
                          "useful; use an earlier checkpoint, or --allow-nonfinite to run it "
                          "anyway", p->path, p->group, ul->tensors[bad].name);
         if (!rc)
-            p->be->ops->upload(p->be, p->units[u], host, ul->numel * sizeof(float));
-        p->be->ops->sync(p->be); /* host is freed next */
+            upload_unit(p, u, host, ul->numel);
         free(host);
         free(h);
         if (rc)
@@ -241,15 +272,17 @@ int ft_gen_params_load(ft_gen_params **out, const char *path, ft_gen_param_group
     char tok_fp[FT_TOK_FINGERPRINT_LEN] = "";
     rc = rc || ft_h5_check_kind(&f, kind, err) || ft_weights_read_config(&f, &c, err) ||
          ft_tok_fingerprint_read(&f, tok_fp, err);
-    if (!rc && new_params(&p, &c, be, err))
+    if (!rc && new_params(&p, &c, FT_DTYPE_F32, be, err))
         rc = ft_fail_context(err, "%s: /config", file);
     if (!rc) {
         p->is_checkpoint = strcmp(kind, "checkpoint") == 0;
         snprintf(p->tokenizer_fingerprint, sizeof p->tokenizer_fingerprint, "%s", tok_fp);
         snprintf(p->path, sizeof p->path, "%s", file);
         rc = choose_group(p, &f, which, err) ||
-             ft_weights_check_tensors(&f, p->group, &p->layout, err) ||
-             read_units(p, &f, allow_nonfinite, err);
+             ft_weights_check_tensors(&f, p->group, &p->layout, err);
+        if (!rc)
+            p->dtype = group_dtype(&p->layout, &f, p->group);
+        rc = rc || alloc_units(p, err) || read_units(p, &f, allow_nonfinite, err);
     }
     ft_h5_close(&f, NULL);
     if (rc) {

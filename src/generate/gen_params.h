@@ -1,6 +1,7 @@
 /* Parameters for generation: every unit of the model resident on the backend, read
  * once from a weights file or a checkpoint (doc/formats.md) by one process, with no
- * sharding and no optimizer state. Handed to the decoder (and to ft_model_logits in
+ * sharding and no optimizer state, in the precision the file stores them (fp32, or
+ * bf16: then generation runs in bf16). Handed to the decoder (and to ft_model_logits in
  * tests) through an ft_param_source whose acquire() returns the resident unit.
  *
  * Ownership: ft_gen_params_load / _init_random return an object the caller frees
@@ -25,7 +26,8 @@ typedef enum ft_gen_param_group {
 typedef struct ft_gen_params {
     ft_model_layout layout;
     ft_backend *be;       /* borrowed */
-    float **units;        /* [n_units] flat fp32 unit buffers on the backend */
+    ft_dtype dtype;       /* storage of the units: the file's (bf16 tensors stay bf16) */
+    void **units;         /* [n_units] flat unit buffers on the backend, stored as dtype */
     char path[1100];      /* the file actually read (a directory resolved to its latest) */
     char group[32];       /* "/model" or "/optim/master" */
     int is_checkpoint;
@@ -41,9 +43,10 @@ typedef struct ft_gen_params {
 int ft_gen_params_load(ft_gen_params **out, const char *path, ft_gen_param_group which,
                        bool allow_nonfinite, ft_backend *be, ft_error *err);
 
-/* A model of the given shape with the trainer's random initialisation (tests). */
+/* A model of the given shape with the trainer's random initialisation (tests), stored
+ * as dt (bf16: the fp32 initialisation rounded, as a bf16 weights file holds it). */
 int ft_gen_params_init_random(ft_gen_params **out, const ft_model_config *c, uint64_t seed,
-                              double std, ft_backend *be, ft_error *err);
+                              double std, ft_dtype dt, ft_backend *be, ft_error *err);
 
 void ft_gen_params_free(ft_gen_params *p);
 

@@ -158,7 +158,8 @@ static int ensure_decoder(ft_gen_session *s, int need, ft_error *err)
         return 0;
     ft_decoder_free(s->dec);
     s->dec = NULL;
-    ft_decoder_options dopt = { .capacity = need, .max_chunk = s->opt.max_chunk };
+    ft_decoder_options dopt = { .capacity = need, .max_chunk = s->opt.max_chunk,
+                                .dtype = s->params->dtype };
     return ft_decoder_create(&s->dec, &s->params->layout, s->be, &s->src, &dopt, err);
 }
 

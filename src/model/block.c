@@ -1,4 +1,5 @@
-/* One transformer block, forward and backward. The Llama shape is
+/* One transformer block, forward and backward (block.h: the context it runs on, and
+ * why training, evaluation and decoding share it). The Llama shape is
  *   h = x + Attn(Norm1(x) ; Wq, Wk, Wv, Wo)
  *   y = h + MLP(Norm2(h))
  * with Norm = RMSNorm and MLP(n) = Wdown (silu(Wgate n) * (Wup n)) (SwiGLU).
@@ -12,7 +13,8 @@
  * [head_dim] weight shared by the heads (qwen3: on the [tokens, heads*head_dim]
  * tensor it is the ordinary RMSNorm op on tokens*heads rows of head_dim), and RoPE
  * rotating the first rot_dim dims of a head, half-split or interleaved (gptj).
- * Mistral's sliding window is a field of the attention shape (m->attn.window).
+ * Mistral's sliding window is a field of the attention shape (attn.window of the
+ * context).
  * The GPT families use LayerNorm with a bias for Norm and a GELU MLP with biases,
  *   MLP(n) = Wdown gelu(Wup n + bup) + bdown,
  * and a parallel residual (gpt_neox with parallel_residual, gptj always):
@@ -22,226 +24,325 @@
  * (Norm2 = Norm1: the MLP reads Norm1's output and its gradient joins the
  * attention's before Norm1's backward).
  */
-#include "model/model_internal.h"
+#include "model/block.h"
+
+#include "model/family_norm.h"
 #include "model/rope_tables.h"
 
-void ft_block_params_bind(const ft_model *m, const ft_unit_layout *u, const void *flat,
+void ft_block_params_bind(const ft_unit_layout *u, ft_dtype dt, const void *flat,
                           ft_block_params *p)
 {
     for (int i = 0; i < FT_BLK_N_TENSORS; i++)
-        p->w[i] = u->slot[i] >= 0 ? ft_model_at(m, flat, u->tensors[u->slot[i]].offset) : NULL;
+        p->w[i] = u->slot[i] >= 0
+                      ? (const char *)flat + u->tensors[u->slot[i]].offset * ft_dtype_size(dt)
+                      : NULL;
 }
 
-void ft_block_grads_bind(const ft_model *m, const ft_unit_layout *u, void *flat,
-                         ft_block_grads *g)
+void ft_block_grads_bind(const ft_unit_layout *u, ft_dtype gt, void *flat, ft_block_grads *g)
 {
     for (int i = 0; i < FT_BLK_N_TENSORS; i++)
-        g->g[i] = u->slot[i] >= 0 ? (char *)flat + u->tensors[u->slot[i]].offset * m->gsize
+        g->g[i] = u->slot[i] >= 0 ? (char *)flat + u->tensors[u->slot[i]].offset * ft_dtype_size(gt)
                                   : NULL;
 }
 
-/* z[N,out] (+)= a[N,in] W^T */
-static void linear_fwd(const ft_model *m, void *z, const void *a, const void *w, int n, int out,
-                       int in, float beta)
+int ft_block_acts_alloc(ft_block_acts *a, const ft_model_config *c, ft_dtype dt, size_t tokens,
+                        bool with_kv, ft_block_alloc_fn alloc, void *alloc_ctx)
 {
-    m->be->ops->matmul(m->be, ft_model_gemm(m), z, a, w, n, out, in, false, true, 1.0f, beta);
+    const ft_family_info *fam = ft_model_family_of(c);
+    const size_t N = tokens, es = ft_dtype_size(dt), f4 = sizeof(float);
+    const size_t H = c->hidden_size, I = c->intermediate_size;
+    const size_t nh = c->num_attention_heads, nkv = c->num_key_value_heads;
+    const size_t Q = nh * c->head_dim, KV = nkv * c->head_dim;
+    int failed = 0;
+#define TAKE(ptr, bytes)                                 \
+    do {                                                 \
+        if (!failed && !((ptr) = alloc(alloc_ctx, (bytes)))) \
+            failed = 1;                                  \
+    } while (0)
+    *a = (ft_block_acts){ 0 };
+    TAKE(a->xn1, N * H * es);
+    TAKE(a->rstd1, N * f4);
+    TAKE(a->q, N * Q * es);
+    if (with_kv) {
+        TAKE(a->k, N * KV * es);
+        TAKE(a->v, N * KV * es);
+    }
+    TAKE(a->att, N * Q * es);
+    TAKE(a->lse, N * nh * f4);
+    TAKE(a->h, N * H * es);
+    if (!fam->shared_norm) {
+        TAKE(a->xn2, N * H * es);
+        TAKE(a->rstd2, N * f4);
+    }
+    if (fam->layernorm) {
+        TAKE(a->mean1, N * f4);
+        if (!fam->shared_norm)
+            TAKE(a->mean2, N * f4);
+    }
+    if (!fam->gelu_mlp)
+        TAKE(a->gate, N * I * es);
+    TAKE(a->up, N * I * es);
+    TAKE(a->act, N * I * es);
+    if (fam->qk_norm) {
+        TAKE(a->q_raw, N * Q * es);
+        TAKE(a->k_raw, N * KV * es);
+        TAKE(a->rstd_q, N * nh * f4);
+        TAKE(a->rstd_k, N * nkv * f4);
+    }
+#undef TAKE
+    return failed;
+}
+
+void ft_block_acts_free(ft_backend *be, ft_block_acts *a)
+{
+    void *bufs[] = { a->xn1, a->q,     a->k,     a->v,     a->att,   a->h,      a->xn2,
+                     a->gate, a->up,   a->act,   a->q_raw, a->k_raw, a->rstd1,  a->lse,
+                     a->rstd2, a->rstd_q, a->rstd_k, a->mean1, a->mean2 };
+    _Static_assert(sizeof bufs == sizeof *a, "free every buffer of ft_block_acts");
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        be->ops->free(be, bufs[i]);
+    *a = (ft_block_acts){ 0 };
+}
+
+/* The GEMM types: everything in the context's dtype; a weight gradient's product
+ * written as the gradient type. */
+static ft_gemm_types gemm(const ft_block_ctx *bc)
+{
+    return (ft_gemm_types){ bc->dt, bc->dt, bc->dt };
+}
+static ft_gemm_types gemm_to_grad(const ft_block_ctx *bc)
+{
+    return (ft_gemm_types){ bc->dt, bc->dt, bc->gt };
+}
+
+static ft_gelu_kind gelu_of(const ft_model_config *c)
+{
+    return c->gelu_tanh ? FT_GELU_TANH : FT_GELU_ERF;
+}
+
+/* The family's norm (model/family_norm.h) in the context's storage types. */
+static void norm_fwd(const ft_block_ctx *bc, void *y, float *mean, float *rstd, const void *x,
+                     const void *w, const void *b, int rows)
+{
+    ft_family_norm_fwd(bc->be, bc->config, bc->dt, y, mean, rstd, x, w, b, rows);
+}
+static void norm_bwd(const ft_block_ctx *bc, void *dx, void *dw, void *db, const void *dy,
+                     const void *x, const void *w, const float *mean, const float *rstd, int rows)
+{
+    ft_family_norm_bwd(bc->be, bc->config, bc->dt, bc->gt, dx, dw, db, dy, x, w, mean, rstd, rows);
+}
+
+/* out = attention of q over the keys it sees: the context's hook (the KV cache), or
+ * the full-sequence flash attention of the batch. */
+static void attend(const ft_block_ctx *bc, void *out, float *lse, const void *q, const void *k,
+                   const void *v)
+{
+    if (bc->attend)
+        bc->attend(bc->attend_ctx, bc, out, lse, q, k, v);
+    else
+        bc->be->ops->attention_fwd(bc->be, bc->dt, out, lse, q, k, v, bc->segment, bc->attn);
+}
+
+/* z[N,out] (+)= a[N,in] W^T */
+static void linear_fwd(const ft_block_ctx *bc, void *z, const void *a, const void *w, int n,
+                       int out, int in, float beta)
+{
+    bc->be->ops->matmul(bc->be, gemm(bc), z, a, w, n, out, in, false, true, 1.0f, beta);
 }
 
 /* dW[out,in] += dz^T a (fp32 accumulation, stored as the gradient type) ;
  * da[N,in] (+)= dz[N,out] W.
  * dW first: da may then overwrite a (the MLP's down projection reuses the SwiGLU
  * output's buffer for its gradient). */
-static void linear_bwd(const ft_model *m, void *da, void *dw, const void *dz, const void *a,
+static void linear_bwd(const ft_block_ctx *bc, void *da, void *dw, const void *dz, const void *a,
                        const void *w, int n, int out, int in, float beta_da)
 {
-    ft_backend *be = m->be;
-    be->ops->matmul(be, ft_model_gemm_to_grad(m), dw, dz, a, out, in, n, true, false, 1.0f, 1.0f);
-    be->ops->matmul(be, ft_model_gemm(m), da, dz, w, n, in, out, false, false, 1.0f, beta_da);
+    ft_backend *be = bc->be;
+    be->ops->matmul(be, gemm_to_grad(bc), dw, dz, a, out, in, n, true, false, 1.0f, 1.0f);
+    be->ops->matmul(be, gemm(bc), da, dz, w, n, in, out, false, false, 1.0f, beta_da);
 }
 
 /* y[N,dim] += b (when the layer has a bias) */
-static void add_bias(const ft_model *m, void *y, const void *b, int n, int dim)
+static void add_bias(const ft_block_ctx *bc, void *y, const void *b, int n, int dim)
 {
     if (b)
-        m->be->ops->bias_add(m->be, m->dt, m->dt, y, b, n, dim);
+        bc->be->ops->bias_add(bc->be, bc->dt, bc->dt, y, b, n, dim);
 }
 
 /* db += column sums of dy (when the layer has a bias) */
-static void bias_bwd(const ft_model *m, void *db, const void *dy, int n, int dim)
+static void bias_bwd(const ft_block_ctx *bc, void *db, const void *dy, int n, int dim)
 {
     if (db)
-        m->be->ops->bias_grad(m->be, m->dt, m->gt, db, dy, n, dim);
+        bc->be->ops->bias_grad(bc->be, bc->dt, bc->gt, db, dy, n, dim);
 }
 
 /* z = RoPE(QKNorm(a W^T + b)) for q (or k): n_heads heads. Without qk_norm the
  * projection goes straight into z; with it into z_raw, normalised into z. */
-static void project_rotate(ft_model *m, void *z, void *z_raw, float *rstd, const void *a,
+static void project_rotate(const ft_block_ctx *bc, void *z, void *z_raw, float *rstd, const void *a,
                            const void *w, const void *bias, const void *norm_w, int n_heads)
 {
-    ft_backend *be = m->be;
-    const ft_model_config *c = &m->layout.config;
-    const int N = m->in.tokens, H = c->hidden_size, out = n_heads * c->head_dim;
+    ft_backend *be = bc->be;
+    const ft_model_config *c = bc->config;
+    const int N = bc->tokens, H = c->hidden_size, out = n_heads * c->head_dim;
     void *proj = norm_w ? z_raw : z;
-    linear_fwd(m, proj, a, w, N, out, H, 0.0f);
-    add_bias(m, proj, bias, N, out);
+    linear_fwd(bc, proj, a, w, N, out, H, 0.0f);
+    add_bias(bc, proj, bias, N, out);
     if (norm_w)
-        be->ops->rmsnorm_fwd(be, m->dt, z, rstd, proj, norm_w, N * n_heads, c->head_dim,
+        be->ops->rmsnorm_fwd(be, bc->dt, z, rstd, proj, norm_w, N * n_heads, c->head_dim,
                              (float)c->rms_norm_eps);
-    be->ops->rope(be, m->dt, z, m->rope_cos, m->rope_sin, m->in.pos, N, n_heads,
+    be->ops->rope(be, bc->dt, z, bc->rope_cos, bc->rope_sin, bc->pos, N, n_heads,
                   ft_model_rope_shape(c), false);
 }
 
 /* Backward of project_rotate given dz (the attention's dq or dk; destroyed):
  * dz_raw = QKNorm^T(RoPE^T dz) into dz_raw (qk_norm) or in place, bias and weight
  * grads accumulate, da (+)= dz_raw W with beta_da. */
-static void project_rotate_bwd(ft_model *m, void *da, void *dw, void *db, void *dnorm_w,
+static void project_rotate_bwd(const ft_block_ctx *bc, void *da, void *dw, void *db, void *dnorm_w,
                                void *dz, void *dz_raw, const void *z_raw, const float *rstd,
                                const void *a, const void *w, const void *norm_w, int n_heads,
                                float beta_da)
 {
-    ft_backend *be = m->be;
-    const ft_model_config *c = &m->layout.config;
-    const int N = m->in.tokens, H = c->hidden_size, out = n_heads * c->head_dim;
+    ft_backend *be = bc->be;
+    const ft_model_config *c = bc->config;
+    const int N = bc->tokens, H = c->hidden_size, out = n_heads * c->head_dim;
     /* The rotation is orthogonal: its backward is the rotation by -angle. */
-    be->ops->rope(be, m->dt, dz, m->rope_cos, m->rope_sin, m->in.pos, N, n_heads,
+    be->ops->rope(be, bc->dt, dz, bc->rope_cos, bc->rope_sin, bc->pos, N, n_heads,
                   ft_model_rope_shape(c), true);
     void *dproj = dz;
     if (norm_w) {
-        be->ops->zero(be, dz_raw, (size_t)N * out * m->esize);
-        be->ops->rmsnorm_bwd(be, m->dt, m->gt, dz_raw, dnorm_w, dz, z_raw, norm_w, rstd, N * n_heads,
-                             c->head_dim);
+        be->ops->zero(be, dz_raw, (size_t)N * out * ft_dtype_size(bc->dt));
+        be->ops->rmsnorm_bwd(be, bc->dt, bc->gt, dz_raw, dnorm_w, dz, z_raw, norm_w, rstd,
+                             N * n_heads, c->head_dim);
         dproj = dz_raw;
     }
-    bias_bwd(m, db, dproj, N, out);
-    linear_bwd(m, da, dw, dproj, a, w, N, out, H, beta_da);
+    bias_bwd(bc, db, dproj, N, out);
+    linear_bwd(bc, da, dw, dproj, a, w, N, out, H, beta_da);
 }
 
 /* y += MLP(n): SwiGLU, or GELU with biases. */
-static void mlp_fwd(ft_model *m, const ft_block_params *p, const void *n, ft_block_acts *a,
-                    void *y)
+static void mlp_fwd(const ft_block_ctx *bc, const ft_block_params *p, const void *n,
+                    ft_block_acts *a, void *y)
 {
-    ft_backend *be = m->be;
-    const ft_model_config *c = &m->layout.config;
-    const int N = m->in.tokens, H = c->hidden_size, I = c->intermediate_size;
-    linear_fwd(m, a->up, n, p->w[FT_BLK_UP], N, I, H, 0.0f);
+    ft_backend *be = bc->be;
+    const ft_model_config *c = bc->config;
+    const int N = bc->tokens, H = c->hidden_size, I = c->intermediate_size;
+    linear_fwd(bc, a->up, n, p->w[FT_BLK_UP], N, I, H, 0.0f);
     if (ft_model_family_of(c)->gelu_mlp) {
-        add_bias(m, a->up, p->w[FT_BLK_UP_BIAS], N, I);
-        be->ops->gelu_fwd(be, m->dt, m->gelu, a->act, a->up, (size_t)N * I);
+        add_bias(bc, a->up, p->w[FT_BLK_UP_BIAS], N, I);
+        be->ops->gelu_fwd(be, bc->dt, gelu_of(bc->config), a->act, a->up, (size_t)N * I);
     } else {
-        linear_fwd(m, a->gate, n, p->w[FT_BLK_GATE], N, I, H, 0.0f);
-        be->ops->swiglu_fwd(be, m->dt, a->act, a->gate, a->up, (size_t)N * I);
+        linear_fwd(bc, a->gate, n, p->w[FT_BLK_GATE], N, I, H, 0.0f);
+        be->ops->swiglu_fwd(be, bc->dt, a->act, a->gate, a->up, (size_t)N * I);
     }
-    linear_fwd(m, y, a->act, p->w[FT_BLK_DOWN], N, H, I, 1.0f);
-    add_bias(m, y, p->w[FT_BLK_DOWN_BIAS], N, H);
+    linear_fwd(bc, y, a->act, p->w[FT_BLK_DOWN], N, H, I, 1.0f);
+    add_bias(bc, y, p->w[FT_BLK_DOWN_BIAS], N, H);
 }
 
 /* Backward of mlp_fwd given dy: dn (+)= d/dn with beta_dn, weight and bias grads
  * accumulate. a->act is not needed after its weight gradient, so its buffer takes
  * d(act) (this block's activations are dead after its backward, or recomputed for
  * the next block with checkpointing). */
-static void mlp_bwd(ft_model *m, const ft_block_params *p, ft_block_grads *g, const void *n,
-                    ft_block_acts *a, const void *dy, void *dn, float beta_dn)
+static void mlp_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_grads *g,
+                    const void *n, ft_block_acts *a, const void *dy, void *dn, float beta_dn)
 {
-    ft_backend *be = m->be;
-    const ft_model_config *c = &m->layout.config;
-    const int N = m->in.tokens, H = c->hidden_size, I = c->intermediate_size;
-    ft_block_scratch *s = &m->scratch;
+    ft_backend *be = bc->be;
+    const ft_model_config *c = bc->config;
+    const int N = bc->tokens, H = c->hidden_size, I = c->intermediate_size;
+    ft_block_scratch *s = bc->scratch;
     void *dact = a->act;
-    bias_bwd(m, g->g[FT_BLK_DOWN_BIAS], dy, N, H);
-    linear_bwd(m, dact, g->g[FT_BLK_DOWN], dy, a->act, p->w[FT_BLK_DOWN], N, H, I, 0.0f);
+    bias_bwd(bc, g->g[FT_BLK_DOWN_BIAS], dy, N, H);
+    linear_bwd(bc, dact, g->g[FT_BLK_DOWN], dy, a->act, p->w[FT_BLK_DOWN], N, H, I, 0.0f);
     if (ft_model_family_of(c)->gelu_mlp) {
-        be->ops->gelu_bwd(be, m->dt, m->gelu, s->dup, dact, a->up, (size_t)N * I);
-        bias_bwd(m, g->g[FT_BLK_UP_BIAS], s->dup, N, I);
+        be->ops->gelu_bwd(be, bc->dt, gelu_of(bc->config), s->dup, dact, a->up, (size_t)N * I);
+        bias_bwd(bc, g->g[FT_BLK_UP_BIAS], s->dup, N, I);
     } else {
-        be->ops->swiglu_bwd(be, m->dt, s->dgate, s->dup, dact, a->gate, a->up, (size_t)N * I);
-        linear_bwd(m, dn, g->g[FT_BLK_GATE], s->dgate, n, p->w[FT_BLK_GATE], N, I, H, beta_dn);
+        be->ops->swiglu_bwd(be, bc->dt, s->dgate, s->dup, dact, a->gate, a->up, (size_t)N * I);
+        linear_bwd(bc, dn, g->g[FT_BLK_GATE], s->dgate, n, p->w[FT_BLK_GATE], N, I, H, beta_dn);
         beta_dn = 1.0f;
     }
-    linear_bwd(m, dn, g->g[FT_BLK_UP], s->dup, n, p->w[FT_BLK_UP], N, I, H, beta_dn);
+    linear_bwd(bc, dn, g->g[FT_BLK_UP], s->dup, n, p->w[FT_BLK_UP], N, I, H, beta_dn);
 }
 
-void ft_block_forward(ft_model *m, const ft_block_params *p, const void *x, void *y,
+void ft_block_forward(const ft_block_ctx *bc, const ft_block_params *p, const void *x, void *y,
                       ft_block_acts *a)
 {
-    ft_backend *be = m->be;
-    const ft_model_config *c = &m->layout.config;
+    ft_backend *be = bc->be;
+    const ft_model_config *c = bc->config;
     const ft_family_info *fam = ft_model_family_of(c);
-    const int N = m->in.tokens, H = c->hidden_size;
+    const int N = bc->tokens, H = c->hidden_size;
     const int Q = c->num_attention_heads * c->head_dim;
     const int KV = c->num_key_value_heads * c->head_dim;
-    const int32_t *seg = m->in.has_segments ? m->in.segment : NULL;
 
-    ft_model_norm_fwd(m, a->xn1, a->mean1, a->rstd1, x, p->w[FT_BLK_ATTN_NORM],
+    norm_fwd(bc, a->xn1, a->mean1, a->rstd1, x, p->w[FT_BLK_ATTN_NORM],
                       p->w[FT_BLK_ATTN_NORM_BIAS], N);
-    project_rotate(m, a->q, a->q_raw, a->rstd_q, a->xn1, p->w[FT_BLK_Q], p->w[FT_BLK_Q_BIAS],
+    project_rotate(bc, a->q, a->q_raw, a->rstd_q, a->xn1, p->w[FT_BLK_Q], p->w[FT_BLK_Q_BIAS],
                    p->w[FT_BLK_Q_NORM], c->num_attention_heads);
-    project_rotate(m, a->k, a->k_raw, a->rstd_k, a->xn1, p->w[FT_BLK_K], p->w[FT_BLK_K_BIAS],
+    project_rotate(bc, a->k, a->k_raw, a->rstd_k, a->xn1, p->w[FT_BLK_K], p->w[FT_BLK_K_BIAS],
                    p->w[FT_BLK_K_NORM], c->num_key_value_heads);
-    linear_fwd(m, a->v, a->xn1, p->w[FT_BLK_V], N, KV, H, 0.0f);
-    add_bias(m, a->v, p->w[FT_BLK_V_BIAS], N, KV);
-    be->ops->attention_fwd(be, m->dt, a->att, a->lse, a->q, a->k, a->v, seg, m->attn);
-    be->ops->copy(be, a->h, x, (size_t)N * H * m->esize);
-    linear_fwd(m, a->h, a->att, p->w[FT_BLK_O], N, H, Q, 1.0f);
-    add_bias(m, a->h, p->w[FT_BLK_O_BIAS], N, H);
+    linear_fwd(bc, a->v, a->xn1, p->w[FT_BLK_V], N, KV, H, 0.0f);
+    add_bias(bc, a->v, p->w[FT_BLK_V_BIAS], N, KV);
+    attend(bc, a->att, a->lse, a->q, a->k, a->v);
+    be->ops->copy(be, a->h, x, (size_t)N * H * ft_dtype_size(bc->dt));
+    linear_fwd(bc, a->h, a->att, p->w[FT_BLK_O], N, H, Q, 1.0f);
+    add_bias(bc, a->h, p->w[FT_BLK_O_BIAS], N, H);
 
     /* the MLP's input: Norm2(h), Norm2(x) (parallel), or Norm1(x) itself (shared) */
     const void *xn2 = a->xn1;
     if (!fam->shared_norm) {
         const void *mlp_in = ft_model_parallel_residual(c) ? x : a->h;
-        ft_model_norm_fwd(m, a->xn2, a->mean2, a->rstd2, mlp_in, p->w[FT_BLK_MLP_NORM],
+        norm_fwd(bc, a->xn2, a->mean2, a->rstd2, mlp_in, p->w[FT_BLK_MLP_NORM],
                           p->w[FT_BLK_MLP_NORM_BIAS], N);
         xn2 = a->xn2;
     }
-    be->ops->copy(be, y, a->h, (size_t)N * H * m->esize);
-    mlp_fwd(m, p, xn2, a, y);
+    be->ops->copy(be, y, a->h, (size_t)N * H * ft_dtype_size(bc->dt));
+    mlp_fwd(bc, p, xn2, a, y);
 }
 
-void ft_block_backward(ft_model *m, const ft_block_params *p, ft_block_grads *g, const void *x,
-                       ft_block_acts *a, const void *dy, void *dx)
+void ft_block_backward(const ft_block_ctx *bc, const ft_block_params *p, ft_block_grads *g,
+                       const void *x, ft_block_acts *a, const void *dy, void *dx)
 {
-    ft_backend *be = m->be;
-    const ft_model_config *c = &m->layout.config;
+    ft_backend *be = bc->be;
+    const ft_model_config *c = bc->config;
     const ft_family_info *fam = ft_model_family_of(c);
     const bool parallel = ft_model_parallel_residual(c);
-    const int N = m->in.tokens, H = c->hidden_size;
+    const int N = bc->tokens, H = c->hidden_size;
     const int Q = c->num_attention_heads * c->head_dim;
     const int KV = c->num_key_value_heads * c->head_dim;
-    const int32_t *seg = m->in.has_segments ? m->in.segment : NULL;
-    ft_block_scratch *s = &m->scratch;
-    const size_t NH = (size_t)N * H * m->esize;
+    ft_block_scratch *s = bc->scratch;
+    const size_t NH = (size_t)N * H * ft_dtype_size(bc->dt);
 
     /* MLP branch: y = h + MLP(n2). Its gradient wrt n2 lands in dxn; with a shared
      * norm it stays there and the attention's q/k/v gradients add to it. */
-    mlp_bwd(m, p, g, fam->shared_norm ? a->xn1 : a->xn2, a, dy, s->dxn, 0.0f);
+    mlp_bwd(bc, p, g, fam->shared_norm ? a->xn1 : a->xn2, a, dy, s->dxn, 0.0f);
     be->ops->copy(be, s->dh, dy, NH); /* residual path: dL/dh = dy (+ norm2 for sequential) */
     if (parallel) {
         /* y = x + attn + mlp: dx starts as dy, plus Norm2's backward wrt x when the
          * MLP has its own norm */
         be->ops->copy(be, dx, dy, NH);
         if (!fam->shared_norm)
-            ft_model_norm_bwd(m, dx, g->g[FT_BLK_MLP_NORM], g->g[FT_BLK_MLP_NORM_BIAS], s->dxn, x,
+            norm_bwd(bc, dx, g->g[FT_BLK_MLP_NORM], g->g[FT_BLK_MLP_NORM_BIAS], s->dxn, x,
                               p->w[FT_BLK_MLP_NORM], a->mean2, a->rstd2, N);
     } else {
-        ft_model_norm_bwd(m, s->dh, g->g[FT_BLK_MLP_NORM], g->g[FT_BLK_MLP_NORM_BIAS], s->dxn,
+        norm_bwd(bc, s->dh, g->g[FT_BLK_MLP_NORM], g->g[FT_BLK_MLP_NORM_BIAS], s->dxn,
                           a->h, p->w[FT_BLK_MLP_NORM], a->mean2, a->rstd2, N);
     }
 
     /* Attention branch: h = x + att Wo^T (+ bo) */
-    bias_bwd(m, g->g[FT_BLK_O_BIAS], s->dh, N, H);
-    linear_bwd(m, s->datt, g->g[FT_BLK_O], s->dh, a->att, p->w[FT_BLK_O], N, H, Q, 0.0f);
-    be->ops->attention_bwd(be, m->dt, s->dq, s->dk, s->dv, s->datt, a->att, a->lse, a->q, a->k, a->v,
-                           seg, m->attn);
+    bias_bwd(bc, g->g[FT_BLK_O_BIAS], s->dh, N, H);
+    linear_bwd(bc, s->datt, g->g[FT_BLK_O], s->dh, a->att, p->w[FT_BLK_O], N, H, Q, 0.0f);
+    be->ops->attention_bwd(be, bc->dt, s->dq, s->dk, s->dv, s->datt, a->att, a->lse, a->q, a->k,
+                           a->v, bc->segment, bc->attn);
     const float beta_q = fam->shared_norm ? 1.0f : 0.0f; /* keep the MLP's dn1 */
-    project_rotate_bwd(m, s->dxn, g->g[FT_BLK_Q], g->g[FT_BLK_Q_BIAS], g->g[FT_BLK_Q_NORM], s->dq,
+    project_rotate_bwd(bc, s->dxn, g->g[FT_BLK_Q], g->g[FT_BLK_Q_BIAS], g->g[FT_BLK_Q_NORM], s->dq,
                        s->dq_raw, a->q_raw, a->rstd_q, a->xn1, p->w[FT_BLK_Q],
                        p->w[FT_BLK_Q_NORM], c->num_attention_heads, beta_q);
-    project_rotate_bwd(m, s->dxn, g->g[FT_BLK_K], g->g[FT_BLK_K_BIAS], g->g[FT_BLK_K_NORM], s->dk,
+    project_rotate_bwd(bc, s->dxn, g->g[FT_BLK_K], g->g[FT_BLK_K_BIAS], g->g[FT_BLK_K_NORM], s->dk,
                        s->dk_raw, a->k_raw, a->rstd_k, a->xn1, p->w[FT_BLK_K],
                        p->w[FT_BLK_K_NORM], c->num_key_value_heads, 1.0f);
-    bias_bwd(m, g->g[FT_BLK_V_BIAS], s->dv, N, KV);
-    linear_bwd(m, s->dxn, g->g[FT_BLK_V], s->dv, a->xn1, p->w[FT_BLK_V], N, KV, H, 1.0f);
+    bias_bwd(bc, g->g[FT_BLK_V_BIAS], s->dv, N, KV);
+    linear_bwd(bc, s->dxn, g->g[FT_BLK_V], s->dv, a->xn1, p->w[FT_BLK_V], N, KV, H, 1.0f);
     if (!parallel)
         be->ops->copy(be, dx, s->dh, NH);
-    ft_model_norm_bwd(m, dx, g->g[FT_BLK_ATTN_NORM], g->g[FT_BLK_ATTN_NORM_BIAS], s->dxn, x,
+    norm_bwd(bc, dx, g->g[FT_BLK_ATTN_NORM], g->g[FT_BLK_ATTN_NORM_BIAS], s->dxn, x,
                       p->w[FT_BLK_ATTN_NORM], a->mean1, a->rstd1, N);
 }

@@ -26,6 +26,7 @@
  */
 #include <stdbool.h>
 
+#include "model/head_logits.h"
 #include "model/model_internal.h"
 
 void ft_head_norm(ft_model *m, const ft_head_params *p, const void *x)
@@ -35,13 +36,7 @@ void ft_head_norm(ft_model *m, const ft_head_params *p, const void *x)
 
 void ft_head_logits(ft_model *m, const ft_head_params *p, float *logits, const void *x, int rows)
 {
-    ft_backend *be = m->be;
-    const ft_model_config *c = &m->layout.config;
-    const int H = c->hidden_size, V = c->vocab_size;
-    be->ops->matmul(be, ft_model_gemm_to_f32(m), logits, x, p->w_out, rows, V, H, false, true,
-                    1.0f, 0.0f);
-    if (p->b_out)
-        be->ops->bias_add(be, m->dt, FT_DTYPE_F32, logits, p->b_out, rows, V);
+    ft_head_project(m->be, &m->layout.config, m->dt, logits, x, p->w_out, p->b_out, rows);
 }
 
 /* The rows of this micro-batch that have a target, as device index lists:

@@ -44,49 +44,16 @@ static int32_t *alloc_i32(ft_model *m, size_t n, int *failed)
     return alloc_bytes(m, n * sizeof(int32_t), failed);
 }
 
-static void alloc_block_acts(ft_model *m, ft_block_acts *a, size_t N, int *failed)
-{
-    const ft_model_config *c = &m->layout.config;
-    const size_t H = c->hidden_size, I = c->intermediate_size;
-    const size_t Q = (size_t)c->num_attention_heads * c->head_dim;
-    const size_t KV = (size_t)c->num_key_value_heads * c->head_dim;
-    a->xn1 = alloc_act(m, N * H, failed);
-    a->rstd1 = alloc_f32(m, N, failed);
-    a->q = alloc_act(m, N * Q, failed);
-    a->k = alloc_act(m, N * KV, failed);
-    a->v = alloc_act(m, N * KV, failed);
-    a->att = alloc_act(m, N * Q, failed);
-    a->lse = alloc_f32(m, N * (size_t)c->num_attention_heads, failed);
-    a->h = alloc_act(m, N * H, failed);
-    if (!ft_model_family_of(c)->shared_norm) {
-        a->xn2 = alloc_act(m, N * H, failed);
-        a->rstd2 = alloc_f32(m, N, failed);
-    }
-    if (ft_model_family_of(c)->layernorm) {
-        a->mean1 = alloc_f32(m, N, failed);
-        if (!ft_model_family_of(c)->shared_norm)
-            a->mean2 = alloc_f32(m, N, failed);
-    }
-    if (!ft_model_family_of(c)->gelu_mlp)
-        a->gate = alloc_act(m, N * I, failed);
-    a->up = alloc_act(m, N * I, failed);
-    a->act = alloc_act(m, N * I, failed);
-    if (ft_model_family_of(c)->qk_norm) {
-        a->q_raw = alloc_act(m, N * Q, failed);
-        a->k_raw = alloc_act(m, N * KV, failed);
-        a->rstd_q = alloc_f32(m, N * (size_t)c->num_attention_heads, failed);
-        a->rstd_k = alloc_f32(m, N * (size_t)c->num_key_value_heads, failed);
-    }
-}
+/* The block's allocations go through alloc_bytes too (the planner counts them). */
+typedef struct acts_alloc {
+    ft_model *m;
+    int failed;
+} acts_alloc;
 
-static void free_block_acts(ft_backend *be, ft_block_acts *a)
+static void *alloc_for_block(void *ctx, size_t bytes)
 {
-    void *bufs[] = { a->xn1, a->q,     a->k,     a->v,     a->att,   a->h,      a->xn2,
-                     a->gate, a->up,   a->act,   a->q_raw, a->k_raw, a->rstd1,  a->lse,
-                     a->rstd2, a->rstd_q, a->rstd_k, a->mean1, a->mean2 };
-    _Static_assert(sizeof bufs == sizeof *a, "free every buffer of ft_block_acts");
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        be->ops->free(be, bufs[i]);
+    acts_alloc *aa = ctx;
+    return alloc_bytes(aa->m, bytes, &aa->failed);
 }
 
 static size_t clamp_size(size_t v, size_t lo, size_t hi) { return v < lo ? lo : v > hi ? hi : v; }
@@ -152,8 +119,10 @@ static int allocate_buffers(ft_model *m)
         failed = 1;
     for (int l = 0; l <= L && !failed; l++)
         m->block_in[l] = alloc_act(m, N * H, &failed);
-    for (int i = 0; i < m->n_act_sets && !failed; i++)
-        alloc_block_acts(m, &m->acts[i], N, &failed);
+    for (int i = 0; i < m->n_act_sets && !failed; i++) {
+        acts_alloc aa = { m, 0 };
+        failed = ft_block_acts_alloc(&m->acts[i], c, m->dt, N, true, alloc_for_block, &aa);
+    }
 
     ft_block_scratch *s = &m->scratch;
     s->dh = alloc_act(m, N * H, &failed);
@@ -215,7 +184,6 @@ int ft_model_create(ft_model **out, const ft_model_layout *layout, ft_backend *b
                                .n_kv_heads = c->num_key_value_heads, .head_dim = c->head_dim,
                                .window = c->sliding_window };
 
-    m->gelu = c->gelu_tanh ? FT_GELU_TANH : FT_GELU_ERF;
     const size_t half = (size_t)ft_model_rot_dim(c) / 2;
     int failed = allocate_buffers(m);
     if (failed) {
@@ -255,7 +223,7 @@ void ft_model_free(ft_model *m)
             be->ops->free(be, m->block_in[l]);
     if (m->acts)
         for (int i = 0; i < m->n_act_sets; i++)
-            free_block_acts(be, &m->acts[i]);
+            ft_block_acts_free(be, &m->acts[i]);
     void **s = (void **)&m->scratch;
     for (size_t i = 0; i < sizeof m->scratch / sizeof(void *); i++)
         be->ops->free(be, s[i]);
@@ -379,6 +347,17 @@ static void announce_plan(ft_model *m, const ft_param_source *src, int train)
     src->plan(src->ctx, order, n);
 }
 
+/* The block's view of the model for the current micro-batch: the full-sequence
+ * attention of the staged batch. */
+static ft_block_ctx block_ctx(ft_model *m)
+{
+    return (ft_block_ctx){ .be = m->be, .config = &m->layout.config, .dt = m->dt, .gt = m->gt,
+                           .rope_cos = m->rope_cos, .rope_sin = m->rope_sin, .pos = m->in.pos,
+                           .tokens = m->in.tokens, .attn = m->attn,
+                           .segment = m->in.has_segments ? m->in.segment : NULL,
+                           .scratch = &m->scratch };
+}
+
 /* Embedding and blocks; leaves the head input in block_in[L]. */
 static void forward_blocks(ft_model *m, const ft_param_source *src)
 {
@@ -387,11 +366,12 @@ static void forward_blocks(ft_model *m, const ft_param_source *src)
     const void *emb = src->acquire(src->ctx, 0);
     m->be->ops->embedding_fwd(m->be, m->dt, m->block_in[0], emb, m->in.ids, m->in.tokens, H);
     src->release(src->ctx, 0);
+    const ft_block_ctx bc = block_ctx(m);
     for (int l = 0; l < L; l++) {
         const int u = ft_layout_block_unit(l);
         ft_block_params p;
-        ft_block_params_bind(m, &lay->units[u], src->acquire(src->ctx, u), &p);
-        ft_block_forward(m, &p, m->block_in[l], m->block_in[l + 1], acts_for(m, l));
+        ft_block_params_bind(&lay->units[u], m->dt, src->acquire(src->ctx, u), &p);
+        ft_block_forward(&bc, &p, m->block_in[l], m->block_in[l + 1], acts_for(m, l));
         src->release(src->ctx, u);
     }
 }
@@ -468,17 +448,18 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
     void *dy = m->dres[0], *dx = m->dres[1];
     *loss_sum = run_head(m, src, grad_scale, 1, dy);
 
+    const ft_block_ctx bc = block_ctx(m);
     for (int l = L - 1; l >= 0; l--) {
         const int u = ft_layout_block_unit(l);
         ft_block_params p;
         ft_block_grads g;
-        ft_block_params_bind(m, &lay->units[u], src->acquire(src->ctx, u), &p);
-        ft_block_grads_bind(m, &lay->units[u], src->grads(src->ctx, u), &g);
+        ft_block_params_bind(&lay->units[u], m->dt, src->acquire(src->ctx, u), &p);
+        ft_block_grads_bind(&lay->units[u], m->gt, src->grads(src->ctx, u), &g);
         ft_block_acts *a = acts_for(m, l);
         if (m->opt.activation_checkpointing) /* recompute from the saved input; the output
                                                  goes to dx, which is free until backward */
-            ft_block_forward(m, &p, m->block_in[l], dx, a);
-        ft_block_backward(m, &p, &g, m->block_in[l], a, dy, dx);
+            ft_block_forward(&bc, &p, m->block_in[l], dx, a);
+        ft_block_backward(&bc, &p, &g, m->block_in[l], a, dy, dx);
         src->grad_done(src->ctx, u);
         src->release(src->ctx, u);
         void *t = dy;

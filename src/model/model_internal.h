@@ -1,29 +1,11 @@
-/* Internals shared by the model's translation units (block, head, driver). */
+/* Internals of the model driver (model.c) and its head (head.c). The block
+ * (block.h) sees none of it: it runs on the narrow ft_block_ctx. */
 #ifndef FT_MODEL_MODEL_INTERNAL_H
 #define FT_MODEL_MODEL_INTERNAL_H
 
+#include "model/block.h"
 #include "model/family_norm.h"
 #include "model/model.h"
-
-/* What one block's forward keeps for its backward. Activations (void *) are stored
- * in the model's dtype; the statistics (float *) are always fp32. */
-typedef struct ft_block_acts {
-    void *xn1, *q, *k, *v;   /* attention-norm output; projections, q and k after RoPE */
-    void *att, *h, *xn2;     /* attention output, residual after attention, mlp-norm output */
-    void *gate, *up, *act;   /* SwiGLU inputs and output (GELU: up = pre-activation,
-                              * no gate) */
-    /* qk_norm families only (NULL otherwise): q and k before their per-head RMSNorm */
-    void *q_raw, *k_raw;
-    float *rstd1, *lse, *rstd2; /* 1/rms of the two norms, attention log-sum-exp */
-    float *rstd_q, *rstd_k;     /* qk_norm only: 1/rms per (token, head) */
-    float *mean1, *mean2;       /* LayerNorm families only: the norms' row means */
-} ft_block_acts;
-
-/* Gradient scratch of one block's backward (shared by all blocks), model dtype. */
-typedef struct ft_block_scratch {
-    void *dh, *dxn, *datt, *dq, *dk, *dv, *dgate, *dup; /* d(act) reuses acts.act */
-    void *dq_raw, *dk_raw; /* qk_norm only: gradients of q_raw, k_raw */
-} ft_block_scratch;
 
 /* Per-micro-batch inputs on the backend. */
 typedef struct ft_dev_batch {
@@ -44,7 +26,6 @@ struct ft_model {
     ft_dtype gt;                 /* the current source's grad_dtype (set per pass) */
     size_t gsize;                /* bytes per element of gt */
     float *rope_cos, *rope_sin;  /* [seq_len, rot_dim/2] */
-    ft_gelu_kind gelu;           /* GELU families: the activation's formula */
 
     ft_dev_batch in;
     int32_t *host_i32;           /* [max_tokens] staging for ids/targets/segment/pos */
@@ -74,28 +55,6 @@ struct ft_model {
     size_t act_bytes;
     int dry_run;                 /* count buffers, allocate none (planner) */
 };
-
-/* Block weights (model dtype) and gradients (fp32): pointers into a unit's flat
- * buffers. */
-typedef struct ft_block_params {
-    const void *w[FT_BLK_N_TENSORS];
-} ft_block_params;
-typedef struct ft_block_grads {
-    void *g[FT_BLK_N_TENSORS];
-} ft_block_grads;
-
-void ft_block_params_bind(const ft_model *m, const ft_unit_layout *u, const void *flat,
-                          ft_block_params *p);
-void ft_block_grads_bind(const ft_model *m, const ft_unit_layout *u, void *flat,
-                         ft_block_grads *g);
-
-/* y = block(x); activations into a. */
-void ft_block_forward(ft_model *m, const ft_block_params *p, const void *x, void *y,
-                      ft_block_acts *a);
-/* dx = d(loss)/dx given dy (overwrite), parameter grads accumulate into g; a->act is
- * overwritten (it carries d(act)). */
-void ft_block_backward(ft_model *m, const ft_block_params *p, ft_block_grads *g, const void *x,
-                       ft_block_acts *a, const void *dy, void *dx);
 
 /* The family's norm (model/family_norm.h) in the model's storage types. */
 static inline void ft_model_norm_fwd(const ft_model *m, void *y, float *mean, float *rstd,
@@ -133,15 +92,11 @@ void ft_head_logits(ft_model *m, const ft_head_params *p, float *logits, const v
 double ft_head_forward_backward(ft_model *m, const ft_head_params *p, ft_head_grads *g,
                                 const void *x, void *dx, float grad_scale, int train);
 
-/* The GEMM types of the model's matmuls: everything in the model's dtype, or the
- * product written in fp32 (logits). */
+/* The GEMM types of the model's matmuls: everything in the model's dtype (the
+ * logits' fp32 product: model/head_logits.h). */
 static inline ft_gemm_types ft_model_gemm(const ft_model *m)
 {
     return (ft_gemm_types){ m->dt, m->dt, m->dt };
-}
-static inline ft_gemm_types ft_model_gemm_to_f32(const ft_model *m)
-{
-    return (ft_gemm_types){ m->dt, m->dt, FT_DTYPE_F32 };
 }
 /* A weight gradient's GEMM: model-dtype operands into the source's gradient type. */
 static inline ft_gemm_types ft_model_gemm_to_grad(const ft_model *m)

@@ -61,7 +61,7 @@ static void plan_geometry(ft_engine *e)
 
 static void allocate_unit(ft_engine *e, engine_unit *eu)
 {
-    const int stage = e->opt.zero_stage, bf16 = e->opt.param_dtype == FT_DTYPE_BF16;
+    const int stage = e->opt.zero_stage, bf16 = e->opt.precision.has_master;
     const int offload = e->opt.offload_optimizer, bits = ft_engine_hands_bits(e);
     /* optimizer buffers span the shard length (stage >= 1) so gathers can read the
      * master directly, padding included */
@@ -90,7 +90,7 @@ static void allocate_unit(ft_engine *e, engine_unit *eu)
 
 static void allocate_pools(ft_engine *e)
 {
-    const int stage = e->opt.zero_stage, bf16 = e->opt.param_dtype == FT_DTYPE_BF16;
+    const int stage = e->opt.zero_stage, bf16 = e->opt.precision.has_master;
     const int bits = ft_engine_hands_bits(e);
     ft_engine_memory *m = &e->mem;
     e->stage_f32 = ft_engine_alloc(e, e->max_shard * sizeof(float), &m->scratch);
@@ -119,7 +119,7 @@ static void allocate_pools(ft_engine *e)
                                                     &m->gathered);
         }
     }
-    const int rbf16 = e->opt.reduce_bf16;
+    const int rbf16 = (e->opt.precision.reduction == FT_DTYPE_BF16);
     if (stage <= 1 && rbf16)
         e->grad_bits = ft_engine_alloc(e, e->max_padded * sizeof(uint16_t), &m->scratch);
     for (int i = 0; i < e->n_grad; i++) {
@@ -144,8 +144,8 @@ int ft_engine_create(ft_engine **out, const ft_model_layout *layout, ft_backend 
     *out = NULL;
     if (opt->zero_stage < 0 || opt->zero_stage > 3)
         return ft_fail(err, "zero_stage %d: must be 0, 1, 2 or 3", opt->zero_stage);
-    if (opt->model_dtype == FT_DTYPE_BF16 && opt->param_dtype != FT_DTYPE_BF16)
-        return ft_fail(err, "bf16 model parameters need param_dtype bf16 (an fp32 master)");
+    if (opt->precision.weights == FT_DTYPE_BF16 && !opt->precision.has_master)
+        return ft_fail(err, "bf16 model parameters need bf16 working parameters (an fp32 master)");
     ft_engine *e = calloc(1, sizeof *e);
     if (!e)
         return ft_fail(err, "out of host memory");

@@ -9,9 +9,10 @@
  * unit by unit around their use and freed after). See engine_internal.h for what
  * each stage keeps.
  *
- * Precision. With param_dtype = bf16 the optimizer updates an fp32 master copy and
- * the working parameters are its bf16 rounding (the values the model sees are exactly
- * bf16 values). model_dtype says how they are handed to the model: fp32 values (stage 3
+ * Precision (ft_engine_options.precision, the run's policy). With params = bf16 the
+ * optimizer updates an fp32 master copy and the working parameters are its bf16
+ * rounding (the values the model sees are exactly bf16 values). weights says how
+ * they are handed to the model: fp32 values (stage 3
  * then stores and gathers bf16 bits and widens them), or bf16 bits (the mixed-precision
  * recipe: resident units and gathers hold bits only, and stage 3 makes each rank's bits
  * from its master shard at gather time instead of storing them). Gradients are fp32.
@@ -33,16 +34,15 @@ typedef struct ft_engine ft_engine;
 
 typedef struct ft_engine_options {
     int zero_stage;
-    ft_dtype param_dtype;
-    /* storage of the parameters the source hands out: fp32, or bf16 (needs param_dtype
-     * bf16) */
-    ft_dtype model_dtype;
+    /* the run's precision policy (util/precision.h): params (the working values;
+     * bf16 with an fp32 master), weights (how the source hands them out: fp32, or
+     * bf16 bits, which needs params bf16) and reduction (bf16: half the bytes, partial
+     * sums rounded to bf16) */
+    ft_precision precision;
     ft_optimizer_type optimizer;
     /* fp32 master and optimizer moments in host memory, updated by the CPU; the
      * device keeps working parameters and gradients only */
     bool offload_optimizer;
-    /* reduce gradients as bf16 (half the bytes; partial sums rounded to bf16) */
-    bool reduce_bf16;
 } ft_engine_options;
 
 /* Bytes of model state this rank holds, by kind. */

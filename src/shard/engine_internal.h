@@ -8,12 +8,12 @@
  *   stage 0: full params [n_pad], full grads [n_pad], optimizer state over [0, n)
  *   stage 1: full params, full grads, optimizer state and master over the own slice
  *   stage 2: full params, grad shard [S], optimizer state over the own slice
- *   stage 3: param shard [S] (bf16 bits when param_dtype = bf16, else the master;
+ *   stage 3: param shard [S] (bf16 bits when precision.params = bf16, else the master;
  *            none when the model takes bf16 bits and the master is on the device:
  *            the bits are made from it at gather time), grad shard [S], optimizer
  *            state over the own slice; full units exist only while gathered, in a
  *            pool of gather buffers
- * With model_dtype bf16 the resident units (stages 0-2) and the gathered units hold
+ * With precision.weights bf16 the resident units (stages 0-2) and the gathered units hold
  * bf16 bits only.
  * Stages 2 and 3 accumulate gradients in transient full-unit buffers that are
  * reduce-scattered into the shard when the model reports the unit done (grad_done).
@@ -34,7 +34,7 @@
 typedef struct engine_unit {
     size_t numel, padded, shard; /* n, n_pad, S */
     size_t opt_begin, opt_end;   /* range of the unit this rank's optimizer updates */
-    void *full;        /* stages 0-2: resident working params [n_pad], model_dtype */
+    void *full;        /* stages 0-2: resident working params [n_pad], precision.weights */
     float *master;     /* fp32 master over [opt_begin, opt_end) (stage 0: only for bf16 or
                           offload); in host memory with offload */
     uint16_t *shard_bf16; /* stage 3 + bf16: working param shard [S] */
@@ -51,8 +51,8 @@ typedef struct gather_slot {
     int unit;           /* -1 when empty */
     int refs;           /* acquires not yet released */
     slot_state state;
-    float *params;      /* [max n_pad] fp32 (model_dtype fp32) */
-    uint16_t *bits;     /* [max n_pad] bf16: the gather itself (param_dtype bf16), widened
+    float *params;      /* [max n_pad] fp32 (precision.weights fp32) */
+    uint16_t *bits;     /* [max n_pad] bf16: the gather itself (precision.params bf16), widened
                            into params unless the model takes bits */
     ft_comm_request *req;
     unsigned long last_use;
@@ -105,7 +105,7 @@ void *ft_engine_alloc(ft_engine *e, size_t bytes, size_t *counter);
 /* The model takes bf16 bits (the mixed-precision recipe). */
 static inline int ft_engine_hands_bits(const ft_engine *e)
 {
-    return e->opt.model_dtype == FT_DTYPE_BF16;
+    return e->opt.precision.weights == FT_DTYPE_BF16;
 }
 
 /* Stages 2-3 with a bf16 reduction under the recipe: the model writes each unit's
@@ -114,7 +114,7 @@ static inline int ft_engine_hands_bits(const ft_engine *e)
  * accumulates micro-batches in fp32. */
 static inline int ft_engine_bf16_grad_staging(const ft_engine *e)
 {
-    return e->opt.zero_stage >= 2 && e->opt.reduce_bf16 && ft_engine_hands_bits(e);
+    return e->opt.zero_stage >= 2 && (e->opt.precision.reduction == FT_DTYPE_BF16) && ft_engine_hands_bits(e);
 }
 
 /* Starts the all-gather of unit u's working bf16 bits into dst[n_pad]: from the

@@ -69,7 +69,7 @@ int ft_engine_start_bits_gather(ft_engine *e, int unit, uint16_t *dst, ft_comm_r
 uint16_t *ft_engine_update_bits(ft_engine *e, int unit)
 {
     engine_unit *eu = &e->units[unit];
-    if (e->opt.param_dtype != FT_DTYPE_BF16 || e->opt.offload_optimizer)
+    if (!e->opt.precision.has_master || e->opt.offload_optimizer)
         return NULL;
     switch (e->opt.zero_stage) {
     case 0: /* the whole unit: full's bits, or the bits widened into full */
@@ -87,7 +87,7 @@ static int publish(ft_engine *e, int unit, int bits_ready, ft_error *err)
 {
     engine_unit *eu = &e->units[unit];
     ft_backend *be = e->be;
-    const int bf16 = e->opt.param_dtype == FT_DTYPE_BF16, bits = ft_engine_hands_bits(e);
+    const int bf16 = e->opt.precision.has_master, bits = ft_engine_hands_bits(e);
     const float *master = ft_engine_device_master(e, unit);
     switch (e->opt.zero_stage) {
     case 0: /* fp32 without offload: the optimizer updated full in place */
@@ -145,16 +145,19 @@ static int adopt_own_slice(ft_engine *e, int u, const float *host, ft_error *err
     if (e->opt.zero_stage == 0 && ft_engine_hands_bits(e)) {
         /* the fp32 unit goes to the master (padded); full holds only bits */
         float *dst = e->opt.offload_optimizer ? e->dev_master : eu->master;
-        be->ops->upload(be, e->stage_f32, host, eu->shard * sizeof(float));
+        if (host != e->stage_f32) /* slice_target may have put it there */
+            be->ops->upload(be, e->stage_f32, host, eu->shard * sizeof(float));
         be->ops->sync(be);
         if (gather_f32(e, dst, e->stage_f32, eu->shard, err))
             return -1;
         if (e->opt.offload_optimizer)
             be->ops->download(be, eu->master, dst, eu->numel * sizeof(float));
     } else if (e->opt.zero_stage == 0) {
-        be->ops->upload(be, e->stage_f32, host, eu->shard * sizeof(float));
+        if (host != e->stage_f32 && host != eu->full)
+            be->ops->upload(be, e->stage_f32, host, eu->shard * sizeof(float));
         be->ops->sync(be);
-        if (gather_f32(e, eu->full, e->stage_f32, eu->shard, err))
+        /* one rank's slice is the unit: slice_target wrote it in place */
+        if (host != eu->full && gather_f32(e, eu->full, e->stage_f32, eu->shard, err))
             return -1;
         if (eu->master && e->opt.offload_optimizer)
             be->ops->download(be, eu->master, eu->full, eu->numel * sizeof(float));
@@ -170,10 +173,19 @@ typedef int (*slice_source)(ft_engine *e, int u, size_t begin, size_t end, float
                             void *ctx, ft_error *err);
 
 /* Where unit u's own slice is assembled: the fp32 master shard itself when it lives
- * in host memory (no staging copy), else the host buffer. */
+ * in host memory (no staging copy); at stage 0 on a host backend, the staging buffer
+ * the gather reads, or with one rank the unit's parameters (a 1 GiB embedding would
+ * otherwise be written two or three times and each buffer's pages faulted in: on a VM
+ * where a first touch costs ~2 s a GiB, most of a 384 M model's start-up); else the
+ * host buffer. */
 static float *slice_target(ft_engine *e, engine_unit *eu, float *host)
 {
-    return e->opt.zero_stage > 0 && eu->master && e->opt_be->device < 0 ? eu->master : host;
+    if (e->opt.zero_stage > 0 && eu->master && e->opt_be->device < 0)
+        return eu->master;
+    if (e->opt.zero_stage == 0 && e->be->device < 0)
+        /* alone at stage 0 with fp32 parameters, the slice is the unit itself */
+        return e->size == 1 && !ft_engine_hands_bits(e) ? eu->full : e->stage_f32;
+    return host;
 }
 
 static int fill_from(ft_engine *e, slice_source src, void *ctx, ft_error *err)
@@ -267,7 +279,7 @@ int ft_engine_load(ft_engine *e, const ft_h5file *f, const char *group, ft_error
 bool ft_engine_has_field(const ft_engine *e, ft_state_field field)
 {
     switch (field) {
-    case FT_STATE_MASTER: return e->opt.param_dtype == FT_DTYPE_BF16;
+    case FT_STATE_MASTER: return e->opt.precision.has_master;
     case FT_STATE_V: return e->opt.optimizer == FT_OPT_ADAMW;
     default: return true;
     }
@@ -441,7 +453,7 @@ int ft_engine_download_params(ft_engine *e, int unit, float *host, ft_error *err
     float *tmp = be->ops->alloc(be, eu->padded * sizeof(float));
     if (!tmp)
         return ft_fail(err, "out of memory gathering unit %d", unit);
-    int rc = e->opt.param_dtype == FT_DTYPE_BF16
+    int rc = e->opt.precision.has_master
                  ? gather_bf16(e, tmp, eu->shard_bf16, eu->shard, err)
                  : gather_f32(e, tmp, eu->dev_shard ? eu->dev_shard : eu->master, eu->shard, err);
     if (!rc)

@@ -38,11 +38,9 @@ static int plan_seq_len(const ft_run_config *cfg, int given, int *seq_len, ft_er
 
 ft_engine_options ft_run_engine_options(const ft_run_config *cfg)
 {
-    return (ft_engine_options){ .zero_stage = cfg->zero_stage, .param_dtype = cfg->param_dtype,
-                                .model_dtype = cfg->precision,
+    return (ft_engine_options){ .zero_stage = cfg->zero_stage, .precision = cfg->numerics,
                                 .optimizer = cfg->optimizer.type,
-                                .offload_optimizer = cfg->offload_optimizer,
-                                .reduce_bf16 = cfg->grad_reduce_dtype == FT_DTYPE_BF16 };
+                                .offload_optimizer = cfg->offload_optimizer };
 }
 
 size_t ft_run_head_budget(const ft_run_config *cfg, double device_bytes)
@@ -59,7 +57,7 @@ ft_model_options ft_run_model_options(const ft_run_config *cfg, int T, double de
     return (ft_model_options){ .max_batch = cfg->micro_batch_size, .seq_len = T,
                                .activation_checkpointing = cfg->activation_checkpointing,
                                .head_budget_bytes = ft_run_head_budget(cfg, device_bytes),
-                               .dtype = cfg->precision };
+                               .dtype = cfg->numerics.activations };
 }
 
 int ft_plan_rank_bytes(const ft_model_layout *layout, const ft_run_config *cfg, int P, int T,
@@ -90,10 +88,10 @@ int ft_plan_print(FILE *out, const ft_run_config *cfg, const ft_plan_options *po
             "ftmpi plan: %s on %d rank%s: %.3f B parameters, micro-batch %d x seq_len %d, "
             "precision %s, param_dtype %s, %s\n",
             cfg->path, P, P > 1 ? "s" : "", ft_model_config_param_count(&mc) / 1e9,
-            cfg->micro_batch_size, T, ft_dtype_name(cfg->precision),
-            ft_dtype_name(cfg->param_dtype), cfg->optimizer.type == FT_OPT_ADAMW ? "AdamW" : "SGD");
+            cfg->micro_batch_size, T, ft_dtype_name(cfg->numerics.weights),
+            ft_dtype_name(cfg->numerics.params), cfg->optimizer.type == FT_OPT_ADAMW ? "AdamW" : "SGD");
     fprintf(out, "GiB per rank (rank 0; activations in %s); * = this config; fits = device "
-                 "total <= %.1f GiB\n", ft_dtype_name(cfg->precision), po->device_gib);
+                 "total <= %.1f GiB\n", ft_dtype_name(cfg->numerics.activations), po->device_gib);
     fprintf(out, "  stage offload ckpt |   params    grads optimizer gathered activations |"
                  "   device     host | fits\n");
     int rc = 0;

@@ -22,6 +22,7 @@
 #include "train/finite_guard.h"
 #include "train/loader.h"
 #include "train/metrics.h"
+#include "train/mfu.h"
 #include "train/plan.h"
 #include "train/preflight.h"
 #include "train/run_length.h"
@@ -145,43 +146,32 @@ static void print_startup(ft_trainer *t)
     fflush(t->out);
 }
 
-/* Model FLOPs per trained token, the usual estimate: 6 per matmul parameter (forward
- * 2, backward 4) plus attention 6 * L * heads * head_dim * T (QK^T and PV, forward and
- * backward, counted without the causal halving). The embedding lookup is no matmul;
- * a tied output projection is. */
-static double flops_per_token(const ft_model_config *c, int T)
+/* Once: what MFU divides by and where the peak comes from (train/mfu.h), and the
+ * start-up phases so far. */
+static void print_mfu_basis(ft_trainer *t, const ft_peak *peak)
 {
-    double n = (double)ft_model_config_param_count(c);
-    if (!c->tie_word_embeddings)
-        n -= (double)c->vocab_size * c->hidden_size;
-    return 6.0 * n + 6.0 * c->num_hidden_layers * c->num_attention_heads * c->head_dim * (double)T;
-}
-
-/* Best of three 1024^3 matmuls on this rank's backend in the recipe's dtype (the
- * peak MFU refers to when no peak_tflops is configured: bf16 tensor cores for the bf16
- * recipe on a GPU). */
-static double measure_matmul_flops(ft_backend *be, ft_dtype dt)
-{
-    const int n = 1024;
-    const ft_gemm_types types = { dt, dt, dt };
-    void *a = be->ops->alloc(be, (size_t)n * n * ft_dtype_size(dt));
-    void *c = be->ops->alloc(be, (size_t)n * n * ft_dtype_size(dt));
-    double best = 0.0;
-    if (a && c)
-        for (int rep = 0; rep < 3; rep++) {
-            double t0 = ft_world_seconds();
-            be->ops->matmul(be, types, c, a, a, n, n, n, false, true, 1.0f, 0.0f);
-            be->ops->sync(be);
-            double f = 2.0 * n * n * (double)n / (ft_world_seconds() - t0);
-            if (f > best)
-                best = f;
-        }
-    be->ops->free(be, a);
-    be->ops->free(be, c);
-    /* the probe's buffers are gone before any model state exists: the high-water mark
-     * that is reported (and that the planner predicts) starts after them */
-    be->peak_bytes = be->bytes_in_use;
-    return best;
+    if (!t->out)
+        return;
+    const ft_model_config *c = &t->layout.config;
+    const double T = t->seq_len, W = c->sliding_window;
+    /* visible keys per query of a full-length causal row, for the reader's estimate */
+    const double keys = W > 0 && W < T ? W - W * (W - 1) / (2 * T) : (T + 1) / 2;
+    fprintf(t->out,
+            "ftmpi: model FLOPs per token %.3g = 6 x %lld matmul params + %.3g per visible key "
+            "(%.0f keys a query in a one-document row)\n",
+            t->flops_per_token + t->flops_per_key * keys, ft_mfu_matmul_params(&t->layout),
+            t->flops_per_key, keys);
+    if (peak->flops > 0)
+        fprintf(t->out, "ftmpi: MFU peak %.4g TFLOP/s per rank (%s)\n", peak->flops / 1e12,
+                peak->source);
+    else
+        fprintf(t->out, "ftmpi: %s\n", peak->source);
+    if (t->startup) {
+        char line[512];
+        ft_startup_format(t->startup, line, sizeof line);
+        fprintf(t->out, "ftmpi: %s\n", line);
+    }
+    fflush(t->out);
 }
 
 /* One line per rank, printed in rank order by rank 0. */
@@ -261,7 +251,8 @@ static int read_best_eval(ft_trainer *t, bool resumed, ft_error *err)
 }
 
 int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FILE *out,
-                     bool eval_only, ft_watchdog *watchdog, ft_error *err)
+                     bool eval_only, ft_watchdog *watchdog, ft_startup_timer *startup,
+                     ft_error *err)
 {
     memset(t, 0, sizeof *t);
     t->watchdog = watchdog; /* main's: set-up is watched too (collective opens, loading) */
@@ -269,6 +260,7 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     t->cfg = cfg;
     t->comm = comm;
     t->out = comm->rank == 0 ? out : NULL;
+    t->startup = startup;
 
     t->dev_comm = comm;
     if (strcmp(cfg->device, "cpu") == 0) {
@@ -281,9 +273,7 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
             return ft_fail_context(err, "device \"cuda\" on rank %d (node-local rank %d)",
                                    comm->rank, comm->local_rank);
     }
-    enter_phase(t, "measuring the matmul peak");
-    /* before any model state exists; its buffers do not count toward the reported peak */
-    t->peak_flops = cfg->peak_tflops > 0 ? cfg->peak_tflops * 1e12 : measure_matmul_flops(t->be, cfg->precision);
+    ft_startup_mark(t->startup, "backend");
     enter_phase(t, "opening model.weights and data.train (collective)");
     /* start-up facts every rank meets alike end the job with one line and exit 2 */
     if (ft_agree_config(MPI_COMM_WORLD, resolve_model_shape(t, err), err) ||
@@ -326,6 +316,7 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
         return -1;
     }
 
+    ft_startup_mark(t->startup, "open");
     enter_phase(t, "checking data.eval, final_weights, checkpoint_dir");
     if ((cfg->eval_data && ft_preflight_eval_data(t, err)) ||
         (cfg->final_weights && ft_preflight_final_weights(t, err)))
@@ -339,11 +330,13 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
         return -1;
     if (t->be->host_memory && ft_preflight_host_memory(t, err))
         return -1;
+    ft_startup_mark(t->startup, "checks");
     enter_phase(t, "creating the engine and the model");
     int rc = ft_engine_create(&t->engine, &t->layout, t->be, t->dev_comm, &eo, err) ||
              ft_model_create(&t->model, &t->layout, t->be, &mo, err);
     rc = ft_agree(MPI_COMM_WORLD, rc, err); /* no rank may go on alone into the loads */
     const bool resumed = resume_path != NULL;
+    ft_startup_mark(t->startup, "allocate");
     if (!rc && resume_path) {
         ft_ckpt_position pos;
         bool direct = false;
@@ -368,14 +361,18 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
         }
         if (rc)
             ft_fail_context(err, "resume");
+        ft_startup_mark(t->startup, "resume");
     } else if (!rc) {
         enter_phase(t, "loading model.weights or initializing (collective)");
         rc = ft_agree_config(MPI_COMM_WORLD, load_parameters(t, err), err);
+        ft_startup_mark(t->startup, cfg->model_weights ? "load" : "init");
     }
     t->last_ckpt_step = !rc && resume_path ? t->start_step : -1;
-    if (!rc && (resume_path || cfg->model_weights)) /* never train from NaN (finite_guard.h) */
+    if (!rc && (resume_path || cfg->model_weights)) { /* never train from NaN (finite_guard.h) */
         rc = ft_guard_after_load(t->engine, &t->layout, resume_path ? resume_path
                                  : cfg->model_weights, cfg->allow_nonfinite, t->out, &t->last_ckpt_step, err);
+        ft_startup_mark(t->startup, "finite");
+    }
     free(resume_path);
     if (rc)
         return -1;
@@ -392,7 +389,12 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
         return ft_fail(err, "out of host memory for the batch buffers");
     if (cfg->log_ranks && log_rank_placement(t, err))
         return -1;
-    t->flops_per_token = flops_per_token(&t->layout.config, t->seq_len);
+    t->flops_per_token = 6.0 * (double)ft_mfu_matmul_params(&t->layout);
+    t->flops_per_key = ft_mfu_flops_per_key(&t->layout.config);
+    ft_peak peak;
+    ft_mfu_choose_peak(cfg->peak_tflops, t->be->host_memory, t->be->device_name, cfg->numerics.weights,
+                       &peak);
+    t->peak_flops = peak.flops;
     if (comm->rank == 0 && cfg->metrics_file && !(t->metrics = ft_metrics_open(cfg->metrics_file)))
         return ft_fail(err, "metrics_file %s: cannot open for appending", cfg->metrics_file);
     const bool terminal = comm->rank == 0 && ft_progress_stderr_is_terminal();
@@ -403,7 +405,9 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
                                      ? ft_tb_open(&t->tb, cfg->tensorboard_dir, err) : 0, err) ||
         ft_agree(MPI_COMM_WORLD, read_best_eval(t, resumed, err), err))
         return -1;
+    ft_startup_mark(t->startup, "loader");
     print_startup(t);
+    print_mfu_basis(t, &peak);
     return 0;
 }
 
@@ -473,9 +477,14 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
 
     /* Every token's gradient is scaled by 1 / (targets in the global batch), so the
      * summed gradient is that of the global mean loss, whatever P and accum are. */
-    int64_t n_global = count_targets(loss_mask, R, W);
-    if (t->comm->ops->all_reduce_i64_sum(t->comm, &n_global, 1, err))
+    /* with the visible (query, key) pairs, for MFU (train/mfu.h), in the same reduction */
+    int64_t counts[2] = { count_targets(loss_mask, R, W),
+                          ft_mfu_visible_keys(segment, R, W, t->seq_len,
+                                              t->layout.config.sliding_window) };
+    if (t->comm->ops->all_reduce_i64_sum(t->comm, counts, 2, err))
         return -1;
+    const int64_t n_global = counts[0];
+    st->visible_keys = counts[1];
     float grad_scale = n_global > 0 ? 1.0f / (float)n_global : 0.0f;
     const char *fault = getenv("FTMPI_FAULT"); /* test hook: nan:<step> poisons a gradient */
     if (fault && !strncmp(fault, "nan:", 4) && atol(fault + 4) == step + 1)
@@ -631,18 +640,23 @@ static double peak_mib(ft_trainer *t)
 static void log_step(ft_trainer *t, const ft_step_record *r, double comm_wait_s)
 {
     ft_progress_clear(&t->progress);
-    char eta[32], mem[32], comm[32], epoch[48] = "";
+    char eta[32], mem[32], comm[32], epoch[48] = "", mfu[32];
     ft_format_duration(eta, sizeof eta, r->eta_s);
     ft_format_bytes(mem, sizeof mem, r->peak_mem_mib * 1024.0 * 1024.0);
     ft_format_bytes(comm, sizeof comm, (double)r->comm_bytes); /* exact: the metrics file */
     if (r->num_epochs > 0)
         snprintf(epoch, sizeof epoch, " | epoch %.2f/%g", r->epoch, r->num_epochs);
+    /* "-" where no peak is known (train/mfu.h) */
+    if (isfinite(r->mfu))
+        snprintf(mfu, sizeof mfu, "%.1f%%", 100.0 * r->mfu);
+    else
+        snprintf(mfu, sizeof mfu, "-");
     fprintf(t->out,
-            "step %6ld/%ld%s | loss %.4f | lr %.3e | grad_norm %.4f | tok/s %.0f | mfu %.1f%% | "
+            "step %6ld/%ld%s | loss %.4f | lr %.3e | grad_norm %.4f | tok/s %.0f | mfu %s | "
             "step %.3fs | data %.3fs | elapsed %.1fs | eta %s | peak_mem %s | "
             "comm_wait %.3fs | comm %s\n",
             r->step, r->max_steps, epoch, r->loss, r->lr, r->grad_norm, r->tokens_per_s,
-            100.0 * r->mfu, r->step_s, r->data_wait_s, r->elapsed_s, eta, mem, comm_wait_s, comm);
+            mfu, r->step_s, r->data_wait_s, r->elapsed_s, eta, mem, comm_wait_s, comm);
     fflush(t->out);
 }
 
@@ -765,8 +779,9 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
             .eta_s = elapsed / (double)(step + 1 - t->start_step) *
                      (double)(cfg->max_steps - step - 1),
         };
-        r.mfu = t->peak_flops > 0 ? r.tokens_per_s * t->flops_per_token /
-                                        (t->peak_flops * t->comm->size)
+        const double step_flops = tokens_per_step * t->flops_per_token +
+                                  (double)st.visible_keys * t->flops_per_key;
+        r.mfu = t->peak_flops > 0 ? step_flops / (st.seconds * t->peak_flops * t->comm->size)
                                   : NAN;
         const bool logged =
             cfg->log_every > 0 && ((step + 1) % cfg->log_every == 0 || last || step == 0);

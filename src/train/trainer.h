@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "shard/engine.h"
 #include "train/data_order.h"
+#include "train/startup_timer.h"
 #include "train/progress.h"
 #include "train/finite_guard.h"
 
@@ -39,8 +40,10 @@ typedef struct ft_trainer {
     FILE *out;           /* log stream (rank 0), NULL elsewhere */
     struct ft_metrics *metrics; /* metrics JSONL (rank 0), NULL when not configured */
     struct ft_watchdog *watchdog;
-    double peak_flops;   /* per rank, for MFU */
-    double flops_per_token;
+    double peak_flops;   /* per rank, for MFU; 0: unknown, MFU not shown (train/mfu.h) */
+    double flops_per_token; /* 6 N: the model FLOPs of a token outside attention */
+    double flops_per_key;   /* 12 L H d: per visible (query, key) pair */
+    ft_startup_timer *startup; /* main's, NULL when not timed */
     int stopped_by_signal; /* 0, or the exit code a stop signal calls for */
     int ckpt_lock_fd;      /* rank 0: checkpoint_dir's lock (train/ckpt_dir.h), or -1 */
     long no_target_steps;  /* steps whose global batch had no target token */
@@ -66,12 +69,14 @@ typedef struct ft_step_stats {
     double data_wait;    /* seconds reading this step's rows */
     int skipped;         /* non-finite loss or gradient: no update was applied */
     double comm_wait;    /* seconds this rank blocked waiting for collectives */
+    int64_t visible_keys; /* (query, key) pairs the masks let through, all ranks' rows */
 } ft_step_stats;
 
 /* eval_only: the run writes no checkpoint, so it neither takes checkpoint_dir's lock
  * (it may read a running job's checkpoints) nor needs the directory writable. */
 int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FILE *out,
-                     bool eval_only, struct ft_watchdog *watchdog, ft_error *err);
+                     bool eval_only, struct ft_watchdog *watchdog,
+                     ft_startup_timer *startup, ft_error *err);
 void ft_trainer_free(ft_trainer *t);
 
 /* Runs optimizer step number `step` (0-based). */

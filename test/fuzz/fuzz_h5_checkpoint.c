@@ -37,8 +37,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     MPI_Init(argc, argv);
     ft_error err;
-    const ft_engine_options opt = { .zero_stage = 0, .param_dtype = FT_DTYPE_F32,
-                                    .optimizer = FT_OPT_ADAMW };
+    const ft_engine_options opt = {
+        .zero_stage = 0,
+        .precision = ft_precision_resolve(FT_DTYPE_F32, FT_DTYPE_F32, FT_DTYPE_F32),
+        .optimizer = FT_OPT_ADAMW };
     if (ft_model_layout_build(&layout, &tiny, &err) || ft_backend_cpu_create(&be, &err) ||
         ft_comm_mpi_create(&comm, &err) ||
         ft_engine_create(&engine, &layout, be, comm, &opt, &err) ||

@@ -7,7 +7,14 @@
  * the three Hugging Face golden weights files (untied, tied, Llama 3.1 RoPE
  * scaling). Also: prefill in chunks equals prefill at once; a reset decoder repeats
  * itself bit for bit; ft_generate equals the hand-written loop and stops at stop
- * ids, at max_new_tokens and when the context is full. */
+ * ids, at max_new_tokens and when the context is full.
+ *
+ * bf16: parameters stored in bf16 (a bf16 checkpoint) decode in bf16; the cached
+ * decode's logits then equal the trainer's bf16 forward within bf16 tolerance
+ * (BF16_REL of max|logit|: the two attentions sum in other orders before the one
+ * rounding of their bf16 output, and the difference propagates through the
+ * layers), and differ from the fp32 decode of the same values by more than that
+ * tolerance's floor (the decode really ran in bf16). */
 #include <math.h>
 #include <mpi.h>
 #include <setjmp.h>
@@ -22,12 +29,15 @@
 #include "generate/gen_params.h"
 #include "generate/generate.h"
 #include "generate/sampler.h"
+#include "util/bf16.h"
 #include "util/rng.h"
 
 #define LOGIT_REL 1e-5
 #define LOGIT_ABS 1e-6
+#define BF16_REL 2e-2
 
 static ft_backend *be;
+static double logit_rel = LOGIT_REL, logit_abs = LOGIT_ABS; /* the precision's tolerance */
 
 static ft_gen_params *load_hf(const char *name)
 {
@@ -41,12 +51,18 @@ static ft_gen_params *load_hf(const char *name)
     return p;
 }
 
-static ft_gen_params *random_tiny(void)
+static ft_gen_params *random_tiny_as(ft_dtype dt)
 {
     ft_model_config c = test_tiny_config();
     ft_gen_params *p;
     ft_error err;
-    TEST_CHECK_OK(ft_gen_params_init_random(&p, &c, 11, 0.2, be, &err), &err);
+    TEST_CHECK_OK(ft_gen_params_init_random(&p, &c, 11, 0.2, dt, be, &err), &err);
+    return p;
+}
+
+static ft_gen_params *random_tiny(void)
+{
+    ft_gen_params *p = random_tiny_as(FT_DTYPE_F32);
     return p;
 }
 
@@ -62,7 +78,7 @@ static void cached_greedy(ft_gen_params *p, const int32_t *prompt, int P, int N,
 {
     const int V = p->layout.config.vocab_size;
     ft_param_source src = ft_gen_params_source(p);
-    ft_decoder_options o = { .capacity = P + N, .max_chunk = chunk };
+    ft_decoder_options o = { .capacity = P + N, .max_chunk = chunk, .dtype = p->dtype };
     ft_decoder *d;
     ft_error err;
     TEST_CHECK_OK(ft_decoder_create(&d, &p->layout, be, &src, &o, &err), &err);
@@ -82,7 +98,7 @@ static float *full_logits(ft_gen_params *p, const int32_t *seq, int n)
 {
     const int T = n - 1, V = p->layout.config.vocab_size;
     ft_model_options mo = { .max_batch = 1, .seq_len = T, .activation_checkpointing = false,
-                            .head_chunk_rows = 4 };
+                            .head_chunk_rows = 4, .dtype = p->dtype };
     ft_model *m;
     ft_error err;
     TEST_CHECK_OK(ft_model_create(&m, &p->layout, be, &mo, &err), &err);
@@ -120,7 +136,7 @@ static double compare_rows(const float *a, const float *b, int rows, int V, cons
         const double scale = max_abs(y, V);
         for (int i = 0; i < V; i++) {
             double e = fabs((double)x[i] - y[i]);
-            if (!(e <= LOGIT_REL * scale + LOGIT_ABS)) {
+            if (!(e <= logit_rel * scale + logit_abs)) {
                 fprintf(stderr, "%s: row %d id %d: %.8g vs %.8g (max|logit| %.4g)\n", what, r,
                         i, x[i], y[i], scale);
                 fail();
@@ -148,7 +164,7 @@ static void check_against_full(ft_gen_params *p, int P, int N, int chunk, uint64
         int32_t am = ft_argmax(row, V);
         /* a tie within rounding may pick either token */
         if (am != seq[P + t] &&
-            fabs(row[am] - row[seq[P + t]]) > LOGIT_REL * max_abs(row, V) + LOGIT_ABS) {
+            fabs(row[am] - row[seq[P + t]]) > logit_rel * max_abs(row, V) + logit_abs) {
             fprintf(stderr, "%s: step %d: generated %d, full forward argmax %d\n", what, t,
                     seq[P + t], am);
             fail();
@@ -203,7 +219,7 @@ static void test_chunked_prefill(void **state)
 static ft_decoder *make_decoder(ft_gen_params *p, ft_param_source *src, int capacity)
 {
     *src = ft_gen_params_source(p);
-    ft_decoder_options o = { .capacity = capacity };
+    ft_decoder_options o = { .capacity = capacity, .dtype = p->dtype };
     ft_decoder *d;
     ft_error err;
     TEST_CHECK_OK(ft_decoder_create(&d, &p->layout, be, src, &o, &err), &err);
@@ -275,6 +291,67 @@ static void test_generate_loop(void **state)
     ft_gen_params_free(p);
 }
 
+/* The same bf16 values decoded in fp32: [N, V] logits of the given sequence's steps
+ * (teacher-forced on seq, so both precisions see the same tokens). */
+static void forced_logits(ft_gen_params *p, const int32_t *seq, int P, int N, float *logits)
+{
+    const int V = p->layout.config.vocab_size;
+    ft_param_source src;
+    ft_decoder *d = make_decoder(p, &src, P + N);
+    ft_error err;
+    TEST_CHECK_OK(ft_decoder_append(d, seq, P, logits, &err), &err);
+    for (int t = 1; t < N; t++)
+        TEST_CHECK_OK(ft_decoder_append(d, &seq[P + t - 1], 1, logits + (size_t)t * V, &err),
+                      &err);
+    ft_decoder_free(d);
+}
+
+/* A bf16 checkpoint decodes in bf16: equal to the trainer's bf16 forward within bf16
+ * tolerance, prefill at once and in chunks, and not the fp32 decode's numbers. */
+static void test_bf16_decode(void **state)
+{
+    logit_rel = BF16_REL;
+    logit_abs = 1e-3;
+    ft_gen_params *p = random_tiny_as(FT_DTYPE_BF16);
+    assert_int_equal(p->dtype, FT_DTYPE_BF16);
+    check_against_full(p, 9, 16, 0, 50, "random tiny bf16");
+    check_against_full(p, 23, 8, 5, 51, "random tiny bf16, chunks of 5");
+    check_against_full(p, 23, 8, 1, 52, "random tiny bf16, chunks of 1");
+
+    /* the same (bf16-exact) values in fp32 decode differently: bf16 ran */
+    ft_gen_params *q = random_tiny_as(FT_DTYPE_F32);
+    for (int u = 0; u < p->layout.n_units; u++) {
+        const size_t n = p->layout.units[u].numel;
+        uint16_t *bits = malloc(n * sizeof *bits);
+        float *f = malloc(n * sizeof *f);
+        be->ops->download(be, bits, p->units[u], n * sizeof *bits);
+        be->ops->sync(be);
+        for (size_t i = 0; i < n; i++)
+            f[i] = ft_bf16_to_f32(bits[i]);
+        be->ops->upload(be, q->units[u], f, n * sizeof *f);
+        be->ops->sync(be);
+        free(bits);
+        free(f);
+    }
+    const int V = p->layout.config.vocab_size, P = 9, N = 8;
+    int32_t seq[P + N];
+    random_prompt(seq, P + N, V, 53);
+    float *lb = malloc((size_t)N * V * sizeof(float)), *lf = malloc((size_t)N * V * sizeof(float));
+    forced_logits(p, seq, P, N, lb);
+    forced_logits(q, seq, P, N, lf);
+    double diff = 0.0;
+    for (size_t i = 0; i < (size_t)N * V; i++)
+        diff = fmax(diff, fabs((double)lb[i] - lf[i]));
+    printf("bf16 vs fp32 decode of bf16 values: max |logit difference| %.3g\n", diff);
+    assert_true(diff > 1e-4);
+    free(lb);
+    free(lf);
+    ft_gen_params_free(q);
+    ft_gen_params_free(p);
+    logit_rel = LOGIT_REL;
+    logit_abs = LOGIT_ABS;
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -288,6 +365,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_hf_weights),
         cmocka_unit_test(test_chunked_prefill),
         cmocka_unit_test(test_generate_loop),
+        cmocka_unit_test(test_bf16_decode),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ft_backend_destroy(be);

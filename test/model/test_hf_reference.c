@@ -123,7 +123,8 @@ static void rig_up_dtype(rig *r, golden *g, int ckpt, ft_optimizer_type opt, ft_
     ft_error err;
     TEST_CHECK_OK(ft_backend_cpu_create(&r->be, &err), &err);
     TEST_CHECK_OK(ft_comm_mpi_create(&r->comm, &err), &err);
-    ft_engine_options eo = { .zero_stage = 0, .param_dtype = dt, .model_dtype = dt,
+    ft_engine_options eo = { .zero_stage = 0,
+                             .precision = ft_precision_resolve(dt, dt, FT_DTYPE_F32),
                              .optimizer = opt };
     TEST_CHECK_OK(ft_engine_create(&r->engine, &g->layout, r->be, r->comm, &eo, &err), &err);
     TEST_CHECK_OK(ft_engine_load(r->engine, &g->f, "/model", &err), &err);

@@ -33,7 +33,9 @@ static void rig_up(rig *r, ft_model_config c, ft_dtype dtype)
     TEST_CHECK_OK(ft_backend_cpu_create(&r->be, &err), &err);
     TEST_CHECK_OK(ft_comm_mpi_create(&r->comm, &err), &err);
     TEST_CHECK_OK(ft_model_layout_build(&r->layout, &c, &err), &err);
-    ft_engine_options eo = { .zero_stage = 0, .param_dtype = dtype, .optimizer = FT_OPT_ADAMW };
+    ft_engine_options eo = { .zero_stage = 0,
+                             .precision = ft_precision_resolve(FT_DTYPE_F32, dtype, FT_DTYPE_F32),
+                             .optimizer = FT_OPT_ADAMW };
     TEST_CHECK_OK(ft_engine_create(&r->engine, &r->layout, r->be, r->comm, &eo, &err), &err);
     /* larger than usual init so that every path carries signal */
     TEST_CHECK_OK(ft_engine_init_random(r->engine, 7, 0.2, &err), &err);

@@ -5,11 +5,20 @@
  * bytes_in_use without a lookup table. The header is a full cache line so the
  * returned pointer keeps the 64-byte alignment (one AVX-512 vector, one line).
  * The accounting (bytes_in_use, peak_bytes) is not thread-safe: allocate from one
- * thread, as the rest of the program does. */
+ * thread, as the rest of the program does.
+ *
+ * Blocks of CPU_MAP_BYTES and more are anonymous mappings: the kernel hands them out
+ * zeroed, page by page at first touch, so allocating a model's gigabytes costs no
+ * memset pass and start-up does not fault in what only the first step uses (a 384 M
+ * model's 7 GiB of zeroing was 20-33 s of a 60-70 s start-up on the 2-core VM,
+ * doc/benchmarks.md). No MADV_HUGEPAGE: on that VM (THP defrag "madvise") its faults
+ * compacted memory and cost 3x the system time of 4 KiB ones. */
 #include "backend/cpu/cpu_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define FT_CPU_ALIGN 64
@@ -23,6 +32,8 @@ typedef struct cpu_block_header {
 _Static_assert(sizeof(cpu_block_header) == FT_CPU_ALIGN, "header must be one alignment unit");
 
 #define CPU_BLOCK_MAGIC 0x66746d7069637075ull /* "ftmpicpu" */
+#define CPU_BLOCK_MAGIC_MAPPED 0x66746d70696d6170ull /* "ftmpimap": from mmap */
+#define CPU_MAP_BYTES ((size_t)1 << 21)
 
 /* memset/memcpy of large buffers split over threads: one thread cannot saturate
  * the memory bandwidth of a many-core socket, and the first touch of a page by the
@@ -73,14 +84,22 @@ static void *cpu_alloc(ft_backend *be, size_t bytes)
         return NULL;
     size_t rounded = (bytes + FT_CPU_ALIGN - 1) / FT_CPU_ALIGN * FT_CPU_ALIGN;
     void *raw = NULL;
-    if (posix_memalign(&raw, FT_CPU_ALIGN, sizeof(cpu_block_header) + rounded) != 0)
+    const bool mapped = rounded >= CPU_MAP_BYTES;
+    if (mapped) {
+        raw = mmap(NULL, sizeof(cpu_block_header) + rounded, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (raw == MAP_FAILED)
+            return NULL;
+    } else if (posix_memalign(&raw, FT_CPU_ALIGN, sizeof(cpu_block_header) + rounded) != 0) {
         return NULL;
+    }
     cpu_block_header *h = raw;
     memset(h, 0, sizeof *h);
     h->bytes = bytes;
-    h->magic = CPU_BLOCK_MAGIC;
+    h->magic = mapped ? CPU_BLOCK_MAGIC_MAPPED : CPU_BLOCK_MAGIC;
     void *p = (char *)raw + sizeof *h;
-    cpu_fill_zero(p, rounded);
+    if (!mapped) /* a mapping is zero already */
+        cpu_fill_zero(p, rounded);
     be->bytes_in_use += bytes;
     if (be->bytes_in_use > be->peak_bytes)
         be->peak_bytes = be->bytes_in_use;
@@ -94,11 +113,15 @@ static void cpu_free(ft_backend *be, void *p)
     cpu_block_header *h = (cpu_block_header *)((char *)p - sizeof(cpu_block_header));
     /* A wrong pointer (not from alloc, or freed twice) would corrupt the accounting
      * silently; stop loudly instead. */
-    if (h->magic != CPU_BLOCK_MAGIC)
+    if (h->magic != CPU_BLOCK_MAGIC && h->magic != CPU_BLOCK_MAGIC_MAPPED)
         abort();
+    const bool mapped = h->magic == CPU_BLOCK_MAGIC_MAPPED;
     h->magic = 0;
     be->bytes_in_use -= h->bytes;
-    free(h);
+    if (mapped)
+        munmap(h, sizeof *h + (h->bytes + FT_CPU_ALIGN - 1) / FT_CPU_ALIGN * FT_CPU_ALIGN);
+    else
+        free(h);
 }
 
 static void cpu_upload(ft_backend *be, void *dst, const void *src_host, size_t bytes)
@@ -210,6 +233,25 @@ static int cpu_choose_isa(ft_cpu_state *st, ft_error *err)
     return 0;
 }
 
+/* The "model name" of /proc/cpuinfo, or "cpu" where there is none (not Linux, no x86). */
+static void cpu_model_name(char *buf, size_t len)
+{
+    snprintf(buf, len, "cpu");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        const char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) != 0 || !colon)
+            continue;
+        colon += colon[1] == ' ' ? 2 : 1;
+        snprintf(buf, len, "%.*s", (int)strcspn(colon, "\n"), colon);
+        break;
+    }
+    fclose(f);
+}
+
 int ft_backend_cpu_create(ft_backend **out, ft_error *err)
 {
     *out = NULL;
@@ -230,6 +272,7 @@ int ft_backend_cpu_create(ft_backend **out, ft_error *err)
     be->name = "cpu";
     be->host_memory = true;
     be->device = -1;
+    cpu_model_name(be->device_name, sizeof be->device_name);
     be->memory_total = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
     be->impl = st;
     *out = be;

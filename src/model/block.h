@@ -1,0 +1,97 @@
+/* One transformer block, forward and backward, on a narrow context: the backend, the
+ * storage types, the model's shape, the RoPE tables and positions of the tokens, and
+ * how attention finds its keys. It knows nothing of the model driver (ft_model), the
+ * parameter source or the KV cache, so the trainer, evaluation (src/model/model.c)
+ * and the KV-cache decoder (src/generate/decoder.c) run this one forward.
+ *
+ * Attention: by default the full-sequence flash attention of the batch (attn,
+ * segment), which is what training and evaluation use and what the backward
+ * differentiates. A decoder sets `attend` instead: the forward then writes this
+ * call's keys and values into acts.k / acts.v (which the decoder points at rows of
+ * its cache) and hands q, k, v to the hook, which attends over the cache. */
+#ifndef FT_MODEL_BLOCK_H
+#define FT_MODEL_BLOCK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "model/layout.h"
+
+/* What one block's forward keeps for its backward. Activations (void *) are stored
+ * in the context's dt; the statistics (float *) are always fp32. */
+typedef struct ft_block_acts {
+    void *xn1, *q, *k, *v;   /* attention-norm output; projections, q and k after RoPE */
+    void *att, *h, *xn2;     /* attention output, residual after attention, mlp-norm output */
+    void *gate, *up, *act;   /* SwiGLU inputs and output (GELU: up = pre-activation,
+                              * no gate) */
+    /* qk_norm families only (NULL otherwise): q and k before their per-head RMSNorm */
+    void *q_raw, *k_raw;
+    float *rstd1, *lse, *rstd2; /* 1/rms of the two norms, attention log-sum-exp */
+    float *rstd_q, *rstd_k;     /* qk_norm only: 1/rms per (token, head) */
+    float *mean1, *mean2;       /* LayerNorm families only: the norms' row means */
+} ft_block_acts;
+
+/* Gradient scratch of one block's backward (shared by all blocks), context dt. */
+typedef struct ft_block_scratch {
+    void *dh, *dxn, *datt, *dq, *dk, *dv, *dgate, *dup; /* d(act) reuses acts.act */
+    void *dq_raw, *dk_raw; /* qk_norm only: gradients of q_raw, k_raw */
+} ft_block_scratch;
+
+/* Block weights (dt) and gradients (gt): pointers into a unit's flat buffers, NULL
+ * for the tensors the family does not have. */
+typedef struct ft_block_params {
+    const void *w[FT_BLK_N_TENSORS];
+} ft_block_params;
+typedef struct ft_block_grads {
+    void *g[FT_BLK_N_TENSORS];
+} ft_block_grads;
+
+typedef struct ft_block_ctx ft_block_ctx;
+
+/* out [tokens, n_heads*head_dim] = attention of q over the keys visible to it; k and v
+ * are this call's projections (already where the hook wants them). lse may be
+ * ignored (only the backward reads it). */
+typedef void (*ft_block_attend_fn)(void *hook_ctx, const ft_block_ctx *b, void *out,
+                                   float *lse, const void *q, const void *k, const void *v);
+
+struct ft_block_ctx {
+    ft_backend *be;
+    const ft_model_config *config;
+    ft_dtype dt;                 /* activations and weights */
+    ft_dtype gt;                 /* parameter gradients (backward only) */
+    const float *rope_cos, *rope_sin; /* [positions, rot_dim/2], row p = position p */
+    const int32_t *pos;          /* [tokens] on the backend: each token's position */
+    int tokens;                  /* rows of x */
+    /* Full-sequence attention (attend == NULL): the batch shape and document ids
+     * (NULL: one document per row). */
+    ft_attn_shape attn;
+    const int32_t *segment;
+    ft_block_attend_fn attend;   /* NULL: flash attention over attn/segment */
+    void *attend_ctx;
+    ft_block_scratch *scratch;   /* backward only */
+};
+
+/* Allocates one set of activations for `tokens` rows (the family's buffers only,
+ * others NULL) through alloc, which returns NULL on failure. Without with_kv, k and v
+ * are left NULL for the caller to point (a decoder: rows of its cache). Returns
+ * nonzero when an allocation failed; ft_block_acts_free frees what was allocated. */
+typedef void *(*ft_block_alloc_fn)(void *alloc_ctx, size_t bytes);
+int ft_block_acts_alloc(ft_block_acts *a, const ft_model_config *c, ft_dtype dt, size_t tokens,
+                        bool with_kv, ft_block_alloc_fn alloc, void *alloc_ctx);
+void ft_block_acts_free(ft_backend *be, ft_block_acts *a);
+
+void ft_block_params_bind(const ft_unit_layout *u, ft_dtype dt, const void *flat,
+                          ft_block_params *p);
+void ft_block_grads_bind(const ft_unit_layout *u, ft_dtype gt, void *flat, ft_block_grads *g);
+
+/* y = block(x) over b->tokens rows (y must not alias x); activations into a. */
+void ft_block_forward(const ft_block_ctx *b, const ft_block_params *p, const void *x, void *y,
+                      ft_block_acts *a);
+/* dx = d(loss)/dx given dy (overwrite), parameter grads accumulate into g; a->act is
+ * overwritten (it carries d(act)). Needs the full-sequence attention (attend NULL). */
+void ft_block_backward(const ft_block_ctx *b, const ft_block_params *p, ft_block_grads *g,
+                       const void *x, ft_block_acts *a, const void *dy, void *dx);
+
+#endif
