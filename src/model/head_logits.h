@@ -5,7 +5,7 @@
 #define FT_MODEL_HEAD_LOGITS_H
 
 #include "backend/backend.h"
-#include "model/llama_config.h"
+#include "model/model_config.h"
 
 /* logits [rows, vocab] fp32 = x W^T (+ b): x [rows, hidden] and W [vocab, hidden] (lm_head,
  * or the embedding when tied) stored as dt, fp32 accumulation; GPT-J's bias b (dt,
