@@ -18,12 +18,7 @@ static void abandon(const char *path, const char *tmp, int rank, ft_error *err)
 {
     if (rank == 0) {
         char dir[1100];
-        snprintf(dir, sizeof dir, "%s", path);
-        char *slash = strrchr(dir, '/');
-        if (slash)
-            *(slash == dir ? slash + 1 : slash) = '\0';
-        else
-            snprintf(dir, sizeof dir, ".");
+        ft_path_dir(path, dir, sizeof dir);
         struct statvfs vfs;
         const int full = strstr(err->msg, strerror(ENOSPC)) != NULL ||
                          strstr(err->msg, strerror(EDQUOT)) != NULL ||

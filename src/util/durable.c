@@ -18,15 +18,23 @@ int ft_fsync_path(const char *path)
     return rc;
 }
 
+size_t ft_path_dir(const char *path, char *dir, size_t len)
+{
+    snprintf(dir, len, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) {
+        snprintf(dir, len, ".");
+        return 0;
+    }
+    const size_t base = (size_t)(slash - dir) + 1;
+    *(slash == dir ? slash + 1 : slash) = '\0';
+    return base;
+}
+
 int ft_commit_file(const char *tmp, const char *path, ft_error *err)
 {
     char dir[1100];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *(slash == dir ? slash + 1 : slash) = '\0';
-    else
-        snprintf(dir, sizeof dir, ".");
+    ft_path_dir(path, dir, sizeof dir);
     if (ft_fsync_path(tmp) || rename(tmp, path) || ft_fsync_path(dir))
         return ft_fail(err, "%s: cannot complete the file (from %s): %s", path, tmp,
                        strerror(errno));

@@ -6,6 +6,10 @@
 
 #include "util/error.h"
 
+/* The directory path names into dir[len]: "/" for "/x", "." for a bare name. Returns
+ * the offset of path's last component. */
+size_t ft_path_dir(const char *path, char *dir, size_t len);
+
 /* fsync of a path (file or directory); 0 or -1 with errno set. */
 int ft_fsync_path(const char *path);
 

@@ -1,5 +1,7 @@
 #include "util/output_file.h"
 
+#include "util/durable.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -74,13 +76,7 @@ int ft_output_fopen_tmp(const char *tmp, FILE **fp, ft_error *err)
 static int canonical_name(const char *path, char *out, size_t len)
 {
     char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    const char *base = slash ? path + (slash - dir) + 1 : path;
-    if (slash)
-        *(slash == dir ? slash + 1 : slash) = '\0';
-    else
-        snprintf(dir, sizeof dir, ".");
+    const char *base = path + ft_path_dir(path, dir, sizeof dir);
     char real[PATH_MAX];
     if (!realpath(dir, real))
         return -1;
