@@ -22,16 +22,27 @@ static const char *what_name(int what)
                                                 : "the optimizer state holds";
 }
 
+/* The engine's finite check: -1 on error, 0 when every value is finite, 1 with the
+ * first unit holding NaN/Inf named in unit[160]. */
+static int find_nonfinite(ft_engine *e, const ft_model_layout *l, ft_engine_finite *f,
+                          char *unit, ft_error *err)
+{
+    if (ft_engine_check_finite(e, f, err))
+        return -1;
+    if (f->unit < 0)
+        return 0;
+    unit_name(l, f->unit, unit, 160);
+    return 1;
+}
+
 int ft_guard_before_write(ft_engine *e, const ft_model_layout *l, const char *what,
                           ft_error *err)
 {
     ft_engine_finite f;
-    if (ft_engine_check_finite(e, &f, err))
-        return -1;
-    if (f.unit < 0)
-        return 0;
     char unit[160];
-    unit_name(l, f.unit, unit, sizeof unit);
+    const int found = find_nonfinite(e, l, &f, unit, err);
+    if (found <= 0)
+        return found;
     ft_fail(err, "%s: %s NaN or Inf (first in %s): not written, and `latest` and earlier files "
                  "are left as they were; the updates diverged: lower optimizer.lr or enable "
                  "grad_clip, then resume from the last checkpoint",
@@ -44,12 +55,10 @@ int ft_guard_after_load(ft_engine *e, const ft_model_layout *l, const char *path
                         FILE *out, long *last_ckpt_step, ft_error *err)
 {
     ft_engine_finite f;
-    if (ft_engine_check_finite(e, &f, err))
-        return -1;
-    if (f.unit < 0)
-        return 0;
     char unit[160];
-    unit_name(l, f.unit, unit, sizeof unit);
+    const int found = find_nonfinite(e, l, &f, unit, err);
+    if (found <= 0)
+        return found;
     if (allow) {
         *last_ckpt_step = -1;
         if (out)
