@@ -56,7 +56,7 @@ static const char *const schedule_names[] = {"cosine", "linear", "constant", NUL
  * the macro (INT, BOOL, ...) and its arguments after the path and the field. */
 #define CALL_KEY(kind, ...) kind(__VA_ARGS__)
 #define UNPAREN(...) __VA_ARGS__
-#define MODEL_KEY(field, attr, type, req, omit, shape, absent, kind, args) \
+#define MODEL_KEY(field, attr, type, req, omit, shape, absent, hf, kind, args) \
     CALL_KEY(kind, "model." #field, model.field, UNPAREN args),
 
 enum {

@@ -1,5 +1,6 @@
 /* config.json <-> ft_model_config (io/hf_config.h). */
 #include "io/hf_config.h"
+#include "model/model_fields.h"
 #include "util/input_file.h"
 #include "util/output_file.h"
 
@@ -8,6 +9,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -393,40 +395,168 @@ static int read_gptj(const char *path, const json_t *root, ft_model_config *c,
     return 0;
 }
 
+/* ------------------------------------------------------- writer's pieces */
+
+/* Shortest text that reads back as v, with a ".0" so JSON readers see a float (as
+ * Python's json writes 1e-05 and 10000.0). */
+static void fmt_real(char *buf, size_t len, double v)
+{
+    if (v == (double)(long long)v && v > -1e16 && v < 1e16) { /* 500000.0, not 5e+05 */
+        snprintf(buf, len, "%.1f", v);
+        return;
+    }
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, len, "%.*g", p, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    if (!strpbrk(buf, ".eEn"))
+        snprintf(buf + strlen(buf), len - strlen(buf), ".0");
+}
+
+/* config.json as written: its keys with their values' JSON text, printed sorted by key
+ * (as transformers' save_pretrained does; see by_key). */
+typedef struct hf_entry {
+    const char *key;
+    char value[256];
+} hf_entry;
+
+typedef struct hf_entries {
+    hf_entry e[48];
+    size_t n;
+} hf_entries;
+
+static bool has_key(const hf_entries *out, const char *key)
+{
+    for (size_t i = 0; i < out->n; i++)
+        if (strcmp(out->e[i].key, key) == 0)
+            return true;
+    return false;
+}
+
+/* Adds key with the printf-formatted JSON text. The keys are a fixed few (one per
+ * field plus a family's constants, under 30), so the array does not fill. */
+static void put(hf_entries *out, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void put(hf_entries *out, const char *key, const char *fmt, ...)
+{
+    if (out->n == sizeof out->e / sizeof out->e[0])
+        return;
+    hf_entry *e = &out->e[out->n++];
+    e->key = key;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->value, sizeof e->value, fmt, ap);
+    va_end(ap);
+}
+
+static void put_real(hf_entries *out, const char *key, double v)
+{
+    char buf[40];
+    fmt_real(buf, sizeof buf, v);
+    put(out, key, "%s", buf);
+}
+
+static const char *gelu_name(const ft_model_config *c)
+{
+    return c->gelu_tanh ? "gelu_new" : "gelu";
+}
+
+/* The Llama-keyed families: RoPE scaling as rope_scaling (llama3's block, or null). */
+static void write_llama_quirks(hf_entries *out, const ft_model_config *c)
+{
+    const ft_rope_scaling *s = &c->rope_scaling;
+    if (s->type != FT_ROPE_SCALING_LLAMA3) {
+        put(out, "rope_scaling", "null");
+        return;
+    }
+    char f[40], lo[40], hi[40];
+    fmt_real(f, sizeof f, s->factor);
+    fmt_real(lo, sizeof lo, s->low_freq_factor);
+    fmt_real(hi, sizeof hi, s->high_freq_factor);
+    put(out, "rope_scaling", "{\n    \"factor\": %s,\n    \"high_freq_factor\": %s,\n"
+        "    \"low_freq_factor\": %s,\n    \"original_max_position_embeddings\": %d,\n"
+        "    \"rope_type\": \"llama3\"\n  }", f, hi, lo, s->original_max_position_embeddings);
+}
+
+/* Qwen2/Qwen3 also say every layer is a full-attention layer (max_window_layers). */
+static void write_qwen_quirks(hf_entries *out, const ft_model_config *c)
+{
+    write_llama_quirks(out, c);
+    put(out, "max_window_layers", "%d", c->num_hidden_layers);
+}
+
+/* GPT-NeoX: the GELU by name, and the rotary width as the legacy rotary_pct
+ * (transformers 5 still reads it). HF rotates int(head_dim * rotary_pct) dims, so the
+ * fraction is nudged up until that product gives rotary_dim back (24/96 is below
+ * 0.25 in binary otherwise). */
+static void write_gpt_neox_quirks(hf_entries *out, const ft_model_config *c)
+{
+    double pct = (double)ft_model_rot_dim(c) / c->head_dim;
+    while ((int)(c->head_dim * pct) < ft_model_rot_dim(c))
+        pct = nextafter(pct, 2.0);
+    put_real(out, "rotary_pct", pct);
+    put(out, "hidden_act", "\"%s\"", gelu_name(c));
+}
+
+/* GPT-J: the GELU by name, and rotary_dim as a width (0, the whole head, spelled out). */
+static void write_gptj_quirks(hf_entries *out, const ft_model_config *c)
+{
+    put(out, "rotary_dim", "%d", ft_model_rot_dim(c));
+    put(out, "activation_function", "\"%s\"", gelu_name(c));
+}
+
+/* Keys save_pretrained writes that ftmpi has no field for: "key", "JSON text", ..., NULL. */
+static const char *const llama_constants[] = {
+    "attention_dropout", "0.0", "hidden_act", "\"silu\"", "initializer_range", "0.02",
+    "mlp_bias", "false", "pretraining_tp", "1", "use_cache", "true", NULL };
+static const char *const qwen_constants[] = {
+    "attention_dropout", "0.0", "hidden_act", "\"silu\"", "initializer_range", "0.02",
+    "use_cache", "true", "use_sliding_window", "false", NULL };
+static const char *const mistral_constants[] = {
+    "attention_dropout", "0.0", "hidden_act", "\"silu\"", "initializer_range", "0.02",
+    "use_cache", "true", NULL };
+static const char *const gpt_neox_constants[] = {
+    "attention_dropout", "0.0", "hidden_dropout", "0.0", "initializer_range", "0.02",
+    "use_cache", "true", NULL };
+static const char *const gptj_constants[] = {
+    "attn_pdrop", "0.0", "embd_pdrop", "0.0", "initializer_range", "0.02",
+    "resid_pdrop", "0.0", "use_cache", "true", NULL };
+
+typedef void (*hf_writer)(hf_entries *out, const ft_model_config *c);
+
 typedef int (*hf_reader)(const char *path, const json_t *root, ft_model_config *c,
                          ft_hf_config_info *info, ft_error *err);
 
-/* Each family's config.json, in one row: the GPT families name the whole shape their
- * own way (read_shape); the others use Llama's keys, plus what read_quirks adds or
- * forbids and a head_dim default of their own (0: hidden_size / heads). */
+/* Each family's config.json, in one row. The keys of ftmpi's fields are the field
+ * table's (model/model_fields.h, hf_key); a row says what else the family's file has.
+ * Reading: the GPT families name the whole shape their own way (read_shape); the
+ * others use Llama's keys, plus what read_quirks adds or forbids and a head_dim default
+ * of their own (0: hidden_size / heads). Writing: every field that has a key, as its
+ * plain value unless write_quirks gave the key a derived one, plus the constants. */
 typedef struct hf_family_adapter {
     hf_reader read_shape;
     hf_reader read_quirks;
     int head_dim_default;
     const char *head_dim_note; /* the note when head_dim_default is used */
-    /* Writing: the GPT families' whole file (write_gpt), or Llama's keys plus the ones
-     * the family's HF config class has (its save_pretrained writes them) */
-    void (*write_shape)(FILE *fp, const ft_model_config *c, const char *torch_dtype);
-    bool key_attention_bias;  /* "attention_bias": false */
-    bool key_mlp_bias_tp;     /* "mlp_bias": false, "pretraining_tp": 1 */
-    bool key_qwen_window;     /* "max_window_layers": layers, "use_sliding_window": false */
-    bool key_sliding_window;  /* "sliding_window" written also when none (null) */
+    hf_writer write_quirks;
+    const char *const *constants;
 } hf_family_adapter;
 
-static void write_gpt(FILE *fp, const ft_model_config *c, const char *torch_dtype);
-
 static const hf_family_adapter adapters[FT_FAMILY_COUNT] = {
-    [FT_FAMILY_LLAMA] = { .read_quirks = read_llama_quirks, .key_attention_bias = true,
-                          .key_mlp_bias_tp = true },
-    [FT_FAMILY_QWEN2] = { .read_quirks = read_qwen2_quirks, .key_qwen_window = true,
-                          .key_sliding_window = true },
+    [FT_FAMILY_LLAMA] = { .read_quirks = read_llama_quirks, .write_quirks = write_llama_quirks,
+                          .constants = llama_constants },
+    [FT_FAMILY_QWEN2] = { .read_quirks = read_qwen2_quirks, .write_quirks = write_qwen_quirks,
+                          .constants = qwen_constants },
     [FT_FAMILY_QWEN3] = { .read_quirks = read_qwen3_quirks, .head_dim_default = 128,
                           .head_dim_note = "head_dim absent: using 128 (the Qwen3 default)",
-                          .key_attention_bias = true, .key_qwen_window = true,
-                          .key_sliding_window = true },
-    [FT_FAMILY_MISTRAL] = { .read_quirks = read_mistral_quirks, .key_sliding_window = true },
-    [FT_FAMILY_GPT_NEOX] = { .read_shape = read_gpt_neox, .write_shape = write_gpt },
-    [FT_FAMILY_GPTJ] = { .read_shape = read_gptj, .write_shape = write_gpt },
+                          .write_quirks = write_qwen_quirks, .constants = qwen_constants },
+    [FT_FAMILY_MISTRAL] = { .read_quirks = read_mistral_quirks,
+                            .write_quirks = write_llama_quirks, .constants = mistral_constants },
+    [FT_FAMILY_GPT_NEOX] = { .read_shape = read_gpt_neox, .write_quirks = write_gpt_neox_quirks,
+                             .constants = gpt_neox_constants },
+    [FT_FAMILY_GPTJ] = { .read_shape = read_gptj, .write_quirks = write_gptj_quirks,
+                         .constants = gptj_constants },
 };
 
 int ft_hf_config_read(const char *path, ft_model_config *c, ft_hf_config_info *info,
@@ -519,148 +649,62 @@ done:
 
 /* ------------------------------------------------------------------ writer */
 
-/* Shortest text that reads back as v, with a ".0" so JSON readers see a float (as
- * Python's json writes 1e-05 and 10000.0). */
-static void fmt_real(char *buf, size_t len, double v)
+/* A field's plain value in config.json: an int (null where it means "none": a token id
+ * of -1, a sliding window of 0), a bool, a float, or the family's model_type. */
+static void put_field(hf_entries *out, const char *key, const ft_model_config *c,
+                      const ft_model_field *f)
 {
-    if (v == (double)(long long)v && v > -1e16 && v < 1e16) { /* 500000.0, not 5e+05 */
-        snprintf(buf, len, "%.1f", v);
-        return;
+    const double v = ft_model_field_get(c, f);
+    switch (f->type) {
+    case FT_FIELD_INT:
+        if (v < 0 || (f->omit_when_absent && v == f->absent))
+            put(out, key, "null");
+        else
+            put(out, key, "%d", (int)v);
+        break;
+    case FT_FIELD_BOOL: put(out, key, "%s", v != 0.0 ? "true" : "false"); break;
+    case FT_FIELD_DOUBLE: put_real(out, key, v); break;
+    case FT_FIELD_FAMILY: put(out, key, "\"%s\"", ft_model_family_of(c)->name); break;
     }
-    for (int p = 1; p <= 17; p++) {
-        snprintf(buf, len, "%.*g", p, v);
-        if (strtod(buf, NULL) == v)
-            break;
-    }
-    if (!strpbrk(buf, ".eEn"))
-        snprintf(buf + strlen(buf), len - strlen(buf), ".0");
 }
 
-static void put_token(FILE *fp, const char *key, int id)
+/* Sorted by key, but "architectures" first: ftmpi's files have always begun with it
+ * (GPT-J's "activation_function" sorts before it) and keep their bytes. */
+static int by_key(const void *a, const void *b)
 {
-    if (id < 0)
-        fprintf(fp, "  \"%s\": null,\n", key);
-    else
-        fprintf(fp, "  \"%s\": %d,\n", key, id);
-}
-
-/* GPTNeoXConfig / GPTJConfig, in their own field names. NeoX's rotary width is
- * written as the legacy rotary_pct (transformers 5 still reads it); HF rotates
- * int(head_dim * rotary_pct) dims, so the fraction is nudged up until that
- * product gives rotary_dim back (24/96 is below 0.25 in binary otherwise). */
-static void write_gpt(FILE *fp, const ft_model_config *c, const char *torch_dtype)
-{
-    const ft_family_info *fam = ft_model_family_of(c);
-    char eps[40];
-    fmt_real(eps, sizeof eps, c->rms_norm_eps);
-    const bool neox = c->family == FT_FAMILY_GPT_NEOX;
-    const char *act = c->gelu_tanh ? "gelu_new" : "gelu";
-    fprintf(fp, "{\n  \"architectures\": [\n    \"%s\"\n  ],\n", fam->architecture);
-    if (neox) {
-        double pct = (double)ft_model_rot_dim(c) / c->head_dim;
-        while ((int)(c->head_dim * pct) < ft_model_rot_dim(c))
-            pct = nextafter(pct, 2.0);
-        char pct_s[40], theta[40];
-        fmt_real(pct_s, sizeof pct_s, pct);
-        fmt_real(theta, sizeof theta, c->rope_theta);
-        fprintf(fp, "  \"attention_bias\": %s,\n", c->attention_bias ? "true" : "false");
-        fprintf(fp, "  \"attention_dropout\": 0.0,\n");
-        put_token(fp, "bos_token_id", c->bos_token_id);
-        put_token(fp, "eos_token_id", c->eos_token_id);
-        fprintf(fp, "  \"hidden_act\": \"%s\",\n  \"hidden_dropout\": 0.0,\n", act);
-        fprintf(fp, "  \"hidden_size\": %d,\n  \"initializer_range\": 0.02,\n", c->hidden_size);
-        fprintf(fp, "  \"intermediate_size\": %d,\n", c->intermediate_size);
-        fprintf(fp, "  \"layer_norm_eps\": %s,\n", eps);
-        fprintf(fp, "  \"max_position_embeddings\": %d,\n", c->max_position_embeddings);
-        fprintf(fp, "  \"model_type\": \"gpt_neox\",\n");
-        fprintf(fp, "  \"num_attention_heads\": %d,\n  \"num_hidden_layers\": %d,\n",
-                c->num_attention_heads, c->num_hidden_layers);
-        fprintf(fp, "  \"rotary_emb_base\": %s,\n  \"rotary_pct\": %s,\n", theta, pct_s);
-    } else {
-        fprintf(fp, "  \"activation_function\": \"%s\",\n  \"attn_pdrop\": 0.0,\n", act);
-        put_token(fp, "bos_token_id", c->bos_token_id);
-        fprintf(fp, "  \"embd_pdrop\": 0.0,\n");
-        put_token(fp, "eos_token_id", c->eos_token_id);
-        fprintf(fp, "  \"initializer_range\": 0.02,\n  \"layer_norm_epsilon\": %s,\n", eps);
-        fprintf(fp, "  \"model_type\": \"gptj\",\n");
-        fprintf(fp, "  \"n_embd\": %d,\n  \"n_head\": %d,\n  \"n_inner\": %d,\n", c->hidden_size,
-                c->num_attention_heads, c->intermediate_size);
-        fprintf(fp, "  \"n_layer\": %d,\n  \"n_positions\": %d,\n", c->num_hidden_layers,
-                c->max_position_embeddings);
-        fprintf(fp, "  \"resid_pdrop\": 0.0,\n  \"rotary_dim\": %d,\n", ft_model_rot_dim(c));
-    }
-    fprintf(fp, "  \"tie_word_embeddings\": %s,\n", c->tie_word_embeddings ? "true" : "false");
-    fprintf(fp, "  \"torch_dtype\": \"%s\",\n", torch_dtype);
-    if (neox)
-        fprintf(fp, "  \"use_cache\": true,\n  \"use_parallel_residual\": %s,\n",
-                c->parallel_residual ? "true" : "false");
-    else
-        fprintf(fp, "  \"use_cache\": true,\n");
-    fprintf(fp, "  \"vocab_size\": %d\n}\n", c->vocab_size);
+    const char *ka = ((const hf_entry *)a)->key, *kb = ((const hf_entry *)b)->key;
+    const bool arch_a = strcmp(ka, "architectures") == 0, arch_b = strcmp(kb, "architectures") == 0;
+    if (arch_a || arch_b)
+        return arch_b - arch_a;
+    return strcmp(ka, kb);
 }
 
 int ft_hf_config_write(const char *path, const ft_model_config *c, const char *torch_dtype,
                        ft_error *err)
 {
+    const hf_family_adapter *ad = &adapters[c->family];
+    hf_entries out = { .n = 0 };
+    put(&out, "architectures", "[\n    \"%s\"\n  ]", ft_model_family_of(c)->architecture);
+    put(&out, "torch_dtype", "\"%s\"", torch_dtype);
+    ad->write_quirks(&out, c);
+    size_t n;
+    const ft_model_field *fields = ft_model_fields(&n);
+    for (size_t i = 0; i < n; i++) {
+        const char *key = fields[i].hf_key[c->family];
+        if (key && !has_key(&out, key))
+            put_field(&out, key, c, &fields[i]);
+    }
+    for (const char *const *k = ad->constants; *k; k += 2)
+        put(&out, k[0], "%s", k[1]);
+    qsort(out.e, out.n, sizeof out.e[0], by_key);
+
     FILE *fp; /* made new (util/output_file.h): never written through a planted symlink */
     if (ft_output_fopen_tmp(path, &fp, err))
         return -1;
-    const hf_family_adapter *ad = &adapters[c->family];
-    if (ad->write_shape) {
-        ad->write_shape(fp, c, torch_dtype);
-        goto close;
-    }
-    char eps[40], theta[40];
-    fmt_real(eps, sizeof eps, c->rms_norm_eps);
-    fmt_real(theta, sizeof theta, c->rope_theta);
-    const ft_family_info *fam = ft_model_family_of(c);
-    fprintf(fp, "{\n  \"architectures\": [\n    \"%s\"\n  ],\n", fam->architecture);
-    if (ad->key_attention_bias)
-        fprintf(fp, "  \"attention_bias\": false,\n");
-    fprintf(fp, "  \"attention_dropout\": 0.0,\n");
-    put_token(fp, "bos_token_id", c->bos_token_id);
-    put_token(fp, "eos_token_id", c->eos_token_id);
-    fprintf(fp, "  \"head_dim\": %d,\n", c->head_dim);
-    fprintf(fp, "  \"hidden_act\": \"silu\",\n  \"hidden_size\": %d,\n", c->hidden_size);
-    fprintf(fp, "  \"initializer_range\": 0.02,\n  \"intermediate_size\": %d,\n",
-            c->intermediate_size);
-    fprintf(fp, "  \"max_position_embeddings\": %d,\n", c->max_position_embeddings);
-    if (ad->key_qwen_window)
-        fprintf(fp, "  \"max_window_layers\": %d,\n", c->num_hidden_layers);
-    if (ad->key_mlp_bias_tp)
-        fprintf(fp, "  \"mlp_bias\": false,\n");
-    fprintf(fp, "  \"model_type\": \"%s\",\n", fam->name);
-    fprintf(fp, "  \"num_attention_heads\": %d,\n  \"num_hidden_layers\": %d,\n",
-            c->num_attention_heads, c->num_hidden_layers);
-    fprintf(fp, "  \"num_key_value_heads\": %d,\n", c->num_key_value_heads);
-    if (ad->key_mlp_bias_tp)
-        fprintf(fp, "  \"pretraining_tp\": 1,\n");
-    fprintf(fp, "  \"rms_norm_eps\": %s,\n", eps);
-    if (c->rope_scaling.type == FT_ROPE_SCALING_LLAMA3) {
-        const ft_rope_scaling *s = &c->rope_scaling;
-        char f[40], lo[40], hi[40];
-        fmt_real(f, sizeof f, s->factor);
-        fmt_real(lo, sizeof lo, s->low_freq_factor);
-        fmt_real(hi, sizeof hi, s->high_freq_factor);
-        fprintf(fp, "  \"rope_scaling\": {\n    \"factor\": %s,\n    \"high_freq_factor\": %s,\n"
-                "    \"low_freq_factor\": %s,\n    \"original_max_position_embeddings\": %d,\n"
-                "    \"rope_type\": \"llama3\"\n  },\n", f, hi, lo,
-                s->original_max_position_embeddings);
-    } else {
-        fprintf(fp, "  \"rope_scaling\": null,\n");
-    }
-    fprintf(fp, "  \"rope_theta\": %s,\n", theta);
-    if (fam->sliding_window && c->sliding_window > 0)
-        fprintf(fp, "  \"sliding_window\": %d,\n", c->sliding_window);
-    else if (ad->key_sliding_window)
-        fprintf(fp, "  \"sliding_window\": null,\n");
-    fprintf(fp, "  \"tie_word_embeddings\": %s,\n", c->tie_word_embeddings ? "true" : "false");
-    fprintf(fp, "  \"torch_dtype\": \"%s\",\n", torch_dtype);
-    fprintf(fp, "  \"use_cache\": true,\n");
-    if (ad->key_qwen_window)
-        fprintf(fp, "  \"use_sliding_window\": false,\n");
-    fprintf(fp, "  \"vocab_size\": %d\n}\n", c->vocab_size);
-close:;
+    fprintf(fp, "{\n");
+    for (size_t i = 0; i < out.n; i++)
+        fprintf(fp, "  \"%s\": %s%s\n", out.e[i].key, out.e[i].value, i + 1 < out.n ? "," : "");
+    fprintf(fp, "}\n");
     int bad = ferror(fp);
     bad |= fflush(fp) != 0 || fsync(fileno(fp)) != 0;
     bad |= fclose(fp) != 0;

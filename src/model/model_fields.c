@@ -1,10 +1,12 @@
 /* The model field table (model/model_fields.h) as the rows readers and writers walk. */
 #include "model/model_fields.h"
 
-#define ROW(field, attr, type, req, omit, shape, absent, kind, config) \
-    { attr, type, offsetof(ft_model_config, field), req, omit, shape, absent },
+#define HF_KEYS(...) { __VA_ARGS__ }
+#define ROW(field, attr, type, req, omit, shape, absent, hf, kind, config) \
+    { attr, type, offsetof(ft_model_config, field), req, omit, shape, absent, HF_KEYS hf },
 static const ft_model_field fields[] = { FT_MODEL_FIELD_TABLE(ROW) };
 #undef ROW
+#undef HF_KEYS
 
 const ft_model_field *ft_model_fields(size_t *n)
 {
