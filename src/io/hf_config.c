@@ -292,32 +292,15 @@ static int read_gelu(const char *path, const json_t *root, const char *key, cons
                    "\"gelu_new\" / \"gelu_pytorch_tanh\" / \"gelu_fast\" (tanh)", path, key, act);
 }
 
-/* GPT-NeoX (GPTNeoXConfig): Llama's shape field names, plus layer_norm_eps,
- * use_parallel_residual (default true), attention_bias (true), hidden_act ("gelu"),
- * and the rotary fields: partial_rotary_factor and rope_theta in rope_parameters
+/* GPT-NeoX (GPTNeoXConfig), after its plain fields (read_fields; layer_norm_eps,
+ * use_parallel_residual and attention_bias have defaults): hidden_act ("gelu"), and
+ * the rotary fields: partial_rotary_factor and rope_theta in rope_parameters
  * (transformers 5) or the legacy rotary_pct (0.25) and rotary_emb_base (10000).
  * HF rotates int(head_dim * pct) dims. */
 static int read_gpt_neox(const char *path, const json_t *root, ft_model_config *c,
                          ft_hf_config_info *info, ft_error *err)
 {
-    static const char *const defaults[][2] = {
-        { "use_parallel_residual", "use_parallel_residual absent: true (the GPTNeoXConfig default)" },
-        { "attention_bias", "attention_bias absent: true (the GPTNeoXConfig default)" },
-    };
-    for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
-        if (!json_object_get(root, defaults[i][0]))
-            add_note(info, defaults[i][1]);
-    if (get_int(path, root, "vocab_size", true, 0, 1, &c->vocab_size, err) ||
-        get_int(path, root, "hidden_size", true, 0, 1, &c->hidden_size, err) ||
-        get_int(path, root, "intermediate_size", true, 0, 1, &c->intermediate_size, err) ||
-        get_int(path, root, "num_hidden_layers", true, 0, 1, &c->num_hidden_layers, err) ||
-        get_int(path, root, "num_attention_heads", true, 0, 1, &c->num_attention_heads, err) ||
-        get_int(path, root, "max_position_embeddings", true, 0, 1, &c->max_position_embeddings,
-                err) ||
-        get_real(path, root, "", "layer_norm_eps", false, 1e-5, &c->rms_norm_eps, err) ||
-        get_bool(path, root, "use_parallel_residual", true, &c->parallel_residual, err) ||
-        get_bool(path, root, "attention_bias", true, &c->attention_bias, err) ||
-        read_gelu(path, root, "hidden_act", "gelu", c, err))
+    if (read_gelu(path, root, "hidden_act", "gelu", c, err))
         return -1;
     if (c->hidden_size % c->num_attention_heads != 0)
         return ft_fail(err, "%s: hidden_size %d is not a multiple of num_attention_heads %d", path,
@@ -360,19 +343,13 @@ static int read_gpt_neox(const char *path, const json_t *root, ft_model_config *
     return 0;
 }
 
-/* GPT-J (GPTJConfig): n_embd, n_layer, n_head, n_positions, rotary_dim (64),
- * n_inner (null: 4 n_embd), activation_function ("gelu_new"), layer_norm_epsilon.
- * RoPE's base is fixed at 10000. */
+/* GPT-J (GPTJConfig), after its plain fields (read_fields: n_embd, n_layer, n_head,
+ * n_positions, layer_norm_epsilon): rotary_dim (64), n_inner (null: 4 n_embd),
+ * activation_function ("gelu_new"). RoPE's base is fixed at 10000. */
 static int read_gptj(const char *path, const json_t *root, ft_model_config *c,
                      ft_hf_config_info *info, ft_error *err)
 {
-    if (get_int(path, root, "vocab_size", true, 0, 1, &c->vocab_size, err) ||
-        get_int(path, root, "n_embd", true, 0, 1, &c->hidden_size, err) ||
-        get_int(path, root, "n_layer", true, 0, 1, &c->num_hidden_layers, err) ||
-        get_int(path, root, "n_head", true, 0, 1, &c->num_attention_heads, err) ||
-        get_int(path, root, "n_positions", false, 2048, 1, &c->max_position_embeddings, err) ||
-        get_real(path, root, "", "layer_norm_epsilon", false, 1e-5, &c->rms_norm_eps, err) ||
-        read_gelu(path, root, "activation_function", "gelu_new", c, err))
+    if (read_gelu(path, root, "activation_function", "gelu_new", c, err))
         return -1;
     if (c->hidden_size % c->num_attention_heads != 0)
         return ft_fail(err, "%s: n_embd %d is not a multiple of n_head %d", path, c->hidden_size,
@@ -525,16 +502,51 @@ static const char *const gptj_constants[] = {
 
 typedef void (*hf_writer)(hf_entries *out, const ft_model_config *c);
 
+/* A plain field that config.json may leave out, and what its absence means. */
+typedef struct hf_default {
+    const char *key;
+    double value;
+    const char *note; /* said when the key is absent; NULL: nothing to say */
+} hf_default;
+
+static const hf_default gpt_neox_defaults[] = {
+    { "layer_norm_eps", 1e-5, NULL },
+    { "use_parallel_residual", 1, "use_parallel_residual absent: true (the GPTNeoXConfig default)" },
+    { "attention_bias", 1, "attention_bias absent: true (the GPTNeoXConfig default)" },
+    { NULL, 0, NULL } };
+static const hf_default gptj_defaults[] = {
+    { "n_positions", 2048, NULL }, { "layer_norm_epsilon", 1e-5, NULL }, { NULL, 0, NULL } };
+static const hf_default no_defaults[] = { { NULL, 0, NULL } };
+
+/* The keys a family's own reader reads (derived, defaulted from other fields, or
+ * checked rather than stored); read_fields leaves them alone. */
+static const char *const llama_own[] = { "num_key_value_heads", "head_dim", "bos_token_id",
+    "eos_token_id", "rope_theta", "attention_bias", NULL };
+static const char *const qwen2_own[] = { "num_key_value_heads", "head_dim", "bos_token_id",
+    "eos_token_id", "rope_theta", "sliding_window", NULL };
+static const char *const qwen3_own[] = { "num_key_value_heads", "head_dim", "bos_token_id",
+    "eos_token_id", "rope_theta", "sliding_window", "attention_bias", NULL };
+static const char *const mistral_own[] = { "num_key_value_heads", "head_dim", "bos_token_id",
+    "eos_token_id", "rope_theta", "sliding_window", NULL };
+static const char *const gpt_neox_own[] = { "bos_token_id", "eos_token_id", "rotary_pct",
+    "hidden_act", "rotary_emb_base", NULL };
+static const char *const gptj_own[] = { "bos_token_id", "eos_token_id", "n_inner", "rotary_dim",
+    "activation_function", NULL };
+
 typedef int (*hf_reader)(const char *path, const json_t *root, ft_model_config *c,
                          ft_hf_config_info *info, ft_error *err);
 
 /* Each family's config.json, in one row. The keys of ftmpi's fields are the field
  * table's (model/model_fields.h, hf_key); a row says what else the family's file has.
- * Reading: the GPT families name the whole shape their own way (read_shape); the
- * others use Llama's keys, plus what read_quirks adds or forbids and a head_dim default
- * of their own (0: hidden_size / heads). Writing: every field that has a key, as its
- * plain value unless write_quirks gave the key a derived one, plus the constants. */
+ * Reading: every field with a key as its plain value (read_fields: required unless
+ * `defaults` lists it), but those in `own`; then the GPT families' read_shape (their
+ * GELU and rotary fields), or for the others read_quirks (what the family adds or
+ * forbids) and the Llama-keyed reading of heads, head_dim (with head_dim_default,
+ * 0: hidden_size / heads) and RoPE. Writing: every field that has a key, as its plain
+ * value unless write_quirks gave the key a derived one, plus the constants. */
 typedef struct hf_family_adapter {
+    const char *const *own;
+    const hf_default *defaults;
     hf_reader read_shape;
     hf_reader read_quirks;
     int head_dim_default;
@@ -544,20 +556,73 @@ typedef struct hf_family_adapter {
 } hf_family_adapter;
 
 static const hf_family_adapter adapters[FT_FAMILY_COUNT] = {
-    [FT_FAMILY_LLAMA] = { .read_quirks = read_llama_quirks, .write_quirks = write_llama_quirks,
+    [FT_FAMILY_LLAMA] = { .own = llama_own, .defaults = no_defaults, .read_quirks = read_llama_quirks, .write_quirks = write_llama_quirks,
                           .constants = llama_constants },
-    [FT_FAMILY_QWEN2] = { .read_quirks = read_qwen2_quirks, .write_quirks = write_qwen_quirks,
+    [FT_FAMILY_QWEN2] = { .own = qwen2_own, .defaults = no_defaults, .read_quirks = read_qwen2_quirks, .write_quirks = write_qwen_quirks,
                           .constants = qwen_constants },
-    [FT_FAMILY_QWEN3] = { .read_quirks = read_qwen3_quirks, .head_dim_default = 128,
+    [FT_FAMILY_QWEN3] = { .own = qwen3_own, .defaults = no_defaults, .read_quirks = read_qwen3_quirks, .head_dim_default = 128,
                           .head_dim_note = "head_dim absent: using 128 (the Qwen3 default)",
                           .write_quirks = write_qwen_quirks, .constants = qwen_constants },
-    [FT_FAMILY_MISTRAL] = { .read_quirks = read_mistral_quirks,
+    [FT_FAMILY_MISTRAL] = { .own = mistral_own, .defaults = no_defaults, .read_quirks = read_mistral_quirks,
                             .write_quirks = write_llama_quirks, .constants = mistral_constants },
-    [FT_FAMILY_GPT_NEOX] = { .read_shape = read_gpt_neox, .write_quirks = write_gpt_neox_quirks,
+    [FT_FAMILY_GPT_NEOX] = { .own = gpt_neox_own, .defaults = gpt_neox_defaults, .read_shape = read_gpt_neox, .write_quirks = write_gpt_neox_quirks,
                              .constants = gpt_neox_constants },
-    [FT_FAMILY_GPTJ] = { .read_shape = read_gptj, .write_quirks = write_gptj_quirks,
+    [FT_FAMILY_GPTJ] = { .own = gptj_own, .defaults = gptj_defaults, .read_shape = read_gptj, .write_quirks = write_gptj_quirks,
                          .constants = gptj_constants },
 };
+
+static bool listed(const char *const *keys, const char *key)
+{
+    for (; *keys; keys++)
+        if (strcmp(*keys, key) == 0)
+            return true;
+    return false;
+}
+
+/* Every field the family's config.json has under a key of the field table, read as
+ * the field's type (ints >= 1; bools default to the row's absent value), in table
+ * order; the adapter's own keys are left to its readers. */
+static int read_fields(const char *path, const json_t *root, const hf_family_adapter *ad,
+                       ft_model_config *c, ft_hf_config_info *info, ft_error *err)
+{
+    size_t n;
+    const ft_model_field *fields = ft_model_fields(&n);
+    for (size_t i = 0; i < n; i++) {
+        const ft_model_field *f = &fields[i];
+        const char *key = f->hf_key[c->family];
+        if (!key || f->type == FT_FIELD_FAMILY || listed(ad->own, key))
+            continue;
+        const hf_default *d = ad->defaults;
+        while (d->key && strcmp(d->key, key) != 0)
+            d++;
+        if (d->note && !json_object_get(root, key))
+            add_note(info, d->note);
+        const bool required = !d->key;
+        int iv = 0;
+        bool bv = false;
+        double v;
+        switch (f->type) {
+        case FT_FIELD_INT:
+            if (get_int(path, root, key, required, (int)d->value, 1, &iv, err))
+                return -1;
+            v = iv;
+            break;
+        case FT_FIELD_BOOL:
+            if (get_bool(path, root, key, d->key ? d->value != 0 : f->absent != 0, &bv, err))
+                return -1;
+            v = bv;
+            break;
+        case FT_FIELD_DOUBLE:
+            if (get_real(path, root, "", key, required, d->value, &v, err))
+                return -1;
+            break;
+        default:
+            continue;
+        }
+        ft_model_field_set(c, f, v);
+    }
+    return 0;
+}
 
 int ft_hf_config_read(const char *path, ft_model_config *c, ft_hf_config_info *info,
                       ft_error *err)
@@ -583,6 +648,8 @@ int ft_hf_config_read(const char *path, ft_model_config *c, ft_hf_config_info *i
     if (check_model_kind(path, root, c, err))
         goto done;
     const hf_family_adapter *ad = &adapters[c->family];
+    if (read_fields(path, root, ad, c, info, err))
+        goto done;
     if (ad->read_shape) {
         if (ad->read_shape(path, root, c, info, err) ||
             read_token_id(path, root, "bos_token_id", &c->bos_token_id, info, err) ||
@@ -590,15 +657,7 @@ int ft_hf_config_read(const char *path, ft_model_config *c, ft_hf_config_info *i
             goto done;
         goto common;
     }
-    if (get_int(path, root, "vocab_size", true, 0, 1, &c->vocab_size, err) ||
-        get_int(path, root, "hidden_size", true, 0, 1, &c->hidden_size, err) ||
-        get_int(path, root, "intermediate_size", true, 0, 1, &c->intermediate_size, err) ||
-        get_int(path, root, "num_hidden_layers", true, 0, 1, &c->num_hidden_layers, err) ||
-        get_int(path, root, "num_attention_heads", true, 0, 1, &c->num_attention_heads, err) ||
-        get_int(path, root, "max_position_embeddings", true, 0, 1, &c->max_position_embeddings,
-                err) ||
-        get_real(path, root, "", "rms_norm_eps", true, 0, &c->rms_norm_eps, err) ||
-        ad->read_quirks(path, root, c, info, err))
+    if (ad->read_quirks(path, root, c, info, err))
         goto done;
     if (!json_object_get(root, "num_key_value_heads") ||
         json_is_null(json_object_get(root, "num_key_value_heads")))
@@ -626,12 +685,6 @@ int ft_hf_config_read(const char *path, ft_model_config *c, ft_hf_config_info *i
         read_token_id(path, root, "eos_token_id", &c->eos_token_id, info, err))
         goto done;
 common:;
-    const json_t *tie = json_object_get(root, "tie_word_embeddings");
-    if (tie && !json_is_null(tie) && !json_is_boolean(tie)) {
-        ft_fail(err, "%s: \"tie_word_embeddings\" must be true or false", path);
-        goto done;
-    }
-    c->tie_word_embeddings = tie && json_is_true(tie); /* every family's default is false */
     const json_t *dt = json_object_get(root, "torch_dtype");
     if (!json_is_string(dt))
         dt = json_object_get(root, "dtype"); /* transformers 5 renamed it */
