@@ -146,8 +146,8 @@ static int check_keep_best(ft_config_state *st, ft_error *err)
     return 0;
 }
 
-/* Sample generations run at evaluations through the generation decoder, which reads
- * fp32 parameters. */
+/* Sample generations run at evaluations through the generation decoder, in the
+ * precision of the parameters the engine hands out (fp32, or bf16 with the bf16 recipe). */
 static int check_eval_prompts(ft_config_state *st, ft_error *err)
 {
     const ft_run_config *c = st->cfg;
@@ -159,10 +159,6 @@ static int check_eval_prompts(ft_config_state *st, ft_error *err)
     if (c->eval_every <= 0)
         return ft_config_fail_at(st, key("eval_prompts"), err,
                                  "samples are generated at evaluations: set eval_every and data.eval");
-    if (c->precision != FT_DTYPE_F32)
-        return ft_config_fail_at(st, key("eval_prompts"), err,
-                                 "sample generations need precision = \"fp32\" (the decoder reads "
-                                 "fp32 parameters)");
     return 0;
 }
 

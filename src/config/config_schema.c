@@ -86,7 +86,7 @@ const ft_config_key ft_config_keys[] = {
     INT64("log_every", log_every, 0, 1, LONG_MAX, 1, "print loss and throughput every this many steps"),
     INT64("eval_every", eval_every, 0, 0, LONG_MAX, 0, "evaluate on data.eval every this many steps; 0 disables"),
     INT64("eval_batches", eval_batches, 0, 0, LONG_MAX, 0, "global batches per evaluation; 0 means the whole eval set"),
-    {.path = "eval_prompts", .type = FT_KEY_STRINGS, .offset = OFF(eval_prompts), .doc = "prompts completed greedily at every evaluation with the current parameters, written to the log and the metrics file (\"sample\" records); needs eval_tokenizer; precision \"fp32\""},
+    {.path = "eval_prompts", .type = FT_KEY_STRINGS, .offset = OFF(eval_prompts), .doc = "prompts completed greedily at every evaluation with the current parameters, written to the log and the metrics file (\"sample\" records); needs eval_tokenizer; decoded in the precision's working parameters (with \"bf16\": the bf16 rounding of the master, as ftmpi-generate --params model)"},
     STRING("eval_tokenizer", eval_tokenizer, 0, NULL, NULL, "the model's tokenizer.json for eval_prompts, or \"bytes\" for ftmpi-gendata's byte-token models"),
     STRING("eval_template", eval_template, 0, "none", NULL, "prompt template of eval_prompts, as ftmpi-generate's --template (\"none\": BOS and the prompt; \"llama3-chat\", \"chatml\", ...)"),
     INT("eval_max_new_tokens", eval_max_new_tokens, 0, 1, INT_MAX, 32, "tokens generated at most per eval prompt (fewer when the model ends the answer)"),

@@ -23,6 +23,7 @@ struct ft_eval_samples {
     int max_new_tokens;
     int32_t stops[MAX_STOP + 1];
     int n_stop;
+    ft_dtype weights;      /* storage of the parameters the engine's source hands out */
 };
 
 void ft_eval_samples_free(ft_eval_samples *s)
@@ -98,6 +99,7 @@ int ft_eval_samples_create(ft_eval_samples **out, const ft_run_config *cfg,
     while (s->prompts[s->n_prompts])
         s->n_prompts++;
     s->max_new_tokens = cfg->eval_max_new_tokens;
+    s->weights = cfg->numerics.weights;
     int rc = ft_template_parse(cfg->eval_template, &s->tmpl) < 0
                  ? ft_fail(err, "%s: \"%s\" is not a template ftmpi-generate knows (see "
                            "doc/generate.md)", ft_run_config_where(cfg, "eval_template"),
@@ -138,7 +140,11 @@ int ft_eval_samples_run(ft_eval_samples *s, long step, const ft_model_layout *la
     ft_sampler *sampler = NULL;
     ft_decoder *dec = NULL;
     const ft_sampler_config greedy = { .temperature = 0.0, .top_k = 0, .top_p = 1.0 };
-    const ft_decoder_options dopt = { .capacity = (int)cap, .max_chunk = 0 };
+    /* the decoder reads the units as the source stores them: fp32, or the bf16 recipe's
+     * working bits (the master's rounding), decoded in bf16 like ftmpi-generate --params
+     * model does with a checkpoint's /model */
+    const ft_decoder_options dopt = { .capacity = (int)cap, .max_chunk = 0,
+                                      .dtype = s->weights };
     /* no prefetch plan: the decoder acquires units in its own order (a sharded engine
      * gathers each on demand, on every rank alike) */
     if (src->plan)

@@ -3,6 +3,11 @@
  * (generate/decoder.h) reading them through the engine's parameter source, and rank 0
  * writes the completions to the log and the metrics file.
  *
+ * Precision: the decoder runs in the dtype the source hands the units out in (the run's
+ * numerics.weights): fp32, or with precision = "bf16" the working bf16 parameters (the
+ * fp32 master's rounding), so a bf16 run's samples are those of ftmpi-generate --params
+ * model on its checkpoint.
+ *
  * Collective: every rank runs the same greedy decode (identical parameters give
  * identical argmaxes), so that ZeRO-3's gathers of each unit are matched on all ranks.
  *

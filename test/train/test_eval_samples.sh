@@ -3,7 +3,9 @@
 # parameters being trained, and the completion is written to the log ("sample" lines)
 # and the metrics file ("sample" records). At the last step the completions equal
 # ftmpi-generate's greedy output from the run's final weights, also on 2 ranks at
-# ZeRO stage 3 (where every rank gathers the units the decoder reads).
+# ZeRO stage 3 (where every rank gathers the units the decoder reads). With
+# precision = "bf16" the samples decode in bf16 from the working bf16 parameters: they
+# equal ftmpi-generate --params model on the final checkpoint's /model (bf16).
 # Bad settings, and a tokenizer other than the data's, end in one line.
 . "$(dirname "$0")/lib.sh"
 command -v python3 >/dev/null 2>&1 || skip "python3 not found"
@@ -12,16 +14,17 @@ command -v python3 >/dev/null 2>&1 || skip "python3 not found"
 write_small_cfg s.cfg
 GEN="$B/ftmpi-generate"
 samples='eval_prompts=["12+34=", "7+8="]'
-check() { # N ARGS...
-    n=$1; shift
-    rm -f m.jsonl
+check() { # N MODEL ARGS... (MODEL: ftmpi-generate's model arguments, word-split)
+    n=$1; model=$2; shift 2
+    rm -rf m.jsonl ck
     run_ranks "$n" s.cfg max_steps=30 log_every=30 data.eval=eval.h5 eval_every=15 "$samples" \
         eval_tokenizer=bytes eval_max_new_tokens=6 metrics_file=m.jsonl final_weights=out.h5 "$@" \
         > r.log 2>&1 || { cat r.log; fail "run $n ranks $*"; }
     [ "$(grep -c '^sample ' r.log)" -eq 4 ] || { cat r.log; fail "expected 4 sample lines (2 evals x 2 prompts)"; }
     grep -q '^sample     30 | 2/2 | "7+8=" -> ".*" (eos\|length)$' r.log || { cat r.log; fail "sample line format"; }
     for p in "12+34=" "7+8="; do
-        "$GEN" --byte-tokens --max-new-tokens 6 out.h5 "$p" > want.txt 2>&1 || { cat want.txt; fail "ftmpi-generate"; }
+        # shellcheck disable=SC2086
+        "$GEN" --byte-tokens --max-new-tokens 6 $model "$p" > want.txt 2>&1 || { cat want.txt; fail "ftmpi-generate"; }
         python3 - "$p" <<'PY' || fail "$n ranks $*: the step-30 sample of $p is not ftmpi-generate's"
 import json, sys
 recs = [json.loads(l) for l in open("m.jsonl")]
@@ -33,8 +36,13 @@ assert got[0]["completion"].rstrip("\n") == want.rstrip("\n")
 PY
     done
 }
-check 1
-have_mpirun && check 2 zero_stage=3
+check 1 out.h5
+have_mpirun && check 2 out.h5 zero_stage=3
+bf16="precision=bf16 checkpoint_dir=ck"
+# shellcheck disable=SC2086
+check 1 "--params model ck" $bf16
+# shellcheck disable=SC2086
+have_mpirun && check 2 "--params model ck" $bf16 zero_stage=3
 echo "samples at evaluations = ftmpi-generate on the same weights"
 # one line each (on stderr; a tokenizer file is read after the start-up lines, once the
 # model's shape is known): no tokenizer, a missing tokenizer file, an unknown template
