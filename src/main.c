@@ -195,12 +195,22 @@ static int parse_cli(int argc, char **argv, cli *c, int rank, int *code)
     return 0;
 }
 
+/* Rank 0's completions go to its log and metrics file. */
+static void report_sample(void *ctx, long step, int index, int count, const char *prompt,
+                          const char *text, size_t len, const char *stop)
+{
+    const ft_trainer *t = ctx;
+    ft_report_sample(t->out, t->metrics, step, index, count, prompt, text, len, stop);
+}
+
 /* The trainer's after-eval step: greedy completions of eval_prompts. */
 static int run_eval_samples(void *ctx, ft_trainer *t, long step, ft_error *err)
 {
     ft_watchdog_progress(t->watchdog, "generating the eval_prompts samples");
     ft_param_source src = ft_engine_param_source(t->engine);
-    return ft_eval_samples_run(ctx, step, &t->layout, t->be, &src, t->out, t->metrics, err);
+    const bool reports = t->out || t->metrics;
+    return ft_eval_samples_run(ctx, step, &t->layout, t->be, &src,
+                               reports ? report_sample : NULL, t, err);
 }
 
 /* eval_prompts: every rank encodes them alike (one message for all) and generates. */

@@ -7,7 +7,6 @@
 #include "generate/generate.h"
 #include "generate/prompt.h"
 #include "generate/sampler.h"
-#include "train/metrics.h"
 
 enum { MAX_STOP = 16 };
 
@@ -119,19 +118,9 @@ int ft_eval_samples_create(ft_eval_samples **out, const ft_run_config *cfg,
     return 0;
 }
 
-static void log_sample(FILE *log, long step, int i, int n, const char *prompt, const char *text,
-                       size_t len, const char *stop)
-{
-    fprintf(log, "sample %6ld | %d/%d | ", step, i + 1, n);
-    ft_metrics_json_string(log, prompt, strlen(prompt));
-    fputs(" -> ", log);
-    ft_metrics_json_string(log, text, len);
-    fprintf(log, " (%s)\n", stop);
-}
-
 int ft_eval_samples_run(ft_eval_samples *s, long step, const ft_model_layout *layout,
-                        ft_backend *be, const ft_param_source *src, FILE *log, ft_metrics *metrics,
-                        ft_error *err)
+                        ft_backend *be, const ft_param_source *src, ft_sample_sink sink,
+                        void *sink_ctx, ft_error *err)
 {
     const ft_model_config *m = &layout->config;
     long cap = (long)s->longest + s->max_new_tokens;
@@ -161,17 +150,12 @@ int ft_eval_samples_run(ft_eval_samples *s, long step, const ft_model_layout *la
         if (rc)
             break;
         rc = ft_completion_decode(&s->codec, r.ids, r.n, &text, &len, err);
-        if (!rc && log)
-            log_sample(log, step, i, s->n_prompts, s->prompts[i], text, len,
-                       ft_stop_reason_name(r.stop));
-        if (!rc)
-            ft_metrics_sample(metrics, step, i + 1, s->prompts[i], text, len,
-                              ft_stop_reason_name(r.stop));
+        if (!rc && sink)
+            sink(sink_ctx, step, i, s->n_prompts, s->prompts[i], text, len,
+                 ft_stop_reason_name(r.stop));
         free(text);
         free(r.ids);
     }
-    if (log)
-        fflush(log);
     ft_decoder_free(dec);
     ft_sampler_free(sampler);
     return rc ? -1 : 0;

@@ -10,6 +10,8 @@
  *
  * Collective: every rank runs the same greedy decode (identical parameters give
  * identical argmaxes), so that ZeRO-3's gathers of each unit are matched on all ranks.
+ * Where the completions go (the log, the metrics file) is the caller's sink: this module
+ * knows nothing of training's reports.
  *
  * Ownership: ft_eval_samples_create returns an object freed by ft_eval_samples_free; the
  * config's prompts are borrowed. */
@@ -22,10 +24,14 @@
 #include "config/run_config.h"
 #include "model/layout.h"
 #include "model/model.h"
-#include "train/metrics.h"
 #include "util/error.h"
 
 typedef struct ft_eval_samples ft_eval_samples;
+
+/* Receives completion `index` (0-based) of `count` after `step` steps; text is not
+ * NUL-terminated (len bytes); stop names why generation ended. */
+typedef void (*ft_sample_sink)(void *ctx, long step, int index, int count, const char *prompt,
+                               const char *text, size_t len, const char *stop);
 
 /* Loads eval_tokenizer (or byte tokens), parses eval_template and encodes every prompt
  * against the model's shape. Errors name the key at fault. */
@@ -33,9 +39,10 @@ int ft_eval_samples_create(ft_eval_samples **out, const ft_run_config *cfg,
                            const ft_model_config *model, ft_error *err);
 void ft_eval_samples_free(ft_eval_samples *s);
 
-/* Completes every prompt after `step` steps. log, metrics: rank 0's (NULL elsewhere). */
+/* Completes every prompt after `step` steps, handing each completion to sink (NULL:
+ * none, e.g. on ranks other than 0). */
 int ft_eval_samples_run(ft_eval_samples *s, long step, const ft_model_layout *layout,
-                        ft_backend *be, const ft_param_source *src, FILE *log, ft_metrics *metrics,
-                        ft_error *err);
+                        ft_backend *be, const ft_param_source *src, ft_sample_sink sink,
+                        void *sink_ctx, ft_error *err);
 
 #endif

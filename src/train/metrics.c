@@ -144,6 +144,20 @@ static size_t utf8_sequence(const char *p, size_t avail)
     return len;
 }
 
+void ft_report_sample(FILE *log, ft_metrics *m, long step, int index, int count,
+                      const char *prompt, const char *text, size_t len, const char *stop)
+{
+    if (log) {
+        fprintf(log, "sample %6ld | %d/%d | ", step, index + 1, count);
+        ft_metrics_json_string(log, prompt, strlen(prompt));
+        fputs(" -> ", log);
+        ft_metrics_json_string(log, text, len);
+        fprintf(log, " (%s)\n", stop);
+        fflush(log);
+    }
+    ft_metrics_sample(m, step, index + 1, prompt, text, len, stop);
+}
+
 void ft_metrics_json_string(FILE *f, const char *s, size_t n)
 {
     fputc('"', f);

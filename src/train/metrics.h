@@ -42,6 +42,10 @@ void ft_metrics_values(ft_metrics *m, const char *kind, long step, const char *c
  * that is not UTF-8 as U+FFFD); the log's sample lines use it too, so a completion's
  * newlines stay on one line. */
 void ft_metrics_json_string(FILE *f, const char *s, size_t n);
+/* A sample generation (index 0-based of count): the line "sample STEP | i/n | prompt ->
+ * completion (stop)" on log and the "sample" record in m; either may be NULL. */
+void ft_report_sample(FILE *log, ft_metrics *m, long step, int index, int count,
+                      const char *prompt, const char *text, size_t len, const char *stop);
 
 /* Closes the file and frees m (NULL: nothing); -1 with one line naming the file and
  * the first record lost when any record could not be written or the close failed. */
