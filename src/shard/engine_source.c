@@ -186,7 +186,8 @@ static void src_plan(void *ctx, const int *units, int n)
     ft_engine *e = ctx;
     if (n > e->plan_cap)
         n = e->plan_cap;
-    memcpy(e->plan, units, (size_t)n * sizeof *units);
+    if (n > 0) /* an empty plan (units may be NULL) cancels prefetching */
+        memcpy(e->plan, units, (size_t)n * sizeof *units);
     e->plan_len = n;
     e->plan_pos = 0;
     if (e->opt.zero_stage == 3)
