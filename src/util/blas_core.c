@@ -102,6 +102,18 @@ static void cpu_vendor(char out[13])
 #endif
 }
 
+/* AMX-BF16: cpuid leaf 7, EDX bit 22, read directly (clang's __builtin_cpu_supports
+ * does not know "amx-bf16" in every version). */
+static int cpu_has_amx_bf16(void)
+{
+#ifdef FT_BLAS_CORE_X86
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1u);
+#else
+    return 0;
+#endif
+}
+
 static int cpu_is_amd(const char *vendor)
 {
     return !strcmp(vendor, "AuthenticAMD") || !strcmp(vendor, "HygonGenuine");
@@ -232,7 +244,7 @@ void ft_blas_core_describe(char *buf, size_t n)
              isa_names[cpu],
 #ifdef FT_BLAS_CORE_X86
              __builtin_cpu_supports("avx512bf16") ? ", AVX512-BF16" : "",
-             __builtin_cpu_supports("amx-bf16") ? ", AMX-BF16" : ""
+             cpu_has_amx_bf16() ? ", AMX-BF16" : ""
 #else
              "", ""
 #endif
