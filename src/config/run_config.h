@@ -96,6 +96,16 @@ typedef struct ft_run_config {
 
     ft_optimizer_config optimizer; /* optimizer = { ... } (schedule keys live here too) */
 
+    /* lora = { ... } (model/lora.h): lora_rank 0 (no lora group) trains every weight;
+     * else the model is frozen and rank-lora_rank adapters on lora_targets (HF module
+     * names of the family, NULL-terminated; resolved by ft_lora_resolve once the
+     * model's family is known) are trained */
+    int lora_rank;
+    double lora_alpha;
+    double lora_dropout;
+    char **lora_targets;
+    char *model_adapter; /* model.adapter: a PEFT adapter directory the adapters start from */
+
     char **where; /* per schema key: where its value came from (ft_run_config_where) */
 } ft_run_config;
 
