@@ -96,10 +96,15 @@ void ft_lora_site_dims(const ft_model_config *c, ft_lora_site s, long long *in, 
 
 void ft_lora_family_targets(const ft_model_config *c, char *buf, size_t size)
 {
+    /* HF's order of a layer's modules: attention in, out; MLP in, out */
+    static const ft_lora_site order[FT_LORA_N_SITES] = {
+        FT_LORA_QKV, FT_LORA_Q, FT_LORA_K, FT_LORA_V, FT_LORA_O, FT_LORA_GATE, FT_LORA_UP,
+        FT_LORA_DOWN,
+    };
     size_t n = 0;
     buf[0] = '\0';
-    for (int s = 0; s < FT_LORA_N_SITES; s++) {
-        const char *name = ft_lora_site_hf_name(c, (ft_lora_site)s);
+    for (int i = 0; i < FT_LORA_N_SITES; i++) {
+        const char *name = ft_lora_site_hf_name(c, order[i]);
         if (!name)
             continue;
         int w = snprintf(buf + n, size - n, "%s%s", n ? ", " : "", name);
