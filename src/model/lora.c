@@ -123,7 +123,13 @@ int ft_lora_resolve(const ft_model_config *c, int rank, double alpha, double dro
     const ft_family_info *fam = ft_family_info_of(c->family);
     char names[160];
     ft_lora_family_targets(c, names, sizeof names);
-    if (!targets || !targets[0])
+    if (!targets) { /* every projection of the family */
+        for (int s = 0; s < FT_LORA_N_SITES; s++)
+            if (ft_lora_site_hf_name(c, (ft_lora_site)s))
+                out->sites |= 1u << s;
+        return 0;
+    }
+    if (!targets[0])
         return ft_fail(err, "no targets: list some of the %s model's projections (%s)",
                        fam ? fam->name : "?", names);
     for (int i = 0; targets[i]; i++) {

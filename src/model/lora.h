@@ -74,8 +74,9 @@ void ft_lora_site_path(ft_lora_site s, int layer, char *buf, size_t size);
 /* Input and output widths of a site's projection (QKV: out = q + 2 kv). */
 void ft_lora_site_dims(const ft_model_config *c, ft_lora_site s, long long *in, long long *out);
 
-/* Resolves HF target names (NULL-terminated) for the model's family into sites.
- * Errors name the unknown target and list the family's targets. rank >= 1 and
+/* Resolves HF target names (NULL-terminated; NULL: every projection of the family)
+ * for the model's family into sites. Errors name the unknown target and list the
+ * family's targets. rank >= 1 and
  * 0 <= dropout < 1 are the config schema's checks. */
 int ft_lora_resolve(const ft_model_config *c, int rank, double alpha, double dropout,
                     char *const *targets, ft_lora_config *out, ft_error *err);
