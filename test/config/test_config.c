@@ -865,7 +865,7 @@ static void test_doc_examples_load(void **state)
         blocks++;
         p = end + 4;
     }
-    assert_int_equal(blocks, 3);
+    assert_int_equal(blocks, 4);
     free(doc);
 }
 
