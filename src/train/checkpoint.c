@@ -22,6 +22,7 @@
 #include "model/model_fields.h"
 #include "train/ckpt_best.h"
 #include "train/ckpt_lora.h"
+#include "config/config_lora.h"
 #include "train/ckpt_dir.h"
 #include "train/finite_guard.h"
 #include "util/durable.h"
@@ -109,8 +110,7 @@ static int write_lora(const ft_h5file *f, const ft_run_config *cfg, const ft_mod
     if (layout->n_units == 0 || layout->units[0].kind != FT_UNIT_ADAPTER)
         return 0;
     ft_lora_config lc;
-    return ft_lora_resolve(&layout->config, cfg->lora_rank, cfg->lora_alpha, cfg->lora_dropout,
-                           cfg->lora_targets, &lc, err) ||
+    return ft_run_config_lora(cfg, &layout->config, &lc, err) ||
            ft_ckpt_lora_write(f, cfg, &layout->config, &lc, err);
 }
 

@@ -5,22 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-void ft_lora_targets_string(const ft_model_config *model, const ft_lora_config *lora, char *buf,
-                            size_t size)
-{
-    size_t n = 0;
-    buf[0] = '\0';
-    for (int s = 0; s < FT_LORA_N_SITES; s++) {
-        const char *name = ft_lora_site_hf_name(model, (ft_lora_site)s);
-        if (!name || !ft_lora_has_site(lora, (ft_lora_site)s))
-            continue;
-        const int w = snprintf(buf + n, size - n, "%s%s", n ? "," : "", name);
-        if (w < 0 || (size_t)w >= size - n)
-            return;
-        n += (size_t)w;
-    }
-}
-
 int ft_ckpt_lora_write(const ft_h5file *f, const ft_run_config *cfg,
                        const ft_model_config *model, const ft_lora_config *lora, ft_error *err)
 {

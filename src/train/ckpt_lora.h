@@ -17,8 +17,5 @@ int ft_ckpt_lora_write(const ft_h5file *f, const ft_run_config *cfg,
  * a full run). */
 int ft_ckpt_lora_check(const ft_h5file *f, const ft_model_config *model,
                        const ft_lora_config *lora, ft_error *err);
-/* "q_proj,v_proj": the HF names of the sites of lora, in the family's order. */
-void ft_lora_targets_string(const ft_model_config *model, const ft_lora_config *lora, char *buf,
-                            size_t size);
 
 #endif

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config/config_lora.h"
 #include "io/weights.h"
 #include "optim/schedule.h"
 #include "util/durable.h"
@@ -63,11 +64,10 @@ static int resolve_model_shape(ft_trainer *t, ft_error *err)
     t->train_layout = &t->layout;
     if (ft_model_layout_build(&t->layout, &mc, err))
         return -1;
-    if (cfg->lora_rank <= 0)
+    if (ft_run_config_lora(cfg, &mc, &t->lora, err))
+        return -1;
+    if (!ft_lora_enabled(&t->lora))
         return 0;
-    if (ft_lora_resolve(&mc, cfg->lora_rank, cfg->lora_alpha, cfg->lora_dropout,
-                        cfg->lora_targets, &t->lora, err))
-        return ft_fail_context(err, "%s", ft_run_config_where(cfg, "lora.targets"));
     if (cfg->lora_dropout > 0.0)
         return ft_fail(err, "%s: LoRA dropout is not implemented yet; set lora.dropout = 0.0",
                        ft_run_config_where(cfg, "lora.dropout"));
@@ -198,9 +198,14 @@ static void print_startup(ft_trainer *t)
     fprintf(t->out,
             "ftmpi: sharding: %d units, %zu elements padded to %zu (%zu in the embedding, %zu "
             "per block)\n",
-            t->layout.n_units, t->layout.total_numel, ft_engine_padded_total(t->engine),
-            ft_engine_padded_unit(t->engine, 0),
-            ft_engine_padded_unit(t->engine, ft_layout_block_unit(0)));
+            t->layout.n_units, t->layout.total_numel,
+            ft_engine_padded_total(t->base ? t->base : t->engine),
+            ft_engine_padded_unit(t->base ? t->base : t->engine, 0),
+            ft_engine_padded_unit(t->base ? t->base : t->engine, ft_layout_block_unit(0)));
+    if (t->base)
+        fprintf(t->out, "ftmpi: sharding the adapters: %d units, %zu elements padded to %zu\n",
+                t->adapter_layout.n_units, t->adapter_layout.total_numel,
+                ft_engine_padded_total(t->engine));
     fflush(t->out);
 }
 
@@ -214,11 +219,16 @@ static void print_mfu_basis(ft_trainer *t, const ft_peak *peak)
     const double T = t->seq_len, W = c->sliding_window;
     /* visible keys per query of a full-length causal row, for the reader's estimate */
     const double keys = W > 0 && W < T ? W - W * (W - 1) / (2 * T) : (T + 1) / 2;
+    char basis[128];
+    if (t->base) /* LoRA: the frozen matmuls have no weight gradient */
+        snprintf(basis, sizeof basis, "4 x %lld frozen matmul params + 6 x %zu adapter params",
+                 ft_mfu_matmul_params(&t->layout), t->adapter_layout.total_numel);
+    else
+        snprintf(basis, sizeof basis, "6 x %lld matmul params", ft_mfu_matmul_params(&t->layout));
     fprintf(t->out,
-            "ftmpi: model FLOPs per token %.3g = 6 x %lld matmul params + %.3g per visible key "
-            "(%.0f keys a query in a one-document row)\n",
-            t->flops_per_token + t->flops_per_key * keys, ft_mfu_matmul_params(&t->layout),
-            t->flops_per_key, keys);
+            "ftmpi: model FLOPs per token %.3g = %s + %.3g per visible key (%.0f keys a query "
+            "in a one-document row)\n",
+            t->flops_per_token + t->flops_per_key * keys, basis, t->flops_per_key, keys);
     if (peak->flops > 0)
         fprintf(t->out, "ftmpi: MFU peak %.4g TFLOP/s per rank (%s)\n", peak->flops / 1e12,
                 peak->source);
@@ -392,11 +402,11 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     enter_phase(t, "creating the engine and the model");
     ft_engine_options base_eo = eo;
     /*FROZEN-PENDING*/
-    if (t->base || cfg->lora_rank > 0) {
+    if (ft_lora_enabled(&t->lora)) {
         mo.lora = &t->lora;
         mo.adapter_layout = &t->adapter_layout;
     }
-    int rc = (cfg->lora_rank > 0 &&
+    int rc = (ft_lora_enabled(&t->lora) &&
               ft_engine_create(&t->base, &t->layout, t->be, t->dev_comm, &base_eo, err)) ||
              ft_engine_create(&t->engine, t->train_layout, t->be, t->dev_comm, &eo, err) ||
              ft_model_create(&t->model, &t->layout, t->be, &mo, err);
