@@ -373,8 +373,8 @@ def write_case(out_dir, name, seed, family, docs, base):
         put_adapters(ag.create_group("after"), after)
 
     print("%-10s %-8s docs=%-6s targets=%2d loss=%.7f (base %.7f) adamw=[%s] %6d B sha256=%s\n"
-          "           checks: adapters move logits by %.1e; merged logits %.1e, grads via merged %.1e; "
-          "float64 AdamW: loss %.1e, after %.1e of max, %.1e elementwise" % (
+          "           checks: adapters move logits by %.1e; merged logits %.1e, "
+          "grads via merged %.1e; float64 AdamW: loss %.1e, after %.1e of max, %.1e of max(|x|, 1e-3)" % (
               name, family, str([len(l) for l in docs]), n_targets, loss.item(),
               ref.loss_from_logits(base_logits, tokens, mask)[0].item(),
               ", ".join("%.5f" % x for x in step_losses), os.path.getsize(path),
