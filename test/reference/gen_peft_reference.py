@@ -139,7 +139,7 @@ def lora_params(model):
 
 
 def site_modules(pm):
-    """{HF module path: (its peft LoRA layer)} of every adapted projection."""
+    """{HF module path: its PEFT LoRA layer} of every adapted projection."""
     return {n[len("base_model.model."):]: m for n, m in pm.named_modules()
             if isinstance(m, peft.tuners.lora.layer.Linear)}
 
