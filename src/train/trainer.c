@@ -401,7 +401,7 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     ft_startup_mark(t->startup, "checks");
     enter_phase(t, "creating the engine and the model");
     ft_engine_options base_eo = eo;
-    /*FROZEN-PENDING*/
+    base_eo.frozen = true;
     if (ft_lora_enabled(&t->lora)) {
         mo.lora = &t->lora;
         mo.adapter_layout = &t->adapter_layout;
