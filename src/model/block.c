@@ -181,7 +181,8 @@ static void linear_fwd(const ft_block_ctx *bc, void *z, const void *a, const voi
 
 /* Backward of projection proj (an ft_block_tensor) given dz:
  * dW[out,in] += dz^T a (fp32 accumulation, stored as the gradient type; none for a
- * frozen block), the adapter's terms, and da[N,in] (+)= dz[N,out] W (+ du A).
+ * frozen block), the adapter's terms, and da[N,in] (+)= dz[N,out] W (+ du A) unless da
+ * is NULL (nobody reads it: block.h, skip_input_grad).
  * Everything that reads a comes first: da may then overwrite a (the MLP's down
  * projection reuses the SwiGLU output's buffer for its gradient). */
 static void linear_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_grads *g,
@@ -194,6 +195,8 @@ static void linear_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_bloc
                         1.0f);
     if (g->lora)
         ft_block_lora_bwd_weights(bc, p, g, acts, proj, dz, a);
+    if (!da)
+        return;
     be->ops->matmul(be, gemm(bc), da, dz, p->w[proj], n, in, out, false, false, 1.0f, beta_da);
     if (g->lora)
         ft_block_lora_bwd_input(bc, p, proj, da);
@@ -235,7 +238,7 @@ static void project_rotate(const ft_block_ctx *bc, const ft_block_params *p, ft_
 
 /* Backward of project_rotate given dz (the attention's dq or dk; destroyed):
  * dz_raw = QKNorm^T(RoPE^T dz) into dz_raw (qk_norm) or in place, bias and weight
- * grads accumulate, da (+)= dz_raw W with beta_da. */
+ * grads accumulate, da (+)= dz_raw W with beta_da (none when da is NULL). */
 static void project_rotate_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_grads *g,
                                ft_block_acts *acts, int proj_id, void *da, void *db, void *dnorm_w,
                                void *dz, void *dz_raw, const void *z_raw, const float *rstd,
@@ -280,8 +283,8 @@ static void mlp_fwd(const ft_block_ctx *bc, const ft_block_params *p, const void
     ft_block_lora_fwd(bc, p, a, FT_BLK_DOWN, y, a->act);
 }
 
-/* Backward of mlp_fwd given dy: dn (+)= d/dn with beta_dn, weight and bias grads
- * accumulate. a->act is not needed after its weight gradient, so its buffer takes
+/* Backward of mlp_fwd given dy: dn (+)= d/dn with beta_dn (none when dn is NULL),
+ * weight and bias grads accumulate. a->act is not needed after its weight gradient, so its buffer takes
  * d(act) (this block's activations are dead after its backward, or recomputed for
  * the next block with checkpointing). */
 static void mlp_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_grads *g,
@@ -342,6 +345,14 @@ void ft_block_forward(const ft_block_ctx *bc, const ft_block_params *p, const vo
     mlp_fwd(bc, p, xn2, a, y);
 }
 
+/* Whether this backward computes dx (block.h, skip_input_grad): trained norms reading
+ * the block's input need the gradient of their output, which is dx's first part. */
+static bool input_grad_wanted(const ft_block_ctx *bc, const ft_block_grads *g)
+{
+    return !bc->skip_input_grad || g->g[FT_BLK_ATTN_NORM] || g->g[FT_BLK_ATTN_NORM_BIAS] ||
+           g->g[FT_BLK_MLP_NORM] || g->g[FT_BLK_MLP_NORM_BIAS];
+}
+
 void ft_block_backward(const ft_block_ctx *bc, const ft_block_params *p, ft_block_grads *g,
                        const void *x, ft_block_acts *a, const void *dy, void *dx)
 {
@@ -354,19 +365,24 @@ void ft_block_backward(const ft_block_ctx *bc, const ft_block_params *p, ft_bloc
     const int KV = c->num_key_value_heads * c->head_dim;
     ft_block_scratch *s = bc->scratch;
     const size_t NH = (size_t)N * H * ft_dtype_size(bc->dt);
+    /* Without dx, the input's norms' backward and the GEMMs feeding only them go: q, k,
+     * v's input gradients, and with a parallel residual the MLP's (sequential: the
+     * MLP's feeds h's gradient, which the attention branch needs). */
+    const bool want_dx = input_grad_wanted(bc, g);
+    void *dxn = want_dx ? s->dxn : NULL;
 
     /* MLP branch: y = h + MLP(n2). Its gradient wrt n2 lands in dxn; with a shared
      * norm it stays there and the attention's q/k/v gradients add to it. */
-    mlp_bwd(bc, p, g, fam->shared_norm ? a->xn1 : a->xn2, a, dy, s->dxn, 0.0f);
+    mlp_bwd(bc, p, g, fam->shared_norm ? a->xn1 : a->xn2, a, dy, parallel ? dxn : s->dxn, 0.0f);
     be->ops->copy(be, s->dh, dy, NH); /* residual path: dL/dh = dy (+ norm2 for sequential) */
-    if (parallel) {
+    if (parallel && want_dx) {
         /* y = x + attn + mlp: dx starts as dy, plus Norm2's backward wrt x when the
          * MLP has its own norm */
         be->ops->copy(be, dx, dy, NH);
         if (!fam->shared_norm)
             norm_bwd(bc, dx, g->g[FT_BLK_MLP_NORM], g->g[FT_BLK_MLP_NORM_BIAS], s->dxn, x,
                               p->w[FT_BLK_MLP_NORM], a->mean2, a->rstd2, N);
-    } else {
+    } else if (!parallel) {
         norm_bwd(bc, s->dh, g->g[FT_BLK_MLP_NORM], g->g[FT_BLK_MLP_NORM_BIAS], s->dxn,
                           a->h, p->w[FT_BLK_MLP_NORM], a->mean2, a->rstd2, N);
     }
@@ -377,14 +393,16 @@ void ft_block_backward(const ft_block_ctx *bc, const ft_block_params *p, ft_bloc
     be->ops->attention_bwd(be, bc->dt, s->dq, s->dk, s->dv, s->datt, a->att, a->lse, a->q, a->k,
                            a->v, bc->segment, bc->attn);
     const float beta_q = fam->shared_norm ? 1.0f : 0.0f; /* keep the MLP's dn1 */
-    project_rotate_bwd(bc, p, g, a, FT_BLK_Q, s->dxn, g->g[FT_BLK_Q_BIAS], g->g[FT_BLK_Q_NORM],
+    project_rotate_bwd(bc, p, g, a, FT_BLK_Q, dxn, g->g[FT_BLK_Q_BIAS], g->g[FT_BLK_Q_NORM],
                        s->dq, s->dq_raw, a->q_raw, a->rstd_q, a->xn1, p->w[FT_BLK_Q_NORM],
                        c->num_attention_heads, beta_q);
-    project_rotate_bwd(bc, p, g, a, FT_BLK_K, s->dxn, g->g[FT_BLK_K_BIAS], g->g[FT_BLK_K_NORM],
+    project_rotate_bwd(bc, p, g, a, FT_BLK_K, dxn, g->g[FT_BLK_K_BIAS], g->g[FT_BLK_K_NORM],
                        s->dk, s->dk_raw, a->k_raw, a->rstd_k, a->xn1, p->w[FT_BLK_K_NORM],
                        c->num_key_value_heads, 1.0f);
     bias_bwd(bc, g->g[FT_BLK_V_BIAS], s->dv, N, KV);
-    linear_bwd(bc, p, g, a, FT_BLK_V, s->dxn, s->dv, a->xn1, N, KV, H, 1.0f);
+    linear_bwd(bc, p, g, a, FT_BLK_V, dxn, s->dv, a->xn1, N, KV, H, 1.0f);
+    if (!want_dx)
+        return;
     if (!parallel)
         be->ops->copy(be, dx, s->dh, NH);
     norm_bwd(bc, dx, g->g[FT_BLK_ATTN_NORM], g->g[FT_BLK_ATTN_NORM_BIAS], s->dxn, x,

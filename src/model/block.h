@@ -83,6 +83,12 @@ struct ft_block_ctx {
     ft_block_attend_fn attend;   /* NULL: flash attention over attn/segment */
     void *attend_ctx;
     ft_block_scratch *scratch;   /* backward only */
+    /* Backward only: nobody reads dx (the first block when the embedding is frozen, as
+     * under LoRA). A block whose norms take no gradient then skips what only feeds dx:
+     * the input-gradient GEMMs of the projections that read the input's norm(s) (q, k,
+     * v; with a parallel residual the MLP's too) and those norms' backward; dx is left
+     * unwritten. A block whose norms train still computes it (their gradients need it). */
+    bool skip_input_grad;
 };
 
 /* Allocates one set of activations for `tokens` rows (the family's buffers only,
@@ -104,8 +110,9 @@ void ft_block_grads_bind(const ft_unit_layout *u, ft_dtype gt, void *flat, ft_bl
 /* y = block(x) over b->tokens rows (y must not alias x); activations into a. */
 void ft_block_forward(const ft_block_ctx *b, const ft_block_params *p, const void *x, void *y,
                       ft_block_acts *a);
-/* dx = d(loss)/dx given dy (overwrite), parameter grads accumulate into g; a->act is
- * overwritten (it carries d(act)). Needs the full-sequence attention (attend NULL). */
+/* dx = d(loss)/dx given dy (overwrite; see skip_input_grad), parameter grads accumulate
+ * into g; a->act is overwritten (it carries d(act)). Needs the full-sequence attention
+ * (attend NULL). */
 void ft_block_backward(const ft_block_ctx *b, const ft_block_params *p, ft_block_grads *g,
                        const void *x, ft_block_acts *a, const void *dy, void *dx);
 

@@ -519,12 +519,13 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
     void *dy = m->dres[0], *dx = m->dres[1];
     *loss_sum = run_head(m, src, grad_scale, 1, dy);
 
-    const ft_block_ctx bc = block_ctx(m);
+    ft_block_ctx bc = block_ctx(m);
     for (int l = L - 1; l >= 0; l--) {
         const int u = ft_layout_block_unit(l);
         ft_block_params p;
         ft_block_grads g;
         bound_adapters ba;
+        bc.skip_input_grad = l == 0 && m->frozen; /* a frozen embedding takes no gradient */
         ft_block_params_bind(&lay->units[u], m->dt, src->acquire(src->ctx, u), &p);
         ft_block_grads_bind(&lay->units[u], m->gt, m->frozen ? NULL : src->grads(src->ctx, u), &g);
         bind_adapters(m, l, &ba, &p, &g);
