@@ -11,7 +11,9 @@
  * output adds its one rounding, 2^-8 |ref|. A bf16 output must moreover be exactly the
  * round-to-nearest-even of the fp32 output of the same call (same sums, same order).
  * Bitwise equality between 1 and 2 threads
- * holds because threads split tiles, never k.
+ * holds because threads split tiles, never k; and an element's bits do not depend on
+ * the tile it lands in: the columns of a c of at most 16 columns (a half-width tile,
+ * LoRA's n = rank GEMMs) equal those of a wider c with the same leading columns.
  * Skips on a CPU without AVX512-BF16 (the widening path is tested by
  * test_cpu_bf16_ops there). */
 #include <math.h>
@@ -37,6 +39,8 @@ typedef struct gemm_case {
 static const gemm_case cases[] = {
     { 1, 1, 1 },     { 13, 33, 1 },   { 12, 32, 256 },  { 11, 31, 255 }, { 37, 65, 513 },
     { 5, 4200, 40 }, { 100, 48, 1000 }, { 30, 40, 2101 }, { 1, 4097, 7 }, { 64, 64, 0 },
+    /* LoRA's shapes: n = rank (half-width tiles, one column tile split by rows), m = rank */
+    { 100, 16, 300 }, { 50, 5, 64 }, { 200, 16, 1100 }, { 16, 300, 700 },
 };
 
 static uint16_t *random_bf16(size_t n, bt_rng *r)
@@ -160,6 +164,61 @@ static void sweep(ft_backend *be, const char *label, bool check_threads)
     assert_true(ok);
 }
 
+/* op(b)'s first n columns of a wide product (full-width tiles) against the product of
+ * those columns alone (n <= 16: half-width tiles): the same bits, fp32 and bf16 c. */
+static void test_narrow_columns_match_wide(void **state)
+{
+    (void)state;
+    if (!ft_cpu_gemm_bf16_available())
+        skip();
+    ft_backend *be = bt_backend_create();
+    bt_rng r = bt_rng_make(12);
+    const int m = 40, wide = 48, ks[] = { 300, 1100 }, ns[] = { 16, 7 };
+    bool ok = true;
+    for (int ki = 0; ki < 2; ki++)
+        for (int ni = 0; ni < 2; ni++) {
+            const int k = ks[ki], n = ns[ni];
+            uint16_t *a = random_bf16((size_t)m * k, &r), *bw = random_bf16((size_t)k * wide, &r);
+            uint16_t *bn = malloc((size_t)k * n * sizeof *bn);
+            float *cw0 = malloc((size_t)m * wide * sizeof *cw0), *cn0 = malloc((size_t)m * n * sizeof *cn0);
+            for (int i = 0; i < m * wide; i++)
+                cw0[i] = ft_bf16_to_f32(ft_f32_to_bf16((float)bt_rng_uniform(&r, -1, 1)));
+            for (int i = 0; i < m; i++)
+                for (int j = 0; j < n; j++)
+                    cn0[i * n + j] = cw0[i * wide + j];
+            for (int tr = 0; tr < 4; tr++)
+                for (int ct = 0; ct < 2; ct++) {
+                    const bool ta = tr & 1, tb = tr >> 1;
+                    for (int p = 0; p < k; p++) /* op(b)[p, j] for j < n: the same values */
+                        for (int j = 0; j < n; j++)
+                            if (tb)
+                                bn[(size_t)j * k + p] = bw[(size_t)j * k + p];
+                            else
+                                bn[(size_t)p * n + j] = bw[(size_t)p * wide + j];
+                    const ft_dtype cdt = ct ? FT_DTYPE_BF16 : FT_DTYPE_F32;
+                    const size_t es = ct ? 2 : 4;
+                    void *cw = run(be, cdt, a, bw, cw0, (gemm_case){ m, wide, k }, ta, tb, 1.5f, 0.5f);
+                    void *cn = run(be, cdt, a, bn, cn0, (gemm_case){ m, n, k }, ta, tb, 1.5f, 0.5f);
+                    for (int i = 0; i < m && ok; i++)
+                        if (memcmp((char *)cn + (size_t)i * n * es, (char *)cw + (size_t)i * wide * es,
+                                   (size_t)n * es)) {
+                            print_error("m=%d n=%d k=%d ta=%d tb=%d c=%s: row %d differs from the "
+                                        "wide product's\n", m, n, k, ta, tb, ct ? "bf16" : "fp32", i);
+                            ok = false;
+                        }
+                    free(cw);
+                    free(cn);
+                }
+            free(a);
+            free(bw);
+            free(bn);
+            free(cw0);
+            free(cn0);
+        }
+    assert_true(ok);
+    ft_backend_destroy(be);
+}
+
 static void test_native_bf16_gemm(void **state)
 {
     (void)state;
@@ -187,6 +246,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_native_bf16_gemm),
         cmocka_unit_test(test_widened_bf16_gemm),
+        cmocka_unit_test(test_narrow_columns_match_wide),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -133,10 +133,15 @@ BF16_TARGET static inline __m256i round_to_bf16(__m512 x)
 
 /* The mr x nr corner of the MR x NR tile at `row0, col0` of `out` becomes
  *   alpha * sum + (first ? beta * c : c)
- * with sum over `pairs` pairs of the packed panels. */
-BF16_TARGET static void micro_kernel(long pairs, const uint32_t *restrict ap,
-                                     const uint32_t *restrict bp, const tile_out *out,
-                                     long row0, long col0, int mr, int nr, float alpha, float beta)
+ * with sum over `pairs` pairs of the packed panels. `halves` (a constant of each
+ * instantiation below) is how many 16-column halves of the tile are computed: a tile
+ * of at most 16 columns (the n = rank GEMMs of LoRA's adapters) skips the right half's
+ * multiply-adds, which are all zeros. A lane's instructions are the same either way,
+ * so is its result. */
+BF16_TARGET static inline __attribute__((always_inline)) void
+micro_kernel_halves(long pairs, const uint32_t *restrict ap, const uint32_t *restrict bp,
+                    const tile_out *out, long row0, long col0, int mr, int nr, float alpha,
+                    float beta, const int halves)
 {
     __m512 acc[GEMM_MR][2];
 #pragma GCC unroll 12
@@ -144,13 +149,15 @@ BF16_TARGET static void micro_kernel(long pairs, const uint32_t *restrict ap,
         acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (long p = 0; p < pairs; p++) {
         const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + p * GEMM_NR);
-        const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + p * GEMM_NR + 16);
+        const __m512bh b1 = halves == 2 ? (__m512bh)_mm512_loadu_si512(bp + p * GEMM_NR + 16)
+                                        : (__m512bh)_mm512_setzero_si512();
         const uint32_t *a = ap + p * GEMM_MR;
 #pragma GCC unroll 12
         for (int r = 0; r < GEMM_MR; r++) {
             const __m512bh ar = (__m512bh)_mm512_set1_epi32((int)a[r]);
             acc[r][0] = _mm512_dpbf16_ps(acc[r][0], ar, b0);
-            acc[r][1] = _mm512_dpbf16_ps(acc[r][1], ar, b1);
+            if (halves == 2)
+                acc[r][1] = _mm512_dpbf16_ps(acc[r][1], ar, b1);
         }
     }
     const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
@@ -180,6 +187,16 @@ BF16_TARGET static void micro_kernel(long pairs, const uint32_t *restrict ap,
             }
         }
     }
+}
+
+BF16_TARGET static void micro_kernel(long pairs, const uint32_t *restrict ap,
+                                     const uint32_t *restrict bp, const tile_out *out,
+                                     long row0, long col0, int mr, int nr, float alpha, float beta)
+{
+    if (nr > 16)
+        micro_kernel_halves(pairs, ap, bp, out, row0, col0, mr, nr, alpha, beta, 2);
+    else
+        micro_kernel_halves(pairs, ap, bp, out, row0, col0, mr, nr, alpha, beta, 1);
 }
 #endif
 
@@ -262,10 +279,12 @@ int ft_cpu_gemm_bf16(ft_dtype ct, void *c, const uint16_t *a, const uint16_t *b,
             const long tiles_m = (m + GEMM_MR - 1) / GEMM_MR;
             /* MC rows of packed a at a time stay in L2 while the threads sweep their b
              * panels over them; a row block's tiles are disjoint from the next one's, so
-             * no barrier between blocks, only before the next packing. */
+             * no barrier between blocks, only before the next packing. The threads share
+             * the block's (column, row) tiles, not just its columns: a c of one column
+             * tile (n <= 32: LoRA's n = rank GEMMs) is then still split between them. */
             for (long ib = 0; ib < tiles_m; ib += GEMM_MC_TILES) {
                 const long ie = ib + GEMM_MC_TILES < tiles_m ? ib + GEMM_MC_TILES : tiles_m;
-#pragma omp for schedule(static) nowait
+#pragma omp for collapse(2) schedule(static) nowait
                 for (long tj = 0; tj < tiles_n; tj++)
                     for (long ti = ib; ti < ie; ti++) {
                         const int mr = (int)(m - ti * GEMM_MR < GEMM_MR ? m - ti * GEMM_MR : GEMM_MR);
