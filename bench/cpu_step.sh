@@ -6,7 +6,9 @@
 # ratio of each (issue #12's target: ftmpi bf16 <= 0.7 x ftmpi fp32 on a CPU with
 # AVX512-BF16; without bf16 instructions bf16 is computed by widening and is slower);
 # and the OpenBLAS core ftmpi's GEMMs run, with sgemm's throughput under each core
-# (issue #24: the core in use reaches >= 0.9 of the best one).
+# (issue #24: the core in use reaches >= 0.9 of the best one); and a LoRA step (rank 16
+# on all seven projections, frozen base) of the same model in both recipes, against the
+# full fine-tuning step (issue #21: at most about 0.75 x).
 #   [ROUNDS=3] bench/cpu_step.sh [THREADS]   (needs build/ftmpi; torch + transformers from pip)
 # Model FLOPs per step: 6 * N_params_nonembed * tokens + 6 * L * T * T * H (causal
 # attention: QK^T and PV, fwd + bwd, halved by causality) -- embedding lookups excluded.
@@ -50,13 +52,15 @@ model = { vocab_size = $V; hidden_size = $H; intermediate_size = $FFN; num_hidde
 data = { train = "train.h5"; };
 optimizer = { type = "adamw"; lr = 1e-4; weight_decay = 0.1; };
 CFG
+{ cat bench.cfg; echo 'lora = { rank = 16; alpha = 32.0; };'; } > lora.cfg # every projection
 # Step time over steps 3..STEPS (the first steps warm caches and pages): the minimum,
 # not the median. This VM runs in phases about 20 % apart (the host's load), and a run
 # can straddle them; the fastest step of each run is the figure taken in the same phase
 # for every side (PyTorch's step_ms_min likewise).
-ftmpi_ms() { # PRECISION
-    OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads "$build/ftmpi" bench.cfg precision=$1 > ftmpi.$1.log
-    sed -n 's/^step .*| step \([0-9.]*\)s .*/\1/p' ftmpi.$1.log | tail -n +3 | sort -n |
+ftmpi_ms() { # PRECISION [lora]
+    log=ftmpi.$1${2:+.$2}.log
+    OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads "$build/ftmpi" ${2:-bench}.cfg precision=$1 > $log
+    sed -n 's/^step .*| step \([0-9.]*\)s .*/\1/p' $log | tail -n +3 | sort -n |
         awk 'NR == 1 { print 1000 * $1 }'
 }
 torch_ms() { # DTYPE
@@ -64,13 +68,14 @@ torch_ms() { # DTYPE
         --ffn $FFN --vocab $V --seq $T --batch $BATCH --threads $threads --steps 8 --warmup 2 \
         --dtype $1 | sed -n 's/.*step_ms_min=\([0-9.]*\).*/\1/p'
 }
-# ROUNDS rounds of the four runs, interleaved, and the fastest of each side over all of
+# ROUNDS rounds of the six runs, interleaved, and the fastest of each side over all of
 # them: with the VM's phases, every side then gets measured in the fast one.
 min2() { awk -v a="$1" -v b="$2" 'BEGIN { print (a == "" || b + 0 < a + 0) ? b : a }'; }
-ft_ms=; ft16_ms=; torch_ms=; torch16_ms=; seen=
+ft_ms=; ft16_ms=; torch_ms=; torch16_ms=; lora_ms=; lora16_ms=; seen=
 for round in $(seq "${ROUNDS:-3}"); do
     sgemm_round
     ft_ms=$(min2 "$ft_ms" "$(ftmpi_ms fp32)"); ft16_ms=$(min2 "$ft16_ms" "$(ftmpi_ms bf16)")
+    lora_ms=$(min2 "$lora_ms" "$(ftmpi_ms fp32 lora)"); lora16_ms=$(min2 "$lora16_ms" "$(ftmpi_ms bf16 lora)")
     torch_ms=$(min2 "$torch_ms" "$(torch_ms fp32)"); torch16_ms=$(min2 "$torch16_ms" "$(torch_ms bf16)")
 done
 cp ftmpi.fp32.log ftmpi.log
@@ -89,7 +94,8 @@ awk -v c="$core" -v p="$peak" -v bc="$best_core" -v b="$best" 'BEGIN {
 bf16_isa=$(grep -o -w -m 1 -e avx512_bf16 -e amx_bf16 /proc/cpuinfo 2>/dev/null | sort -u | tr '\n' ' ')
 echo "CPU bf16 instructions: ${bf16_isa:-none (bf16 is widened to fp32 for sgemm)}"
 params=$(sed -n 's/^ftmpi: model [a-z_0-9]*, \([0-9]*\) params.*/\1/p' ftmpi.log)
-awk -v ft="$ft_ms" -v to="$torch_ms" -v ft16="$ft16_ms" -v to16="$torch16_ms" -v peak="$peak" -v p="$params" -v L=$L -v H=$H -v V=$V \
+awk -v ft="$ft_ms" -v to="$torch_ms" -v ft16="$ft16_ms" -v to16="$torch16_ms" -v lo="$lora_ms" -v lo16="$lora16_ms" \
+    -v peak="$peak" -v p="$params" -v L=$L -v H=$H -v V=$V \
     -v T=$T -v B=$BATCH -v thr=$threads -v core="$core" 'BEGIN {
     tokens = B * T; nonembed = p - V * H;           # lm_head stays: it is a GEMM
     flops = 6 * nonembed * tokens + 6 * L * T * T * H * B;
@@ -98,4 +104,6 @@ awk -v ft="$ft_ms" -v to="$torch_ms" -v ft16="$ft16_ms" -v to16="$torch16_ms" -v
     printf "fp32: ftmpi step %.1f ms | torch step %.1f ms | ftmpi/torch time ratio %.2f | BLAS core %s\n", ft, to, ft / to, core;
     printf "bf16: ftmpi step %.1f ms | torch step %.1f ms | ftmpi/torch time ratio %.2f\n", ft16, to16, ft16 / to16;
     printf "bf16/fp32 step time: ftmpi %.2f | torch %.2f\n", ft16 / ft, to16 / to;
+    printf "LoRA r16, all projections: fp32 step %.1f ms, %.2f x full | bf16 step %.1f ms, %.2f x full\n",
+        lo, lo / ft, lo16, lo16 / ft16;
     printf "ftmpi %.1f GFLOP/s | sgemm peak %.1f GFLOP/s | fraction of peak %.2f\n", gf, peak, gf / peak }'
