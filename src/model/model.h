@@ -39,6 +39,14 @@ typedef struct ft_param_source {
     ft_dtype grad_dtype;
 } ft_param_source;
 
+/* LoRA adapters as a decoder meets them (model/lora.h): their layout (unit l = layer
+ * l), what they are, and the source that hands out their units. Borrowed. */
+typedef struct ft_lora_adapters {
+    const ft_model_layout *layout;
+    const ft_lora_config *lora;
+    ft_param_source src;
+} ft_lora_adapters;
+
 /* One micro-batch on the host, in dataset-row form (doc/formats.md). */
 typedef struct ft_host_batch {
     int batch;              /* rows */
