@@ -170,6 +170,9 @@ static int check_plain_lora(const char *path, const json_t *root, ft_error *err)
         { "exclude_modules", "ftmpi adapts the targets of every layer" },
         { "layer_replication", "ftmpi does not replicate layers" },
         { "target_parameters", "ftmpi adapts modules, not parameters" },
+        { "trainable_token_indices", "trained embedding rows would be lost" },
+        { "use_qalora", "QA-LoRA pools the inputs of A" },
+        { "alora_invocation_tokens", "activated LoRA applies from an invocation token on" },
     };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (require_default(path, root, keys[i][0], keys[i][1], err))
