@@ -85,21 +85,6 @@ int cv_open_model(ft_h5file *h, const char *path, ft_model_config *c, ft_error *
  * o->force). */
 int cv_prepare_dir(const cv_export_opts *o, ft_error *err);
 
-/* A LoRA checkpoint's /lora group (doc/formats.md, "LoRA checkpoint"). */
-typedef struct cv_lora_ckpt {
-    ft_lora_config lora;
-    char targets[512];       /* as stored: "q_proj,v_proj" */
-    char base_weights[4096]; /* "" when the base was random-initialised */
-    char base_hash[32];      /* "" when absent */
-    ft_model_layout layout;  /* the adapter layout (owned) */
-} cv_lora_ckpt;
-
-/* Whether f has a /lora group (is a LoRA checkpoint). */
-bool cv_has_lora(const ft_h5file *f);
-/* Reads and checks /lora for base shape c, builds the adapter layout and checks that
- * /model holds its tensors. */
-int cv_lora_read(const ft_h5file *f, const ft_model_config *c, cv_lora_ckpt *out, ft_error *err);
-void cv_lora_free(cv_lora_ckpt *l);
 /* Prints "ftmpi-convert SUB: msg" and the hint to use --help; returns CV_EXIT_USAGE. */
 int cv_usage_error(const char *sub, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prints the error line; returns CV_EXIT_FAIL. */

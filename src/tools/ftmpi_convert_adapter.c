@@ -1,7 +1,6 @@
-/* ftmpi-convert and LoRA checkpoints: reading the /lora group (doc/formats.md,
- * "LoRA checkpoint"), and export --adapter, which writes the checkpoint's adapters as
- * a PEFT adapter directory (io/peft_adapter.h) that peft.PeftModel.from_pretrained
- * loads onto the Hugging Face base. Adapters are small (rank rows or columns per
+/* ftmpi-convert export --adapter: a LoRA checkpoint's adapters (doc/formats.md, "LoRA
+ * checkpoint"; io/lora_ckpt.h) as a PEFT adapter directory (io/peft_adapter.h) that
+ * peft.PeftModel.from_pretrained loads onto the Hugging Face base. Adapters are small (rank rows or columns per
  * projection), so they go one tensor at a time through memory. */
 #include <errno.h>
 #include <stdio.h>
@@ -9,66 +8,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "io/lora_ckpt.h"
 #include "io/peft_adapter.h"
 #include "io/weights.h"
 #include "tools/ftmpi_convert.h"
-
-bool cv_has_lora(const ft_h5file *f) { return H5Lexists(f->id, "/lora", H5P_DEFAULT) > 0; }
-
-/* targets "q_proj,v_proj" -> resolved sites (the names checked against the family). */
-static int resolve_targets(const char *path, const ft_model_config *c, int rank, double alpha,
-                           double dropout, const char *csv, ft_lora_config *out, ft_error *err)
-{
-    char buf[512];
-    char *names[FT_LORA_N_SITES + 2] = { 0 };
-    int n = 0;
-    snprintf(buf, sizeof buf, "%s", csv);
-    for (char *save = NULL, *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
-        if (n == FT_LORA_N_SITES + 1)
-            return ft_fail(err, "%s: /lora targets \"%s\" lists more modules than a model has",
-                           path, csv);
-        names[n++] = t;
-    }
-    if (ft_lora_resolve(c, rank, alpha, dropout, names, out, err))
-        return ft_fail_context(err, "%s: /lora targets", path);
-    return 0;
-}
-
-int cv_lora_read(const ft_h5file *f, const ft_model_config *c, cv_lora_ckpt *out, ft_error *err)
-{
-    memset(out, 0, sizeof *out);
-    hid_t g = H5Gopen2(f->id, "/lora", H5P_DEFAULT);
-    if (g < 0)
-        return ft_fail(err, "%s: no /lora group (not a LoRA checkpoint)", f->path);
-    int64_t rank = 0;
-    double alpha = 0, dropout = 0;
-    int rc = ft_h5_attr_read_i64(f, g, "rank", &rank, err) ||
-             ft_h5_attr_read_f64(f, g, "alpha", &alpha, err) ||
-             ft_h5_attr_read_f64(f, g, "dropout", &dropout, err) ||
-             ft_h5_attr_read_str(f, g, "targets", out->targets, sizeof out->targets, err) ||
-             ft_h5_attr_read_str(f, g, "base_weights", out->base_weights,
-                                 sizeof out->base_weights, err);
-    if (!rc && ft_h5_attr_exists(g, "base_hash"))
-        rc = ft_h5_attr_read_str(f, g, "base_hash", out->base_hash, sizeof out->base_hash, err);
-    H5Gclose(g);
-    if (rc)
-        return ft_fail_context(err, "%s: /lora", f->path);
-    if (rank < 1 || rank > 65536 || !(alpha > 0) || !(dropout >= 0 && dropout < 1))
-        return ft_fail(err, "%s: /lora has rank %lld, alpha %g, dropout %g; a LoRA checkpoint "
-                       "has rank >= 1, alpha > 0 and dropout in [0, 1)", f->path,
-                       (long long)rank, alpha, dropout);
-    if (resolve_targets(f->path, c, (int)rank, alpha, dropout, out->targets, &out->lora, err) ||
-        ft_lora_layout_build(&out->layout, c, &out->lora, err))
-        return -1;
-    if (ft_weights_check_tensors(f, "/model", &out->layout, err)) {
-        cv_lora_free(out);
-        return ft_fail_context(err, "%s (LoRA checkpoint, rank %d, targets %s)", f->path,
-                               out->lora.rank, out->targets);
-    }
-    return 0;
-}
-
-void cv_lora_free(cv_lora_ckpt *l) { ft_model_layout_free(&l->layout); }
 
 typedef struct h5_source {
     const ft_h5file *f;
@@ -132,15 +75,15 @@ int cv_adapter_export(const cv_export_opts *o, uint64_t *moved, ft_error *err)
 {
     ft_h5file h;
     ft_model_config c;
-    cv_lora_ckpt lc = { 0 };
+    ft_lora_ckpt lc = { 0 };
     int rc = cv_open_model(&h, o->in, &c, err);
     const bool opened = h.id >= 0;
     bool bf16 = false, have_lora = false;
-    if (!rc && !cv_has_lora(&h))
+    if (!rc && !ft_lora_ckpt_is(&h))
         rc = ft_fail(err, "%s has no /lora group: it is not a LoRA checkpoint (export it "
                      "without --adapter)", o->in);
     if (!rc)
-        rc = cv_lora_read(&h, &c, &lc, err);
+        rc = ft_lora_ckpt_read(&h, &c, "/model", &lc, err);
     have_lora = !rc;
     rc = rc || all_bf16(&h, &lc.layout, &bf16, err);
     const ft_st_dtype out = strcmp(o->dtype, "bf16") == 0 || (strcmp(o->dtype, "auto") == 0 && bf16)
@@ -159,7 +102,7 @@ int cv_adapter_export(const cv_export_opts *o, uint64_t *moved, ft_error *err)
                    out == FT_ST_BF16 ? "bf16" : "fp32", base[0] ? base : "(none)");
     }
     if (have_lora)
-        cv_lora_free(&lc);
+        ft_lora_ckpt_free(&lc);
     if (opened) {
         ft_error cerr;
         ft_h5_close(&h, &cerr);

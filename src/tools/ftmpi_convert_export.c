@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "io/hf_config.h"
+#include "io/lora_ckpt.h"
 #include "io/weights.h"
 #include "model/layout.h"
 #include "tools/ftmpi_convert.h"
@@ -286,7 +287,7 @@ int cv_export_run(const export_opts *o, uint64_t *moved, ft_error *err)
     void *inbuf = NULL, *outbuf = NULL;
     int n = 0, rc = cv_open_model(&h, o->in, &c, err);
     bool opened = h.id >= 0;
-    if (!rc && cv_has_lora(&h))
+    if (!rc && ft_lora_ckpt_is(&h))
         rc = ft_fail(err, "%s is a LoRA checkpoint (its /model holds adapters only): use "
                      "'ftmpi-convert export --adapter' for a PEFT adapter or 'ftmpi-convert "
                      "merge' for a full model with the adapters merged in", o->in);

@@ -14,6 +14,10 @@ from pip, never a run-time dependency of ftmpi).
   check_peft.py merged BASE REF MERGED
       AutoModelForCausalLM.from_pretrained(MERGED) gives the logits of
       PeftModel.from_pretrained(BASE, REF) (<= 1e-5)
+  check_peft.py greedy BASE REF PROMPT_IDS GENERATED_IDS
+      each generated id (ftmpi-generate on the LoRA checkpoint) is PEFT's greedy choice
+      after the prompt and the ids before it (teacher-forced, so that one near-tie
+      cannot derail the rest; a choice within 1e-4 of the top logit passes)
 """
 import sys
 
@@ -103,6 +107,21 @@ def main(argv):
         base, ref, merged = argv[1:]
         return compare("merged model vs PEFT base + adapter", logits(base_model(merged)),
                        peft_logits(base, ref))
+    if len(argv) == 5 and argv[0] == "greedy":
+        base, ref = argv[1:3]
+        prompt = [int(x) for x in argv[3].split(",")]
+        got = [int(x) for x in argv[4].split(",")]
+        model = PeftModel.from_pretrained(base_model(base), ref).eval()
+        with torch.no_grad():
+            out = model(input_ids=torch.tensor([prompt + got])).logits[0].float()
+        for i, tok in enumerate(got):
+            row = out[len(prompt) + i - 1]
+            if row[tok] < row.max() - 1e-4:
+                print(f"FAIL: generated id {i} is {tok}, PEFT's greedy choice "
+                      f"{int(row.argmax())} (logits {float(row[tok]):.6g} < {float(row.max()):.6g})")
+                return 1
+        print(f"greedy: {len(got)} ids are PEFT's choices")
+        return 0
     print(__doc__)
     return 2
 

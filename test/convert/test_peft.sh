@@ -24,6 +24,7 @@ P2C="$B/test/convert/peft_to_ckpt"
 
 run() { "$@" > log.txt 2>&1 || { cat log.txt; fail "$*"; }; }
 
+mkdir gen   # ftmpi-generate's temporary merged file goes to TMPDIR=gen
 for fam in llama gpt_neox; do
     run "$PY" "$CHECK" make $fam $fam
     run "$CONVERT" import -q $fam/base $fam.h5
@@ -42,7 +43,20 @@ for fam in llama gpt_neox; do
     run "$CONVERT" merge -q lora_$fam.h5 merged_$fam
     [ ! -e merged_$fam/.ftmpi-merge.h5 ] || fail "merge left its temporary file"
     "$PY" "$CHECK" merged $fam/base $fam/peft merged_$fam || fail "$fam: merged model"
+    # ftmpi-generate on the LoRA checkpoint: its base with the adapters merged
+    TMPDIR=$SCRATCH/gen "$B/ftmpi-generate" lora_$fam.h5 --ids 1,17,42,5,77,23 --max-new-tokens 12 --ignore-eos \
+        > gen_$fam.txt 2> log.txt || { cat log.txt; fail "ftmpi-generate lora_$fam.h5"; }
+    "$PY" "$CHECK" greedy $fam/base $fam/peft 1,17,42,5,77,23 "$(cat gen_$fam.txt)" ||
+        fail "$fam: ftmpi-generate on the LoRA checkpoint"
 done
+# over ranks: rank 0 merges, every rank loads the merged file, which is then removed
+printf '{"ids": [1, 17, 42]}\n{"ids": [5, 77, 23]}\n' > prompts.jsonl
+if command -v mpirun > /dev/null; then
+    TMPDIR=$SCRATCH/gen mpirun -np 2 "$B/ftmpi-generate" lora_llama.h5 --ids --prompts prompts.jsonl --out out.jsonl \
+        --max-new-tokens 4 --ignore-eos > log.txt 2>&1 || { cat log.txt; fail "ftmpi-generate over 2 ranks"; }
+    [ "$(wc -l < out.jsonl)" -eq 2 ] || { cat out.jsonl; fail "2 completions expected"; }
+fi
+[ -z "$(ls gen)" ] || { ls gen; fail "ftmpi-generate left its merged file"; }
 
 # bad adapter directories (read by peft_to_ckpt through io/peft_adapter.c)
 bad() { rm -rf "$1"; cp -r llama/peft "$1"; }
@@ -73,6 +87,8 @@ expect_fail 1 "'base_model.model.model.layers.1.mlp.down_proj.lora_A.weight' has
 run "$P2C" --base-hash 0123456789abcdef llama/peft llama.h5 other_hash.h5
 expect_fail 1 "base_hash 0123456789abcdef" "$CONVERT" merge other_hash.h5 m1
 expect_fail 1 "is a gpt_neox model" "$CONVERT" merge lora_llama.h5 m2 --base gpt_neox.h5
+expect_fail 1 "base_hash 0123456789abcdef" "$B/ftmpi-generate" other_hash.h5 --ids 1,2 \
+    --max-new-tokens 2
 expect_fail 1 "not a LoRA checkpoint" "$CONVERT" export --adapter llama.h5 a3
 expect_fail 1 "not a LoRA checkpoint" "$CONVERT" merge llama.h5 m3
 run "$P2C" --no-hash llama/peft llama.h5 nohash.h5   # no base_hash: merge trusts the shape
