@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/tok_fingerprint.h"
 #include "io/weights_identity.h"
 #include "model/lora_merge.h"
 
@@ -139,8 +140,14 @@ static int write_merged(merge_job *j, const char *path, ft_file_dtype dtype, siz
 {
     if (ft_h5_create(&j->out, path, MPI_COMM_SELF, err))
         return -1;
+    /* the tokenizer the run recorded, else the base's: generation checks it */
+    char fp[FT_TOK_FINGERPRINT_LEN] = "";
+    ft_error ignore;
+    if (ft_tok_fingerprint_read(&j->ckpt, fp, &ignore) || !fp[0])
+        ft_tok_fingerprint_read(&j->base, fp, &ignore);
     int rc = ft_h5_write_kind(&j->out, "weights", err) ||
              ft_weights_write_config(&j->out, &j->bl.config, err) ||
+             ft_tok_fingerprint_write(&j->out, fp, err) ||
              ft_weights_create_tensors(&j->out, "/model", &j->bl, dtype, err);
     const size_t n = buffer_bytes / sizeof(float) > 0 ? buffer_bytes / sizeof(float) : 1;
     float *buf = rc ? NULL : malloc(n * sizeof *buf);
