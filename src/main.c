@@ -207,9 +207,11 @@ static void report_sample(void *ctx, long step, int index, int count, const char
 static int run_eval_samples(void *ctx, ft_trainer *t, long step, ft_error *err)
 {
     ft_watchdog_progress(t->watchdog, "generating the eval_prompts samples");
-    ft_param_source src = ft_engine_param_source(t->engine);
+    ft_param_source src = ft_trainer_model_source(t);
+    const ft_lora_adapters adapters = { &t->adapter_layout, &t->lora,
+                                        ft_engine_param_source(t->engine) };
     const bool reports = t->out || t->metrics;
-    return ft_eval_samples_run(ctx, step, &t->layout, t->be, &src,
+    return ft_eval_samples_run(ctx, step, &t->layout, t->be, &src, t->base ? &adapters : NULL,
                                reports ? report_sample : NULL, t, err);
 }
 

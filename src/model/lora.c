@@ -96,10 +96,15 @@ void ft_lora_site_dims(const ft_model_config *c, ft_lora_site s, long long *in, 
 
 void ft_lora_family_targets(const ft_model_config *c, char *buf, size_t size)
 {
+    /* HF's order of a layer's modules: attention in, out; MLP in, out */
+    static const ft_lora_site order[FT_LORA_N_SITES] = {
+        FT_LORA_QKV, FT_LORA_Q, FT_LORA_K, FT_LORA_V, FT_LORA_O, FT_LORA_GATE, FT_LORA_UP,
+        FT_LORA_DOWN,
+    };
     size_t n = 0;
     buf[0] = '\0';
-    for (int s = 0; s < FT_LORA_N_SITES; s++) {
-        const char *name = ft_lora_site_hf_name(c, (ft_lora_site)s);
+    for (int i = 0; i < FT_LORA_N_SITES; i++) {
+        const char *name = ft_lora_site_hf_name(c, order[i]);
         if (!name)
             continue;
         int w = snprintf(buf + n, size - n, "%s%s", n ? ", " : "", name);
@@ -118,7 +123,13 @@ int ft_lora_resolve(const ft_model_config *c, int rank, double alpha, double dro
     const ft_family_info *fam = ft_family_info_of(c->family);
     char names[160];
     ft_lora_family_targets(c, names, sizeof names);
-    if (!targets || !targets[0])
+    if (!targets) { /* every projection of the family */
+        for (int s = 0; s < FT_LORA_N_SITES; s++)
+            if (ft_lora_site_hf_name(c, (ft_lora_site)s))
+                out->sites |= 1u << s;
+        return 0;
+    }
+    if (!targets[0])
         return ft_fail(err, "no targets: list some of the %s model's projections (%s)",
                        fam ? fam->name : "?", names);
     for (int i = 0; targets[i]; i++) {
@@ -228,5 +239,21 @@ void ft_lora_grads_bind(const ft_unit_layout *u, ft_dtype gt, void *flat, ft_lor
         const int a = u->slot[FT_LORA_SLOT_A(s)], b = u->slot[FT_LORA_SLOT_B(s)];
         g->a[s] = a >= 0 ? (char *)flat + u->tensors[a].offset * es : NULL;
         g->b[s] = b >= 0 ? (char *)flat + u->tensors[b].offset * es : NULL;
+    }
+}
+
+void ft_lora_targets_string(const ft_model_config *model, const ft_lora_config *lora, char *buf,
+                            size_t size)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int s = 0; s < FT_LORA_N_SITES; s++) {
+        const char *name = ft_lora_site_hf_name(model, (ft_lora_site)s);
+        if (!name || !ft_lora_has_site(lora, (ft_lora_site)s))
+            continue;
+        const int w = snprintf(buf + n, size - n, "%s%s", n ? "," : "", name);
+        if (w < 0 || (size_t)w >= size - n)
+            return;
+        n += (size_t)w;
     }
 }
