@@ -36,13 +36,13 @@ TARGETS = {
 def make(family, out):
     torch.manual_seed(11)
     if family == "llama":
-        cfg = LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=128,
+        cfg = LlamaConfig(vocab_size=259, hidden_size=64, intermediate_size=128,
                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                           max_position_embeddings=128, tie_word_embeddings=False,
                           bos_token_id=1, eos_token_id=2)
         model = LlamaForCausalLM(cfg)
     else:
-        cfg = GPTNeoXConfig(vocab_size=96, hidden_size=64, intermediate_size=128,
+        cfg = GPTNeoXConfig(vocab_size=259, hidden_size=64, intermediate_size=128,
                             num_hidden_layers=2, num_attention_heads=4,
                             max_position_embeddings=128, rotary_pct=0.25,
                             use_parallel_residual=True, tie_word_embeddings=False,
@@ -63,7 +63,7 @@ def make(family, out):
 
 def ids():
     g = torch.Generator().manual_seed(3)
-    return torch.randint(0, 96, (2, 16), generator=g)
+    return torch.randint(0, 259, (2, 16), generator=g)
 
 
 def logits(model):

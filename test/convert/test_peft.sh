@@ -8,7 +8,9 @@
 #    plain export refuses that checkpoint in one line; export --adapter gives back the
 #    original adapter's tensors byte for byte, and PeftModel.from_pretrained on it gives
 #    the original adapter's logits (1e-5);
-#  - merge writes a HF model whose logits equal PEFT's base + adapter (1e-5);
+#  - merge writes a HF model whose logits equal PEFT's base + adapter (1e-5), and
+#    ftmpi-generate on the LoRA checkpoint makes PEFT's greedy choices (also over 2 ranks);
+#  - the same for a LoRA checkpoint the trainer wrote (6 steps on that base);
 #  - bad adapters and bases: one line naming the file and the key, exit 1.
 # Needs torch, transformers and peft (reference tools from pip, never a run-time
 # dependency of ftmpi): SKIPs without them.
@@ -48,6 +50,25 @@ for fam in llama gpt_neox; do
         > gen_$fam.txt 2> log.txt || { cat log.txt; fail "ftmpi-generate lora_$fam.h5"; }
     "$PY" "$CHECK" greedy $fam/base $fam/peft 1,17,42,5,77,23 "$(cat gen_$fam.txt)" ||
         fail "$fam: ftmpi-generate on the LoRA checkpoint"
+    # a LoRA run of the trainer on that base: its checkpoint exports to an adapter that
+    # moves PEFT's logits, PEFT on it makes ftmpi-generate's choices, merge equals it
+    [ -f train.h5 ] || run "$B/ftmpi-gendata" --rows 48 --seq-len 32 --digits 2 train.h5
+    cat > lt.cfg <<CFG
+device = "cpu"; max_steps = 6; seed = 3; micro_batch_size = 4; global_batch_size = 4;
+model = { weights = "$fam.h5"; };
+data = { train = "train.h5"; };
+optimizer = { type = "adamw"; lr = 3e-2; };
+lora = { rank = 4; alpha = 8.0; };
+CFG
+    run "$B/ftmpi" lt.cfg checkpoint_dir=ck_$fam
+    run "$CONVERT" export -q --adapter ck_$fam trained_$fam
+    run "$CONVERT" merge -q ck_$fam trained_merged_$fam
+    TMPDIR=$SCRATCH/gen "$B/ftmpi-generate" ck_$fam --ids 1,17,42,5,77,23 --max-new-tokens 12 \
+        --ignore-eos > gen_t_$fam.txt 2> log.txt || { cat log.txt; fail "ftmpi-generate ck_$fam"; }
+    "$PY" "$CHECK" adapter $fam/base trained_$fam trained_$fam &&
+    "$PY" "$CHECK" greedy $fam/base trained_$fam 1,17,42,5,77,23 "$(cat gen_t_$fam.txt)" &&
+    "$PY" "$CHECK" merged $fam/base trained_$fam trained_merged_$fam ||
+        fail "$fam: the trained LoRA checkpoint through PEFT"
 done
 # over ranks: rank 0 merges, every rank loads the merged file, which is then removed
 printf '{"ids": [1, 17, 42]}\n{"ids": [5, 77, 23]}\n' > prompts.jsonl
