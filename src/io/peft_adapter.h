@@ -59,6 +59,18 @@ int ft_peft_adapter_read_tensor(const ft_peft_adapter *a, const ft_tensor_info *
 int ft_peft_adapter_read_range(const ft_peft_adapter *a, const ft_unit_layout *u, size_t begin,
                                size_t end, float *dst, ft_error *err);
 
+/* Checks that the directory's adapters are the run's (rank, alpha and targets of
+ * lora); the line names adapter_config.json and both values. */
+int ft_peft_adapter_check_config(const ft_peft_adapter *a, const ft_lora_config *lora,
+                                 ft_error *err);
+
+/* Writes the adapters as a weights file at path (a new file: the caller names a
+ * temporary): ftmpi_format "weights", /config the base's, /model the adapter layout's
+ * tensors in fp32 (ftmpi's names and row order). What ft_engine_load(adapter engine,
+ * f, "/model") reads, for a trainer that seeds its adapters from a directory without a
+ * new engine entry point: one rank writes, every rank loads, the file is removed. */
+int ft_peft_adapter_write_weights(const ft_peft_adapter *a, const char *path, ft_error *err);
+
 /* Supplies the fp32 values of one adapter tensor (ftmpi order) to the writer. */
 typedef int (*ft_peft_tensor_source)(void *ctx, const ft_tensor_info *t, float *dst,
                                      ft_error *err);

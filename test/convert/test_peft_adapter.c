@@ -7,9 +7,12 @@
  *    row p heads head_dim + h head_dim + d (p = 0, 1, 2 for q, k, v), read straight
  *    from the file;
  *  - bf16 output rounds to nearest even and reads back as the rounded values;
- *  - a config that is not plain LoRA is refused naming the key. */
+ *  - a config that is not plain LoRA is refused naming the key;
+ *  - the run's lora settings are checked against the directory's, and the adapters
+ *    written as a weights file (the trainer's seeding path) read back as themselves. */
 #include <errno.h>
 #include <math.h>
+#include <mpi.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,6 +26,7 @@
 
 #include "../common/test_env.h"
 #include "io/peft_adapter.h"
+#include "io/weights.h"
 #include "util/bf16.h"
 
 /* A distinct value per (tensor name, element). */
@@ -250,14 +254,61 @@ static void refuses_dora(void **state)
     assert_non_null(strstr(err.msg, "adapter_config.json: \"use_dora\" is set"));
 }
 
-int main(void)
+static void config_check_and_weights_file(void **state)
 {
+    (void)state;
+    ft_error err;
+    ft_model_config c = neox_config();
+    char *t[] = { "query_key_value", "dense", NULL }, *other[] = { "dense", NULL };
+    ft_lora_config lora, lora2;
+    ft_model_layout l;
+    assert_int_equal(ft_lora_resolve(&c, 2, 4.0, 0.0, t, &lora, &err), 0);
+    assert_int_equal(ft_lora_layout_build(&l, &c, &lora, &err), 0);
+    char d[300], h5[400];
+    dir_path(d, sizeof d, "to_h5");
+    assert_int_equal(ft_peft_adapter_write(d, &l, &lora, "", FT_ST_F32, synthetic, NULL, &err), 0);
+    ft_peft_adapter a;
+    assert_int_equal(ft_peft_adapter_open(&a, d, &c, &err), 0);
+    assert_int_equal(ft_peft_adapter_check_config(&a, &lora, &err), 0);
+    assert_int_equal(ft_lora_resolve(&c, 2, 4.0, 0.0, other, &lora2, &err), 0);
+    assert_int_not_equal(ft_peft_adapter_check_config(&a, &lora2, &err), 0);
+    assert_non_null(strstr(err.msg, "target_modules dense,query_key_value; the run's lora group "
+                                    "has rank 2, alpha 4, targets dense"));
+    lora2 = lora;
+    lora2.rank = 3;
+    assert_int_not_equal(ft_peft_adapter_check_config(&a, &lora2, &err), 0);
+    snprintf(h5, sizeof h5, "%s/adapters.h5", scratch);
+    assert_int_equal(ft_peft_adapter_write_weights(&a, h5, &err), 0);
+    ft_peft_adapter_close(&a);
+    ft_h5file f;
+    assert_int_equal(ft_h5_open(&f, h5, MPI_COMM_SELF, &err), 0);
+    assert_int_equal(ft_h5_check_kind(&f, "weights", &err), 0);
+    assert_int_equal(ft_weights_check_tensors(&f, "/model", &l, &err), 0);
+    for (int u = 0; u < l.n_units; u++) {
+        const ft_unit_layout *ul = &l.units[u];
+        float *got = malloc(ul->numel * sizeof *got);
+        assert_int_equal(ft_weights_read_range(&f, "/model", ul, 0, ul->numel, got, &err), 0);
+        for (int k = 0; k < ul->n_tensors; k++)
+            for (size_t i = 0; i < ul->tensors[k].numel; i++)
+                assert_true(got[ul->tensors[k].offset + i] == value_of(ul->tensors[k].name, i));
+        free(got);
+    }
+    ft_h5_close(&f, &err);
+    ft_model_layout_free(&l);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(llama_round_trip),
         cmocka_unit_test(neox_round_trip),
         cmocka_unit_test(neox_rows_head_by_head),
         cmocka_unit_test(bf16_rounds),
         cmocka_unit_test(refuses_dora),
+        cmocka_unit_test(config_check_and_weights_file),
     };
-    return cmocka_run_group_tests(tests, make_scratch, remove_scratch);
+    int rc = cmocka_run_group_tests(tests, make_scratch, remove_scratch);
+    MPI_Finalize();
+    return rc;
 }
