@@ -145,9 +145,17 @@ static bool is_lora_checkpoint(const char *path, char *file, size_t len)
     snprintf(file, len, "%s", path);
     if (ft_ckpt_read_latest(path, name, sizeof name, &err) == 0)
         snprintf(file, len, "%s/%s", path, name);
+    if (ft_input_check(file, "an HDF5 file", &err) != 0)
+        return false;
+    /* a file that is not HDF5 is the session's to report, in one line: no error stack */
+    H5E_auto2_t func;
+    void *data;
+    H5Eget_auto2(H5E_DEFAULT, &func, &data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    const bool hdf5 = H5Fis_hdf5(file) > 0;
+    H5Eset_auto2(H5E_DEFAULT, func, data);
     ft_h5file h;
-    if (access(file, R_OK) != 0 || H5Fis_hdf5(file) <= 0 ||
-        ft_h5_open(&h, file, MPI_COMM_SELF, &err))
+    if (!hdf5 || ft_h5_open(&h, file, MPI_COMM_SELF, &err))
         return false;
     const bool lora = ft_lora_ckpt_is(&h);
     ft_h5_close(&h, &err);
@@ -162,7 +170,10 @@ static int merge_lora_for_session(cli *c, int rank, char *merged, size_t len, ft
 {
     char file[4200];
     merged[0] = '\0';
-    if (!is_lora_checkpoint(c->s.model_path, file, sizeof file))
+    /* every rank takes the same (collective) path, whatever its own look at the file */
+    int lora = is_lora_checkpoint(c->s.model_path, file, sizeof file);
+    MPI_Allreduce(MPI_IN_PLACE, &lora, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (!lora)
         return 0;
     const char *tmpdir = getenv("TMPDIR") && getenv("TMPDIR")[0] ? getenv("TMPDIR") : "/tmp";
     int pid = (int)getpid(), rc = 0;
