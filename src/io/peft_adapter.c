@@ -47,9 +47,9 @@ int ft_peft_key(const ft_model_config *c, const char *name, char *key, size_t si
 /* GPT-NeoX's fused B: HF row r (head by head: q, k, v rows of each head) is ftmpi row
  * part * heads * head_dim + head * head_dim + r % head_dim (q rows, k rows, v rows),
  * with block = r / head_dim, head = block / 3, part = block % 3. */
-static bool is_fused_b(const char *name) { return ends_with(name, ".qkv_proj.lora_B.weight"); }
+bool ft_peft_is_fused_b(const char *name) { return ends_with(name, ".qkv_proj.lora_B.weight"); }
 
-static long long ftmpi_row_of_hf(const ft_model_config *c, long long r)
+long long ft_peft_neox_row(const ft_model_config *c, long long r)
 {
     const long long hd = c->head_dim, block = r / hd;
     return (block % 3) * c->num_attention_heads * hd + (block / 3) * hd + r % hd;
@@ -327,7 +327,7 @@ int ft_peft_adapter_read_tensor(const ft_peft_adapter *a, const ft_tensor_info *
     const ft_st_tensor *s = a->src[a->layout.units[u].first_tensor + k];
     const size_t n = t->numel, es = ft_st_dtype_size(s->dtype);
     void *raw = malloc(n * es);
-    float *hf = is_fused_b(t->name) ? malloc(n * sizeof *hf) : dst;
+    float *hf = ft_peft_is_fused_b(t->name) ? malloc(n * sizeof *hf) : dst;
     int rc = raw && hf ? 0 : ft_fail(err, "out of host memory reading %s", s->name);
     rc = rc || ft_st_read(&a->st, s, 0, raw, n * es, err);
     if (!rc)
@@ -335,7 +335,7 @@ int ft_peft_adapter_read_tensor(const ft_peft_adapter *a, const ft_tensor_info *
     if (!rc && hf != dst) {
         const long long cols = t->shape[1];
         for (long long r = 0; r < t->shape[0]; r++)
-            memcpy(dst + ftmpi_row_of_hf(&a->layout.config, r) * cols, hf + r * cols,
+            memcpy(dst + ft_peft_neox_row(&a->layout.config, r) * cols, hf + r * cols,
                    (size_t)cols * sizeof *dst);
     }
     if (hf != dst)

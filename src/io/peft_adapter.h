@@ -23,6 +23,7 @@
 #ifndef FT_IO_PEFT_ADAPTER_H
 #define FT_IO_PEFT_ADAPTER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "io/safetensors.h"
@@ -83,6 +84,12 @@ typedef int (*ft_peft_tensor_source)(void *ctx, const ft_tensor_info *t, float *
 int ft_peft_adapter_write(const char *dir, const ft_model_layout *l, const ft_lora_config *lora,
                           const char *base_model, ft_st_dtype dtype, ft_peft_tensor_source src,
                           void *ctx, ft_error *err);
+
+/* GPT-NeoX's fused B (an adapter tensor named "...qkv_proj.lora_B.weight"): HF row r
+ * (head by head: q, k, v rows of each head) is ftmpi row ft_peft_neox_row(c, r) (q
+ * rows, k rows, v rows). */
+bool ft_peft_is_fused_b(const char *name);
+long long ft_peft_neox_row(const ft_model_config *c, long long hf_row);
 
 /* The PEFT key of adapter tensor name (an ftmpi adapter tensor name,
  * "model.layers.N.<site path>.lora_{A,B}.weight") for a model of shape c, into key;

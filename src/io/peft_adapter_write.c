@@ -57,25 +57,13 @@ static int write_config(const char *dir, const ft_model_config *c, const ft_lora
     return rc ? -1 : 0;
 }
 
-/* GPT-NeoX's fused B in HF's row order (io/peft_adapter.h): HF row r is ftmpi row
- * part * heads * head_dim + head * head_dim + r % head_dim, block = r / head_dim,
- * head = block / 3, part = block % 3. */
+/* GPT-NeoX's fused B in HF's row order (io/peft_adapter.h: ft_peft_neox_row). */
 static void neox_rows_to_hf(const ft_model_config *c, const ft_tensor_info *t, const float *ours,
                             float *hf)
 {
-    const long long hd = c->head_dim, cols = t->shape[1];
-    for (long long r = 0; r < t->shape[0]; r++) {
-        const long long block = r / hd;
-        const long long src = (block % 3) * c->num_attention_heads * hd + (block / 3) * hd + r % hd;
-        memcpy(hf + r * cols, ours + src * cols, (size_t)cols * sizeof *hf);
-    }
-}
-
-static bool is_fused_b(const char *name)
-{
-    const char *suffix = ".qkv_proj.lora_B.weight";
-    size_t a = strlen(name), b = strlen(suffix);
-    return a >= b && strcmp(name + a - b, suffix) == 0;
+    const long long cols = t->shape[1];
+    for (long long r = 0; r < t->shape[0]; r++)
+        memcpy(hf + r * cols, ours + ft_peft_neox_row(c, r) * cols, (size_t)cols * sizeof *hf);
 }
 
 /* Streams the tensors into the open writer, one at a time. */
@@ -89,7 +77,7 @@ static int write_tensors(ft_st_writer *w, const ft_model_layout *l, ft_st_dtype 
         const ft_tensor_info *t = ft_model_layout_tensor_at(l, i);
         rc = src(ctx, t, ours, err);
         const float *out = ours;
-        if (!rc && is_fused_b(t->name)) {
+        if (!rc && ft_peft_is_fused_b(t->name)) {
             neox_rows_to_hf(&l->config, t, ours, hf);
             out = hf;
         }
