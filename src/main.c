@@ -278,7 +278,8 @@ static int run(const cli *c, ft_comm *comm, ft_watchdog *wd, ft_startup_timer *s
         if (rc)
             fprintf(stderr, "ftmpi: %s\n", err.msg);
         ft_run_config_free(&cfg);
-        *code = rc ? EXIT_RUNTIME : EXIT_OK;
+        /* a config the run would refuse (lora.targets) is refused as the run would: 2 */
+        *code = !rc ? EXIT_OK : (err.flags & FT_ERR_CONFIG) ? EXIT_USAGE : EXIT_RUNTIME;
         return rc;
     }
     if (ft_run_length_resolve(&cfg, c->eval_only, &err)) { /* num_epochs: rows -> steps */
