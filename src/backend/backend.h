@@ -175,6 +175,16 @@ typedef struct ft_backend_ops {
                           const void *dout, const void *out, const float *lse, const void *q,
                           const void *k, const void *v, const int32_t *segment, ft_attn_shape s);
 
+    /* The host copy of the segment ids just uploaded to `segment` ([s.batch * s.seq_len]
+     * int32, read during the call only). A backend that needs the ids on the host (CUDA's
+     * cuDNN attention derives a document table from them) takes them from here instead
+     * of copying them back, with a stream synchronisation, at every attention call. It
+     * holds for attention calls with this pointer and batch/seq_len until the next hint,
+     * or until the buffer is written any other way (upload, copy, zero, free), after
+     * which calls take the slow path again: never stale ids. No-op on the CPU. */
+    void (*segment_hint)(ft_backend *be, const int32_t *segment, const int32_t *segment_host,
+                         ft_attn_shape s);
+
     /* Attention of new tokens against a key/value cache (incremental decoding; forward
      * only). One sequence: q [n_new, n_heads*head_dim] holds the queries of positions
      * past .. past+n_new-1; k_cache and v_cache [>= past+n_new, n_kv_heads*head_dim]

@@ -340,6 +340,7 @@ static int stage_batch(ft_model *m, const ft_host_batch *b, long *n_targets, ft_
     m->in.tokens = (int)N;
     m->in.has_segments = b->segment != NULL;
     m->attn.batch = B;
+    be->ops->segment_hint(be, m->in.segment, seg, m->attn); /* no read-back per attention */
     *n_targets = count;
     return 0;
 }
