@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "config/config_lora.h"
+#include "io/peft_adapter.h"
 #include "io/weights.h"
 #include "optim/schedule.h"
 #include "util/durable.h"
@@ -102,10 +103,33 @@ static int load_model_weights(ft_trainer *t, ft_engine *e, ft_error *err)
 
 /* The trained parameters of a fresh run: the model, or with LoRA the adapters (PEFT's
  * initialisation from the seed: A uniform, B zero). */
+static int peft_fill(void *ctx, const ft_unit_layout *u, size_t begin, size_t end, float *dst,
+                     ft_error *err)
+{
+    return ft_peft_adapter_read_range(ctx, u, begin, end, dst, err);
+}
+
+/* The adapters of a PEFT directory (model.adapter), checked against the lora group. */
+static int load_adapter_dir(ft_trainer *t, ft_error *err)
+{
+    const char *dir = t->cfg->model_adapter;
+    ft_peft_adapter a;
+    if (ft_peft_adapter_open(&a, dir, &t->layout.config, err))
+        return ft_fail_context(err, "model.adapter");
+    int rc = ft_peft_adapter_check_config(&a, &t->lora, err);
+    if (rc)
+        ft_fail_context(err, "%s", ft_run_config_where(t->cfg, "model.adapter"));
+    rc = rc || ft_engine_init_from(t->engine, peft_fill, &a, err);
+    ft_peft_adapter_close(&a);
+    return rc ? -1 : 0;
+}
+
 static int load_parameters(ft_trainer *t, ft_error *err)
 {
     if (!t->base)
         return load_model_weights(t, t->engine, err);
+    if (t->cfg->model_adapter)
+        return load_adapter_dir(t, err);
     return ft_engine_init_random(t->engine, (uint64_t)t->cfg->seed, 0.0, err);
 }
 
