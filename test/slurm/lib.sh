@@ -65,7 +65,8 @@ core_backtraces() {
         [ -f "$c" ] || continue
         echo "--- $c"
         if command -v gdb > /dev/null 2>&1; then
-            gdb -batch -ex 'thread apply all bt 16' "$FTMPI" "$c" 2>&1 | grep -v '^\[New LWP'
+            gdb -batch -ex 'thread apply all bt 16' "$FTMPI" "$c" 2>&1 |
+                grep -v -e '^\[New LWP' -e '^warning:' -e '^$'
         else
             echo "(no gdb to read it)"
         fi
