@@ -74,11 +74,15 @@ void ft_lora_site_path(ft_lora_site s, int layer, char *buf, size_t size);
 /* Input and output widths of a site's projection (QKV: out = q + 2 kv). */
 void ft_lora_site_dims(const ft_model_config *c, ft_lora_site s, long long *in, long long *out);
 
-/* Resolves HF target names (NULL-terminated) for the model's family into sites.
- * Errors name the unknown target and list the family's targets. rank >= 1 and
+/* Resolves HF target names (NULL-terminated; NULL: every projection of the family)
+ * for the model's family into sites. Errors name the unknown target and list the
+ * family's targets. rank >= 1 and
  * 0 <= dropout < 1 are the config schema's checks. */
 int ft_lora_resolve(const ft_model_config *c, int rank, double alpha, double dropout,
                     char *const *targets, ft_lora_config *out, ft_error *err);
+/* "q_proj,v_proj": the HF names of the sites of lora (checkpoints' /lora targets). */
+void ft_lora_targets_string(const ft_model_config *model, const ft_lora_config *lora, char *buf,
+                            size_t size);
 /* "q_proj, k_proj, ..." of the family's sites, for messages and --help. */
 void ft_lora_family_targets(const ft_model_config *c, char *buf, size_t size);
 

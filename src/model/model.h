@@ -17,6 +17,7 @@
 
 #include "backend/backend.h"
 #include "model/layout.h"
+#include "model/lora.h"
 #include "util/error.h"
 
 typedef struct ft_param_source {
@@ -37,6 +38,14 @@ typedef struct ft_param_source {
      * bf16 (a bf16-reduced micro-batch gradient, with the model's dtype bf16). */
     ft_dtype grad_dtype;
 } ft_param_source;
+
+/* LoRA adapters as a decoder meets them (model/lora.h): their layout (unit l = layer
+ * l), what they are, and the source that hands out their units. Borrowed. */
+typedef struct ft_lora_adapters {
+    const ft_model_layout *layout;
+    const ft_lora_config *lora;
+    ft_param_source src;
+} ft_lora_adapters;
 
 /* One micro-batch on the host, in dataset-row form (doc/formats.md). */
 typedef struct ft_host_batch {
@@ -68,10 +77,19 @@ typedef struct ft_model_options {
      * hands out: fp32, or bf16 for the mixed-precision recipe (doc/design.md,
      * "Numerics"). Statistics, logits, the loss and parameter gradients are fp32. */
     ft_dtype dtype;
+    /* LoRA (model/lora.h; NULL or rank 0: none). The source's units are then frozen:
+     * grads() and grad_done() are never called for them, and the embedding is not
+     * acquired for a backward. The adapters, unit l of adapter_layout for layer l,
+     * come from a second source (ft_model_set_adapters) in the blocks' order:
+     * forward 0..L-1, backward L-1..0. Both must outlive the model. */
+    const ft_lora_config *lora;
+    const ft_model_layout *adapter_layout;
 } ft_model_options;
 
 int ft_model_create(ft_model **out, const ft_model_layout *layout, ft_backend *be,
                     const ft_model_options *opt, ft_error *err);
+/* The adapters' source (LoRA), copied; used by every later pass. */
+void ft_model_set_adapters(ft_model *m, const ft_param_source *adapters);
 void ft_model_free(ft_model *m);
 
 /* Bytes of activation and scratch memory the model allocated on the backend. */
