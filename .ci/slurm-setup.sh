@@ -25,6 +25,8 @@
 #   SchedulerParameters=sched_interval=2,bf_interval=1   look at pending jobs often
 #   SlurmdParameters=config_overrides   nodes may claim more CPUs/GPUs than the box has
 #   ProctrackType=proctrack/linuxproc, TaskPlugin=task/none   no cgroups in a container
+#   mpi.conf PMIxCollFence=ring   PMIx fences without data hold every node (the default
+#                             tree did not on the two emulated nodes: MPI_Init crashed)
 set -u
 
 DIR=${FTMPI_SLURM_DIR:-/tmp/ftmpi-slurm}
