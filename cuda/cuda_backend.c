@@ -367,6 +367,13 @@ static void cuda_swiglu_bwd(ft_backend *be, ft_dtype dt, void *dgate, void *dup,
                   "swiglu_bwd");
 }
 
+static void cuda_dropout(ft_backend *be, ft_dtype dt, void *y, const void *x, int rows, int cols,
+                         ft_dropout_mask m, bool accumulate)
+{
+    ft_cuda_check(ft_cuda_launch_dropout(dt, y, x, rows, cols, m, accumulate, ft_cuda_stream(be)),
+                  "dropout");
+}
+
 static void cuda_embedding_fwd(ft_backend *be, ft_dtype dt, void *out, const void *table,
                                const int32_t *ids, int tokens, int dim)
 {
@@ -501,6 +508,7 @@ static const ft_backend_ops cuda_ops = {
     .swiglu_bwd = cuda_swiglu_bwd,
     .gelu_fwd = cuda_gelu_fwd,
     .gelu_bwd = cuda_gelu_bwd,
+    .dropout = cuda_dropout,
     .embedding_fwd = cuda_embedding_fwd,
     .embedding_bwd = cuda_embedding_bwd,
     .cross_entropy = cuda_cross_entropy,

@@ -35,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/dropout_mask.h"
 #include "util/dtype.h"
 #include "util/error.h"
 
@@ -213,6 +214,14 @@ typedef struct ft_backend_ops {
     void (*gelu_bwd)(ft_backend *be, ft_dtype dt, ft_gelu_kind kind, void *dx, const void *dout,
                      const void *x, size_t n);
 
+    /* Inverted dropout with a recomputed mask (backend/dropout_mask.h) over x [rows, cols]:
+     *   y[i,j] = keep(m, i, j) ? x[i,j] * m.scale : 0        (overwrite; y may be x)
+     *   y[i,j] += that                                        (accumulate; y != x)
+     * The product and the sum are each one fp32 rounding (then one rounding to bf16
+     * storage), and the mask a function of (m.seed, m.row0 + i, j) alone, so the CUDA
+     * backend gives the CPU's bits for any thread count and any split of the rows. */
+    void (*dropout)(ft_backend *be, ft_dtype dt, void *y, const void *x, int rows, int cols,
+                    ft_dropout_mask m, bool accumulate);
     /* out[t,:] = table[ids[t],:] (overwrite). */
     void (*embedding_fwd)(ft_backend *be, ft_dtype dt, void *out, const void *table,
                           const int32_t *ids, int tokens, int dim);

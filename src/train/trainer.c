@@ -68,9 +68,6 @@ static int resolve_model_shape(ft_trainer *t, ft_error *err)
         return -1;
     if (!ft_lora_enabled(&t->lora))
         return 0;
-    if (cfg->lora_dropout > 0.0)
-        return ft_fail(err, "%s: LoRA dropout is not implemented yet; set lora.dropout = 0.0",
-                       ft_run_config_where(cfg, "lora.dropout"));
     if (cfg->final_weights)
         return ft_fail(err, "%s: a LoRA run trains adapters, not a model: drop final_weights and "
                        "take the adapters from a checkpoint with `ftmpi-convert export --adapter` "
@@ -405,6 +402,7 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     if (ft_lora_enabled(&t->lora)) {
         mo.lora = &t->lora;
         mo.adapter_layout = &t->adapter_layout;
+        mo.lora_dropout_seed = (uint64_t)cfg->seed;
     }
     int rc = (ft_lora_enabled(&t->lora) &&
               ft_engine_create(&t->base, &t->layout, t->be, t->dev_comm, &base_eo, err)) ||
@@ -542,6 +540,13 @@ static void step_rows(ft_trainer *t, long step, int64_t *rows)
                                                    (int64_t)t->comm->rank * (G / P) + j);
 }
 
+/* The global sample number of rows[0] of step_rows (LoRA dropout's masks follow it). */
+static int64_t step_first_sample(const ft_trainer *t, long step)
+{
+    const int64_t G = t->cfg->global_batch_size, P = t->comm->size;
+    return t->sample_base + (step - t->start_step) * G + (int64_t)t->comm->rank * (G / P);
+}
+
 int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
 {
     const ft_run_config *cfg = t->cfg;
@@ -588,7 +593,8 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
     for (int a = 0; a < t->accum; a++) {
         const size_t off = (size_t)a * mb * W;
         ft_host_batch b = { .batch = mb, .seq_len = t->seq_len, .tokens = tokens + off,
-                            .loss_mask = loss_mask + off, .segment = segment + off };
+                            .loss_mask = loss_mask + off, .segment = segment + off,
+                            .first_sample = step_first_sample(t, step) + (int64_t)a * mb };
         double ls;
         long nt;
         if (ft_model_train_micro(t->model, &src, &b, grad_scale, &ls, &nt, err))

@@ -9,6 +9,7 @@
 #    trainable engine's staging buffer, less the adapters' own parameters, gradients and
 #    moments (16 bytes each), their staging, and LoRA's activations (u per site and
 #    layer, the du scratch, the frozen embedding's gradient sink);
+#  - lora.dropout adds exactly its scratch buffer, and is planned to the byte too;
 #  - its table says LoRA, the trained parameter count, and shows the base apart from the
 #    adapters;
 #  - the shipped deck input/llama2-70b-lora.cfg fits 80 GiB on 8 ranks without offload.
@@ -72,6 +73,12 @@ for ck in false true; do
         printf "checkpointing %s: full %d - LoRA %d = %d, expected %d\n", ck, f, l, f - l, want;
         exit !(f - l == want) }' || fail "LoRA is not full fine-tuning less the base's gradients and moments (checkpointing $ck)"
 done
+# lora.dropout adds one scratch buffer: tokens x the widest adapter input (down_proj's
+# intermediate 160), fp32
+nodrop=$(planned lora.cfg 1 zero_stage=0)
+drop=$(planned lora.cfg 1 zero_stage=0 lora.dropout=0.1)
+[ $((drop - nodrop)) -eq $((2 * 64 * 160 * 4)) ] ||
+    fail "dropout: plan $drop - $nodrop, expected the scratch of $((2 * 64 * 160 * 4)) bytes"
 full3=$(planned full.cfg 2 zero_stage=3)
 lora3=$(planned lora.cfg 2 zero_stage=3)
 [ "$lora3" -lt "$full3" ] || fail "stage 3: LoRA $lora3 not below full $full3"
@@ -80,6 +87,7 @@ check 1 zero_stage=0 activation_checkpointing=false
 check 1 zero_stage=0 activation_checkpointing=true micro_batch_size=4
 check 1 zero_stage=3
 check 1 zero_stage=0 precision=bf16
+check 1 zero_stage=0 lora.dropout=0.1
 # GPT-NeoX: one fused query_key_value site, LayerNorm
 check 1 zero_stage=0 model.family=gpt_neox model.num_key_value_heads=4 model.rotary_dim=4
 if have_mpirun; then
@@ -87,6 +95,7 @@ if have_mpirun; then
     check 2 zero_stage=3 activation_checkpointing=false
     check 2 zero_stage=3 offload_optimizer=true
     check 2 zero_stage=3 precision=bf16
+    check 2 zero_stage=3 precision=bf16 lora.dropout=0.1
 fi
 
 # the shipped deck: Llama 2 70B, rank 16 on all seven projections, seq 4096, bf16,

@@ -183,6 +183,7 @@ static const ft_backend_ops cpu_ops = {
     .swiglu_bwd = ft_cpu_widen_swiglu_bwd,
     .gelu_fwd = ft_cpu_widen_gelu_fwd,
     .gelu_bwd = ft_cpu_widen_gelu_bwd,
+    .dropout = ft_cpu_dropout,
     .embedding_fwd = ft_cpu_widen_embedding_fwd,
     .embedding_bwd = ft_cpu_widen_embedding_bwd,
     .cross_entropy = ft_cpu_cross_entropy,
