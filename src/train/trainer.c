@@ -11,6 +11,7 @@
 
 #include "config/config_lora.h"
 #include "io/peft_adapter.h"
+#include "io/weights_identity.h"
 #include "io/weights.h"
 #include "optim/schedule.h"
 #include "util/durable.h"
@@ -96,7 +97,8 @@ static int load_model_weights(ft_trainer *t, ft_engine *e, ft_error *err)
     if (cfg->direct_io)
         ft_h5_attach_raw(&f, MPI_COMM_WORLD, false);
     int rc = ft_weights_check_tensors(&f, "/model", &t->layout, err) ||
-             ft_engine_load(e, &f, "/model", err);
+             ft_engine_load(e, &f, "/model", err) ||
+             (e == t->base && ft_weights_identity(&f, "/model", &t->layout, t->base_hash, err));
     ft_h5_close(&f, NULL);
     return rc ? -1 : 0;
 }
@@ -729,6 +731,7 @@ static int save_checkpoint(ft_trainer *t, long steps_done, ft_error *err)
                                               (steps_done - t->start_step) *
                                                   (int64_t)cfg->global_batch_size };
     snprintf(pos.tokenizer_fingerprint, sizeof pos.tokenizer_fingerprint, "%s", t->tok.fp);
+    snprintf(pos.base_hash, sizeof pos.base_hash, "%s", t->base_hash);
     const double t0 = now_seconds();
     bool direct = false;
     if (ft_checkpoint_save(cfg->checkpoint_dir, cfg, t->train_layout, t->engine, t->comm, &pos,

@@ -61,6 +61,8 @@ optimizer = { type = "adamw"; lr = 3e-2; };
 lora = { rank = 4; alpha = 8.0; };
 CFG
     run "$B/ftmpi" lt.cfg checkpoint_dir=ck_$fam
+    "$CONVERT" inspect ck_$fam/step-000006.h5 | grep -q "base_hash" ||
+        fail "$fam: the trainer's LoRA checkpoint records no base_hash"
     run "$CONVERT" export -q --adapter ck_$fam trained_$fam
     run "$CONVERT" merge -q ck_$fam trained_merged_$fam
     TMPDIR=$SCRATCH/gen "$B/ftmpi-generate" ck_$fam --ids 1,17,42,5,77,23 --max-new-tokens 12 \
@@ -69,6 +71,15 @@ CFG
     "$PY" "$CHECK" greedy $fam/base trained_$fam 1,17,42,5,77,23 "$(cat gen_t_$fam.txt)" &&
     "$PY" "$CHECK" merged $fam/base trained_$fam trained_merged_$fam ||
         fail "$fam: the trained LoRA checkpoint through PEFT"
+    # model.adapter: a run seeded from PEFT's directory holds PEFT's adapters (a step of
+    # lr 1e-30 moves no fp32 bit), so its checkpoint exports to PEFT's file bit for bit
+    run "$B/ftmpi" lt.cfg max_steps=1 optimizer.lr=1e-30 optimizer.weight_decay=0 \
+        "model.adapter=\"$fam/peft\"" checkpoint_dir=ck_seed_$fam
+    run "$CONVERT" export -q --adapter ck_seed_$fam seeded_$fam
+    run "$STCMP" $fam/peft/adapter_model.safetensors seeded_$fam/adapter_model.safetensors
+    # and refuses a lora group that is not the directory's
+    expect_fail 2 "adapter_config.json" "$B/ftmpi" lt.cfg max_steps=1 lora.rank=8 \
+        "model.adapter=\"$fam/peft\""
 done
 # over ranks: rank 0 merges, every rank loads the merged file, which is then removed
 printf '{"ids": [1, 17, 42]}\n{"ids": [5, 77, 23]}\n' > prompts.jsonl
