@@ -41,6 +41,9 @@ typedef struct ft_block_scratch {
     void *dh, *dxn, *datt, *dq, *dk, *dv, *dgate, *dup; /* d(act) reuses acts.act */
     void *dq_raw, *dk_raw; /* qk_norm only: gradients of q_raw, k_raw */
     void *lora_du;         /* LoRA only: [tokens, rank], the gradient of a site's u */
+    /* LoRA dropout only (training; used by the forward too): [tokens, widest input of a
+     * targeted site], drop(a) of the site at hand, then du A before its dropout */
+    void *lora_drop;
     /* A frozen model's norm weights and biases have no gradient, but the norm backward
      * ops always sum one: they sum it here and it is never read. [2 max(hidden,
      * head_dim)] fp32 elements (room for dw and db of either gradient type). */
@@ -82,7 +85,7 @@ struct ft_block_ctx {
     const int32_t *segment;
     ft_block_attend_fn attend;   /* NULL: flash attention over attn/segment */
     void *attend_ctx;
-    ft_block_scratch *scratch;   /* backward only */
+    ft_block_scratch *scratch;   /* backward only (and a training forward with LoRA dropout) */
     /* Backward only: nobody reads dx (the first block when the embedding is frozen, as
      * under LoRA). A block whose norms take no gradient then skips what only feeds dx:
      * the input-gradient GEMMs of the projections that read the input's norm(s) (q, k,

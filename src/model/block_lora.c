@@ -1,7 +1,9 @@
-/* LoRA terms of the block's projections (block_lora.h). With s = alpha / rank and
- * u = a A^T [N, r] kept from the forward:
+/* LoRA terms of the block's projections (block_lora.h). With s = alpha / rank,
+ * d = drop(a) (the identity without dropout) and u = d A^T [N, r] kept from the forward:
  *   forward   z  += s u B^T
- *   backward  dB += s dz^T u,  du = s dz B,  dA += du^T a,  da += du A.
+ *   backward  dB += s dz^T u,  du = s dz B,  dA += du^T d,  da += drop(du A)
+ * (drop's Jacobian is diagonal: the same mask and 1/(1-p) scale). d is not kept: it is
+ * written into scratch->lora_drop where it is needed, from the mask's seed (lora.h).
  * Operands are in the context's dtype, A and B's gradients in the gradient type with
  * fp32 accumulation, as the base weights' gradients are. */
 #include "model/block_lora.h"
@@ -45,6 +47,18 @@ static bool lora_view_of(const ft_block_ctx *bc, const ft_block_params *p, int p
     return false;
 }
 
+/* The adapter's input: a, or drop(a) written into the scratch buffer. */
+static const void *adapter_input(const ft_block_ctx *bc, const ft_lora_params *l,
+                                 const lora_view *v, const void *a)
+{
+    if (l->dropout.p <= 0.0)
+        return a;
+    void *d = bc->scratch->lora_drop;
+    bc->be->ops->dropout(bc->be, bc->dt, d, a, bc->tokens, (int)v->in,
+                         ft_lora_dropout_mask(&l->dropout, (ft_lora_site)v->site), false);
+    return d;
+}
+
 /* B's rows that feed the view's projection. */
 static const void *b_rows(const ft_block_ctx *bc, const ft_lora_params *l, const lora_view *v)
 {
@@ -62,8 +76,9 @@ void ft_block_lora_fwd(const ft_block_ctx *bc, const ft_block_params *p, ft_bloc
     const ft_gemm_types t = { bc->dt, bc->dt, bc->dt };
     const int N = bc->tokens, r = l->rank;
     void *u = acts->lora_u[v.site];
-    if (v.opens) /* u[N, r] = a A^T */
-        be->ops->matmul(be, t, u, a, l->a[v.site], N, r, (int)v.in, false, true, 1.0f, 0.0f);
+    if (v.opens) /* u[N, r] = drop(a) A^T */
+        be->ops->matmul(be, t, u, adapter_input(bc, l, &v, a), l->a[v.site], N, r, (int)v.in,
+                        false, true, 1.0f, 0.0f);
     /* z[N, out] += s u B^T */
     be->ops->matmul(be, t, z, u, b_rows(bc, l, &v), N, (int)v.out, r, false, true, l->scale,
                     1.0f);
@@ -88,9 +103,9 @@ void ft_block_lora_bwd_weights(const ft_block_ctx *bc, const ft_block_params *p,
     /* du[N, r] (+)= s dz B */
     be->ops->matmul(be, t, du, dz, b_rows(bc, l, &v), N, r, (int)v.out, false, false, l->scale,
                     v.opens ? 0.0f : 1.0f);
-    if (v.closes) /* dA[r, in] += du^T a */
-        be->ops->matmul(be, tg, g->lora->a[v.site], du, a, r, (int)v.in, N, true, false, 1.0f,
-                        1.0f);
+    if (v.closes) /* dA[r, in] += du^T drop(a) */
+        be->ops->matmul(be, tg, g->lora->a[v.site], du, adapter_input(bc, l, &v, a), r,
+                        (int)v.in, N, true, false, 1.0f, 1.0f);
 }
 
 void ft_block_lora_bwd_input(const ft_block_ctx *bc, const ft_block_params *p, int proj, void *da)
@@ -99,8 +114,18 @@ void ft_block_lora_bwd_input(const ft_block_ctx *bc, const ft_block_params *p, i
     if (!lora_view_of(bc, p, proj, &v) || !v.closes)
         return;
     ft_backend *be = bc->be;
+    const ft_lora_params *l = p->lora;
     const ft_gemm_types t = { bc->dt, bc->dt, bc->dt };
-    /* da[N, in] += du A */
-    be->ops->matmul(be, t, da, bc->scratch->lora_du, p->lora->a[v.site], bc->tokens, (int)v.in,
-                    p->lora->rank, false, false, 1.0f, 1.0f);
+    const void *du = bc->scratch->lora_du;
+    if (l->dropout.p <= 0.0) { /* da[N, in] += du A */
+        be->ops->matmul(be, t, da, du, l->a[v.site], bc->tokens, (int)v.in, l->rank, false,
+                        false, 1.0f, 1.0f);
+        return;
+    }
+    /* da[N, in] += drop(du A), du A in the scratch (drop(a) there is no longer needed) */
+    void *dd = bc->scratch->lora_drop;
+    be->ops->matmul(be, t, dd, du, l->a[v.site], bc->tokens, (int)v.in, l->rank, false, false,
+                    1.0f, 0.0f);
+    be->ops->dropout(be, bc->dt, da, dd, bc->tokens, (int)v.in,
+                     ft_lora_dropout_mask(&l->dropout, (ft_lora_site)v.site), true);
 }

@@ -232,6 +232,27 @@ void ft_lora_params_bind(const ft_unit_layout *u, const ft_lora_config *lora, ft
     }
 }
 
+long long ft_lora_widest_input(const ft_model_config *c, const ft_lora_config *lora)
+{
+    long long widest = 0;
+    for (int s = 0; s < FT_LORA_N_SITES; s++) {
+        long long in, out;
+        if (!ft_lora_has_site(lora, (ft_lora_site)s))
+            continue;
+        ft_lora_site_dims(c, (ft_lora_site)s, &in, &out);
+        widest = in > widest ? in : widest;
+    }
+    return widest;
+}
+
+ft_dropout_mask ft_lora_dropout_mask(const ft_lora_dropout *d, ft_lora_site s)
+{
+    /* one seed per (run, layer, site); the tokens' global numbers select within it */
+    const uint64_t seed = ft_rng_u64(d->seed, ft_rng_name_stream("lora_dropout"),
+                                     (uint64_t)d->layer * FT_LORA_N_SITES + (uint64_t)s);
+    return ft_dropout_mask_make(d->p, seed, d->row0);
+}
+
 void ft_lora_grads_bind(const ft_unit_layout *u, ft_dtype gt, void *flat, ft_lora_grads *g)
 {
     const size_t es = ft_dtype_size(gt);

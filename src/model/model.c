@@ -142,6 +142,8 @@ static int allocate_buffers(ft_model *m)
         const size_t dim = H > (size_t)c->head_dim ? H : (size_t)c->head_dim;
         s->grad_sink = alloc_f32(m, 2 * dim, &failed);
         s->lora_du = alloc_act(m, N * (size_t)opt->lora->rank, &failed);
+        if (opt->lora->dropout > 0.0)
+            s->lora_drop = alloc_act(m, N * (size_t)ft_lora_widest_input(c, opt->lora), &failed);
         m->adapter_plan = calloc(2 * (size_t)(L > 0 ? L : 1), sizeof *m->adapter_plan);
         if (!m->adapter_plan)
             failed = 1;
@@ -338,6 +340,7 @@ static int stage_batch(ft_model *m, const ft_host_batch *b, long *n_targets, ft_
     m->in.tokens = (int)N;
     m->in.has_segments = b->segment != NULL;
     m->attn.batch = B;
+    be->ops->segment_hint(be, m->in.segment, seg, m->attn); /* no read-back per attention */
     *n_targets = count;
     return 0;
 }
@@ -398,6 +401,8 @@ static void bind_adapters(ft_model *m, int l, bound_adapters *ba, ft_block_param
     const ft_param_source *a = &m->adapters;
     const ft_unit_layout *u = &m->opt.adapter_layout->units[l];
     ft_lora_params_bind(u, m->opt.lora, m->dt, a->acquire(a->ctx, l), &ba->p);
+    ba->p.dropout = m->lora_dropout;
+    ba->p.dropout.layer = l;
     p->lora = &ba->p;
     if (g) {
         ft_lora_grads_bind(u, m->gt, a->grads(a->ctx, l), &ba->g);
@@ -514,6 +519,10 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
         return ft_fail(err, "model: %s gradients need the model to compute in %s",
                        ft_dtype_name(m->gt), ft_dtype_name(m->gt));
 
+    if (m->frozen && m->opt.lora->dropout > 0.0) /* this pass only: cleared at its end */
+        m->lora_dropout = (ft_lora_dropout){ .p = m->opt.lora->dropout,
+                                             .seed = m->opt.lora_dropout_seed,
+                                             .row0 = (uint64_t)b->first_sample * (uint64_t)b->seq_len };
     announce_plan(m, src, 1);
     forward_blocks(m, src);
     void *dy = m->dres[0], *dx = m->dres[1];
@@ -550,6 +559,7 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
         src->grad_done(src->ctx, 0);
         src->release(src->ctx, 0);
     }
+    m->lora_dropout.p = 0.0;
     be->ops->sync(be);
     return 0;
 }

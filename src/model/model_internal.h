@@ -56,6 +56,9 @@ struct ft_model {
     bool frozen;
     ft_param_source adapters;
     int *adapter_plan;           /* [2L] */
+    /* LoRA dropout of the training micro-batch in flight (p 0 at any other time: a
+     * forward for evaluation or logits never drops) */
+    ft_lora_dropout lora_dropout;
 
     size_t act_bytes;
     int dry_run;                 /* count buffers, allocate none (planner) */

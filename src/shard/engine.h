@@ -73,6 +73,12 @@ int ft_engine_estimate(const ft_model_layout *layout, int world_size,
 /* Parameters from the seed (ft_model_init_range) or from a weights-file group. */
 int ft_engine_init_random(ft_engine *e, uint64_t seed, double std, ft_error *err);
 int ft_engine_load(ft_engine *e, const ft_h5file *f, const char *group, ft_error *err);
+/* Parameters from any source of fp32 values: fill writes unit u's elements [begin,
+ * end) (this rank's slice) into dst; e.g. a PEFT adapter directory
+ * (ft_peft_adapter_read_range). Collective. */
+typedef int (*ft_engine_fill_fn)(void *ctx, const ft_unit_layout *u, size_t begin, size_t end,
+                                 float *dst, ft_error *err);
+int ft_engine_init_from(ft_engine *e, ft_engine_fill_fn fill, void *ctx, ft_error *err);
 /* Writes the fp32 master values (frozen: the working values) into existing datasets
  * of group: each rank writes its own slice (collective). */
 int ft_engine_save(ft_engine *e, const ft_h5file *f, const char *group, ft_error *err);

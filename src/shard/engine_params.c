@@ -235,6 +235,24 @@ int ft_engine_init_random(ft_engine *e, uint64_t seed, double std, ft_error *err
     return fill_from(e, random_slice, &r, err);
 }
 
+typedef struct fill_ctx {
+    ft_engine_fill_fn fill;
+    void *ctx;
+} fill_ctx;
+
+static int caller_slice(ft_engine *e, int u, size_t b, size_t end, float *dst, void *ctx,
+                        ft_error *err)
+{
+    const fill_ctx *f = ctx;
+    return f->fill(f->ctx, &e->layout.units[u], b, end, dst, err);
+}
+
+int ft_engine_init_from(ft_engine *e, ft_engine_fill_fn fill, void *ctx, ft_error *err)
+{
+    fill_ctx f = { fill, ctx };
+    return fill_from(e, caller_slice, &f, err);
+}
+
 typedef struct file_ctx {
     const ft_h5file *f;
     const char *group;

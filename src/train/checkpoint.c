@@ -105,13 +105,13 @@ static int write_meta(const ft_h5file *f, const ft_run_config *cfg, ft_comm *com
 
 /* /lora for a LoRA run: the adapters' layout (units of kind FT_UNIT_ADAPTER) */
 static int write_lora(const ft_h5file *f, const ft_run_config *cfg, const ft_model_layout *layout,
-                      ft_error *err)
+                      const char *base_hash, ft_error *err)
 {
     if (layout->n_units == 0 || layout->units[0].kind != FT_UNIT_ADAPTER)
         return 0;
     ft_lora_config lc;
     return ft_run_config_lora(cfg, &layout->config, &lc, err) ||
-           ft_ckpt_lora_write(f, cfg, &layout->config, &lc, err);
+           ft_ckpt_lora_write(f, cfg, &layout->config, &lc, base_hash, err);
 }
 
 /* Whether every rank moved its bytes with O_DIRECT so far. Collective. */
@@ -204,7 +204,7 @@ static int write_state(ft_h5file *f, const ft_run_config *cfg, const ft_model_la
     int rc = ft_h5_write_kind(f, "checkpoint", err) ||
              ft_weights_write_config(f, &layout->config, err) ||
              ft_tok_fingerprint_write(f, pos->tokenizer_fingerprint, err) ||
-             write_meta(f, cfg, comm, pos, seq_len, err) || write_lora(f, cfg, layout, err);
+             write_meta(f, cfg, comm, pos, seq_len, err) || write_lora(f, cfg, layout, pos->base_hash, err);
     if (ft_agree(MPI_COMM_WORLD, rc, err))
         return -1;
     /* every dataset first, then the whole file's space at once: a full disk shows here,

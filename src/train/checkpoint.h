@@ -21,6 +21,9 @@ typedef struct ft_ckpt_position {
     ft_schedule_meta schedule; /* load only: the schedule the checkpoint was trained under */
     /* the run's tokenizer (io/tok_fingerprint.h), a root attribute; "" when unknown */
     char tokenizer_fingerprint[17];
+    /* LoRA: the base's content identity (io/weights_identity.h), the /lora attribute
+     * base_hash; "" when the base was not read from a file */
+    char base_hash[17];
 } ft_ckpt_position;
 
 /* Creates dir with its parents and checks that it is writable (rank 0), and tells every

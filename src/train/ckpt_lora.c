@@ -6,7 +6,8 @@
 #include <string.h>
 
 int ft_ckpt_lora_write(const ft_h5file *f, const ft_run_config *cfg,
-                       const ft_model_config *model, const ft_lora_config *lora, ft_error *err)
+                       const ft_model_config *model, const ft_lora_config *lora,
+                       const char *base_hash, ft_error *err)
 {
     if (!ft_lora_enabled(lora))
         return 0;
@@ -21,7 +22,9 @@ int ft_ckpt_lora_write(const ft_h5file *f, const ft_run_config *cfg,
              ft_h5_attr_write_str(f, g, "targets", targets, err) ||
              ft_h5_attr_write_str(f, g, "base_weights",
                                   cfg->model_weights ? cfg->model_weights : "", err) ||
-             ft_h5_attr_write_i64(f, g, "base_seed", cfg->seed, err);
+             ft_h5_attr_write_i64(f, g, "base_seed", cfg->seed, err) ||
+             (base_hash && base_hash[0] &&
+              ft_h5_attr_write_str(f, g, "base_hash", base_hash, err));
     H5Gclose(g);
     return rc ? -1 : 0;
 }

@@ -11,8 +11,10 @@
 #include "model/lora.h"
 
 /* Writes /lora for a LoRA run (lora enabled); nothing otherwise. */
+/* base_hash: the base's content identity ("" or NULL: not written). */
 int ft_ckpt_lora_write(const ft_h5file *f, const ft_run_config *cfg,
-                       const ft_model_config *model, const ft_lora_config *lora, ft_error *err);
+                       const ft_model_config *model, const ft_lora_config *lora,
+                       const char *base_hash, ft_error *err);
 /* Checks the file's /lora (or its absence) against this run's lora (NULL or rank 0:
  * a full run). */
 int ft_ckpt_lora_check(const ft_h5file *f, const ft_model_config *model,

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "config/config_lora.h"
+#include "io/peft_adapter.h"
+#include "io/weights_identity.h"
 #include "io/weights.h"
 #include "optim/schedule.h"
 #include "util/durable.h"
@@ -68,9 +70,6 @@ static int resolve_model_shape(ft_trainer *t, ft_error *err)
         return -1;
     if (!ft_lora_enabled(&t->lora))
         return 0;
-    if (cfg->lora_dropout > 0.0)
-        return ft_fail(err, "%s: LoRA dropout is not implemented yet; set lora.dropout = 0.0",
-                       ft_run_config_where(cfg, "lora.dropout"));
     if (cfg->final_weights)
         return ft_fail(err, "%s: a LoRA run trains adapters, not a model: drop final_weights and "
                        "take the adapters from a checkpoint with `ftmpi-convert export --adapter` "
@@ -98,17 +97,41 @@ static int load_model_weights(ft_trainer *t, ft_engine *e, ft_error *err)
     if (cfg->direct_io)
         ft_h5_attach_raw(&f, MPI_COMM_WORLD, false);
     int rc = ft_weights_check_tensors(&f, "/model", &t->layout, err) ||
-             ft_engine_load(e, &f, "/model", err);
+             ft_engine_load(e, &f, "/model", err) ||
+             (e == t->base && ft_weights_identity(&f, "/model", &t->layout, t->base_hash, err));
     ft_h5_close(&f, NULL);
     return rc ? -1 : 0;
 }
 
 /* The trained parameters of a fresh run: the model, or with LoRA the adapters (PEFT's
  * initialisation from the seed: A uniform, B zero). */
+static int peft_fill(void *ctx, const ft_unit_layout *u, size_t begin, size_t end, float *dst,
+                     ft_error *err)
+{
+    return ft_peft_adapter_read_range(ctx, u, begin, end, dst, err);
+}
+
+/* The adapters of a PEFT directory (model.adapter), checked against the lora group. */
+static int load_adapter_dir(ft_trainer *t, ft_error *err)
+{
+    const char *dir = t->cfg->model_adapter;
+    ft_peft_adapter a;
+    if (ft_peft_adapter_open(&a, dir, &t->layout.config, err))
+        return ft_fail_context(err, "model.adapter");
+    int rc = ft_peft_adapter_check_config(&a, &t->lora, err);
+    if (rc)
+        ft_fail_context(err, "%s", ft_run_config_where(t->cfg, "model.adapter"));
+    rc = rc || ft_engine_init_from(t->engine, peft_fill, &a, err);
+    ft_peft_adapter_close(&a);
+    return rc ? -1 : 0;
+}
+
 static int load_parameters(ft_trainer *t, ft_error *err)
 {
     if (!t->base)
         return load_model_weights(t, t->engine, err);
+    if (t->cfg->model_adapter)
+        return load_adapter_dir(t, err);
     return ft_engine_init_random(t->engine, (uint64_t)t->cfg->seed, 0.0, err);
 }
 
@@ -405,6 +428,7 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     if (ft_lora_enabled(&t->lora)) {
         mo.lora = &t->lora;
         mo.adapter_layout = &t->adapter_layout;
+        mo.lora_dropout_seed = (uint64_t)cfg->seed;
     }
     int rc = (ft_lora_enabled(&t->lora) &&
               ft_engine_create(&t->base, &t->layout, t->be, t->dev_comm, &base_eo, err)) ||
@@ -542,6 +566,13 @@ static void step_rows(ft_trainer *t, long step, int64_t *rows)
                                                    (int64_t)t->comm->rank * (G / P) + j);
 }
 
+/* The global sample number of rows[0] of step_rows (LoRA dropout's masks follow it). */
+static int64_t step_first_sample(const ft_trainer *t, long step)
+{
+    const int64_t G = t->cfg->global_batch_size, P = t->comm->size;
+    return t->sample_base + (step - t->start_step) * G + (int64_t)t->comm->rank * (G / P);
+}
+
 int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
 {
     const ft_run_config *cfg = t->cfg;
@@ -588,7 +619,8 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
     for (int a = 0; a < t->accum; a++) {
         const size_t off = (size_t)a * mb * W;
         ft_host_batch b = { .batch = mb, .seq_len = t->seq_len, .tokens = tokens + off,
-                            .loss_mask = loss_mask + off, .segment = segment + off };
+                            .loss_mask = loss_mask + off, .segment = segment + off,
+                            .first_sample = step_first_sample(t, step) + (int64_t)a * mb };
         double ls;
         long nt;
         if (ft_model_train_micro(t->model, &src, &b, grad_scale, &ls, &nt, err))
@@ -699,6 +731,7 @@ static int save_checkpoint(ft_trainer *t, long steps_done, ft_error *err)
                                               (steps_done - t->start_step) *
                                                   (int64_t)cfg->global_batch_size };
     snprintf(pos.tokenizer_fingerprint, sizeof pos.tokenizer_fingerprint, "%s", t->tok.fp);
+    snprintf(pos.base_hash, sizeof pos.base_hash, "%s", t->base_hash);
     const double t0 = now_seconds();
     bool direct = false;
     if (ft_checkpoint_save(cfg->checkpoint_dir, cfg, t->train_layout, t->engine, t->comm, &pos,

@@ -32,6 +32,7 @@ typedef struct ft_trainer {
     ft_model_layout adapter_layout;
     ft_engine *base;
     const ft_model_layout *train_layout;
+    char base_hash[17]; /* LoRA: model.weights' content identity, "" for a seeded base */
     ft_dataset_info train_info;
     ft_tok_identity tok; /* the run's tokenizer, recorded in checkpoints (train/tok_check.h) */
     struct ft_loader *loader; /* the training rows, prefetched in the background */

@@ -4,7 +4,13 @@
 # the adapters' optimizer give the CPU's losses (relative 1e-5) and adapters (absolute
 # 1e-5) in fp32, on 1 rank at stage 0 and on 2 ranks at stage 3 over NCCL (the frozen
 # base gathered, the adapters reduce-scattered), for Llama and GPT-NeoX's fused
-# query_key_value; the bf16 recipe follows the CPU's bf16 recipe to 2e-3.
+# query_key_value, and with lora.dropout (the dropout op's masks are the CPU's bit for
+# bit); the bf16 recipe, with and without dropout, follows the CPU's bf16 recipe to
+# 2e-3 (losses). The fp32 dropout case steps
+# with SGD (update = lr g), so the adapters compare the gradients themselves (6e-8
+# apart after 4 steps): under AdamW a few elements of A's gradient 1e4 times below the
+# typical one (|m| ~ 1e-9, near eps) differ by 2 % in rounding, and the normalised
+# step m / (sqrt(v) + eps) makes that a 1e-4 difference of A after two steps.
 . "$(dirname "$0")/../train/lib.sh"
 . "$S/test/cuda/lib.sh" || exit 99
 "$GENDATA" --rows 96 --seq-len 32 --digits 2 train.h5 >/dev/null || fail "gendata"
@@ -31,7 +37,9 @@ compare() { # TAG N EXTRA...
 }
 compare "llama, 1 rank, stage 0" 1 zero_stage=0
 compare "gpt_neox query_key_value, 1 rank" 1 $neox 'lora.targets=["query_key_value","dense"]'
+compare "llama with dropout, 1 rank, SGD" 1 lora.dropout=0.1 optimizer.type=sgd optimizer.lr=1.0
 compare "bf16 recipe, 1 rank" 1 precision=bf16
+compare "bf16 recipe with dropout, 1 rank" 1 precision=bf16 lora.dropout=0.1
 if enough_devices 2 "LoRA on 2 ranks at stage 3"; then
     compare "llama, 2 ranks, stage 3" 2 zero_stage=3
 fi

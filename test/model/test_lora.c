@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "../common/test_env.h"
+#include "generate/decoder.h"
 #include "model/init.h"
 #include "model/lora.h"
 #include "util/rng.h"
@@ -366,6 +367,51 @@ static void check_family(ft_model_family fam)
     rig_down(&r);
 }
 
+/* The KV-cache decoder with the adapters attached gives the LoRA model's logits: the
+ * prompt's first 9 tokens as one chunk, then one token at a time (the cache path). */
+static void check_decoder(ft_model_family fam)
+{
+    lora_rig r;
+    rig_up(&r, fam, 3);
+    ft_error err;
+    rows x;
+    ft_host_batch b = batch_of(&x, r.c.vocab_size);
+    b.batch = 1; /* row 0: one document */
+    b.segment = NULL;
+    host_src base = { .layout = &r.base, .params = r.base_p };
+    host_src ad = { .layout = &r.adapters, .params = r.ad_p, .grads = r.ad_g };
+    ft_model *m = lora_model(&r, 0, &ad);
+    ft_param_source bs = source_of(&base);
+    const int T = 16, V = r.c.vocab_size;
+    float *want = malloc((size_t)T * V * sizeof(float)), *got = malloc((size_t)V * sizeof(float));
+    TEST_CHECK_OK(ft_model_logits(m, &bs, &b, want, &err), &err);
+
+    ft_decoder *d;
+    const ft_decoder_options dopt = { .capacity = T, .max_chunk = 9, .dtype = FT_DTYPE_F32 };
+    TEST_CHECK_OK(ft_decoder_create(&d, &r.base, r.be, &bs, &dopt, &err), &err);
+    const ft_lora_adapters adapters = { &r.adapters, &r.lora, source_of(&ad) };
+    TEST_CHECK_OK(ft_decoder_set_adapters(d, &adapters, &err), &err);
+    int32_t ids[16];
+    for (int i = 0; i < T; i++)
+        ids[i] = (int32_t)x.tokens[i];
+    TEST_CHECK_OK(ft_decoder_append(d, ids, 9, got, &err), &err);
+    for (int v = 0; v < V; v++)
+        assert_close("prefill logit", got[v], want[(size_t)8 * V + v], 2e-5);
+    for (int t = 9; t < T; t++) {
+        TEST_CHECK_OK(ft_decoder_append(d, ids + t, 1, got, &err), &err);
+        for (int v = 0; v < V; v++)
+            assert_close("decode logit", got[v], want[(size_t)t * V + v], 2e-5);
+    }
+    ft_decoder_free(d);
+    free(want);
+    free(got);
+    ft_model_free(m);
+    rig_down(&r);
+}
+
+static void test_decoder_llama(void **state) { (void)state; check_decoder(FT_FAMILY_LLAMA); }
+static void test_decoder_neox(void **state) { (void)state; check_decoder(FT_FAMILY_GPT_NEOX); }
+
 static void test_llama(void **state) { (void)state; check_family(FT_FAMILY_LLAMA); }
 static void test_qwen2(void **state) { (void)state; check_family(FT_FAMILY_QWEN2); }
 static void test_qwen3(void **state) { (void)state; check_family(FT_FAMILY_QWEN3); }
@@ -431,7 +477,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_resolve_and_layout), cmocka_unit_test(test_llama),
         cmocka_unit_test(test_qwen2),              cmocka_unit_test(test_qwen3),
         cmocka_unit_test(test_mistral),            cmocka_unit_test(test_gpt_neox),
-        cmocka_unit_test(test_gptj),
+        cmocka_unit_test(test_gptj),              cmocka_unit_test(test_decoder_llama),
+        cmocka_unit_test(test_decoder_neox),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     MPI_Finalize();

@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "../common/golden.h"
 #include "../common/test_env.h"
 #include "io/h5file.h"
 #include "io/weights.h"
@@ -25,21 +26,8 @@ typedef struct golden {
     ft_h5file f;
     ft_model_layout base, adapters;
     ft_lora_config lora;
-    int B, T;
-    uint32_t *tokens;
-    uint8_t *mask;
-    int32_t *segment;
-    long n_targets;
+    golden_batch b;
 } golden;
-
-static void read_dataset(golden *g, const char *name, hid_t type, void *buf)
-{
-    hid_t d = H5Dopen2(g->f.id, name, H5P_DEFAULT);
-    if (d < 0)
-        fail_msg("%s: no dataset %s", g->f.path, name);
-    assert_true(H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
-    H5Dclose(d);
-}
 
 static void golden_open(golden *g, const char *file)
 {
@@ -68,45 +56,15 @@ static void golden_open(golden *g, const char *file)
     TEST_CHECK_OK(ft_lora_resolve(&c, (int)rank, alpha, 0.0, names, &g->lora, &err), &err);
     TEST_CHECK_OK(ft_lora_layout_build(&g->adapters, &c, &g->lora, &err), &err);
 
-    hid_t d = H5Dopen2(g->f.id, "/batch/tokens", H5P_DEFAULT);
-    hid_t s = H5Dget_space(d);
-    hsize_t dims[2];
-    H5Sget_simple_extent_dims(s, dims, NULL);
-    H5Sclose(s);
-    H5Dclose(d);
-    g->B = (int)dims[0];
-    g->T = (int)dims[1] - 1;
-    const size_t cells = dims[0] * dims[1];
-    g->tokens = malloc(cells * sizeof *g->tokens);
-    g->mask = malloc(cells);
-    g->segment = malloc(cells * sizeof *g->segment);
-    read_dataset(g, "/batch/tokens", H5T_NATIVE_UINT32, g->tokens);
-    read_dataset(g, "/batch/loss_mask", H5T_NATIVE_UINT8, g->mask);
-    read_dataset(g, "/batch/segment", H5T_NATIVE_INT32, g->segment);
-    for (int i = 0; i < g->B; i++)
-        for (int j = 1; j <= g->T; j++)
-            g->n_targets += g->mask[(size_t)i * (g->T + 1) + j] != 0;
+    golden_batch_read(&g->f, &g->b);
 }
 
 static void golden_close(golden *g)
 {
-    free(g->tokens);
-    free(g->mask);
-    free(g->segment);
+    golden_batch_free(&g->b);
     ft_model_layout_free(&g->base);
     ft_model_layout_free(&g->adapters);
     ft_h5_close(&g->f, NULL);
-}
-
-/* max |a - b| / max |b| */
-static double rel_err(const float *a, const float *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        num = fmax(num, fabs((double)a[i] - b[i]));
-        den = fmax(den, fabs((double)b[i]));
-    }
-    return den > 0 ? num / den : num;
 }
 
 typedef struct rig {
@@ -131,7 +89,7 @@ static void rig_up(rig *r, golden *g, ft_dtype dt)
     TEST_CHECK_OK(ft_engine_load(r->base, &g->f, "/model", &err), &err);
     TEST_CHECK_OK(ft_engine_create(&r->adapters, &g->adapters, r->be, r->comm, &eo, &err), &err);
     TEST_CHECK_OK(ft_engine_load(r->adapters, &g->f, "/adapter", &err), &err);
-    ft_model_options mo = { .max_batch = g->B, .seq_len = g->T, .activation_checkpointing = 1,
+    ft_model_options mo = { .max_batch = g->b.B, .seq_len = g->b.T, .activation_checkpointing = 1,
                             .head_group_rows = 11, .head_chunk_rows = 7, .dtype = dt,
                             .lora = &g->lora, .adapter_layout = &g->adapters };
     TEST_CHECK_OK(ft_model_create(&r->model, &g->base, r->be, &mo, &err), &err);
@@ -152,15 +110,15 @@ static void rig_down(rig *r)
 static double train_once(rig *r, golden *g)
 {
     ft_error err;
-    ft_host_batch b = { .batch = g->B, .seq_len = g->T, .tokens = g->tokens,
-                        .loss_mask = g->mask, .segment = g->segment };
+    ft_host_batch b = { .batch = g->b.B, .seq_len = g->b.T, .tokens = g->b.tokens,
+                        .loss_mask = g->b.mask, .segment = g->b.segment };
     ft_param_source src = ft_engine_param_source(r->base);
     double loss_sum;
     long nt;
     ft_engine_zero_grads(r->adapters);
-    TEST_CHECK_OK(ft_model_train_micro(r->model, &src, &b, 1.0f / (float)g->n_targets, &loss_sum,
+    TEST_CHECK_OK(ft_model_train_micro(r->model, &src, &b, 1.0f / (float)g->b.n_targets, &loss_sum,
                                        &nt, &err), &err);
-    assert_int_equal(nt, g->n_targets);
+    assert_int_equal(nt, g->b.n_targets);
     return loss_sum / (double)nt;
 }
 
@@ -182,8 +140,8 @@ static double worst_adapter_err(rig *r, golden *g, const char *group, bool grads
             char name[256];
             snprintf(name, sizeof name, "%s/%s", group, ti->name);
             float *want = malloc(ti->numel * sizeof *want);
-            read_dataset(g, name, H5T_NATIVE_FLOAT, want);
-            worst = fmax(worst, rel_err(have + ti->offset, want, ti->numel));
+            golden_read(&g->f, name, H5T_NATIVE_FLOAT, want);
+            worst = fmax(worst, golden_rel_err(have + ti->offset, want, ti->numel));
             free(want);
         }
         free(have);
@@ -198,17 +156,17 @@ static void check_fp32(const char *file)
     rig r;
     rig_up(&r, &g, FT_DTYPE_F32);
     ft_error err;
-    const size_t nl = (size_t)g.B * g.T * g.base.config.vocab_size;
+    const size_t nl = (size_t)g.b.B * g.b.T * g.base.config.vocab_size;
     float *logits = malloc(nl * sizeof *logits), *want = malloc(nl * sizeof *want);
-    ft_host_batch b = { .batch = g.B, .seq_len = g.T, .tokens = g.tokens, .loss_mask = g.mask,
-                        .segment = g.segment };
+    ft_host_batch b = { .batch = g.b.B, .seq_len = g.b.T, .tokens = g.b.tokens, .loss_mask = g.b.mask,
+                        .segment = g.b.segment };
     ft_param_source src = ft_engine_param_source(r.base);
     TEST_CHECK_OK(ft_model_logits(r.model, &src, &b, logits, &err), &err);
-    read_dataset(&g, "/expected/logits", H5T_NATIVE_FLOAT, want);
-    const double e_logits = rel_err(logits, want, nl);
+    golden_read(&g.f, "/expected/logits", H5T_NATIVE_FLOAT, want);
+    const double e_logits = golden_rel_err(logits, want, nl);
 
     double want_loss;
-    read_dataset(&g, "/expected/loss", H5T_NATIVE_DOUBLE, &want_loss);
+    golden_read(&g.f, "/expected/loss", H5T_NATIVE_DOUBLE, &want_loss);
     const double loss = train_once(&r, &g);
     const double e_grad = worst_adapter_err(&r, &g, "/expected/grad", true);
     printf("%s: logits %.2e, loss %.9f want %.9f, worst adapter gradient %.2e\n", file,
@@ -218,20 +176,13 @@ static void check_fp32(const char *file)
     assert_true(e_grad < 1e-4);
 
     /* five AdamW steps over the adapters, on the same batch */
-    hid_t a = H5Gopen2(g.f.id, "/expected/adamw", H5P_DEFAULT);
-    ft_optimizer_config oc = { .type = FT_OPT_ADAMW, .schedule = FT_SCHED_CONSTANT };
-    TEST_CHECK_OK(ft_h5_attr_read_f64(&g.f, a, "lr", &oc.lr, &err), &err);
-    TEST_CHECK_OK(ft_h5_attr_read_f64(&g.f, a, "beta1", &oc.beta1, &err), &err);
-    TEST_CHECK_OK(ft_h5_attr_read_f64(&g.f, a, "beta2", &oc.beta2, &err), &err);
-    TEST_CHECK_OK(ft_h5_attr_read_f64(&g.f, a, "eps", &oc.eps, &err), &err);
-    TEST_CHECK_OK(ft_h5_attr_read_f64(&g.f, a, "weight_decay", &oc.weight_decay, &err), &err);
-    H5Gclose(a);
+    const ft_optimizer_config oc = golden_adamw(&g.f);
     for (int step = 1; step <= 5; step++) {
         const double l = step == 1 ? loss : train_once(&r, &g);
         char name[64];
         double w;
         snprintf(name, sizeof name, "/expected/adamw/step%d/loss", step);
-        read_dataset(&g, name, H5T_NATIVE_DOUBLE, &w);
+        golden_read(&g.f, name, H5T_NATIVE_DOUBLE, &w);
         assert_true(fabs(l - w) / w < 1e-5);
         TEST_CHECK_OK(ft_engine_step(r.adapters, &oc, oc.lr, 1.0, &err), &err);
     }
@@ -253,7 +204,7 @@ static void check_bf16(const char *file)
     rig r;
     rig_up(&r, &g, FT_DTYPE_BF16);
     double want_loss;
-    read_dataset(&g, "/expected/loss", H5T_NATIVE_DOUBLE, &want_loss);
+    golden_read(&g.f, "/expected/loss", H5T_NATIVE_DOUBLE, &want_loss);
     const double loss = train_once(&r, &g);
     const double e_grad = worst_adapter_err(&r, &g, "/expected/grad", true);
     printf("%s: bf16 recipe: loss %.3e, worst adapter gradient %.2e\n", file,

@@ -5,8 +5,10 @@
 #    adapters only, /lora says what they are);
 #  - ZeRO stages 0-3 on 1, 2 and 3 ranks give the losses and adapter weights of 1 rank
 #    (fp32 round-off; the bf16 recipe to its own resolution);
-#  - resume is bitwise (losses, adapters and their AdamW state), for Llama, Qwen2 and
-#    GPT-NeoX's fused query_key_value;
+#  - with lora.dropout the masks follow the samples (model/lora.h): 3 ranks at stage 3
+#    still give the losses and adapters of 1 rank, and the losses differ from no dropout;
+#  - resume is bitwise (losses, adapters and their AdamW state), for Llama, Qwen2,
+#    GPT-NeoX's fused query_key_value, and Llama with dropout;
 #  - a LoRA checkpoint does not resume a full run, nor adapters of another rank: one
 #    line, exit 2.
 . "$(dirname "$0")/lib.sh"
@@ -50,6 +52,21 @@ run_ranks 3 s.cfg $common precision=bf16 zero_stage=3 > b3.log 2>&1 || { cat b3.
 losses b1.log > lb1; losses b3.log > lb3
 same_losses lb3 lb1 2e-3 || fail "bf16 recipe: 3 ranks at stage 3 differ from 1 rank"
 
+# dropout: N ranks = 1 rank, since a sample's masks do not depend on who trains it
+run_ranks 1 s.cfg $common lora.dropout=0.1 checkpoint_dir=ckd1 > d1.log 2>&1 || { cat d1.log; fail "dropout, 1 rank"; }
+losses d1.log > ld1
+[ "$(wc -l < ld1)" -eq 8 ] || fail "dropout: expected 8 step lines"
+cmp -s ld1 l1 && fail "lora.dropout = 0.1 trained exactly like no dropout"
+h5dump -a /lora/dropout ckd1/step-000008.h5 | grep -q "0.1" || fail "/lora dropout"
+run_ranks 3 s.cfg $common lora.dropout=0.1 zero_stage=3 checkpoint_dir=ckd3 > d3.log 2>&1 ||
+    { cat d3.log; fail "dropout, 3 ranks"; }
+losses d3.log > ld3
+same_losses ld3 ld1 2e-5 || fail "dropout: 3 ranks at stage 3 differ from 1 rank"
+h5diff -d 2e-6 ckd1/step-000008.h5 ckd3/step-000008.h5 /model /model > d.log 2>&1
+grep -v "content_hash\|^1 differences found" d.log | grep -q . &&
+    { head -20 d.log; fail "dropout: adapters of 3 ranks differ from 1 rank"; }
+echo "dropout: 3 ranks at stage 3 agree with 1 rank"
+
 # bitwise resume
 resume() { # N EXTRA...
     n=$1; shift
@@ -70,7 +87,24 @@ resume() { # N EXTRA...
 }
 resume 2 zero_stage=3
 resume 3 zero_stage=1 model.family=qwen2
+resume 2 zero_stage=3 lora.dropout=0.2
 resume 2 zero_stage=2 model.family=gpt_neox model.num_key_value_heads=4 model.rotary_dim=4 model.parallel_residual=true model.attention_bias=true 'lora.targets=["query_key_value","dense_4h_to_h"]'
+
+# a checkpoint of 2 ranks at stage 3 resumes on 3 ranks at stage 1 (and 1 rank at
+# stage 0): the continued losses are the 1-rank run's (fp32 round-off)
+rm -rf ckr
+FTMPI_FAULT=ckpt:saved run_ranks 2 s.cfg $common zero_stage=3 save_every=4 checkpoint_dir=ckr > b.log 2>&1 &&
+    { cat b.log; fail "reshard: not killed after its checkpoint"; }
+for run in "3 zero_stage=1" "1 zero_stage=0"; do
+    set -- $run
+    n=$1; shift
+    run_ranks $n s.cfg $common "$@" checkpoint_dir=ckr resume=auto save_every=100 > c.log 2>&1 ||
+        { cat c.log; fail "reshard: resumed on $n ranks $*"; }
+    losses c.log > lc; tail -n 4 l1 > l1t
+    same_losses lc l1t 2e-5 || fail "reshard: $n ranks $* after 2 ranks at stage 3 leave the 1-rank losses"
+    rm -f ckr/step-000008.h5; echo "step-000004.h5" > ckr/latest
+done
+echo "a 2-rank stage-3 LoRA checkpoint resumes on 3 ranks at stage 1 and on 1 rank"
 
 # wrong resumes: one line each, exit 2
 run_ranks 1 s.cfg $common lora.rank=0 checkpoint_dir=ck1 resume=auto > w.log 2>&1; rc=$?
