@@ -14,7 +14,8 @@
 #    (bf16 base and activations, fp32 adapter masters, moments and gradients): eager
 #    attention with bf16 working adapters, SDPA likewise, and PEFT's default fp32
 #    adapters on the bf16 model. At every step ftmpi must be within twice their largest
-#    relative spread of their mean, and the final loss within 1 % of theirs.
+#    relative spread of their mean, and the final loss within 1 % of theirs; ftmpi with
+#    4 accumulated micro-batches too.
 #  - bf16 must be in effect: ftmpi's bf16 trajectory differs from its fp32 one, and over
 #    the run it is closer to PyTorch's bf16 runs than ftmpi's fp32 one is (here the bf16
 #    runs sit ~1e-4 above fp32, so the 2x-spread band alone would also take fp32).
@@ -41,10 +42,11 @@ paste e1 e2 e3 | awk '{ print ($1 + $2 + $3) / 3 }' > t16   # the ensemble's mea
 spread=$(paste e1 e2 e3 | awk '{ lo = $1; hi = $1; for (i = 2; i <= 3; i++) { if ($i < lo) lo = $i; if ($i > hi) hi = $i }
                                  r = (hi - lo) / lo; if (r > m) m = r } END { printf "%.6f", m }')
 
-run() { # PRECISION -> ftmpi's per-step losses in losses.PRECISION
+run() { # PRECISION [MICRO] -> ftmpi's per-step losses in losses.PRECISION[.MICRO]
+    tag=$1${2:+.$2}
     cat > w.cfg <<CFG
-max_steps = $steps; micro_batch_size = 128; global_batch_size = 128; grad_clip = $(attr grad_clip);
-precision = "$1"; metrics_file = "m.$1.jsonl";
+max_steps = $steps; micro_batch_size = ${2:-128}; global_batch_size = 128; grad_clip = $(attr grad_clip);
+precision = "$1"; metrics_file = "m.$tag.jsonl";
 model = { weights = "base.h5"; adapter = "adapter"; };
 lora = { rank = 8; alpha = 16.0; };
 data = { train = "batch.h5"; };
@@ -52,22 +54,25 @@ optimizer = { lr = $(attr lr); min_lr = $(attr lr); schedule = "constant"; warmu
               beta1 = $(attr beta1); beta2 = $(attr beta2); eps = $(attr eps);
               weight_decay = $(attr weight_decay); };
 CFG
-    run_ranks 1 w.cfg > "run.$1.log" 2>&1 || { cat "run.$1.log"; fail "precision $1 run"; }
-    sed -n 's/.*"kind":"step".*"loss":\([0-9.eE+-]*\),.*/\1/p' "m.$1.jsonl" > "losses.$1"
-    [ "$(wc -l < "losses.$1")" -eq "$steps" ] || { cat "m.$1.jsonl"; fail "precision $1: no $steps losses"; }
+    run_ranks 1 w.cfg > "run.$tag.log" 2>&1 || { cat "run.$tag.log"; fail "precision $tag run"; }
+    sed -n 's/.*"kind":"step".*"loss":\([0-9.eE+-]*\),.*/\1/p' "m.$tag.jsonl" > "losses.$tag"
+    [ "$(wc -l < "losses.$tag")" -eq "$steps" ] || { cat "m.$tag.jsonl"; fail "precision $tag: no $steps losses"; }
 }
 run fp32
 run bf16
+run bf16 32
 grep -q "LoRA rank 8, alpha 16 (scale 2) on q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj" run.bf16.log ||
     { cat run.bf16.log; fail "no LoRA start-up line"; }
 
 same_losses losses.fp32 t32 1e-5 || fail "fp32 drifts from PEFT fp32"
 echo "fp32: $steps steps within 1e-5 of PEFT fp32"
 tol=$(awk -v s="$spread" 'BEGIN { printf "%.6f", 2 * s }')
-same_losses losses.bf16 t16 "$tol" || fail "bf16 drifts from PyTorch's bf16 LoRA runs by more than $tol"
-final=$(paste losses.bf16 t16 | tail -n 1 | awk '{ d = $1 - $2; if (d < 0) d = -d; printf "%.5f", d / $2 }')
-awk -v f="$final" 'BEGIN { exit !(f <= 0.01) }' || fail "bf16 final loss off by $final (> 1 %)"
-echo "bf16: $steps steps within $tol of PyTorch's bf16 LoRA runs (their spread $spread), final loss off by $final"
+for run in bf16 bf16.32; do
+    same_losses losses.$run t16 "$tol" || fail "$run drifts from PyTorch's bf16 LoRA runs by more than $tol"
+    final=$(paste losses.$run t16 | tail -n 1 | awk '{ d = $1 - $2; if (d < 0) d = -d; printf "%.5f", d / $2 }')
+    awk -v f="$final" 'BEGIN { exit !(f <= 0.01) }' || fail "$run final loss off by $final (> 1 %)"
+    echo "$run: $steps steps within $tol of PyTorch's bf16 LoRA runs (their spread $spread), final loss off by $final"
+done
 if same_losses losses.bf16 losses.fp32 1e-6 > /dev/null; then
     fail "the bf16 run reproduces the fp32 one: bf16 is not in effect"
 fi
