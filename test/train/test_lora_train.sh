@@ -90,6 +90,22 @@ resume 3 zero_stage=1 model.family=qwen2
 resume 2 zero_stage=3 lora.dropout=0.2
 resume 2 zero_stage=2 model.family=gpt_neox model.num_key_value_heads=4 model.rotary_dim=4 model.parallel_residual=true model.attention_bias=true 'lora.targets=["query_key_value","dense_4h_to_h"]'
 
+# a checkpoint of 2 ranks at stage 3 resumes on 3 ranks at stage 1 (and 1 rank at
+# stage 0): the continued losses are the 1-rank run's (fp32 round-off)
+rm -rf ckr
+FTMPI_FAULT=ckpt:saved run_ranks 2 s.cfg $common zero_stage=3 save_every=4 checkpoint_dir=ckr > b.log 2>&1 &&
+    { cat b.log; fail "reshard: not killed after its checkpoint"; }
+for run in "3 zero_stage=1" "1 zero_stage=0"; do
+    set -- $run
+    n=$1; shift
+    run_ranks $n s.cfg $common "$@" checkpoint_dir=ckr resume=auto save_every=100 > c.log 2>&1 ||
+        { cat c.log; fail "reshard: resumed on $n ranks $*"; }
+    losses c.log > lc; tail -n 4 l1 > l1t
+    same_losses lc l1t 2e-5 || fail "reshard: $n ranks $* after 2 ranks at stage 3 leave the 1-rank losses"
+    rm -f ckr/step-000008.h5; echo "step-000004.h5" > ckr/latest
+done
+echo "a 2-rank stage-3 LoRA checkpoint resumes on 3 ranks at stage 1 and on 1 rank"
+
 # wrong resumes: one line each, exit 2
 run_ranks 1 s.cfg $common lora.rank=0 checkpoint_dir=ck1 resume=auto > w.log 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "a LoRA checkpoint (rank 4 adapters on q_proj" w.log ||
