@@ -25,6 +25,8 @@
 #   SchedulerParameters=sched_interval=2,bf_interval=1   look at pending jobs often
 #   SlurmdParameters=config_overrides   nodes may claim more CPUs/GPUs than the box has
 #   ProctrackType=proctrack/linuxproc, TaskPlugin=task/none   no cgroups in a container
+#   mpi.conf PMIxCollFence=ring   PMIx fences without data hold every node (the default
+#                             tree did not on the two emulated nodes: MPI_Init crashed)
 set -u
 
 DIR=${FTMPI_SLURM_DIR:-/tmp/ftmpi-slurm}
@@ -103,6 +105,15 @@ SlurmdLogFile=$DIR/log/slurmd-%n.log
 # per-node tmp: two slurmstepd on one box would collide on the PMIx dirs otherwise
 TmpFS=$DIR/tmp/%n
 GresTypes=gpu
+EOF
+    # PMIx fences by ring. With Slurm 22.05's default (a tree for a fence without data)
+    # such a fence holds only the ranks of one emulated node: measured, a PMIx_Fence on
+    # fn2 returns at once while a rank of fn1 has not entered it. Open MPI 4's MPI_Init
+    # ends with that fence, so fn2's ranks left MPI_Init and sent their first message
+    # while rank 0 was still in the modex fence with no receive handler: SIGSEGV at
+    # address 0 (the CI's intermittent crash, doc/slurm.md).
+    cat >"$DIR/mpi.conf" <<EOF
+PMIxCollFence=ring
 EOF
     if [ "$mode" = two ]; then
         cat >>"$CONF" <<EOF
@@ -207,7 +218,7 @@ EOF
 
 # delete what start made (only that: $DIR may be a directory the caller made)
 clean_dir() {
-    rm -rf "${DIR:?}"/{state,spool,run,log,tmp,dev,munge} "${DIR:?}"/{slurm.conf,gres.conf,env.sh}
+    rm -rf "${DIR:?}"/{state,spool,run,log,tmp,dev,munge} "${DIR:?}"/{slurm.conf,gres.conf,mpi.conf,env.sh}
     rmdir "$DIR" 2>/dev/null
     return 0
 }

@@ -3,20 +3,30 @@
  *
  * Documents. ftmpi marks packed documents by per-token segment ids; cuDNN's equivalent is
  * a ragged batch: each document becomes one batch element of its own length, placed by
- * element offsets into the same q/k/v/out buffers. The ids live on the device, so a call
- * with documents copies them to the host (a stream synchronisation: tens of microseconds
- * per call, the price of not changing the op's contract) and derives each row's runs of
- * equal ids. A row whose id reappears after another id (not a contiguous document) is
- * declined: the own kernels mask such rows element by element. The document count and the
- * longest document are rounded up to powers of two so that a plan serves many batches
- * (empty documents pad the count). The per-document statistics are padded to the longest
- * document, so a batch of many short documents beside a long one is declined where that
- * padding would exceed 4x the tokens (the own kernels skip document tiles instead). The statistics of a ragged graph are per document
- * ([docs, heads, rows]); cuda_attention_cudnn_stats.cu moves them to and from lse.
+ * element offsets into the same q/k/v/out buffers. Each row's runs of equal ids are its
+ * documents, and the table that describes them is built on the host, so it needs the ids
+ * there. The model hands over the host copy of the ids it uploads (the segment_hint op,
+ * cuda_segment_hint.h): from it the table is derived once per micro-batch and shape and
+ * uploaded once to a device buffer of its own, so the 2-3 attention calls per layer
+ * (forward, the recompute under checkpointing, backward) neither copy back nor wait. A
+ * call the hint does not cover (another pointer, another batch/seq_len, ids written since
+ * without a hint) copies the ids back: a stream synchronisation per call (tens of
+ * microseconds) and a per-call table in the scratch. Both give the same table, so the
+ * results are the same bit for bit.
  *
- * Memory. The per-call buffers (document tables, statistics, the plan's workspace, the
- * backward's fp32 dQ accumulator and rowsum(dO*O)) are carved from the backend's scratch,
- * which is stream-ordered; nothing is allocated per call. */
+ * A row whose id reappears after another id (not a contiguous document) is declined: the
+ * own kernels mask such rows element by element. The document count and the longest
+ * document are rounded up to powers of two so that a plan serves many batches (empty
+ * documents pad the count). The per-document statistics are padded to the longest
+ * document, so a batch of many short documents beside a long one is declined where that
+ * padding would exceed 4x the tokens (the own kernels skip document tiles instead). The
+ * statistics of a ragged graph are per document ([docs, heads, rows]);
+ * cuda_attention_cudnn_stats.cu moves them to and from lse.
+ *
+ * Memory. The per-call buffers (document tables without a hint, statistics, the plan's
+ * workspace, the backward's fp32 dQ accumulator and rowsum(dO*O)) are carved from the
+ * backend's scratch, which is stream-ordered; nothing is allocated per call. The hinted
+ * table's buffer (16 KiB, grown by doubling) is the one allocation outside the scratch. */
 #include "config.h"
 #include "cuda_attention_cudnn.h"
 
@@ -71,9 +81,16 @@ struct ft_cudnn_attn {
     int handle_failed;
     plan_slot slots[PLAN_SLOTS];
     unsigned long clock;
-    int32_t *seg_host; /* the segment ids, copied to the host */
+    int32_t *seg_host; /* the segment ids, copied to the host (calls without a hint) */
     size_t seg_cap;
     ft_sdpa_docs docs;
+    /* The documents of the last segment hint: derived once per hint and shape, the table
+     * uploaded once to a device buffer of its own that calls bind as it is. */
+    unsigned long docs_generation; /* the hint's generation docs was made of; 0: none */
+    ft_attn_shape docs_shape;      /* the shape it was made for (offsets scale by heads) */
+    int docs_status;               /* ft_sdpa_docs_from_ids's answer: 0 or 1 */
+    int32_t *docs_device;          /* owned (cudaMalloc); the tables when docs_status is 0 */
+    size_t docs_device_bytes;
 };
 
 static enum mode mode_from_env(void)
@@ -129,6 +146,8 @@ void ft_cudnn_attention_release(ft_cudnn_attn *c)
         (void)cudnnDestroy(c->handle);
     free(c->seg_host);
     ft_sdpa_docs_release(&c->docs);
+    if (c->docs_device)
+        (void)cudaFree(c->docs_device);
     free(c);
 }
 
@@ -169,8 +188,8 @@ static ft_sdpa_graph *plan_for(ft_cudnn_attn *c, const ft_sdpa_geom *geo)
     return &victim->graph;
 }
 
-/* The documents of the call's segment ids (copied to the host: a synchronisation);
- * -1 where they are not contiguous runs or host memory ran out. */
+/* The documents of the call's segment ids, copied to the host: a synchronisation. 0; 1
+ * where they are not contiguous runs; -1 where host memory ran out. */
 static int build_docs(ft_cudnn_attn *c, ft_backend *be, const int32_t *segment, ft_attn_shape s)
 {
     size_t tokens = (size_t)s.batch * s.seq_len;
@@ -185,7 +204,69 @@ static int build_docs(ft_cudnn_attn *c, ft_backend *be, const int32_t *segment, 
     ft_cuda_check(cudaMemcpyAsync(c->seg_host, segment, tokens * 4, cudaMemcpyDeviceToHost, st),
                   "attention (cuDNN documents)");
     ft_cuda_check(cudaStreamSynchronize(st), "attention (cuDNN documents)");
-    return ft_sdpa_docs_from_ids(&c->docs, c->seg_host, s) == 0 ? 0 : -1;
+    return ft_sdpa_docs_from_ids(&c->docs, c->seg_host, s);
+}
+
+/* Copies c->docs's tables into c->docs_device (stream-ordered: calls of the previous
+ * micro-batch that read the old table run first). Grown rarely: at least 16 KiB (a
+ * thousand documents), doubled; the old buffer's cudaFree waits for its readers. */
+static int upload_hinted_docs(ft_cudnn_attn *c, ft_backend *be)
+{
+    size_t bytes = ft_sdpa_docs_bytes(&c->docs);
+    if (c->docs_device_bytes < bytes) {
+        size_t want = bytes < ((size_t)16 << 10) ? (size_t)16 << 10 : 2 * bytes;
+        if (c->docs_device)
+            ft_cuda_check(cudaFree(c->docs_device), "attention (cuDNN document table)");
+        c->docs_device = NULL;
+        c->docs_device_bytes = 0;
+        if (cudaMalloc((void **)&c->docs_device, want) != cudaSuccess) {
+            (void)cudaGetLastError(); /* not sticky: out of memory only */
+            c->docs_device = NULL;
+            return -1;
+        }
+        c->docs_device_bytes = want;
+    }
+    ft_cuda_check(cudaMemcpyAsync(c->docs_device, c->docs.host, bytes, cudaMemcpyHostToDevice,
+                                  ft_cuda_stream(be)),
+                  "attention (cuDNN document table)");
+    return 0;
+}
+
+static int same_geometry(ft_attn_shape a, ft_attn_shape b)
+{
+    return a.batch == b.batch && a.seq_len == b.seq_len && a.n_heads == b.n_heads &&
+           a.n_kv_heads == b.n_kv_heads && a.head_dim == b.head_dim;
+}
+
+/* The documents of a call into c->docs. Where the model's segment hint covers the ids
+ * (cuda_segment_hint.h) they come from its host copy, derived once per hint and shape,
+ * and *table is their device copy: no copy back, no synchronisation, no upload per call.
+ * Otherwise the ids are read back (build_docs) and *table is NULL: the caller uploads
+ * c->docs into its scratch. Returns 0; 1 where the documents are not contiguous runs; -1
+ * when memory ran out. */
+static int docs_for(ft_cudnn_attn *c, ft_backend *be, const int32_t *segment, ft_attn_shape s,
+                    int32_t **table)
+{
+    *table = NULL;
+    unsigned long generation = 0;
+    const int32_t *ids =
+        ft_segment_hint_lookup(&ft_cuda_state_of(be)->segment_hint, segment, s, &generation);
+    if (!ids) {
+        c->docs_generation = 0; /* c->docs is about to hold other ids */
+        return build_docs(c, be, segment, s);
+    }
+    if (c->docs_generation != generation || !same_geometry(c->docs_shape, s)) {
+        c->docs_generation = 0;
+        int status = ft_sdpa_docs_from_ids(&c->docs, ids, s);
+        if (status < 0 || (status == 0 && upload_hinted_docs(c, be) != 0))
+            return -1;
+        c->docs_generation = generation;
+        c->docs_shape = s;
+        c->docs_status = status;
+    }
+    if (c->docs_status == 0)
+        *table = c->docs_device;
+    return c->docs_status;
 }
 
 /* What cuDNN is not asked to do: head dims its fused kernels do not take, empty calls,
@@ -210,11 +291,11 @@ typedef struct call_mem {
 } call_mem;
 
 static call_mem carve(ft_backend *be, const ft_sdpa_geom *g, const ft_sdpa_graph *plan,
-                      const ft_sdpa_docs *d, ft_attn_shape s)
+                      const ft_sdpa_docs *d, int32_t *hinted_table, ft_attn_shape s)
 {
     size_t rows = (size_t)g->b * g->hq * g->s; /* padded per-document rows (statistics) */
     size_t q_elems = (size_t)s.batch * s.seq_len * s.n_heads * s.head_dim;
-    size_t docs_b = g->ragged ? ft_sdpa_docs_bytes(d) : 0;
+    size_t docs_b = g->ragged && !hinted_table ? ft_sdpa_docs_bytes(d) : 0;
     size_t stats_b = g->ragged ? rows * 4 : 0;
     size_t sum_b = g->backward ? rows * 4 : 0, acc_b = g->backward ? q_elems * 4 : 0;
     size_t ws_b = (size_t)plan->workspace;
@@ -223,7 +304,7 @@ static call_mem carve(ft_backend *be, const ft_sdpa_geom *g, const ft_sdpa_graph
     call_mem m;
     m.workspace = ws_b ? p : NULL;
     p += align256(ws_b);
-    m.docs = docs_b ? (int32_t *)p : NULL;
+    m.docs = docs_b ? (int32_t *)p : hinted_table;
     p += align256(docs_b);
     m.stats = stats_b ? (float *)p : NULL;
     p += align256(stats_b);
@@ -279,20 +360,25 @@ static void execute(ft_cudnn_attn *c, const ft_sdpa_graph *plan, pack *p, void *
     }
 }
 
-/* The common part of both directions: context, shape, documents, plan. NULL: declined. */
+/* The common part of both directions: context, shape, documents, plan. NULL: declined.
+ * *hinted_table: the device copy of the document table when a segment hint gave it. */
 static const ft_sdpa_graph *prepare(ft_backend *be, ft_cudnn_attn **cp, const int32_t *segment,
-                                    ft_attn_shape s, int backward, ft_sdpa_geom *geo)
+                                    ft_attn_shape s, int backward, ft_sdpa_geom *geo,
+                                    int32_t **hinted_table)
 {
+    *hinted_table = NULL;
     ft_cudnn_attn *c = *cp = context_of(be);
     if (c->mode == MODE_OFF)
         return NULL;
     const char *why = NULL;
+    int docs = 0;
     if (!c->handle)
         why = "no cuDNN handle";
     else if (!shape_ok(s))
         why = "shape (head_dim must be a multiple of 8 and at most 128)";
-    else if (segment && build_docs(c, be, segment, s) != 0)
-        why = "documents that are not contiguous runs of ids";
+    else if (segment && (docs = docs_for(c, be, segment, s, hinted_table)) != 0)
+        why = docs > 0 ? "documents that are not contiguous runs of ids"
+                       : "out of memory for the document table";
     else if (segment && (size_t)c->docs.docs * c->docs.rows > 4 * (size_t)s.batch * s.seq_len)
         why = "documents too uneven for a padded batch (documents x longest > 4 x tokens)";
     const ft_sdpa_graph *plan = NULL;
@@ -360,11 +446,12 @@ int ft_cudnn_attention_fwd(ft_backend *be, void *out, float *lse, const void *q,
 {
     ft_cudnn_attn *c;
     ft_sdpa_geom g;
-    const ft_sdpa_graph *plan = prepare(be, &c, segment, s, 0, &g);
+    int32_t *hinted;
+    const ft_sdpa_graph *plan = prepare(be, &c, segment, s, 0, &g, &hinted);
     if (!plan)
         return FT_CUDNN_DECLINED;
-    call_mem m = carve(be, &g, plan, &c->docs, s);
-    if (g.ragged)
+    call_mem m = carve(be, &g, plan, &c->docs, hinted, s);
+    if (g.ragged && !hinted)
         upload_docs(be, c, &m);
     const float scalars[3] = { 1.0f / sqrtf((float)s.head_dim), -INFINITY, (float)s.window };
     pack p = { .n = 0 };
@@ -386,12 +473,14 @@ int ft_cudnn_attention_bwd(ft_backend *be, void *dq, void *dk, void *dv, const v
 {
     ft_cudnn_attn *c;
     ft_sdpa_geom g;
-    const ft_sdpa_graph *plan = prepare(be, &c, segment, s, 1, &g);
+    int32_t *hinted;
+    const ft_sdpa_graph *plan = prepare(be, &c, segment, s, 1, &g, &hinted);
     if (!plan)
         return FT_CUDNN_DECLINED;
-    call_mem m = carve(be, &g, plan, &c->docs, s);
+    call_mem m = carve(be, &g, plan, &c->docs, hinted, s);
     if (g.ragged) {
-        upload_docs(be, c, &m);
+        if (!hinted)
+            upload_docs(be, c, &m);
         stats_move(be, c, &m, (float *)lse, s, 0);
     }
     const float scalars[4] = { 1.0f / sqrtf((float)s.head_dim), -INFINITY, (float)s.window, 1.0f };

@@ -186,6 +186,7 @@ static void cuda_free(ft_backend *be, void *p)
         abort();
     }
     be->bytes_in_use -= bytes;
+    ft_segment_hint_written(&st->segment_hint, p, bytes);
     dev_free(st, p);
 }
 
@@ -194,6 +195,7 @@ static void cuda_upload(ft_backend *be, void *dst, const void *src_host, size_t 
     ft_cuda_state *st = ft_cuda_state_of(be);
     if (bytes == 0)
         return;
+    ft_segment_hint_written(&st->segment_hint, dst, bytes);
     ft_cuda_check(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, st->stream),
                   "upload");
     ft_cuda_check(cudaStreamSynchronize(st->stream), "upload (synchronize)");
@@ -214,6 +216,7 @@ static void cuda_copy(ft_backend *be, void *dst, const void *src, size_t bytes)
     ft_cuda_state *st = ft_cuda_state_of(be);
     if (bytes == 0 || dst == src)
         return;
+    ft_segment_hint_written(&st->segment_hint, dst, bytes);
     ft_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st->stream), "copy");
 }
 
@@ -222,7 +225,16 @@ static void cuda_zero(ft_backend *be, void *p, size_t bytes)
     ft_cuda_state *st = ft_cuda_state_of(be);
     if (bytes == 0)
         return;
+    ft_segment_hint_written(&st->segment_hint, p, bytes);
     ft_cuda_check(cudaMemsetAsync(p, 0, bytes, st->stream), "zero");
+}
+
+/* Keeps a host copy of the segment ids for cuDNN's document tables (cuda_segment_hint.h).
+ * Out of host memory only costs speed: attention then reads the ids back. */
+static void cuda_segment_hint(ft_backend *be, const int32_t *segment, const int32_t *segment_host,
+                              ft_attn_shape s)
+{
+    (void)ft_segment_hint_set(&ft_cuda_state_of(be)->segment_hint, segment, segment_host, s);
 }
 
 static void cuda_sync(ft_backend *be)
@@ -367,6 +379,13 @@ static void cuda_swiglu_bwd(ft_backend *be, ft_dtype dt, void *dgate, void *dup,
                   "swiglu_bwd");
 }
 
+static void cuda_dropout(ft_backend *be, ft_dtype dt, void *y, const void *x, int rows, int cols,
+                         ft_dropout_mask m, bool accumulate)
+{
+    ft_cuda_check(ft_cuda_launch_dropout(dt, y, x, rows, cols, m, accumulate, ft_cuda_stream(be)),
+                  "dropout");
+}
+
 static void cuda_embedding_fwd(ft_backend *be, ft_dtype dt, void *out, const void *table,
                                const int32_t *ids, int tokens, int dim)
 {
@@ -439,6 +458,7 @@ static void cuda_state_release(ft_cuda_state *st)
         (void)cudaStreamSynchronize(st->stream);
     ft_cudnn_attention_release(st->cudnn);
     st->cudnn = NULL;
+    ft_segment_hint_release(&st->segment_hint);
     ft_cuda_matmul_release(st);
     /* Blocks still allocated are returned to the pool: nothing else can use
      * them once the backend is gone. */
@@ -495,12 +515,14 @@ static const ft_backend_ops cuda_ops = {
     .attention_fwd = ft_cuda_attention_fwd,
     .attention_bwd = ft_cuda_attention_bwd,
     .attention_decode = ft_cuda_attention_decode,
+    .segment_hint = cuda_segment_hint,
     .bias_add = cuda_bias_add,
     .bias_grad = cuda_bias_grad,
     .swiglu_fwd = cuda_swiglu_fwd,
     .swiglu_bwd = cuda_swiglu_bwd,
     .gelu_fwd = cuda_gelu_fwd,
     .gelu_bwd = cuda_gelu_bwd,
+    .dropout = cuda_dropout,
     .embedding_fwd = cuda_embedding_fwd,
     .embedding_bwd = cuda_embedding_bwd,
     .cross_entropy = cuda_cross_entropy,

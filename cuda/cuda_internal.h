@@ -56,6 +56,10 @@ cudaError_t ft_cuda_launch_swiglu_bwd(ft_dtype dt, void *dgate, void *dup, const
                                       const void *gate, const void *up, size_t n,
                                       cudaStream_t st);
 
+/* ---- cuda_dropout.cu ---- */
+cudaError_t ft_cuda_launch_dropout(ft_dtype dt, void *y, const void *x, int rows, int cols,
+                                   ft_dropout_mask m, bool accumulate, cudaStream_t st);
+
 /* ---- cuda_cast.cu ---- */
 cudaError_t ft_cuda_launch_f32_to_bf16(uint16_t *dst, const float *src, size_t n, cudaStream_t st);
 cudaError_t ft_cuda_launch_bf16_to_f32(float *dst, const uint16_t *src, size_t n, cudaStream_t st);

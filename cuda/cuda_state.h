@@ -8,6 +8,7 @@
 
 #include "cuda_internal.h"
 #include "cuda_attention_cudnn.h"
+#include "cuda_segment_hint.h"
 
 /* cuBLASLt workspace: 32 MiB is what NVIDIA recommends for Hopper (split-K and
  * stream-K algorithms need it); Ampere needs less. */
@@ -50,6 +51,7 @@ typedef struct ft_cuda_state {
     double *host_result; /* pinned, for sum_squares */
     ft_cuda_alloc_table table;
     ft_cudnn_attn *cudnn; /* cuDNN attention: handle and plans (cuda_attention_cudnn.c) */
+    ft_segment_hint segment_hint; /* host copy of the model's segment ids (segment_hint op) */
 } ft_cuda_state;
 
 static inline ft_cuda_state *ft_cuda_state_of(const ft_backend *be)

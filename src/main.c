@@ -207,9 +207,11 @@ static void report_sample(void *ctx, long step, int index, int count, const char
 static int run_eval_samples(void *ctx, ft_trainer *t, long step, ft_error *err)
 {
     ft_watchdog_progress(t->watchdog, "generating the eval_prompts samples");
-    ft_param_source src = ft_engine_param_source(t->engine);
+    ft_param_source src = ft_trainer_model_source(t);
+    const ft_lora_adapters adapters = { &t->adapter_layout, &t->lora,
+                                        ft_engine_param_source(t->engine) };
     const bool reports = t->out || t->metrics;
-    return ft_eval_samples_run(ctx, step, &t->layout, t->be, &src,
+    return ft_eval_samples_run(ctx, step, &t->layout, t->be, &src, t->base ? &adapters : NULL,
                                reports ? report_sample : NULL, t, err);
 }
 
@@ -276,7 +278,8 @@ static int run(const cli *c, ft_comm *comm, ft_watchdog *wd, ft_startup_timer *s
         if (rc)
             fprintf(stderr, "ftmpi: %s\n", err.msg);
         ft_run_config_free(&cfg);
-        *code = rc ? EXIT_RUNTIME : EXIT_OK;
+        /* a config the run would refuse (lora.targets) is refused as the run would: 2 */
+        *code = !rc ? EXIT_OK : (err.flags & FT_ERR_CONFIG) ? EXIT_USAGE : EXIT_RUNTIME;
         return rc;
     }
     if (ft_run_length_resolve(&cfg, c->eval_only, &err)) { /* num_epochs: rows -> steps */

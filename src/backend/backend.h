@@ -35,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/dropout_mask.h"
 #include "util/dtype.h"
 #include "util/error.h"
 
@@ -174,6 +175,16 @@ typedef struct ft_backend_ops {
                           const void *dout, const void *out, const float *lse, const void *q,
                           const void *k, const void *v, const int32_t *segment, ft_attn_shape s);
 
+    /* The host copy of the segment ids just uploaded to `segment` ([s.batch * s.seq_len]
+     * int32, read during the call only). A backend that needs the ids on the host (CUDA's
+     * cuDNN attention derives a document table from them) takes them from here instead
+     * of copying them back, with a stream synchronisation, at every attention call. It
+     * holds for attention calls with this pointer and batch/seq_len until the next hint,
+     * or until the buffer is written any other way (upload, copy, zero, free), after
+     * which calls take the slow path again: never stale ids. No-op on the CPU. */
+    void (*segment_hint)(ft_backend *be, const int32_t *segment, const int32_t *segment_host,
+                         ft_attn_shape s);
+
     /* Attention of new tokens against a key/value cache (incremental decoding; forward
      * only). One sequence: q [n_new, n_heads*head_dim] holds the queries of positions
      * past .. past+n_new-1; k_cache and v_cache [>= past+n_new, n_kv_heads*head_dim]
@@ -213,6 +224,14 @@ typedef struct ft_backend_ops {
     void (*gelu_bwd)(ft_backend *be, ft_dtype dt, ft_gelu_kind kind, void *dx, const void *dout,
                      const void *x, size_t n);
 
+    /* Inverted dropout with a recomputed mask (backend/dropout_mask.h) over x [rows, cols]:
+     *   y[i,j] = keep(m, i, j) ? x[i,j] * m.scale : 0        (overwrite; y may be x)
+     *   y[i,j] += that                                        (accumulate; y != x)
+     * The product and the sum are each one fp32 rounding (then one rounding to bf16
+     * storage), and the mask a function of (m.seed, m.row0 + i, j) alone, so the CUDA
+     * backend gives the CPU's bits for any thread count and any split of the rows. */
+    void (*dropout)(ft_backend *be, ft_dtype dt, void *y, const void *x, int rows, int cols,
+                    ft_dropout_mask m, bool accumulate);
     /* out[t,:] = table[ids[t],:] (overwrite). */
     void (*embedding_fwd)(ft_backend *be, ft_dtype dt, void *out, const void *table,
                           const int32_t *ids, int tokens, int dim);

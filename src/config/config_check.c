@@ -32,6 +32,17 @@ static int check_weights_vs_shape(ft_config_state *st, ft_error *err)
     return 0;
 }
 
+bool ft_config_group_present(const ft_config_state *st, const ft_config_key *k)
+{
+    const char *dot = strrchr(k->path, '.');
+    const size_t n = dot ? (size_t)(dot - k->path) + 1 : 0; /* "lora." */
+    for (size_t i = 0; i < ft_config_n_keys; i++)
+        if (strncmp(ft_config_keys[i].path, k->path, n) == 0 &&
+            (st->origin[i].set || st->origin[i].group_present))
+            return true;
+    return false;
+}
+
 static int apply_defaults(ft_config_state *st, ft_error *err)
 {
     bool weights = st->cfg->model_weights != NULL;
@@ -46,6 +57,8 @@ static int apply_defaults(ft_config_state *st, ft_error *err)
         if ((k->flags & FT_KEY_SHAPE) && weights)
             continue;
         if (k->flags & FT_KEY_DERIVED)
+            continue;
+        if ((k->flags & FT_KEY_OPTIONAL_GROUP) && !ft_config_group_present(st, k))
             continue;
         if (ft_config_store_default(st->cfg, k) < 0)
             return ft_fail(err, "%s: out of memory", st->path);
@@ -216,7 +229,7 @@ int ft_config_finish(ft_config_state *st, ft_error *err)
             validate_model(st, err) < 0)
             return -1;
     }
-    if (check_cross_keys(st, err) < 0)
+    if (check_cross_keys(st, err) < 0 || ft_config_check_lora(st, err) < 0)
         return -1;
     ft_run_config *c = st->cfg;
     c->numerics = ft_precision_resolve(c->precision, c->param_dtype, c->grad_reduce_dtype);

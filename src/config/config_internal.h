@@ -7,6 +7,8 @@
  *   config_load.c      read the file, walk its tree, apply overrides, fill cfg->text
  *   config_override.c  one `key=value` from the command line
  *   config_check.c     defaults, required keys, weights-vs-shape, cross-key checks
+ *   config_check_lora.c  the optional lora group and model.adapter
+ *   config_lora.c      ft_run_config_lora: the lora keys against the model's family
  *   config_schema.c    the table, key/group lookup, suggestions, the reference
  */
 #ifndef FT_CONFIG_INTERNAL_H
@@ -36,6 +38,10 @@ enum ft_key_flags {
     FT_KEY_DERIVED = 1u << 3,        /* default computed from other keys (config_check.c) */
     FT_KEY_MIN_OPEN = 1u << 4,       /* float range excludes fmin */
     FT_KEY_MAX_OPEN = 1u << 5,       /* float range excludes fmax */
+    /* the key's group is optional (`lora`): absent from the file and with none of its
+     * keys set anywhere, the group's keys take no default and their fields stay zero
+     * or NULL; present, even as `lora = { };`, they take their defaults */
+    FT_KEY_OPTIONAL_GROUP = 1u << 6,
 };
 
 typedef struct ft_config_key {
@@ -97,6 +103,7 @@ typedef struct ft_config_origin {
     const char *file;     /* source file of the setting (owned by the config_t); NULL: command line */
     int line;
     const char *override; /* the `key=value` argument (owned by the caller of load) */
+    bool group_present;   /* the file has the key's group (FT_KEY_OPTIONAL_GROUP), set or not */
 } ft_config_origin;
 
 typedef struct ft_config_state {
@@ -116,5 +123,11 @@ int ft_config_apply_override(ft_config_state *st, const char *kv, ft_error *err)
 /* Everything after the file and the overrides: required keys, weights vs shape,
  * defaults, derived values, model validation, cross-key checks. */
 int ft_config_finish(ft_config_state *st, ft_error *err);
+/* True when an FT_KEY_OPTIONAL_GROUP key's group is in force: the file has the group or
+ * one of its keys is set (file or command line). */
+bool ft_config_group_present(const ft_config_state *st, const ft_config_key *k);
+/* The lora group and model.adapter after defaults (config_check_lora.c): alpha's
+ * default, targets neither empty nor repeated, model.adapter only with LoRA. */
+int ft_config_check_lora(ft_config_state *st, ft_error *err);
 
 #endif

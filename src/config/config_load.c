@@ -126,6 +126,16 @@ static const char *find_literal(const char *text, int line, const char *name)
     return NULL;
 }
 
+/* The file has group `path` (perhaps empty): its FT_KEY_OPTIONAL_GROUP keys take their
+ * defaults. */
+static void mark_group_present(ft_config_state *st, const char *path)
+{
+    size_t n = strlen(path);
+    for (size_t i = 0; i < ft_config_n_keys; i++)
+        if (strncmp(ft_config_keys[i].path, path, n) == 0 && ft_config_keys[i].path[n] == '.')
+            st->origin[i].group_present = true;
+}
+
 static int walk_group(ft_config_state *st, const config_setting_t *group, const char *prefix,
                       ft_error *err)
 {
@@ -158,6 +168,7 @@ static int walk_group(ft_config_state *st, const config_setting_t *group, const 
                                ft_config_setting_kind(config_setting_type(s)));
             if (walk_group(st, s, path, err) < 0)
                 return -1;
+            mark_group_present(st, path);
         } else {
             char hint[512];
             if (ft_config_suggest(path, hint, sizeof hint))
@@ -304,7 +315,8 @@ int ft_run_config_check_run(const ft_run_config *cfg, int world_size, ft_error *
      * name.tmp), must fit its path buffers: refused now, not truncated mid-run */
     static const char *const paths[] = { "data.train", "data.eval", "model.weights",
                                          "checkpoint_dir", "final_weights", "metrics_file",
-                                         "resume", "tensorboard_dir", "eval_tokenizer" };
+                                         "resume", "tensorboard_dir", "eval_tokenizer",
+                                         "model.adapter" };
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
         const ft_config_key *k = ft_config_find_key(paths[i]);
         const char *v = k ? *(char *const *)((const char *)cfg + k->offset) : NULL;

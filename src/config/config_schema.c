@@ -65,6 +65,7 @@ enum {
     SHAPE_REQ = FT_KEY_SHAPE | FT_KEY_SHAPE_REQUIRED,
     GT = FT_KEY_MIN_OPEN, /* (min, ... */
     LT = FT_KEY_MAX_OPEN, /* ..., max) */
+    OPT = FT_KEY_OPTIONAL_GROUP,
 };
 
 /* clang-format off */
@@ -111,6 +112,7 @@ const ft_config_key ft_config_keys[] = {
 
     /* model = { ... } */
     STRING("model.weights", model_weights, 0, NULL, NULL, "HDF5 weights to start from; the shape then comes from the file and the shape keys must be absent"),
+    STRING("model.adapter", model_adapter, 0, NULL, NULL, "a PEFT adapter directory (adapter_config.json and adapter_model.safetensors) whose adapters the run starts from instead of fresh ones; needs the lora group, and its adapter_config.json must agree with lora.rank, lora.alpha and lora.targets (checked when the directory is read)"),
     /* the model's fields: one row each in model/model_fields.h */
     FT_MODEL_FIELD_TABLE(MODEL_KEY)
     ENUM("model.rope_scaling.type", model.rope_scaling.type, SHAPE, 0, rope_scaling_names, "RoPE frequency scaling; \"llama3\" is Llama 3.1's"),
@@ -137,6 +139,12 @@ const ft_config_key ft_config_keys[] = {
     FLOAT("optimizer.momentum", optimizer.momentum, LT, 0.0, 1.0, 0.9, "SGD momentum"),
     ENUM("optimizer.schedule", optimizer.schedule, 0, 0, schedule_names, "decay from lr to min_lr after warmup"),
     INT64("optimizer.warmup_steps", optimizer.warmup_steps, 0, 0, LONG_MAX, 0, "linear warmup from 0 to lr; <= max_steps"),
+
+    /* lora = { ... } (model/lora.h): an optional group, absent means no LoRA */
+    INT("lora.rank", lora_rank, OPT, 0, INT_MAX, 16, "rank of the LoRA adapters: the model's weights are frozen and only adapters on lora.targets are trained (A [rank x in], B [out x rank]). The lora group turns LoRA on, even empty (`lora = { };` takes every default); without it every weight is trained, as with 0 (`lora.rank=0` on the command line switches a file's lora group off)"),
+    {.path = "lora.alpha", .type = FT_KEY_FLOAT, .flags = OPT | GT | FT_KEY_DERIVED, .offset = OFF(lora_alpha), .fmin = 0.0, .fmax = INF, .default_doc = "2 x lora.rank", .doc = "the adapters' output is scaled by alpha / rank (PEFT's lora_alpha)"},
+    FLOAT("lora.dropout", lora_dropout, OPT | LT, 0.0, 1.0, 0.0, "probability of zeroing an element of a target projection's input on its way into the adapter, in training only (PEFT's lora_dropout: kept values scaled by 1 / (1 - p); the frozen projection sees the input whole; the masks follow seed and sample, the same on any number of ranks and on resume); 0: none"),
+    {.path = "lora.targets", .type = FT_KEY_STRINGS, .flags = OPT, .offset = OFF(lora_targets), .default_doc = "every projection of the family", .doc = "the projections that get adapters, by model.family's Hugging Face module names: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (llama, qwen2, qwen3, mistral); query_key_value, dense, dense_h_to_4h, dense_4h_to_h (gpt_neox); q_proj, k_proj, v_proj, out_proj, fc_in, fc_out (gptj). Not empty, no name twice; a name the family lacks is refused at start-up"},
 };
 /* clang-format on */
 

@@ -96,15 +96,17 @@ typedef struct ft_run_config {
 
     ft_optimizer_config optimizer; /* optimizer = { ... } (schedule keys live here too) */
 
-    /* lora = { ... } (model/lora.h): lora_rank 0 (no lora group) trains every weight;
-     * else the model is frozen and rank-lora_rank adapters on lora_targets (HF module
-     * names of the family, NULL-terminated; resolved by ft_lora_resolve once the
-     * model's family is known) are trained */
+    /* lora = { ... } (model/lora.h): lora_rank 0 (no lora group, or lora.rank = 0; the
+     * four fields are then all zero) trains every weight; else the model is frozen and
+     * rank-lora_rank adapters on lora_targets are trained. lora_targets: HF module names
+     * of the family, NULL-terminated, none repeated; NULL: every projection of the family.
+     * ft_run_config_lora (config/config_lora.h) resolves them once the family is known. */
     int lora_rank;
-    double lora_alpha;
-    double lora_dropout;
+    double lora_alpha;    /* > 0; 2 x lora_rank unless given */
+    double lora_dropout;  /* [0, 1) */
     char **lora_targets;
-    char *model_adapter; /* model.adapter: a PEFT adapter directory the adapters start from */
+    char *model_adapter; /* model.adapter: a PEFT adapter directory the adapters start from
+                          * (NULL: none); only with LoRA */
 
     char **where; /* per schema key: where its value came from (ft_run_config_where) */
 } ft_run_config;

@@ -29,6 +29,8 @@ struct ft_decoder {
     int layer, past;            /* what the attention hook of the block in flight reads */
     void *xf;                   /* head of the last token: final norm [H] */
     float *rstd_f, *mean_f, *logits; /* [1], [1], [V] fp32 */
+    bool has_adapters;          /* LoRA: adapters applied in every block */
+    ft_lora_adapters adapters;
 };
 
 /* ---------------------------------------------------------------- lifetime */
@@ -113,6 +115,20 @@ void ft_decoder_free(ft_decoder *d)
 }
 
 void ft_decoder_reset(ft_decoder *d) { ft_kv_cache_reset(&d->cache); }
+
+int ft_decoder_set_adapters(ft_decoder *d, const ft_lora_adapters *adapters, ft_error *err)
+{
+    if (adapters->layout->n_units != d->layout->config.num_hidden_layers)
+        return ft_fail(err, "decoder: adapters for %d layers on a model of %d",
+                       adapters->layout->n_units, d->layout->config.num_hidden_layers);
+    if (ft_block_lora_acts_alloc(&d->acts, adapters->lora, d->dt, (size_t)d->opt.max_chunk,
+                                 balloc, d->be))
+        return ft_fail(err, "decoder: cannot allocate the adapters' activations on the %s "
+                       "backend", d->be->name);
+    d->adapters = *adapters;
+    d->has_adapters = true;
+    return 0;
+}
 int ft_decoder_len(const ft_decoder *d) { return d->cache.len; }
 int ft_decoder_capacity(const ft_decoder *d) { return d->cache.capacity; }
 int ft_decoder_vocab(const ft_decoder *d) { return d->layout->config.vocab_size; }
@@ -193,11 +209,20 @@ static void chunk_forward(ft_decoder *d, const int32_t *ids, int n)
         const int u = ft_layout_block_unit(l);
         ft_block_params p;
         ft_block_params_bind(&lay->units[u], d->dt, d->src.acquire(d->src.ctx, u), &p);
+        ft_lora_params lp;
+        const ft_param_source *as = &d->adapters.src;
+        if (d->has_adapters) {
+            ft_lora_params_bind(&d->adapters.layout->units[l], d->adapters.lora, d->dt,
+                                as->acquire(as->ctx, l), &lp);
+            p.lora = &lp;
+        }
         d->layer = l;
         d->acts.k = ft_kv_cache_k(&d->cache, l, past);
         d->acts.v = ft_kv_cache_v(&d->cache, l, past);
         ft_block_forward(&bc, &p, d->x[d->cur], d->x[1 - d->cur], &d->acts);
         d->cur = 1 - d->cur;
+        if (d->has_adapters)
+            as->release(as->ctx, l);
         d->src.release(d->src.ctx, u);
     }
     d->acts.k = d->acts.v = NULL; /* the cache's, not ours to free */

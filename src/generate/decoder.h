@@ -48,6 +48,11 @@ int ft_decoder_create(ft_decoder **out, const ft_model_layout *layout, ft_backen
                       const ft_param_source *src, const ft_decoder_options *opt, ft_error *err);
 void ft_decoder_free(ft_decoder *d);
 
+/* Applies LoRA adapters in every block from now on (a LoRA run's eval samples): the
+ * decoder acquires layer l's adapter unit beside the block. adapters is copied; what it
+ * points to must outlive the decoder. */
+int ft_decoder_set_adapters(ft_decoder *d, const ft_lora_adapters *adapters, ft_error *err);
+
 /* Starts a new sequence (empties the cache). */
 void ft_decoder_reset(ft_decoder *d);
 

@@ -119,8 +119,9 @@ int ft_eval_samples_create(ft_eval_samples **out, const ft_run_config *cfg,
 }
 
 int ft_eval_samples_run(ft_eval_samples *s, long step, const ft_model_layout *layout,
-                        ft_backend *be, const ft_param_source *src, ft_sample_sink sink,
-                        void *sink_ctx, ft_error *err)
+                        ft_backend *be, const ft_param_source *src,
+                        const ft_lora_adapters *adapters, ft_sample_sink sink, void *sink_ctx,
+                        ft_error *err)
 {
     const ft_model_config *m = &layout->config;
     long cap = (long)s->longest + s->max_new_tokens;
@@ -138,8 +139,11 @@ int ft_eval_samples_run(ft_eval_samples *s, long step, const ft_model_layout *la
      * gathers each on demand, on every rank alike) */
     if (src->plan)
         src->plan(src->ctx, NULL, 0);
+    if (adapters && adapters->src.plan)
+        adapters->src.plan(adapters->src.ctx, NULL, 0);
     int rc = ft_sampler_create(&sampler, &greedy, m->vocab_size, err) ||
-             ft_decoder_create(&dec, layout, be, src, &dopt, err);
+             ft_decoder_create(&dec, layout, be, src, &dopt, err) ||
+             (adapters && ft_decoder_set_adapters(dec, adapters, err));
     const ft_gen_options go = { .max_new_tokens = s->max_new_tokens, .stop_ids = s->stops,
                                 .n_stop = s->n_stop };
     for (int i = 0; i < s->n_prompts && !rc; i++) {

@@ -41,8 +41,10 @@ void ft_eval_samples_free(ft_eval_samples *s);
 
 /* Completes every prompt after `step` steps, handing each completion to sink (NULL:
  * none, e.g. on ranks other than 0). */
+/* adapters: a LoRA run's (NULL: none), applied on top of src's model. */
 int ft_eval_samples_run(ft_eval_samples *s, long step, const ft_model_layout *layout,
-                        ft_backend *be, const ft_param_source *src, ft_sample_sink sink,
-                        void *sink_ctx, ft_error *err);
+                        ft_backend *be, const ft_param_source *src,
+                        const ft_lora_adapters *adapters, ft_sample_sink sink, void *sink_ctx,
+                        ft_error *err);
 
 #endif

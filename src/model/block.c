@@ -26,12 +26,14 @@
  */
 #include "model/block.h"
 
+#include "model/block_lora.h"
 #include "model/family_norm.h"
 #include "model/rope_tables.h"
 
 void ft_block_params_bind(const ft_unit_layout *u, ft_dtype dt, const void *flat,
                           ft_block_params *p)
 {
+    p->lora = NULL;
     for (int i = 0; i < FT_BLK_N_TENSORS; i++)
         p->w[i] = u->slot[i] >= 0
                       ? (const char *)flat + u->tensors[u->slot[i]].offset * ft_dtype_size(dt)
@@ -40,8 +42,9 @@ void ft_block_params_bind(const ft_unit_layout *u, ft_dtype dt, const void *flat
 
 void ft_block_grads_bind(const ft_unit_layout *u, ft_dtype gt, void *flat, ft_block_grads *g)
 {
+    g->lora = NULL;
     for (int i = 0; i < FT_BLK_N_TENSORS; i++)
-        g->g[i] = u->slot[i] >= 0 ? (char *)flat + u->tensors[u->slot[i]].offset * ft_dtype_size(gt)
+        g->g[i] = flat && u->slot[i] >= 0 ? (char *)flat + u->tensors[u->slot[i]].offset * ft_dtype_size(gt)
                                   : NULL;
 }
 
@@ -98,10 +101,23 @@ void ft_block_acts_free(ft_backend *be, ft_block_acts *a)
     void *bufs[] = { a->xn1, a->q,     a->k,     a->v,     a->att,   a->h,      a->xn2,
                      a->gate, a->up,   a->act,   a->q_raw, a->k_raw, a->rstd1,  a->lse,
                      a->rstd2, a->rstd_q, a->rstd_k, a->mean1, a->mean2 };
-    _Static_assert(sizeof bufs == sizeof *a, "free every buffer of ft_block_acts");
+    _Static_assert(sizeof bufs + sizeof a->lora_u == sizeof *a,
+                   "free every buffer of ft_block_acts");
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         be->ops->free(be, bufs[i]);
+    for (int s = 0; s < FT_LORA_N_SITES; s++)
+        be->ops->free(be, a->lora_u[s]);
     *a = (ft_block_acts){ 0 };
+}
+
+int ft_block_lora_acts_alloc(ft_block_acts *a, const ft_lora_config *lora, ft_dtype dt,
+                             size_t tokens, ft_block_alloc_fn alloc, void *alloc_ctx)
+{
+    for (int s = 0; s < FT_LORA_N_SITES; s++)
+        if (ft_lora_has_site(lora, (ft_lora_site)s) &&
+            !(a->lora_u[s] = alloc(alloc_ctx, tokens * (size_t)lora->rank * ft_dtype_size(dt))))
+            return 1;
+    return 0;
 }
 
 /* The GEMM types: everything in the context's dtype; a weight gradient's product
@@ -126,10 +142,23 @@ static void norm_fwd(const ft_block_ctx *bc, void *y, float *mean, float *rstd, 
 {
     ft_family_norm_fwd(bc->be, bc->config, bc->dt, y, mean, rstd, x, w, b, rows);
 }
+/* A frozen weight's gradient goes to the scratch's sink (block.h). */
+static void *grad_or_sink(const ft_block_ctx *bc, void *g, int half)
+{
+    if (g)
+        return g;
+    const size_t dim = (size_t)(bc->config->hidden_size > bc->config->head_dim
+                                    ? bc->config->hidden_size
+                                    : bc->config->head_dim);
+    return (float *)bc->scratch->grad_sink + (size_t)half * dim;
+}
+
 static void norm_bwd(const ft_block_ctx *bc, void *dx, void *dw, void *db, const void *dy,
                      const void *x, const void *w, const float *mean, const float *rstd, int rows)
 {
-    ft_family_norm_bwd(bc->be, bc->config, bc->dt, bc->gt, dx, dw, db, dy, x, w, mean, rstd, rows);
+    const bool has_bias = ft_model_family_of(bc->config)->layernorm;
+    ft_family_norm_bwd(bc->be, bc->config, bc->dt, bc->gt, dx, grad_or_sink(bc, dw, 0),
+                       has_bias ? grad_or_sink(bc, db, 1) : db, dy, x, w, mean, rstd, rows);
 }
 
 /* out = attention of q over the keys it sees: the context's hook (the KV cache), or
@@ -150,16 +179,24 @@ static void linear_fwd(const ft_block_ctx *bc, void *z, const void *a, const voi
     bc->be->ops->matmul(bc->be, gemm(bc), z, a, w, n, out, in, false, true, 1.0f, beta);
 }
 
-/* dW[out,in] += dz^T a (fp32 accumulation, stored as the gradient type) ;
- * da[N,in] (+)= dz[N,out] W.
- * dW first: da may then overwrite a (the MLP's down projection reuses the SwiGLU
- * output's buffer for its gradient). */
-static void linear_bwd(const ft_block_ctx *bc, void *da, void *dw, const void *dz, const void *a,
-                       const void *w, int n, int out, int in, float beta_da)
+/* Backward of projection proj (an ft_block_tensor) given dz:
+ * dW[out,in] += dz^T a (fp32 accumulation, stored as the gradient type; none for a
+ * frozen block), the adapter's terms, and da[N,in] (+)= dz[N,out] W (+ du A).
+ * Everything that reads a comes first: da may then overwrite a (the MLP's down
+ * projection reuses the SwiGLU output's buffer for its gradient). */
+static void linear_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_grads *g,
+                       ft_block_acts *acts, int proj, void *da, const void *dz, const void *a,
+                       int n, int out, int in, float beta_da)
 {
     ft_backend *be = bc->be;
-    be->ops->matmul(be, gemm_to_grad(bc), dw, dz, a, out, in, n, true, false, 1.0f, 1.0f);
-    be->ops->matmul(be, gemm(bc), da, dz, w, n, in, out, false, false, 1.0f, beta_da);
+    if (g->g[proj])
+        be->ops->matmul(be, gemm_to_grad(bc), g->g[proj], dz, a, out, in, n, true, false, 1.0f,
+                        1.0f);
+    if (g->lora)
+        ft_block_lora_bwd_weights(bc, p, g, acts, proj, dz, a);
+    be->ops->matmul(be, gemm(bc), da, dz, p->w[proj], n, in, out, false, false, 1.0f, beta_da);
+    if (g->lora)
+        ft_block_lora_bwd_input(bc, p, proj, da);
 }
 
 /* y[N,dim] += b (when the layer has a bias) */
@@ -176,17 +213,19 @@ static void bias_bwd(const ft_block_ctx *bc, void *db, const void *dy, int n, in
         bc->be->ops->bias_grad(bc->be, bc->dt, bc->gt, db, dy, n, dim);
 }
 
-/* z = RoPE(QKNorm(a W^T + b)) for q (or k): n_heads heads. Without qk_norm the
- * projection goes straight into z; with it into z_raw, normalised into z. */
-static void project_rotate(const ft_block_ctx *bc, void *z, void *z_raw, float *rstd, const void *a,
-                           const void *w, const void *bias, const void *norm_w, int n_heads)
+/* z = RoPE(QKNorm(a W^T + b (+ LoRA))) for q (or k: proj): n_heads heads. Without
+ * qk_norm the projection goes straight into z; with it into z_raw, normalised into z. */
+static void project_rotate(const ft_block_ctx *bc, const ft_block_params *p, ft_block_acts *acts,
+                           int proj_id, void *z, void *z_raw, float *rstd, const void *a,
+                           const void *bias, const void *norm_w, int n_heads)
 {
     ft_backend *be = bc->be;
     const ft_model_config *c = bc->config;
     const int N = bc->tokens, H = c->hidden_size, out = n_heads * c->head_dim;
     void *proj = norm_w ? z_raw : z;
-    linear_fwd(bc, proj, a, w, N, out, H, 0.0f);
+    linear_fwd(bc, proj, a, p->w[proj_id], N, out, H, 0.0f);
     add_bias(bc, proj, bias, N, out);
+    ft_block_lora_fwd(bc, p, acts, proj_id, proj, a);
     if (norm_w)
         be->ops->rmsnorm_fwd(be, bc->dt, z, rstd, proj, norm_w, N * n_heads, c->head_dim,
                              (float)c->rms_norm_eps);
@@ -197,10 +236,10 @@ static void project_rotate(const ft_block_ctx *bc, void *z, void *z_raw, float *
 /* Backward of project_rotate given dz (the attention's dq or dk; destroyed):
  * dz_raw = QKNorm^T(RoPE^T dz) into dz_raw (qk_norm) or in place, bias and weight
  * grads accumulate, da (+)= dz_raw W with beta_da. */
-static void project_rotate_bwd(const ft_block_ctx *bc, void *da, void *dw, void *db, void *dnorm_w,
+static void project_rotate_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_grads *g,
+                               ft_block_acts *acts, int proj_id, void *da, void *db, void *dnorm_w,
                                void *dz, void *dz_raw, const void *z_raw, const float *rstd,
-                               const void *a, const void *w, const void *norm_w, int n_heads,
-                               float beta_da)
+                               const void *a, const void *norm_w, int n_heads, float beta_da)
 {
     ft_backend *be = bc->be;
     const ft_model_config *c = bc->config;
@@ -211,12 +250,12 @@ static void project_rotate_bwd(const ft_block_ctx *bc, void *da, void *dw, void 
     void *dproj = dz;
     if (norm_w) {
         be->ops->zero(be, dz_raw, (size_t)N * out * ft_dtype_size(bc->dt));
-        be->ops->rmsnorm_bwd(be, bc->dt, bc->gt, dz_raw, dnorm_w, dz, z_raw, norm_w, rstd,
-                             N * n_heads, c->head_dim);
+        be->ops->rmsnorm_bwd(be, bc->dt, bc->gt, dz_raw, grad_or_sink(bc, dnorm_w, 0), dz, z_raw,
+                             norm_w, rstd, N * n_heads, c->head_dim);
         dproj = dz_raw;
     }
     bias_bwd(bc, db, dproj, N, out);
-    linear_bwd(bc, da, dw, dproj, a, w, N, out, H, beta_da);
+    linear_bwd(bc, p, g, acts, proj_id, da, dproj, a, N, out, H, beta_da);
 }
 
 /* y += MLP(n): SwiGLU, or GELU with biases. */
@@ -227,15 +266,18 @@ static void mlp_fwd(const ft_block_ctx *bc, const ft_block_params *p, const void
     const ft_model_config *c = bc->config;
     const int N = bc->tokens, H = c->hidden_size, I = c->intermediate_size;
     linear_fwd(bc, a->up, n, p->w[FT_BLK_UP], N, I, H, 0.0f);
+    add_bias(bc, a->up, p->w[FT_BLK_UP_BIAS], N, I);
+    ft_block_lora_fwd(bc, p, a, FT_BLK_UP, a->up, n);
     if (ft_model_family_of(c)->gelu_mlp) {
-        add_bias(bc, a->up, p->w[FT_BLK_UP_BIAS], N, I);
         be->ops->gelu_fwd(be, bc->dt, gelu_of(bc->config), a->act, a->up, (size_t)N * I);
     } else {
         linear_fwd(bc, a->gate, n, p->w[FT_BLK_GATE], N, I, H, 0.0f);
+        ft_block_lora_fwd(bc, p, a, FT_BLK_GATE, a->gate, n);
         be->ops->swiglu_fwd(be, bc->dt, a->act, a->gate, a->up, (size_t)N * I);
     }
     linear_fwd(bc, y, a->act, p->w[FT_BLK_DOWN], N, H, I, 1.0f);
     add_bias(bc, y, p->w[FT_BLK_DOWN_BIAS], N, H);
+    ft_block_lora_fwd(bc, p, a, FT_BLK_DOWN, y, a->act);
 }
 
 /* Backward of mlp_fwd given dy: dn (+)= d/dn with beta_dn, weight and bias grads
@@ -251,16 +293,16 @@ static void mlp_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_g
     ft_block_scratch *s = bc->scratch;
     void *dact = a->act;
     bias_bwd(bc, g->g[FT_BLK_DOWN_BIAS], dy, N, H);
-    linear_bwd(bc, dact, g->g[FT_BLK_DOWN], dy, a->act, p->w[FT_BLK_DOWN], N, H, I, 0.0f);
+    linear_bwd(bc, p, g, a, FT_BLK_DOWN, dact, dy, a->act, N, H, I, 0.0f);
     if (ft_model_family_of(c)->gelu_mlp) {
         be->ops->gelu_bwd(be, bc->dt, gelu_of(bc->config), s->dup, dact, a->up, (size_t)N * I);
         bias_bwd(bc, g->g[FT_BLK_UP_BIAS], s->dup, N, I);
     } else {
         be->ops->swiglu_bwd(be, bc->dt, s->dgate, s->dup, dact, a->gate, a->up, (size_t)N * I);
-        linear_bwd(bc, dn, g->g[FT_BLK_GATE], s->dgate, n, p->w[FT_BLK_GATE], N, I, H, beta_dn);
+        linear_bwd(bc, p, g, a, FT_BLK_GATE, dn, s->dgate, n, N, I, H, beta_dn);
         beta_dn = 1.0f;
     }
-    linear_bwd(bc, dn, g->g[FT_BLK_UP], s->dup, n, p->w[FT_BLK_UP], N, I, H, beta_dn);
+    linear_bwd(bc, p, g, a, FT_BLK_UP, dn, s->dup, n, N, I, H, beta_dn);
 }
 
 void ft_block_forward(const ft_block_ctx *bc, const ft_block_params *p, const void *x, void *y,
@@ -275,16 +317,18 @@ void ft_block_forward(const ft_block_ctx *bc, const ft_block_params *p, const vo
 
     norm_fwd(bc, a->xn1, a->mean1, a->rstd1, x, p->w[FT_BLK_ATTN_NORM],
                       p->w[FT_BLK_ATTN_NORM_BIAS], N);
-    project_rotate(bc, a->q, a->q_raw, a->rstd_q, a->xn1, p->w[FT_BLK_Q], p->w[FT_BLK_Q_BIAS],
+    project_rotate(bc, p, a, FT_BLK_Q, a->q, a->q_raw, a->rstd_q, a->xn1, p->w[FT_BLK_Q_BIAS],
                    p->w[FT_BLK_Q_NORM], c->num_attention_heads);
-    project_rotate(bc, a->k, a->k_raw, a->rstd_k, a->xn1, p->w[FT_BLK_K], p->w[FT_BLK_K_BIAS],
+    project_rotate(bc, p, a, FT_BLK_K, a->k, a->k_raw, a->rstd_k, a->xn1, p->w[FT_BLK_K_BIAS],
                    p->w[FT_BLK_K_NORM], c->num_key_value_heads);
     linear_fwd(bc, a->v, a->xn1, p->w[FT_BLK_V], N, KV, H, 0.0f);
     add_bias(bc, a->v, p->w[FT_BLK_V_BIAS], N, KV);
+    ft_block_lora_fwd(bc, p, a, FT_BLK_V, a->v, a->xn1);
     attend(bc, a->att, a->lse, a->q, a->k, a->v);
     be->ops->copy(be, a->h, x, (size_t)N * H * ft_dtype_size(bc->dt));
     linear_fwd(bc, a->h, a->att, p->w[FT_BLK_O], N, H, Q, 1.0f);
     add_bias(bc, a->h, p->w[FT_BLK_O_BIAS], N, H);
+    ft_block_lora_fwd(bc, p, a, FT_BLK_O, a->h, a->att);
 
     /* the MLP's input: Norm2(h), Norm2(x) (parallel), or Norm1(x) itself (shared) */
     const void *xn2 = a->xn1;
@@ -329,18 +373,18 @@ void ft_block_backward(const ft_block_ctx *bc, const ft_block_params *p, ft_bloc
 
     /* Attention branch: h = x + att Wo^T (+ bo) */
     bias_bwd(bc, g->g[FT_BLK_O_BIAS], s->dh, N, H);
-    linear_bwd(bc, s->datt, g->g[FT_BLK_O], s->dh, a->att, p->w[FT_BLK_O], N, H, Q, 0.0f);
+    linear_bwd(bc, p, g, a, FT_BLK_O, s->datt, s->dh, a->att, N, H, Q, 0.0f);
     be->ops->attention_bwd(be, bc->dt, s->dq, s->dk, s->dv, s->datt, a->att, a->lse, a->q, a->k,
                            a->v, bc->segment, bc->attn);
     const float beta_q = fam->shared_norm ? 1.0f : 0.0f; /* keep the MLP's dn1 */
-    project_rotate_bwd(bc, s->dxn, g->g[FT_BLK_Q], g->g[FT_BLK_Q_BIAS], g->g[FT_BLK_Q_NORM], s->dq,
-                       s->dq_raw, a->q_raw, a->rstd_q, a->xn1, p->w[FT_BLK_Q],
-                       p->w[FT_BLK_Q_NORM], c->num_attention_heads, beta_q);
-    project_rotate_bwd(bc, s->dxn, g->g[FT_BLK_K], g->g[FT_BLK_K_BIAS], g->g[FT_BLK_K_NORM], s->dk,
-                       s->dk_raw, a->k_raw, a->rstd_k, a->xn1, p->w[FT_BLK_K],
-                       p->w[FT_BLK_K_NORM], c->num_key_value_heads, 1.0f);
+    project_rotate_bwd(bc, p, g, a, FT_BLK_Q, s->dxn, g->g[FT_BLK_Q_BIAS], g->g[FT_BLK_Q_NORM],
+                       s->dq, s->dq_raw, a->q_raw, a->rstd_q, a->xn1, p->w[FT_BLK_Q_NORM],
+                       c->num_attention_heads, beta_q);
+    project_rotate_bwd(bc, p, g, a, FT_BLK_K, s->dxn, g->g[FT_BLK_K_BIAS], g->g[FT_BLK_K_NORM],
+                       s->dk, s->dk_raw, a->k_raw, a->rstd_k, a->xn1, p->w[FT_BLK_K_NORM],
+                       c->num_key_value_heads, 1.0f);
     bias_bwd(bc, g->g[FT_BLK_V_BIAS], s->dv, N, KV);
-    linear_bwd(bc, s->dxn, g->g[FT_BLK_V], s->dv, a->xn1, p->w[FT_BLK_V], N, KV, H, 1.0f);
+    linear_bwd(bc, p, g, a, FT_BLK_V, s->dxn, s->dv, a->xn1, N, KV, H, 1.0f);
     if (!parallel)
         be->ops->copy(be, dx, s->dh, NH);
     norm_bwd(bc, dx, g->g[FT_BLK_ATTN_NORM], g->g[FT_BLK_ATTN_NORM_BIAS], s->dxn, x,

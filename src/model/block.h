@@ -18,6 +18,7 @@
 
 #include "backend/backend.h"
 #include "model/layout.h"
+#include "model/lora.h"
 
 /* What one block's forward keeps for its backward. Activations (void *) are stored
  * in the context's dt; the statistics (float *) are always fp32. */
@@ -31,21 +32,35 @@ typedef struct ft_block_acts {
     float *rstd1, *lse, *rstd2; /* 1/rms of the two norms, attention log-sum-exp */
     float *rstd_q, *rstd_k;     /* qk_norm only: 1/rms per (token, head) */
     float *mean1, *mean2;       /* LayerNorm families only: the norms' row means */
+    /* LoRA only (ft_block_lora_acts_alloc): u = a A^T [tokens, rank] of each site */
+    void *lora_u[FT_LORA_N_SITES];
 } ft_block_acts;
 
 /* Gradient scratch of one block's backward (shared by all blocks), context dt. */
 typedef struct ft_block_scratch {
     void *dh, *dxn, *datt, *dq, *dk, *dv, *dgate, *dup; /* d(act) reuses acts.act */
     void *dq_raw, *dk_raw; /* qk_norm only: gradients of q_raw, k_raw */
+    void *lora_du;         /* LoRA only: [tokens, rank], the gradient of a site's u */
+    /* LoRA dropout only (training; used by the forward too): [tokens, widest input of a
+     * targeted site], drop(a) of the site at hand, then du A before its dropout */
+    void *lora_drop;
+    /* A frozen model's norm weights and biases have no gradient, but the norm backward
+     * ops always sum one: they sum it here and it is never read. [2 max(hidden,
+     * head_dim)] fp32 elements (room for dw and db of either gradient type). */
+    void *grad_sink;
 } ft_block_scratch;
 
 /* Block weights (dt) and gradients (gt): pointers into a unit's flat buffers, NULL
- * for the tensors the family does not have. */
+ * for the tensors the family does not have. A frozen block (LoRA) has every g NULL:
+ * its backward computes the input gradient and no weight gradient. lora: the block's
+ * adapters and their gradients (NULL: none), bound by the caller. */
 typedef struct ft_block_params {
     const void *w[FT_BLK_N_TENSORS];
+    const ft_lora_params *lora;
 } ft_block_params;
 typedef struct ft_block_grads {
     void *g[FT_BLK_N_TENSORS];
+    ft_lora_grads *lora;
 } ft_block_grads;
 
 typedef struct ft_block_ctx ft_block_ctx;
@@ -70,7 +85,7 @@ struct ft_block_ctx {
     const int32_t *segment;
     ft_block_attend_fn attend;   /* NULL: flash attention over attn/segment */
     void *attend_ctx;
-    ft_block_scratch *scratch;   /* backward only */
+    ft_block_scratch *scratch;   /* backward only (and a training forward with LoRA dropout) */
 };
 
 /* Allocates one set of activations for `tokens` rows (the family's buffers only,
@@ -81,6 +96,9 @@ typedef void *(*ft_block_alloc_fn)(void *alloc_ctx, size_t bytes);
 int ft_block_acts_alloc(ft_block_acts *a, const ft_model_config *c, ft_dtype dt, size_t tokens,
                         bool with_kv, ft_block_alloc_fn alloc, void *alloc_ctx);
 void ft_block_acts_free(ft_backend *be, ft_block_acts *a);
+/* Adds the adapters' u buffers of the targeted sites to a (freed with it). */
+int ft_block_lora_acts_alloc(ft_block_acts *a, const ft_lora_config *lora, ft_dtype dt,
+                             size_t tokens, ft_block_alloc_fn alloc, void *alloc_ctx);
 
 void ft_block_params_bind(const ft_unit_layout *u, ft_dtype dt, const void *flat,
                           ft_block_params *p);

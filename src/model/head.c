@@ -115,8 +115,9 @@ double ft_head_forward_backward(ft_model *m, const ft_head_params *p, ft_head_gr
         const void *xg = ft_model_at(m, xs, (size_t)g0 * H);
         be->ops->matmul(be, ft_model_gemm(m), ft_model_at(m, dxs, (size_t)g0 * H), m->dlogits,
                         p->w_out, grows, H, V, false, false, 1.0f, 0.0f);
-        be->ops->matmul(be, ft_model_gemm_to_grad(m), g->w_out, m->dlogits, xg, V, H, grows,
-                        true, false, 1.0f, 1.0f);
+        if (g->w_out) /* a frozen head (LoRA) has no weight gradient */
+            be->ops->matmul(be, ft_model_gemm_to_grad(m), g->w_out, m->dlogits, xg, V, H, grows,
+                            true, false, 1.0f, 1.0f);
     }
     if (train) {
         if (packed) { /* rows without a target get dxpack's zero row n */

@@ -2,16 +2,9 @@
 
 #include <string.h>
 
+#include "model/lora.h"
 #include "util/rng.h"
 #include "util/rng_fill.h"
-
-static uint64_t name_stream(const char *s)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
 
 /* Elements per OpenMP work item: large enough to amortise the scheduling, small enough
  * to balance a block's tensors between the threads. */
@@ -20,6 +13,10 @@ static uint64_t name_stream(const char *s)
 void ft_model_init_range(const ft_unit_layout *u, size_t begin, size_t end, uint64_t seed,
                          double std, float *dst)
 {
+    if (u->kind == FT_UNIT_ADAPTER) {
+        ft_lora_init_range(u, begin, end, seed, dst);
+        return;
+    }
     for (int t = 0; t < u->n_tensors; t++) {
         const ft_tensor_info *ti = &u->tensors[t];
         size_t lo = begin > ti->offset ? begin : ti->offset;
@@ -35,7 +32,7 @@ void ft_model_init_range(const ft_unit_layout *u, size_t begin, size_t end, uint
         }
         /* every element is a pure function of (seed, name, index), so the split between
          * threads cannot change a value: the same bits as one thread */
-        const uint64_t stream = name_stream(ti->name);
+        const uint64_t stream = ft_rng_name_stream(ti->name);
         const long chunks = (long)((hi - lo + INIT_CHUNK - 1) / INIT_CHUNK);
 #pragma omp parallel for schedule(static) if (chunks > 1)
         for (long c = 0; c < chunks; c++) {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void set_tensor(ft_unit_layout *u, int i, const char *name, int ndim, long long d0,
+void ft_unit_layout_set_tensor(ft_unit_layout *u, int i, const char *name, int ndim, long long d0,
                        long long d1)
 {
     ft_tensor_info *t = &u->tensors[i];
@@ -16,7 +16,7 @@ static void set_tensor(ft_unit_layout *u, int i, const char *name, int ndim, lon
 }
 
 /* Assigns offsets in order and the decay range (the 2-D tensors, which come first). */
-static void finish_unit(ft_unit_layout *u)
+void ft_unit_layout_finish(ft_unit_layout *u)
 {
     size_t off = 0;
     u->decay_numel = 0;
@@ -29,11 +29,13 @@ static void finish_unit(ft_unit_layout *u)
     u->numel = off;
 }
 
-static int alloc_unit(ft_unit_layout *u, ft_unit_kind kind, int layer, int n, ft_error *err)
+int ft_unit_layout_alloc(ft_unit_layout *u, ft_unit_kind kind, int layer, int n, ft_error *err)
 {
     u->kind = kind;
     u->layer = layer;
     u->n_tensors = n;
+    for (int i = 0; i < FT_BLK_N_TENSORS; i++)
+        u->slot[i] = -1;
     u->tensors = calloc((size_t)n, sizeof *u->tensors);
     if (!u->tensors)
         return ft_fail(err, "out of host memory building the parameter layout");
@@ -57,16 +59,16 @@ int ft_model_layout_build(ft_model_layout *layout, const ft_model_config *c, ft_
         return ft_fail(err, "out of host memory building the parameter layout");
 
     ft_unit_layout *emb = &layout->units[0];
-    if (alloc_unit(emb, FT_UNIT_EMBED, -1, 1, err))
+    if (ft_unit_layout_alloc(emb, FT_UNIT_EMBED, -1, 1, err))
         goto fail;
-    set_tensor(emb, 0, "model.embed_tokens.weight", 2, V, H);
-    finish_unit(emb);
+    ft_unit_layout_set_tensor(emb, 0, "model.embed_tokens.weight", 2, V, H);
+    ft_unit_layout_finish(emb);
 
     const ft_family_info *fam = ft_model_family_of(c);
     const bool ln = fam->layernorm;
     for (int l = 0; l < L; l++) {
         ft_unit_layout *u = &layout->units[ft_layout_block_unit(l)];
-        if (alloc_unit(u, FT_UNIT_BLOCK, l, FT_BLK_N_TENSORS, err))
+        if (ft_unit_layout_alloc(u, FT_UNIT_BLOCK, l, FT_BLK_N_TENSORS, err))
             goto fail;
         char n[FT_TENSOR_NAME_MAX];
         int next = 0;
@@ -78,7 +80,7 @@ int ft_model_layout_build(ft_model_layout *layout, const ft_model_config *c, ft_
     do {                                                                        \
         snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix);                 \
         u->slot[idx] = next;                                                    \
-        set_tensor(u, next++, n, nd, d0, d1);                                   \
+        ft_unit_layout_set_tensor(u, next++, n, nd, d0, d1);                                   \
     } while (0)
         BLOCK_TENSOR(FT_BLK_Q, "self_attn.q_proj.weight", 2, q_out, H);
         BLOCK_TENSOR(FT_BLK_K, "self_attn.k_proj.weight", 2, kv_out, H);
@@ -113,12 +115,12 @@ int ft_model_layout_build(ft_model_layout *layout, const ft_model_config *c, ft_
         }
 #undef BLOCK_TENSOR
         u->n_tensors = next;
-        finish_unit(u);
+        ft_unit_layout_finish(u);
     }
 
     ft_unit_layout *head = &layout->units[ft_layout_head_unit(layout)];
     const int tied = c->tie_word_embeddings;
-    if (alloc_unit(head, FT_UNIT_HEAD, -1, FT_HEAD_N_TENSORS, err))
+    if (ft_unit_layout_alloc(head, FT_UNIT_HEAD, -1, FT_HEAD_N_TENSORS, err))
         goto fail;
     for (int i = 0; i < FT_BLK_N_TENSORS; i++)
         head->slot[i] = -1;
@@ -126,7 +128,7 @@ int ft_model_layout_build(ft_model_layout *layout, const ft_model_config *c, ft_
 #define HEAD_TENSOR(idx, name, nd, d0, d1)                                      \
     do {                                                                        \
         head->slot[idx] = next;                                                 \
-        set_tensor(head, next++, name, nd, d0, d1);                             \
+        ft_unit_layout_set_tensor(head, next++, name, nd, d0, d1);                             \
     } while (0)
     if (!tied)
         HEAD_TENSOR(FT_HEAD_LM, "lm_head.weight", 2, V, H);
@@ -137,17 +139,24 @@ int ft_model_layout_build(ft_model_layout *layout, const ft_model_config *c, ft_
         HEAD_TENSOR(FT_HEAD_LM_BIAS, "lm_head.bias", 1, V, 1);
 #undef HEAD_TENSOR
     head->n_tensors = next;
-    finish_unit(head);
+    ft_unit_layout_finish(head);
 
+    ft_model_layout_finish(layout);
+    return 0;
+fail:
+    ft_model_layout_free(layout);
+    return -1;
+}
+
+void ft_model_layout_finish(ft_model_layout *layout)
+{
+    layout->total_tensors = 0;
+    layout->total_numel = 0;
     for (int i = 0; i < layout->n_units; i++) {
         layout->units[i].first_tensor = layout->total_tensors;
         layout->total_tensors += layout->units[i].n_tensors;
         layout->total_numel += layout->units[i].numel;
     }
-    return 0;
-fail:
-    ft_model_layout_free(layout);
-    return -1;
 }
 
 void ft_model_layout_free(ft_model_layout *layout)

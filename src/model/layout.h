@@ -20,7 +20,8 @@
 
 #define FT_TENSOR_NAME_MAX 96
 
-typedef enum ft_unit_kind { FT_UNIT_EMBED, FT_UNIT_BLOCK, FT_UNIT_HEAD } ft_unit_kind;
+/* FT_UNIT_ADAPTER: one layer's LoRA adapters, in the adapter layout (model/lora.h). */
+typedef enum ft_unit_kind { FT_UNIT_EMBED, FT_UNIT_BLOCK, FT_UNIT_HEAD, FT_UNIT_ADAPTER } ft_unit_kind;
 
 typedef struct ft_tensor_info {
     char name[FT_TENSOR_NAME_MAX]; /* HF name, e.g. model.layers.3.mlp.up_proj.weight */
@@ -82,6 +83,15 @@ static inline long long ft_unit_slot_offset(const ft_unit_layout *u, int slot)
 }
 
 int ft_model_layout_build(ft_model_layout *layout, const ft_model_config *config, ft_error *err);
+
+/* Building blocks of a layout (also the adapter layout's, model/lora.c): a unit with
+ * room for n tensors (slots -1), tensor i's name and shape, then the offsets and decay
+ * range once its tensors are set (2-D first); the model-wide totals once all units are. */
+int ft_unit_layout_alloc(ft_unit_layout *u, ft_unit_kind kind, int layer, int n, ft_error *err);
+void ft_unit_layout_set_tensor(ft_unit_layout *u, int i, const char *name, int ndim, long long d0,
+                               long long d1);
+void ft_unit_layout_finish(ft_unit_layout *u);
+void ft_model_layout_finish(ft_model_layout *layout);
 void ft_model_layout_free(ft_model_layout *layout);
 
 static inline int ft_layout_block_unit(int layer) { return 1 + layer; }

@@ -9,6 +9,26 @@
  * A starts uniform in +-1/sqrt(in) (PEFT's kaiming_uniform_(a = sqrt(5))), B at zero,
  * so a fresh adapter leaves the model unchanged.
  *
+ * Dropout (lora.dropout = p > 0; training only, as PEFT's nn.Dropout in train mode):
+ * drop(a) = a * keep / (1 - p) elementwise, one mask per site (q and k, which share
+ * their input, get independent masks, as PEFT's one dropout module per adapted
+ * module), so da gets the dropped path's gradient drop(du A) (same mask). The mask is
+ * the backend's counter-based one (backend/dropout_mask.h): element (token, column)
+ * of site s in layer l is a function of (seed(run seed, l, s), the token's global
+ * number, column). Tokens are numbered by their dataset sample's global sample
+ * number (the trainer's position in the data order; ft_host_batch.first_sample) x
+ * seq_len + position, so a sample's masks do not depend on which rank or micro-batch
+ * trains it (N ranks give the masks of 1 rank), and each step draws new masks.
+ * Memory: neither the mask nor drop(a) is kept. The forward writes drop(a) into one
+ * scratch buffer [tokens, widest input of a targeted site], shared by the sites and
+ * layers, right before u = drop(a) A^T; the backward recomputes it there from the
+ * seed for dA (and reuses the buffer for du A before its dropout). Keeping drop(a)
+ * per site and layer instead would cost, with the seven projections of Llama 2 70B
+ * (intermediate 3.5 x hidden), 9.5 x hidden values per token and layer, 60 % more
+ * than the block's own activations; even a bit mask (1.2 x hidden bytes) would be 60 %
+ * of what activation checkpointing keeps (one bf16 block input). Recomputing costs two
+ * elementwise passes per site and micro-batch, small beside the site's GEMMs.
+ *
  * Sites. A site is one adapter (one A, one B). It feeds one of the block's
  * projections, except GPT-NeoX's fused query_key_value: one A over the attention
  * norm's output and one B whose rows are q's, then k's, then v's (ftmpi's order; the
@@ -31,6 +51,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/dropout_mask.h"
 #include "model/layout.h"
 #include "util/dtype.h"
 #include "util/error.h"
@@ -74,11 +95,18 @@ void ft_lora_site_path(ft_lora_site s, int layer, char *buf, size_t size);
 /* Input and output widths of a site's projection (QKV: out = q + 2 kv). */
 void ft_lora_site_dims(const ft_model_config *c, ft_lora_site s, long long *in, long long *out);
 
-/* Resolves HF target names (NULL-terminated) for the model's family into sites.
- * Errors name the unknown target and list the family's targets. rank >= 1 and
+/* The widest input of lora's targeted sites (the dropout scratch's columns). */
+long long ft_lora_widest_input(const ft_model_config *c, const ft_lora_config *lora);
+
+/* Resolves HF target names (NULL-terminated; NULL: every projection of the family)
+ * for the model's family into sites. Errors name the unknown target and list the
+ * family's targets. rank >= 1 and
  * 0 <= dropout < 1 are the config schema's checks. */
 int ft_lora_resolve(const ft_model_config *c, int rank, double alpha, double dropout,
                     char *const *targets, ft_lora_config *out, ft_error *err);
+/* "q_proj,v_proj": the HF names of the sites of lora (checkpoints' /lora targets). */
+void ft_lora_targets_string(const ft_model_config *model, const ft_lora_config *lora, char *buf,
+                            size_t size);
 /* "q_proj, k_proj, ..." of the family's sites, for messages and --help. */
 void ft_lora_family_targets(const ft_model_config *c, char *buf, size_t size);
 
@@ -93,12 +121,26 @@ int ft_lora_layout_build(ft_model_layout *layout, const ft_model_config *c,
 void ft_lora_init_range(const ft_unit_layout *u, size_t begin, size_t end, uint64_t seed,
                         float *dst);
 
-/* One block's adapters, bound to a unit's flat buffer (NULL where not targeted). */
+/* The dropout of one layer's adapters in one micro-batch (see above). p = 0: none
+ * (evaluation, decoding, lora.dropout = 0). */
+typedef struct ft_lora_dropout {
+    double p;
+    uint64_t seed;  /* the run's seed */
+    int layer;
+    uint64_t row0;  /* global number of the micro-batch's first token */
+} ft_lora_dropout;
+
+/* The mask of site s for the tokens of d (backend/dropout_mask.h). */
+ft_dropout_mask ft_lora_dropout_mask(const ft_lora_dropout *d, ft_lora_site s);
+
+/* One block's adapters, bound to a unit's flat buffer (NULL where not targeted).
+ * dropout: what the caller sets for a training pass (bind leaves it off). */
 typedef struct ft_lora_params {
     float scale;
     int rank;
     const void *a[FT_LORA_N_SITES];
     const void *b[FT_LORA_N_SITES];
+    ft_lora_dropout dropout;
 } ft_lora_params;
 typedef struct ft_lora_grads {
     void *a[FT_LORA_N_SITES];

@@ -138,6 +138,21 @@ static int allocate_buffers(ft_model *m)
         s->dq_raw = alloc_act(m, N * Q, &failed);
         s->dk_raw = alloc_act(m, N * KV, &failed);
     }
+    if (ft_lora_enabled(opt->lora)) {
+        const size_t dim = H > (size_t)c->head_dim ? H : (size_t)c->head_dim;
+        s->grad_sink = alloc_f32(m, 2 * dim, &failed);
+        s->lora_du = alloc_act(m, N * (size_t)opt->lora->rank, &failed);
+        if (opt->lora->dropout > 0.0)
+            s->lora_drop = alloc_act(m, N * (size_t)ft_lora_widest_input(c, opt->lora), &failed);
+        m->adapter_plan = calloc(2 * (size_t)(L > 0 ? L : 1), sizeof *m->adapter_plan);
+        if (!m->adapter_plan)
+            failed = 1;
+        for (int i = 0; i < m->n_act_sets && !failed; i++) {
+            acts_alloc aa = { m, 0 };
+            failed = ft_block_lora_acts_alloc(&m->acts[i], opt->lora, m->dt, N, alloc_for_block,
+                                              &aa);
+        }
+    }
     m->dres[0] = alloc_act(m, N * H, &failed);
     m->dres[1] = alloc_act(m, N * H, &failed);
     m->xf = alloc_act(m, N * H, &failed);
@@ -178,6 +193,13 @@ int ft_model_create(ft_model **out, const ft_model_layout *layout, ft_backend *b
     m->layout = *layout;
     m->be = be;
     m->opt = *opt;
+    m->frozen = ft_lora_enabled(opt->lora);
+    if (m->frozen && (!opt->adapter_layout ||
+                      opt->adapter_layout->n_units != c->num_hidden_layers)) {
+        free(m);
+        return ft_fail(err, "model: LoRA needs the adapter layout of the model's %d layers",
+                       c->num_hidden_layers);
+    }
     resolve_options(m);
     m->attn = (ft_attn_shape){ .batch = opt->max_batch, .seq_len = opt->seq_len,
                                .n_heads = c->num_attention_heads,
@@ -236,11 +258,17 @@ void ft_model_free(ft_model *m)
         be->ops->free(be, bufs[i]);
     free(m->block_in);
     free(m->plan);
+    free(m->adapter_plan);
     free(m->acts);
     free(m->host_i32);
     free(m->host_f32);
     free(m->host_pack);
     free(m);
+}
+
+void ft_model_set_adapters(ft_model *m, const ft_param_source *adapters)
+{
+    m->adapters = *adapters;
 }
 
 size_t ft_model_activation_bytes(const ft_model *m) { return m->act_bytes; }
@@ -257,6 +285,7 @@ size_t ft_model_estimate_activation_bytes(const ft_model_layout *layout,
     allocate_buffers(&m);
     free(m.block_in);
     free(m.plan);
+    free(m.adapter_plan);
     free(m.acts);
     free(m.host_i32);
     free(m.host_f32);
@@ -311,6 +340,7 @@ static int stage_batch(ft_model *m, const ft_host_batch *b, long *n_targets, ft_
     m->in.tokens = (int)N;
     m->in.has_segments = b->segment != NULL;
     m->attn.batch = B;
+    be->ops->segment_hint(be, m->in.segment, seg, m->attn); /* no read-back per attention */
     *n_targets = count;
     return 0;
 }
@@ -342,9 +372,51 @@ static void announce_plan(ft_model *m, const ft_param_source *src, int train)
     if (train) {
         for (int l = L - 1; l >= 0; l--)
             order[n++] = ft_layout_block_unit(l);
-        order[n++] = 0;
+        if (!m->frozen)
+            order[n++] = 0;
     }
     src->plan(src->ctx, order, n);
+    if (m->frozen && m->adapters.plan) {
+        n = 0;
+        for (int l = 0; l < L; l++)
+            m->adapter_plan[n++] = l;
+        for (int l = L - 1; train && l >= 0; l--)
+            m->adapter_plan[n++] = l;
+        m->adapters.plan(m->adapters.ctx, m->adapter_plan, n);
+    }
+}
+
+/* Binds layer l's adapters (acquired from the adapter source) to p, and with g their
+ * gradients; a no-op without LoRA. Release with release_adapters. */
+typedef struct bound_adapters {
+    ft_lora_params p;
+    ft_lora_grads g;
+} bound_adapters;
+
+static void bind_adapters(ft_model *m, int l, bound_adapters *ba, ft_block_params *p,
+                          ft_block_grads *g)
+{
+    if (!m->frozen)
+        return;
+    const ft_param_source *a = &m->adapters;
+    const ft_unit_layout *u = &m->opt.adapter_layout->units[l];
+    ft_lora_params_bind(u, m->opt.lora, m->dt, a->acquire(a->ctx, l), &ba->p);
+    ba->p.dropout = m->lora_dropout;
+    ba->p.dropout.layer = l;
+    p->lora = &ba->p;
+    if (g) {
+        ft_lora_grads_bind(u, m->gt, a->grads(a->ctx, l), &ba->g);
+        g->lora = &ba->g;
+    }
+}
+
+static void release_adapters(ft_model *m, int l, bool grads_done)
+{
+    if (!m->frozen)
+        return;
+    if (grads_done)
+        m->adapters.grad_done(m->adapters.ctx, l);
+    m->adapters.release(m->adapters.ctx, l);
 }
 
 /* The block's view of the model for the current micro-batch: the full-sequence
@@ -370,8 +442,11 @@ static void forward_blocks(ft_model *m, const ft_param_source *src)
     for (int l = 0; l < L; l++) {
         const int u = ft_layout_block_unit(l);
         ft_block_params p;
+        bound_adapters ba;
         ft_block_params_bind(&lay->units[u], m->dt, src->acquire(src->ctx, u), &p);
+        bind_adapters(m, l, &ba, &p, NULL);
         ft_block_forward(&bc, &p, m->block_in[l], m->block_in[l + 1], acts_for(m, l));
+        release_adapters(m, l, false);
         src->release(src->ctx, u);
     }
 }
@@ -417,11 +492,12 @@ static double run_head(ft_model *m, const ft_param_source *src, float grad_scale
     const void *hp = src->acquire(src->ctx, hu);
     const ft_head_params p = bind_head(m, hp, tied ? src->acquire(src->ctx, 0) : NULL);
     ft_head_grads g = { 0 };
-    if (train)
+    const bool head_grads = train && !m->frozen;
+    if (head_grads)
         g = bind_head_grads(m, src->grads(src->ctx, hu), tied ? src->grads(src->ctx, 0) : NULL);
     double loss = ft_head_forward_backward(m, &p, &g, m->block_in[lay->config.num_hidden_layers],
                                            dx, grad_scale, train);
-    if (train)
+    if (head_grads)
         src->grad_done(src->ctx, hu);
     if (tied)
         src->release(src->ctx, 0);
@@ -437,12 +513,16 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
     const ft_model_layout *lay = &m->layout;
     const int L = lay->config.num_hidden_layers, H = lay->config.hidden_size;
     ft_backend *be = m->be;
-    m->gt = src->grad_dtype;
+    m->gt = m->frozen ? m->adapters.grad_dtype : src->grad_dtype;
     m->gsize = ft_dtype_size(m->gt);
     if (m->gt != FT_DTYPE_F32 && m->gt != m->dt)
         return ft_fail(err, "model: %s gradients need the model to compute in %s",
                        ft_dtype_name(m->gt), ft_dtype_name(m->gt));
 
+    if (m->frozen && m->opt.lora->dropout > 0.0) /* this pass only: cleared at its end */
+        m->lora_dropout = (ft_lora_dropout){ .p = m->opt.lora->dropout,
+                                             .seed = m->opt.lora_dropout_seed,
+                                             .row0 = (uint64_t)b->first_sample * (uint64_t)b->seq_len };
     announce_plan(m, src, 1);
     forward_blocks(m, src);
     void *dy = m->dres[0], *dx = m->dres[1];
@@ -453,24 +533,32 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
         const int u = ft_layout_block_unit(l);
         ft_block_params p;
         ft_block_grads g;
+        bound_adapters ba;
         ft_block_params_bind(&lay->units[u], m->dt, src->acquire(src->ctx, u), &p);
-        ft_block_grads_bind(&lay->units[u], m->gt, src->grads(src->ctx, u), &g);
+        ft_block_grads_bind(&lay->units[u], m->gt, m->frozen ? NULL : src->grads(src->ctx, u), &g);
+        bind_adapters(m, l, &ba, &p, &g);
         ft_block_acts *a = acts_for(m, l);
         if (m->opt.activation_checkpointing) /* recompute from the saved input; the output
                                                  goes to dx, which is free until backward */
             ft_block_forward(&bc, &p, m->block_in[l], dx, a);
         ft_block_backward(&bc, &p, &g, m->block_in[l], a, dy, dx);
-        src->grad_done(src->ctx, u);
+        release_adapters(m, l, true);
+        if (!m->frozen)
+            src->grad_done(src->ctx, u);
         src->release(src->ctx, u);
         void *t = dy;
         dy = dx;
         dx = t;
     }
 
-    src->acquire(src->ctx, 0);
-    be->ops->embedding_bwd(be, m->dt, m->gt, src->grads(src->ctx, 0), dy, m->in.ids, m->in.tokens, H);
-    src->grad_done(src->ctx, 0);
-    src->release(src->ctx, 0);
+    if (!m->frozen) { /* a frozen embedding takes no gradient */
+        src->acquire(src->ctx, 0);
+        be->ops->embedding_bwd(be, m->dt, m->gt, src->grads(src->ctx, 0), dy, m->in.ids,
+                               m->in.tokens, H);
+        src->grad_done(src->ctx, 0);
+        src->release(src->ctx, 0);
+    }
+    m->lora_dropout.p = 0.0;
     be->ops->sync(be);
     return 0;
 }

@@ -17,6 +17,7 @@
 
 #include "backend/backend.h"
 #include "model/layout.h"
+#include "model/lora.h"
 #include "util/error.h"
 
 typedef struct ft_param_source {
@@ -38,6 +39,14 @@ typedef struct ft_param_source {
     ft_dtype grad_dtype;
 } ft_param_source;
 
+/* LoRA adapters as a decoder meets them (model/lora.h): their layout (unit l = layer
+ * l), what they are, and the source that hands out their units. Borrowed. */
+typedef struct ft_lora_adapters {
+    const ft_model_layout *layout;
+    const ft_lora_config *lora;
+    ft_param_source src;
+} ft_lora_adapters;
+
 /* One micro-batch on the host, in dataset-row form (doc/formats.md). */
 typedef struct ft_host_batch {
     int batch;              /* rows */
@@ -45,6 +54,10 @@ typedef struct ft_host_batch {
     const uint32_t *tokens; /* [batch, T+1] */
     const uint8_t *loss_mask; /* [batch, T+1] */
     const int32_t *segment;   /* [batch, T+1] or NULL: one document per row */
+    /* Training: the global sample number of row 0 (row r is sample first_sample + r,
+     * the trainer's position in its data order), which LoRA dropout's masks follow
+     * (model/lora.h), so that they do not depend on the rank or micro-batch. */
+    int64_t first_sample;
 } ft_host_batch;
 
 typedef struct ft_model ft_model;
@@ -68,10 +81,20 @@ typedef struct ft_model_options {
      * hands out: fp32, or bf16 for the mixed-precision recipe (doc/design.md,
      * "Numerics"). Statistics, logits, the loss and parameter gradients are fp32. */
     ft_dtype dtype;
+    /* LoRA (model/lora.h; NULL or rank 0: none). The source's units are then frozen:
+     * grads() and grad_done() are never called for them, and the embedding is not
+     * acquired for a backward. The adapters, unit l of adapter_layout for layer l,
+     * come from a second source (ft_model_set_adapters) in the blocks' order:
+     * forward 0..L-1, backward L-1..0. Both must outlive the model. */
+    const ft_lora_config *lora;
+    const ft_model_layout *adapter_layout;
+    uint64_t lora_dropout_seed; /* the run's seed: LoRA dropout's masks (lora->dropout > 0) */
 } ft_model_options;
 
 int ft_model_create(ft_model **out, const ft_model_layout *layout, ft_backend *be,
                     const ft_model_options *opt, ft_error *err);
+/* The adapters' source (LoRA), copied; used by every later pass. */
+void ft_model_set_adapters(ft_model *m, const ft_param_source *adapters);
 void ft_model_free(ft_model *m);
 
 /* Bytes of activation and scratch memory the model allocated on the backend. */

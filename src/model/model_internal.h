@@ -52,6 +52,14 @@ struct ft_model {
     } pack;
     int32_t *host_pack;          /* [4 max_tokens] host staging of pack's index lists */
 
+    /* LoRA: the base is frozen (model.h) and the adapters come from their own source */
+    bool frozen;
+    ft_param_source adapters;
+    int *adapter_plan;           /* [2L] */
+    /* LoRA dropout of the training micro-batch in flight (p 0 at any other time: a
+     * forward for evaluation or logits never drops) */
+    ft_lora_dropout lora_dropout;
+
     size_t act_bytes;
     int dry_run;                 /* count buffers, allocate none (planner) */
 };
@@ -62,12 +70,17 @@ static inline void ft_model_norm_fwd(const ft_model *m, void *y, float *mean, fl
 {
     ft_family_norm_fwd(m->be, &m->layout.config, m->dt, y, mean, rstd, x, w, b, rows);
 }
+/* A frozen norm's dw and db (NULL) are summed into the scratch's sink (block.h). */
 static inline void ft_model_norm_bwd(const ft_model *m, void *dx, void *dw, void *db,
                                      const void *dy, const void *x, const void *w,
                                      const float *mean, const float *rstd, int rows)
 {
-    ft_family_norm_bwd(m->be, &m->layout.config, m->dt, m->gt, dx, dw, db, dy, x, w, mean, rstd,
-                       rows);
+    float *sink = m->scratch.grad_sink;
+    const size_t H = (size_t)m->layout.config.hidden_size;
+    if (ft_model_family_of(&m->layout.config)->layernorm && !db)
+        db = sink + (H > (size_t)m->layout.config.head_dim ? H : (size_t)m->layout.config.head_dim);
+    ft_family_norm_bwd(m->be, &m->layout.config, m->dt, m->gt, dx, dw ? dw : sink, db, dy, x, w,
+                       mean, rstd, rows);
 }
 
 /* The head's tensors (model dtype) and their gradients (gradient type): the output

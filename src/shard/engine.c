@@ -67,6 +67,10 @@ static void allocate_unit(ft_engine *e, engine_unit *eu)
      * master directly, padding included */
     const size_t opt_len = ft_engine_opt_len(e, eu);
     ft_engine_memory *m = &e->mem;
+    if (e->opt.frozen) {
+        ft_engine_frozen_allocate_unit(e, eu);
+        return;
+    }
     if (stage <= 2)
         eu->full = ft_engine_alloc(e, eu->padded * (bits ? sizeof(uint16_t) : sizeof(float)),
                                    &m->params);
@@ -88,11 +92,34 @@ static void allocate_unit(ft_engine *e, engine_unit *eu)
         eu->grad_shard = ft_engine_alloc(e, eu->shard * sizeof(float), &m->grads);
 }
 
+/* Stage 3's gathered units: fp32 (the model takes fp32) and/or bf16 bits (the
+ * gather of bf16 working parameters). */
+static void allocate_gather_pool(ft_engine *e)
+{
+    const int bf16 = e->opt.precision.has_master, bits = ft_engine_hands_bits(e);
+    for (int i = 0; i < e->n_gather; i++) {
+        e->gather[i].unit = -1;
+        if (e->opt.zero_stage == 3) {
+            if (!bits)
+                e->gather[i].params =
+                    ft_engine_alloc(e, e->max_padded * sizeof(float), &e->mem.gathered);
+            if (bf16)
+                e->gather[i].bits = ft_engine_alloc(e, e->max_padded * sizeof(uint16_t),
+                                                    &e->mem.gathered);
+        }
+    }
+}
+
 static void allocate_pools(ft_engine *e)
 {
     const int stage = e->opt.zero_stage, bf16 = e->opt.precision.has_master;
     const int bits = ft_engine_hands_bits(e);
     ft_engine_memory *m = &e->mem;
+    if (e->opt.frozen) {
+        ft_engine_frozen_allocate_scratch(e);
+        allocate_gather_pool(e);
+        return;
+    }
     e->stage_f32 = ft_engine_alloc(e, e->max_shard * sizeof(float), &m->scratch);
     if (e->opt.offload_optimizer) {
         size_t max_opt = 0;
@@ -108,17 +135,7 @@ static void allocate_pools(ft_engine *e)
         e->stage_bits = ft_engine_alloc(e, e->max_shard * sizeof(uint16_t), &m->scratch);
     if (bf16 && !bits)
         e->gather_bits = ft_engine_alloc(e, e->max_padded * sizeof(uint16_t), &m->scratch);
-    for (int i = 0; i < e->n_gather; i++) {
-        e->gather[i].unit = -1;
-        if (stage == 3) {
-            if (!bits)
-                e->gather[i].params =
-                    ft_engine_alloc(e, e->max_padded * sizeof(float), &m->gathered);
-            if (bf16)
-                e->gather[i].bits = ft_engine_alloc(e, e->max_padded * sizeof(uint16_t),
-                                                    &m->gathered);
-        }
-    }
+    allocate_gather_pool(e);
     const int rbf16 = (e->opt.precision.reduction == FT_DTYPE_BF16);
     if (stage <= 1 && rbf16)
         e->grad_bits = ft_engine_alloc(e, e->max_padded * sizeof(uint16_t), &m->scratch);
@@ -138,6 +155,14 @@ static void allocate_pools(ft_engine *e)
     }
 }
 
+/* A frozen engine has no optimizer state to offload. */
+static ft_engine_options effective_options(const ft_engine_options *opt)
+{
+    ft_engine_options o = *opt;
+    o.offload_optimizer = opt->offload_optimizer && !opt->frozen;
+    return o;
+}
+
 int ft_engine_create(ft_engine **out, const ft_model_layout *layout, ft_backend *be,
                      ft_comm *comm, const ft_engine_options *opt, ft_error *err)
 {
@@ -152,11 +177,11 @@ int ft_engine_create(ft_engine **out, const ft_model_layout *layout, ft_backend 
     e->layout = *layout;
     e->be = be;
     e->comm = comm;
-    e->opt = *opt;
+    e->opt = effective_options(opt);
     e->rank = comm->rank;
     e->size = comm->size;
     e->opt_be = be;
-    if (opt->offload_optimizer && ft_backend_cpu_create(&e->opt_be, err)) {
+    if (e->opt.offload_optimizer && ft_backend_cpu_create(&e->opt_be, err)) {
         free(e);
         return ft_fail_context(err, "offload_optimizer");
     }
@@ -233,7 +258,7 @@ int ft_engine_estimate(const ft_model_layout *layout, int world_size,
     memset(&e, 0, sizeof e);
     e.dry_run = 1;
     e.layout = *layout;
-    e.opt = *opt;
+    e.opt = effective_options(opt);
     e.rank = 0; /* rank 0 holds the largest slices */
     e.size = world_size;
     e.units = calloc((size_t)layout->n_units, sizeof *e.units);

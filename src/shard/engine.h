@@ -43,6 +43,12 @@ typedef struct ft_engine_options {
     /* fp32 master and optimizer moments in host memory, updated by the CPU; the
      * device keeps working parameters and gradients only */
     bool offload_optimizer;
+    /* A frozen engine (the base model under LoRA) keeps the working parameters only,
+     * in precision.weights/params (engine_frozen.c): no gradients, master, optimizer
+     * state or offload (offload_optimizer is ignored). Its source has grads and
+     * grad_done NULL; zero_grads is a no-op and reduce_grads, grad_norm, step and
+     * check_finite fail with a message; only the PARAMS field exists. */
+    bool frozen;
 } ft_engine_options;
 
 /* Bytes of model state this rank holds, by kind. */
@@ -67,8 +73,14 @@ int ft_engine_estimate(const ft_model_layout *layout, int world_size,
 /* Parameters from the seed (ft_model_init_range) or from a weights-file group. */
 int ft_engine_init_random(ft_engine *e, uint64_t seed, double std, ft_error *err);
 int ft_engine_load(ft_engine *e, const ft_h5file *f, const char *group, ft_error *err);
-/* Writes the fp32 master values into existing datasets of group: each rank writes
- * its own slice (collective). */
+/* Parameters from any source of fp32 values: fill writes unit u's elements [begin,
+ * end) (this rank's slice) into dst; e.g. a PEFT adapter directory
+ * (ft_peft_adapter_read_range). Collective. */
+typedef int (*ft_engine_fill_fn)(void *ctx, const ft_unit_layout *u, size_t begin, size_t end,
+                                 float *dst, ft_error *err);
+int ft_engine_init_from(ft_engine *e, ft_engine_fill_fn fill, void *ctx, ft_error *err);
+/* Writes the fp32 master values (frozen: the working values) into existing datasets
+ * of group: each rank writes its own slice (collective). */
 int ft_engine_save(ft_engine *e, const ft_h5file *f, const char *group, ft_error *err);
 
 /* Checkpoint state, tensor by tensor under a group of HF-named full-shape datasets:

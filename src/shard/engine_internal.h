@@ -17,6 +17,9 @@
  * bf16 bits only.
  * Stages 2 and 3 accumulate gradients in transient full-unit buffers that are
  * reduce-scattered into the shard when the model reports the unit done (grad_done).
+ * A frozen engine keeps only the working parameters: full at stages 0-2 (bf16 bits
+ * when the model takes bits, else fp32 values), the shard at stage 3 (shard_bf16 with
+ * precision.params bf16, else dev_shard), and the stage-3 gather pool.
  */
 #ifndef FT_SHARD_ENGINE_INTERNAL_H
 #define FT_SHARD_ENGINE_INTERNAL_H
@@ -38,7 +41,8 @@ typedef struct engine_unit {
     float *master;     /* fp32 master over [opt_begin, opt_end) (stage 0: only for bf16 or
                           offload); in host memory with offload */
     uint16_t *shard_bf16; /* stage 3 + bf16: working param shard [S] */
-    float *dev_shard;  /* stage 3 + fp32 + offload: working param shard [S] on the device */
+    float *dev_shard;  /* stage 3 + fp32 + (offload or frozen): working param shard [S] on
+                          the device */
     float *m, *v;      /* optimizer state over the opt range */
     float *grad_full;  /* stages 0-1: [n_pad] */
     float *grad_shard; /* stages 2-3: [S] */
@@ -114,7 +118,7 @@ static inline int ft_engine_hands_bits(const ft_engine *e)
  * accumulates micro-batches in fp32. */
 static inline int ft_engine_bf16_grad_staging(const ft_engine *e)
 {
-    return e->opt.zero_stage >= 2 && (e->opt.precision.reduction == FT_DTYPE_BF16) && ft_engine_hands_bits(e);
+    return !e->opt.frozen && e->opt.zero_stage >= 2 && (e->opt.precision.reduction == FT_DTYPE_BF16) && ft_engine_hands_bits(e);
 }
 
 /* Starts the all-gather of unit u's working bf16 bits into dst[n_pad]: from the
@@ -161,5 +165,17 @@ void ft_engine_invalidate_gathered(ft_engine *e);
 
 /* Completes outstanding reduce-scatters (stages 2-3). */
 int ft_engine_flush_grads(ft_engine *e, ft_error *err);
+
+/* The frozen engine (engine_frozen.c; ft_engine_options.frozen): its buffers, where a
+ * unit's own fp32 slice is assembled when loading (the host buffer, or on a host
+ * backend the device memory it goes to), making that slice its working storage,
+ * its working values of [b, end) as fp32 host memory, and the error of the calls
+ * it refuses. */
+void ft_engine_frozen_allocate_unit(ft_engine *e, engine_unit *eu);
+void ft_engine_frozen_allocate_scratch(ft_engine *e);
+float *ft_engine_frozen_slice_target(ft_engine *e, engine_unit *eu, float *host);
+int ft_engine_frozen_adopt(ft_engine *e, int unit, const float *slice, ft_error *err);
+const float *ft_engine_frozen_values(ft_engine *e, int unit, size_t b, size_t end, float *host);
+int ft_engine_frozen_refuse(ft_error *err, const char *what);
 
 #endif

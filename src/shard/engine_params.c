@@ -180,6 +180,8 @@ typedef int (*slice_source)(ft_engine *e, int u, size_t begin, size_t end, float
  * host buffer. */
 static float *slice_target(ft_engine *e, engine_unit *eu, float *host)
 {
+    if (e->opt.frozen)
+        return ft_engine_frozen_slice_target(e, eu, host);
     if (e->opt.zero_stage > 0 && eu->master && e->opt_be->device < 0)
         return eu->master;
     if (e->opt.zero_stage == 0 && e->be->device < 0)
@@ -194,6 +196,8 @@ static int fill_from(ft_engine *e, slice_source src, void *ctx, ft_error *err)
     float *host = malloc(e->max_shard * sizeof(float));
     if (!host)
         return ft_fail(err, "out of host memory");
+    if (e->opt.frozen) /* a gathered unit would keep its old values */
+        ft_engine_invalidate_gathered(e);
     int rc = 0;
     for (int u = 0; u < e->layout.n_units && !rc; u++) {
         engine_unit *eu = &e->units[u];
@@ -202,7 +206,9 @@ static int fill_from(ft_engine *e, slice_source src, void *ctx, ft_error *err)
         float *dst = slice_target(e, eu, host);
         /* src fills [0, end-b); the padding up to the shard size is zero */
         memset(dst + (end - b), 0, (eu->shard - (end - b)) * sizeof(float));
-        rc = src(e, u, b, end, dst, ctx, err) || adopt_own_slice(e, u, dst, err);
+        rc = src(e, u, b, end, dst, ctx, err) ||
+             (e->opt.frozen ? ft_engine_frozen_adopt(e, u, dst, err)
+                            : adopt_own_slice(e, u, dst, err));
     }
     e->be->ops->sync(e->be);
     free(host);
@@ -227,6 +233,24 @@ int ft_engine_init_random(ft_engine *e, uint64_t seed, double std, ft_error *err
 {
     random_ctx r = { seed, std };
     return fill_from(e, random_slice, &r, err);
+}
+
+typedef struct fill_ctx {
+    ft_engine_fill_fn fill;
+    void *ctx;
+} fill_ctx;
+
+static int caller_slice(ft_engine *e, int u, size_t b, size_t end, float *dst, void *ctx,
+                        ft_error *err)
+{
+    const fill_ctx *f = ctx;
+    return f->fill(f->ctx, &e->layout.units[u], b, end, dst, err);
+}
+
+int ft_engine_init_from(ft_engine *e, ft_engine_fill_fn fill, void *ctx, ft_error *err)
+{
+    fill_ctx f = { fill, ctx };
+    return fill_from(e, caller_slice, &f, err);
 }
 
 typedef struct file_ctx {
@@ -278,6 +302,8 @@ int ft_engine_load(ft_engine *e, const ft_h5file *f, const char *group, ft_error
 
 bool ft_engine_has_field(const ft_engine *e, ft_state_field field)
 {
+    if (e->opt.frozen)
+        return field == FT_STATE_PARAMS;
     switch (field) {
     case FT_STATE_MASTER: return e->opt.precision.has_master;
     case FT_STATE_V: return e->opt.optimizer == FT_OPT_ADAMW;
@@ -314,6 +340,8 @@ static const float *own_field_values(ft_engine *e, int u, ft_state_field field, 
 {
     engine_unit *eu = &e->units[u];
     const size_t n = end - b;
+    if (e->opt.frozen)
+        return ft_engine_frozen_values(e, u, b, end, host);
     /* With bits the working parameters are the master's bf16 rounding, which the file
      * writer makes itself (the same rounding): hand it the master. */
     if (field == FT_STATE_MASTER ||
@@ -342,6 +370,8 @@ static const float *own_field_values(ft_engine *e, int u, ft_state_field field, 
 int ft_engine_write_field(ft_engine *e, const ft_h5file *f, const char *group,
                           ft_state_field field, uint64_t *hashes, ft_error *err)
 {
+    if (e->opt.frozen && field != FT_STATE_PARAMS)
+        return ft_engine_frozen_refuse(err, "writing the master or optimizer state");
     /* malloc'd, not touched: only the paths that copy fault its pages in */
     float *host = malloc(e->max_shard * sizeof(float) + 16);
     if (!host)
@@ -369,6 +399,8 @@ int ft_engine_write_field(ft_engine *e, const ft_h5file *f, const char *group,
 int ft_engine_read_field(ft_engine *e, const ft_h5file *f, const char *group,
                          ft_state_field field, uint64_t *hashes, ft_error *err)
 {
+    if (e->opt.frozen && field != FT_STATE_PARAMS)
+        return ft_engine_frozen_refuse(err, "reading the master or optimizer state");
     if (field == FT_STATE_PARAMS || field == FT_STATE_MASTER) {
         file_ctx fc = { f, group, hashes };
         return fill_from(e, file_slice, &fc, err);
@@ -410,7 +442,8 @@ int ft_engine_read_field(ft_engine *e, const ft_h5file *f, const char *group,
 
 int ft_engine_save(ft_engine *e, const ft_h5file *f, const char *group, ft_error *err)
 {
-    return ft_engine_write_field(e, f, group, FT_STATE_MASTER, NULL, err);
+    return ft_engine_write_field(e, f, group, e->opt.frozen ? FT_STATE_PARAMS : FT_STATE_MASTER,
+                                 NULL, err);
 }
 
 /* download_params when the model takes bits: the resident bits, or a gather of them
@@ -443,7 +476,8 @@ int ft_engine_download_params(ft_engine *e, int unit, float *host, ft_error *err
 {
     engine_unit *eu = &e->units[unit];
     ft_backend *be = e->be;
-    if (ft_engine_hands_bits(e))
+    /* a frozen stage-3 bf16 shard is gathered as bits, whatever the model takes */
+    if (ft_engine_hands_bits(e) || (e->opt.frozen && eu->shard_bf16))
         return download_bits(e, unit, host, err);
     if (eu->full) {
         be->ops->download(be, host, eu->full, eu->numel * sizeof(float));

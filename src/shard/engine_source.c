@@ -254,9 +254,10 @@ static void src_grad_done(void *ctx, int unit)
 
 ft_param_source ft_engine_param_source(ft_engine *e)
 {
+    /* a frozen engine has no gradients: the model must not ask for them */
     return (ft_param_source){ .ctx = e, .plan = src_plan, .acquire = src_acquire,
-                              .grads = src_grads, .release = src_release,
-                              .grad_done = src_grad_done,
+                              .grads = e->opt.frozen ? NULL : src_grads, .release = src_release,
+                              .grad_done = e->opt.frozen ? NULL : src_grad_done,
                               .grad_dtype = ft_engine_bf16_grad_staging(e) ? FT_DTYPE_BF16
                                                                            : FT_DTYPE_F32 };
 }

@@ -6,6 +6,8 @@
 
 void ft_engine_zero_grads(ft_engine *e)
 {
+    if (e->opt.frozen) /* no gradients: nothing to zero */
+        return;
     ft_engine_flush_grads(e, NULL);
     for (int u = 0; u < e->layout.n_units; u++) {
         engine_unit *eu = &e->units[u];
@@ -18,6 +20,8 @@ void ft_engine_zero_grads(ft_engine *e)
 
 int ft_engine_reduce_grads(ft_engine *e, ft_error *err)
 {
+    if (e->opt.frozen)
+        return ft_engine_frozen_refuse(err, "reducing gradients");
     if (e->opt.zero_stage >= 2)
         return ft_engine_flush_grads(e, err);
     if (e->size == 1)
@@ -63,6 +67,8 @@ static float *opt_grads(ft_engine *e, engine_unit *eu)
 
 int ft_engine_grad_norm(ft_engine *e, double *norm, ft_error *err)
 {
+    if (e->opt.frozen)
+        return ft_engine_frozen_refuse(err, "gradient norm");
     double sq = 0.0;
     for (int u = 0; u < e->layout.n_units; u++) {
         engine_unit *eu = &e->units[u];
@@ -106,6 +112,8 @@ static void update_range(ft_engine *e, const ft_optimizer_config *o, engine_unit
 int ft_engine_step(ft_engine *e, const ft_optimizer_config *o, double lr, double grad_mult,
                    ft_error *err)
 {
+    if (e->opt.frozen)
+        return ft_engine_frozen_refuse(err, "optimizer step");
     e->step++;
     for (int u = 0; u < e->layout.n_units; u++) {
         engine_unit *eu = &e->units[u];

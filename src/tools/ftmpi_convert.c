@@ -20,8 +20,10 @@ const char cv_usage_main[] =
     "    ftmpi-convert import HF_DIR OUT.h5 [--dtype bf16|fp32|auto] [--allow-extra]\n"
     "    ftmpi-convert export WEIGHTS_OR_CKPT OUT_DIR [--dtype bf16|fp32|auto]\n"
     "                         [--max-shard-size 5GB] [--tokenizer DIR_OR_FILE] [--force]\n"
+    "    ftmpi-convert export --adapter LORA_CKPT OUT_DIR [--base NAME_OR_PATH]\n"
+    "    ftmpi-convert merge LORA_CKPT OUT_DIR [--base BASE.h5] [--dtype bf16|fp32|auto]\n"
     "    ftmpi-convert inspect FILE [--verify]\n"
-    "    ftmpi-convert help [import|export|inspect]\n"
+    "    ftmpi-convert help [import|export|merge|inspect]\n"
     "\n"
     "DESCRIPTION\n"
     "    import   reads a Hugging Face LlamaForCausalLM, Qwen2ForCausalLM,\n"
@@ -30,7 +32,10 @@ const char cv_usage_main[] =
     "             model.safetensors or model.safetensors.index.json + shards) and\n"
     "             writes an ftmpi weights file (HDF5, doc/formats.md).\n"
     "    export   writes a Hugging Face directory from an ftmpi weights file or\n"
-    "             training checkpoint (only /config and /model are read).\n"
+    "             training checkpoint (only /config and /model are read); with\n"
+    "             --adapter, a PEFT adapter directory from a LoRA checkpoint.\n"
+    "    merge    writes a Hugging Face directory of a LoRA checkpoint's base model\n"
+    "             with the adapters merged into its weights.\n"
     "    inspect  prints what an ftmpi HDF5 file or a .safetensors file holds.\n"
     "\n"
     "    Tensors stream through a fixed buffer (64 MiB by default), so memory use\n"
@@ -89,6 +94,8 @@ const char cv_usage_export[] =
     "    ftmpi-convert export WEIGHTS_OR_CKPT OUT_DIR [--dtype bf16|fp32|auto]\n"
     "                         [--max-shard-size SIZE] [--tokenizer DIR_OR_FILE] [--force]\n"
     "                         [--buffer-size SIZE] [--stats] [--quiet]\n"
+    "    ftmpi-convert export --adapter LORA_CKPT OUT_DIR [--base NAME_OR_PATH]\n"
+    "                         [--dtype bf16|fp32|auto] [--force] [--quiet]\n"
     "\n"
     "DESCRIPTION\n"
     "    Writes OUT_DIR/config.json (the family's *ForCausalLM, with rope_scaling and\n"
@@ -113,8 +120,68 @@ const char cv_usage_export[] =
     "    --force        replace model files already in OUT_DIR\n"
     "    --buffer-size SIZE, --stats, --quiet   see ftmpi-convert --help\n"
     "\n"
+    "LORA CHECKPOINTS\n"
+    "    A LoRA checkpoint (one with a /lora group, doc/formats.md) holds adapters, not\n"
+    "    a model: export refuses it without --adapter, and 'ftmpi-convert merge' makes\n"
+    "    a full model of it.\n"
+    "\n"
+    "    --adapter      write OUT_DIR/adapter_config.json and\n"
+    "                   OUT_DIR/adapter_model.safetensors, the directory that\n"
+    "                   peft.PeftModel.from_pretrained(base_model, OUT_DIR) loads:\n"
+    "                   r, lora_alpha, lora_dropout and target_modules (the family's\n"
+    "                   Hugging Face module names) from /lora; keys\n"
+    "                   base_model.model.<module>.lora_A.weight / .lora_B.weight\n"
+    "                   (GPT-NeoX's query_key_value B rows in its per-head order).\n"
+    "                   --dtype applies (auto: bf16 if the adapters are stored bf16);\n"
+    "                   --force replaces an adapter already in OUT_DIR.\n"
+    "    --base NAME_OR_PATH  base_model_name_or_path in adapter_config.json, e.g.\n"
+    "                   meta-llama/Llama-3.1-8B (default: the checkpoint's\n"
+    "                   base_weights, the ftmpi file the run started from)\n"
+    "\n"
+    "EXAMPLES\n"
+    "    ftmpi-convert export ckpt/step-001000.h5 out/ --tokenizer ~/hf/Llama-3.1-8B\n"
+    "    ftmpi-convert export --adapter lora-ckpt/ my-adapter/ --base meta-llama/Llama-3.1-8B\n";
+
+const char cv_usage_merge[] =
+    "NAME\n"
+    "    ftmpi-convert merge - LoRA checkpoint + base -> Hugging Face model with the\n"
+    "    adapters merged in\n"
+    "\n"
+    "SYNOPSIS\n"
+    "    ftmpi-convert merge LORA_CKPT OUT_DIR [--base BASE.h5] [--dtype bf16|fp32|auto]\n"
+    "                        [--max-shard-size SIZE] [--tokenizer DIR_OR_FILE] [--force]\n"
+    "                        [--buffer-size SIZE] [--stats] [--quiet]\n"
+    "\n"
+    "DESCRIPTION\n"
+    "    Reads the adapters of LORA_CKPT (a checkpoint with a /lora group, or a\n"
+    "    checkpoint directory: the checkpoint its `latest` names) and the base model\n"
+    "    they were trained on, adds (lora_alpha / r) B A to every adapted weight\n"
+    "    (GPT-NeoX's fused B to q, k and v), and writes OUT_DIR as export does:\n"
+    "    config.json, model.safetensors or shards with an index, the tokenizer files\n"
+    "    with --tokenizer. The result loads with AutoModelForCausalLM and computes what\n"
+    "    the base with the PEFT adapter computes.\n"
+    "\n"
+    "    The base is BASE.h5 (an ftmpi weights file or full checkpoint), else the\n"
+    "    checkpoint's /lora base_weights (the path the training run was given,\n"
+    "    relative to where it ran). It must have the shape and family of the\n"
+    "    checkpoint's /config, and, when the checkpoint records a base_hash, that\n"
+    "    content identity; otherwise merge stops with one line and writes nothing.\n"
+    "\n"
+    "    The model is merged block by block into a temporary file in OUT_DIR\n"
+    "    (.ftmpi-merge.h5, removed at the end): memory holds one block and its\n"
+    "    adapters, disk needs the merged model twice until the end.\n"
+    "\n"
+    "OPTIONS\n"
+    "    --base BASE.h5 the base weights (default: /lora base_weights)\n"
+    "    --dtype auto   (default) bf16 if every base tensor is stored bf16, else fp32;\n"
+    "                   the sum is computed in fp32 and rounded once\n"
+    "    --dtype bf16, --dtype fp32, --max-shard-size SIZE, --tokenizer DIR_OR_FILE,\n"
+    "    --force        as for export\n"
+    "    --buffer-size SIZE, --stats, --quiet   see ftmpi-convert --help\n"
+    "\n"
     "EXAMPLE\n"
-    "    ftmpi-convert export ckpt/step-001000.h5 out/ --tokenizer ~/hf/Llama-3.1-8B\n";
+    "    ftmpi-convert merge lora-ckpt/ merged/ --base llama31-8b.h5 \\\n"
+    "        --tokenizer ~/hf/Llama-3.1-8B\n";
 
 const char cv_usage_inspect[] =
     "NAME\n"
@@ -125,7 +192,8 @@ const char cv_usage_inspect[] =
     "\n"
     "DESCRIPTION\n"
     "    HDF5 (weights, checkpoint, dataset): ftmpi_format and format_version, the\n"
-    "    /config and /meta attributes, and every dataset with dtype and shape.\n"
+    "    /config, /meta and (LoRA checkpoints) /lora attributes, and every dataset\n"
+    "    with dtype and shape.\n"
     "    safetensors: header size, __metadata__ and every tensor with dtype, shape\n"
     "    and byte range (the header is validated strictly).\n"
     "\n"
@@ -137,7 +205,7 @@ const char cv_usage_inspect[] =
 static int dispatch(int argc, char **argv)
 {
     if (argc < 2)
-        return cv_usage_error(NULL, "missing subcommand (import, export or inspect)");
+        return cv_usage_error(NULL, "missing subcommand (import, export, merge or inspect)");
     const char *sub = argv[1];
     if (strcmp(sub, "-h") == 0 || strcmp(sub, "--help") == 0) {
         fputs(cv_usage_main, stdout);
@@ -147,7 +215,8 @@ static int dispatch(int argc, char **argv)
         const char *t = argc > 2 ? argv[2] : "";
         fputs(strcmp(t, "import") == 0   ? cv_usage_import
               : strcmp(t, "export") == 0 ? cv_usage_export
-              : strcmp(t, "inspect") == 0 ? cv_usage_inspect : cv_usage_main, stdout);
+              : strcmp(t, "inspect") == 0 ? cv_usage_inspect
+              : strcmp(t, "merge") == 0   ? cv_usage_merge : cv_usage_main, stdout);
         return CV_EXIT_OK;
     }
     if (strcmp(sub, "import") == 0)
@@ -156,7 +225,9 @@ static int dispatch(int argc, char **argv)
         return cv_export_main(argc - 1, argv + 1);
     if (strcmp(sub, "inspect") == 0)
         return cv_inspect_main(argc - 1, argv + 1);
-    return cv_usage_error(NULL, "unknown subcommand '%s' (import, export or inspect)", sub);
+    if (strcmp(sub, "merge") == 0)
+        return cv_merge_main(argc - 1, argv + 1);
+    return cv_usage_error(NULL, "unknown subcommand '%s' (import, export, merge or inspect)", sub);
 }
 
 int main(int argc, char **argv)

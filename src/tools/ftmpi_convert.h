@@ -9,6 +9,7 @@
 #include "io/h5file.h"
 #include "io/safetensors.h"
 #include "model/layout.h"
+#include "model/lora.h"
 #include "util/error.h"
 
 /* One tensor of the Hugging Face checkpoint of a model and where its elements are in
@@ -53,9 +54,37 @@ typedef struct cv_common {
 int cv_import_main(int argc, char **argv);
 int cv_export_main(int argc, char **argv);
 int cv_inspect_main(int argc, char **argv);
+int cv_merge_main(int argc, char **argv);
 
 /* Help texts (ftmpi_convert.c). */
-extern const char cv_usage_main[], cv_usage_import[], cv_usage_export[], cv_usage_inspect[];
+extern const char cv_usage_main[], cv_usage_import[], cv_usage_export[], cv_usage_inspect[],
+    cv_usage_merge[];
+
+/* export's options (merge fills them for the export of its merged model). */
+typedef struct cv_export_opts {
+    cv_common common;
+    const char *dtype; /* "auto", "bf16", "fp32" */
+    uint64_t max_shard;
+    const char *tokenizer;
+    bool force;
+    bool adapter;      /* --adapter: a PEFT adapter directory from a LoRA checkpoint */
+    const char *base;  /* --base: the adapter's base_model_name_or_path */
+    const char *in, *out_dir;
+} cv_export_opts;
+
+/* The export of a full model (weights file or full checkpoint) to a HF directory. */
+int cv_export_run(const cv_export_opts *o, uint64_t *moved, ft_error *err);
+/* export --adapter (ftmpi_convert_adapter.c). */
+int cv_adapter_export(const cv_export_opts *o, uint64_t *moved, ft_error *err);
+/* A checkpoint directory stands for the checkpoint its `latest` names; path (len
+ * bytes) receives the file to read. */
+int cv_resolve_input(const char *in, char *path, size_t len, ft_error *err);
+/* Opens a weights or checkpoint file and reads its model config. */
+int cv_open_model(ft_h5file *h, const char *path, ft_model_config *c, ft_error *err);
+/* Creates o->out_dir, or checks that it holds no model files (removes them with
+ * o->force). */
+int cv_prepare_dir(const cv_export_opts *o, ft_error *err);
+
 /* Prints "ftmpi-convert SUB: msg" and the hint to use --help; returns CV_EXIT_USAGE. */
 int cv_usage_error(const char *sub, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prints the error line; returns CV_EXIT_FAIL. */

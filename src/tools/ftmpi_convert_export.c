@@ -19,19 +19,13 @@
 #include <unistd.h>
 
 #include "io/hf_config.h"
+#include "io/lora_ckpt.h"
 #include "io/weights.h"
 #include "model/layout.h"
 #include "tools/ftmpi_convert.h"
 #include "train/ckpt_dir.h"
 
-typedef struct export_opts {
-    cv_common common;
-    const char *dtype; /* "auto", "bf16", "fp32" */
-    uint64_t max_shard;
-    const char *tokenizer;
-    bool force;
-    const char *in, *out_dir;
-} export_opts;
+typedef cv_export_opts export_opts;
 
 typedef struct out_tensor {
     const cv_hf_tensor *ht;
@@ -58,7 +52,7 @@ static int flatten(const ft_model_layout *l, cv_hf_tensor **hf, out_tensor **out
 }
 
 /* Opens a weights or checkpoint file and reads its model config. */
-static int open_model(ft_h5file *h, const char *path, ft_model_config *c, ft_error *err)
+int cv_open_model(ft_h5file *h, const char *path, ft_model_config *c, ft_error *err)
 {
     if (ft_h5_open(h, path, MPI_COMM_SELF, err))
         return -1;
@@ -107,7 +101,7 @@ static bool is_model_file(const char *name)
 
 /* Creates out_dir, or checks that it holds no model files (removes them with --force,
  * so that stale shards of an earlier export cannot mix with the new ones). */
-static int prepare_dir(const export_opts *o, ft_error *err)
+int cv_prepare_dir(const export_opts *o, ft_error *err)
 {
     if (!cv_exists(o->out_dir)) {
         if (mkdir(o->out_dir, 0755) != 0)
@@ -283,7 +277,7 @@ static int copy_tokenizer(const export_opts *o, ft_error *err)
     return 0;
 }
 
-static int run_export(const export_opts *o, uint64_t *moved, ft_error *err)
+int cv_export_run(const export_opts *o, uint64_t *moved, ft_error *err)
 {
     ft_h5file h;
     ft_model_config c;
@@ -291,8 +285,12 @@ static int run_export(const export_opts *o, uint64_t *moved, ft_error *err)
     out_tensor *ts = NULL;
     cv_hf_tensor *hf = NULL;
     void *inbuf = NULL, *outbuf = NULL;
-    int n = 0, rc = open_model(&h, o->in, &c, err);
+    int n = 0, rc = cv_open_model(&h, o->in, &c, err);
     bool opened = h.id >= 0;
+    if (!rc && ft_lora_ckpt_is(&h))
+        rc = ft_fail(err, "%s is a LoRA checkpoint (its /model holds adapters only): use "
+                     "'ftmpi-convert export --adapter' for a PEFT adapter or 'ftmpi-convert "
+                     "merge' for a full model with the adapters merged in", o->in);
     if (!rc)
         rc = ft_model_layout_build(&l, &c, err) || ft_weights_check_tensors(&h, "/model", &l, err) ||
              flatten(&l, &hf, &ts, &n, err);
@@ -324,7 +322,7 @@ static int run_export(const export_opts *o, uint64_t *moved, ft_error *err)
     }
     int n_shards = rc ? 0 : plan_shards(ts, n, o->max_shard);
     if (!rc)
-        rc = prepare_dir(o, err);
+        rc = cv_prepare_dir(o, err);
     const size_t half = o->common.buffer_bytes / 2;
     if (!rc && (!(inbuf = malloc(half)) || !(outbuf = malloc(half))))
         rc = ft_fail(err, "out of host memory for the buffer (try --buffer-size)");
@@ -372,7 +370,8 @@ static int parse(int argc, char **argv, export_opts *o)
         { "dtype", required_argument, 0, 'd' }, { "max-shard-size", required_argument, 0, 'm' },
         { "tokenizer", required_argument, 0, 't' }, { "force", no_argument, 0, 'f' },
         { "buffer-size", required_argument, 0, 'b' }, { "stats", no_argument, 0, 's' },
-        { "quiet", no_argument, 0, 'q' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        { "quiet", no_argument, 0, 'q' }, { "help", no_argument, 0, 'h' },
+        { "adapter", no_argument, 0, 'a' }, { "base", required_argument, 0, 'B' }, { 0, 0, 0, 0 },
     };
     *o = (export_opts){ .common = { .buffer_bytes = CV_DEFAULT_BUFFER }, .dtype = "auto",
                         .max_shard = 5000000000ull };
@@ -389,6 +388,8 @@ static int parse(int argc, char **argv, export_opts *o)
             break;
         case 't': o->tokenizer = optarg; break;
         case 'f': o->force = true; break;
+        case 'a': o->adapter = true; break;
+        case 'B': o->base = optarg; break;
         case 's': o->common.stats = true; break;
         case 'q': o->common.quiet = true; break;
         case 'b':
@@ -404,6 +405,11 @@ static int parse(int argc, char **argv, export_opts *o)
         return cv_usage_error("export", "--dtype '%s': use bf16, fp32 or auto", o->dtype);
     if (argc - optind != 2)
         return cv_usage_error("export", "expected WEIGHTS_OR_CHECKPOINT and OUT_DIR");
+    if (o->base && !o->adapter)
+        return cv_usage_error("export", "--base names an adapter's base model; it needs --adapter");
+    if (o->adapter && (o->tokenizer || o->max_shard != 5000000000ull))
+        return cv_usage_error("export", "--tokenizer and --max-shard-size are for model "
+                              "exports, not --adapter");
     o->in = argv[optind];
     o->out_dir = argv[optind + 1];
     return 0;
@@ -411,7 +417,7 @@ static int parse(int argc, char **argv, export_opts *o)
 
 /* A checkpoint directory stands for the checkpoint its `latest` names, as in
  * ftmpi-generate; path (len bytes) receives the file to read. */
-static int resolve_input(const char *in, char *path, size_t len, ft_error *err)
+int cv_resolve_input(const char *in, char *path, size_t len, ft_error *err)
 {
     if (!cv_is_dir(in)) {
         snprintf(path, len, "%s", in);
@@ -439,10 +445,10 @@ int cv_export_main(int argc, char **argv)
     ft_error err = { { 0 }, 0 };
     uint64_t moved = 0;
     char in_path[4200];
-    if (resolve_input(o.in, in_path, sizeof in_path, &err))
+    if (cv_resolve_input(o.in, in_path, sizeof in_path, &err))
         return cv_report(&err);
     o.in = in_path;
-    if (run_export(&o, &moved, &err))
+    if ((o.adapter ? cv_adapter_export(&o, &moved, &err) : cv_export_run(&o, &moved, &err)))
         return cv_report(&err);
     if (o.common.stats)
         cv_print_stats("export", moved, t0);

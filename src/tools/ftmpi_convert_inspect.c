@@ -212,6 +212,7 @@ static int inspect_h5(const inspect_opts *o, ft_error *err)
            (long long)version);
     print_group_attrs(&f, "/config");
     print_group_attrs(&f, "/meta");
+    print_group_attrs(&f, "/lora");
     printf("datasets:\n");
     visit_ctx v = { .f = &f, .o = o, .buf_bytes = o->common.buffer_bytes };
     if (o->verify && !(v.buf = malloc(v.buf_bytes))) {

@@ -21,6 +21,8 @@
 #include "model/family.h"
 #include "model/model_fields.h"
 #include "train/ckpt_best.h"
+#include "train/ckpt_lora.h"
+#include "config/config_lora.h"
 #include "train/ckpt_dir.h"
 #include "train/finite_guard.h"
 #include "util/durable.h"
@@ -99,6 +101,17 @@ static int write_meta(const ft_h5file *f, const ft_run_config *cfg, ft_comm *com
              ft_schedule_meta_write(f, g, cfg, err);
     H5Gclose(g);
     return rc ? -1 : 0;
+}
+
+/* /lora for a LoRA run: the adapters' layout (units of kind FT_UNIT_ADAPTER) */
+static int write_lora(const ft_h5file *f, const ft_run_config *cfg, const ft_model_layout *layout,
+                      const char *base_hash, ft_error *err)
+{
+    if (layout->n_units == 0 || layout->units[0].kind != FT_UNIT_ADAPTER)
+        return 0;
+    ft_lora_config lc;
+    return ft_run_config_lora(cfg, &layout->config, &lc, err) ||
+           ft_ckpt_lora_write(f, cfg, &layout->config, &lc, base_hash, err);
 }
 
 /* Whether every rank moved its bytes with O_DIRECT so far. Collective. */
@@ -191,7 +204,7 @@ static int write_state(ft_h5file *f, const ft_run_config *cfg, const ft_model_la
     int rc = ft_h5_write_kind(f, "checkpoint", err) ||
              ft_weights_write_config(f, &layout->config, err) ||
              ft_tok_fingerprint_write(f, pos->tokenizer_fingerprint, err) ||
-             write_meta(f, cfg, comm, pos, seq_len, err);
+             write_meta(f, cfg, comm, pos, seq_len, err) || write_lora(f, cfg, layout, pos->base_hash, err);
     if (ft_agree(MPI_COMM_WORLD, rc, err))
         return -1;
     /* every dataset first, then the whole file's space at once: a full disk shows here,
@@ -425,8 +438,8 @@ static int check_position(const char *path, int64_t step, int64_t opt_step, int6
 }
 
 int ft_checkpoint_load(const char *path, const ft_model_layout *layout, ft_engine *e,
-                       ft_comm *comm, ft_ckpt_position *pos, bool direct_io, bool *direct,
-                       ft_error *err)
+                       const ft_lora_config *lora, ft_comm *comm, ft_ckpt_position *pos,
+                       bool direct_io, bool *direct, ft_error *err)
 {
     (void)comm;
     ft_h5file f;
@@ -445,7 +458,8 @@ int ft_checkpoint_load(const char *path, const ft_model_layout *layout, ft_engin
     rc = rc || ft_h5_check_kind(&f, "checkpoint", err) ||
          ft_weights_read_config(&f, &have, err) ||
          ft_tok_fingerprint_read(&f, pos->tokenizer_fingerprint, err) ||
-         check_shape(path, &have, &layout->config, err) || check_optimizer(&f, path, e, err);
+         check_shape(path, &have, &layout->config, err) ||
+         ft_ckpt_lora_check(&f, &layout->config, lora, err) || check_optimizer(&f, path, e, err);
     /* parameters: the fp32 master when the file has one, else the model tensors */
     const int has_master = !rc && H5Lexists(f.id, "/optim/master", H5P_DEFAULT) > 0;
     const char *pgroup = has_master ? "/optim/master" : "/model";

@@ -7,6 +7,7 @@
 #include "io/weights.h"
 #include "model/model.h"
 #include "shard/engine.h"
+#include "train/plan_lora.h"
 
 static int plan_shape(const ft_run_config *cfg, ft_model_config *mc, ft_error *err)
 {
@@ -60,17 +61,58 @@ ft_model_options ft_run_model_options(const ft_run_config *cfg, int T, double de
                                .dtype = cfg->numerics.activations };
 }
 
-int ft_plan_rank_bytes(const ft_model_layout *layout, const ft_run_config *cfg, int P, int T,
+int ft_plan_rank_bytes(const ft_plan_models *pm, const ft_run_config *cfg, int P, int T,
                        double device_bytes, double *device, double *host, ft_error *err)
 {
-    ft_engine_options eo = ft_run_engine_options(cfg);
-    ft_engine_memory m;
-    if (ft_engine_estimate(layout, P, &eo, &m, err))
+    const ft_engine_options eo = ft_run_engine_options(cfg);
+    const ft_model_options mo = ft_run_model_options(cfg, T, device_bytes);
+    ft_plan_parts parts;
+    if (ft_plan_parts_estimate(pm, &eo, &mo, P, &parts, err))
         return -1;
-    ft_model_options mo = ft_run_model_options(cfg, T, device_bytes);
-    *device = (double)m.params + (double)m.grads + (double)m.optimizer + (double)m.gathered +
-              (double)m.scratch + (double)ft_model_estimate_activation_bytes(layout, &mo);
-    *host = (double)m.host;
+    *device = (double)ft_plan_parts_device(&parts);
+    *host = (double)ft_plan_parts_host(&parts);
+    return 0;
+}
+
+/* A full fine-tuning row's middle columns, in GiB. */
+static void print_full_columns(FILE *out, const ft_plan_parts *p)
+{
+    const double GiB = 1024.0 * 1024.0 * 1024.0;
+    const ft_engine_memory *m = &p->trained;
+    fprintf(out, "%8.2f %8.2f %9.2f %8.2f %11.2f", m->params / GiB, m->grads / GiB,
+            m->optimizer / GiB, (m->gathered + m->scratch) / GiB, p->activations / GiB);
+}
+
+static int print_rows(FILE *out, const ft_run_config *cfg, const ft_plan_options *po,
+                      const ft_plan_models *pm, int T, ft_error *err)
+{
+    const double GiB = 1024.0 * 1024.0 * 1024.0;
+    const bool lora = ft_plan_models_lora(pm);
+    for (int stage = 0; stage <= 3; stage++)
+        for (int offload = 0; offload <= 1; offload++)
+            for (int ckpt = 0; ckpt <= 1; ckpt++) {
+                ft_engine_options eo = ft_run_engine_options(cfg);
+                eo.zero_stage = stage;
+                eo.offload_optimizer = offload;
+                ft_model_options mo = ft_run_model_options(cfg, T, po->device_gib * GiB);
+                mo.activation_checkpointing = ckpt;
+                ft_plan_parts parts;
+                if (ft_plan_parts_estimate(pm, &eo, &mo, po->world_size, &parts, err))
+                    return -1;
+                const double device = (double)ft_plan_parts_device(&parts);
+                const double host = (double)ft_plan_parts_host(&parts);
+                int mine = stage == cfg->zero_stage && ckpt == cfg->activation_checkpointing &&
+                           offload == cfg->offload_optimizer;
+                fprintf(out, "%c %5d %7s %4s | ", mine ? '*' : ' ', stage, offload ? "yes" : "no",
+                        ckpt ? "on" : "off");
+                (lora ? ft_plan_lora_print_columns : print_full_columns)(out, &parts);
+                fprintf(out, " | %8.2f %8.2f | %s\n", device / GiB, host / GiB,
+                        device <= po->device_gib * GiB ? "yes" : "no");
+                if (mine)
+                    fprintf(out, "  (this config: device total %.0f bytes)\n", device);
+                if (mine && lora)
+                    ft_plan_lora_print_bytes(out, &parts);
+            }
     return 0;
 }
 
@@ -82,45 +124,32 @@ int ft_plan_print(FILE *out, const ft_run_config *cfg, const ft_plan_options *po
     if (plan_shape(cfg, &mc, err) || plan_seq_len(cfg, po->seq_len, &T, err) ||
         ft_model_layout_build(&layout, &mc, err))
         return -1;
+    ft_lora_config lora;
+    ft_model_layout adapters;
+    if (ft_plan_lora_open(cfg, &layout, &lora, &adapters, err)) {
+        ft_model_layout_free(&layout);
+        return -1;
+    }
+    const ft_plan_models pm = { &layout, &lora, &adapters };
     const int P = po->world_size;
-    const double GiB = 1024.0 * 1024.0 * 1024.0;
     fprintf(out,
             "ftmpi plan: %s on %d rank%s: %.3f B parameters, micro-batch %d x seq_len %d, "
             "precision %s, param_dtype %s, %s\n",
             cfg->path, P, P > 1 ? "s" : "", ft_model_config_param_count(&mc) / 1e9,
             cfg->micro_batch_size, T, ft_dtype_name(cfg->numerics.weights),
             ft_dtype_name(cfg->numerics.params), cfg->optimizer.type == FT_OPT_ADAMW ? "AdamW" : "SGD");
+    if (ft_plan_models_lora(&pm))
+        ft_plan_lora_print_trained(out, &pm);
     fprintf(out, "GiB per rank (rank 0; activations in %s); * = this config; fits = device "
                  "total <= %.1f GiB\n", ft_dtype_name(cfg->numerics.activations), po->device_gib);
-    fprintf(out, "  stage offload ckpt |   params    grads optimizer gathered activations |"
-                 "   device     host | fits\n");
-    int rc = 0;
-    for (int stage = 0; stage <= 3 && !rc; stage++)
-        for (int offload = 0; offload <= 1 && !rc; offload++)
-            for (int ckpt = 0; ckpt <= 1 && !rc; ckpt++) {
-                ft_engine_options eo = ft_run_engine_options(cfg);
-                eo.zero_stage = stage;
-                eo.offload_optimizer = offload;
-                ft_engine_memory m;
-                if ((rc = ft_engine_estimate(&layout, P, &eo, &m, err)))
-                    break;
-                ft_model_options mo = ft_run_model_options(cfg, T, po->device_gib * GiB);
-                mo.activation_checkpointing = ckpt;
-                size_t act = ft_model_estimate_activation_bytes(&layout, &mo);
-                double device = (double)(m.params + m.grads + m.optimizer + m.gathered +
-                                         m.scratch + act);
-                double host = (double)m.host;
-                int mine = stage == cfg->zero_stage && ckpt == cfg->activation_checkpointing &&
-                           offload == cfg->offload_optimizer;
-                fprintf(out,
-                        "%c %5d %7s %4s | %8.2f %8.2f %9.2f %8.2f %11.2f | %8.2f %8.2f | %s\n",
-                        mine ? '*' : ' ', stage, offload ? "yes" : "no", ckpt ? "on" : "off",
-                        m.params / GiB, m.grads / GiB, m.optimizer / GiB,
-                        (m.gathered + m.scratch) / GiB, act / GiB, device / GiB, host / GiB,
-                        device <= po->device_gib * GiB ? "yes" : "no");
-                if (mine)
-                    fprintf(out, "  (this config: device total %.0f bytes)\n", device);
-            }
+    if (ft_plan_models_lora(&pm))
+        ft_plan_lora_print_header(out);
+    else
+        fprintf(out, "  stage offload ckpt |   params    grads optimizer gathered activations |"
+                     "   device     host | fits\n");
+    int rc = print_rows(out, cfg, po, &pm, T, err);
+    if (ft_plan_models_lora(&pm))
+        ft_model_layout_free(&adapters);
     ft_model_layout_free(&layout);
     return rc;
 }

@@ -11,6 +11,7 @@
 #include "model/layout.h"
 #include "model/model.h"
 #include "shard/engine.h"
+#include "train/plan_parts.h"
 
 typedef struct ft_plan_options {
     int world_size;      /* -np */
@@ -29,8 +30,9 @@ ft_model_options ft_run_model_options(const ft_run_config *cfg, int T, double de
 int ft_plan_print(FILE *out, const ft_run_config *cfg, const ft_plan_options *po, ft_error *err);
 
 /* Bytes one rank of this config allocates on the device and on the host (the same
- * dry runs as the plan), for a world of P ranks and rows of seq_len T. */
-int ft_plan_rank_bytes(const ft_model_layout *layout, const ft_run_config *cfg, int P, int T,
+ * dry runs as the plan: with LoRA the frozen base, the adapters and the model with the
+ * adapters attached), for a world of P ranks and rows of seq_len T. */
+int ft_plan_rank_bytes(const ft_plan_models *pm, const ft_run_config *cfg, int P, int T,
                        double device_bytes, double *device, double *host, ft_error *err);
 
 #endif

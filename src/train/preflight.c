@@ -19,7 +19,8 @@
 int ft_preflight_host_memory(ft_trainer *t, ft_error *err)
 {
     double device = 0, host = 0;
-    if (ft_plan_rank_bytes(&t->layout, t->cfg, t->comm->size, t->seq_len,
+    const ft_plan_models pm = { &t->layout, &t->lora, &t->adapter_layout };
+    if (ft_plan_rank_bytes(&pm, t->cfg, t->comm->size, t->seq_len,
                            (double)t->be->memory_total, &device, &host, err))
         return -1;
     const double node = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);

@@ -9,6 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config/config_lora.h"
+#include "io/peft_adapter.h"
+#include "io/weights_identity.h"
 #include "io/weights.h"
 #include "optim/schedule.h"
 #include "util/durable.h"
@@ -60,23 +63,97 @@ static int resolve_model_shape(ft_trainer *t, ft_error *err)
         if (rc)
             return -1;
     }
-    return ft_model_layout_build(&t->layout, &mc, err);
+    t->train_layout = &t->layout;
+    if (ft_model_layout_build(&t->layout, &mc, err))
+        return -1;
+    if (ft_run_config_lora(cfg, &mc, &t->lora, err))
+        return -1;
+    if (!ft_lora_enabled(&t->lora))
+        return 0;
+    if (cfg->final_weights)
+        return ft_fail(err, "%s: a LoRA run trains adapters, not a model: drop final_weights and "
+                       "take the adapters from a checkpoint with `ftmpi-convert export --adapter` "
+                       "(PEFT) or `ftmpi-convert merge` (a full model)",
+                       ft_run_config_where(cfg, "final_weights"));
+    t->train_layout = &t->adapter_layout;
+    return ft_lora_layout_build(&t->adapter_layout, &mc, &t->lora, err);
 }
 
-static int load_parameters(ft_trainer *t, ft_error *err)
+ft_param_source ft_trainer_model_source(ft_trainer *t)
+{
+    return ft_engine_param_source(t->base ? t->base : t->engine);
+}
+
+/* The model's weights into e (the frozen base with LoRA): model.weights, or the
+ * seeded random initialisation. */
+static int load_model_weights(ft_trainer *t, ft_engine *e, ft_error *err)
 {
     const ft_run_config *cfg = t->cfg;
     if (!cfg->model_weights)
-        return ft_engine_init_random(t->engine, (uint64_t)cfg->seed, cfg->init_std, err);
+        return ft_engine_init_random(e, (uint64_t)cfg->seed, cfg->init_std, err);
     ft_h5file f;
     if (ft_h5_open(&f, cfg->model_weights, MPI_COMM_WORLD, err))
         return -1;
     if (cfg->direct_io)
         ft_h5_attach_raw(&f, MPI_COMM_WORLD, false);
     int rc = ft_weights_check_tensors(&f, "/model", &t->layout, err) ||
-             ft_engine_load(t->engine, &f, "/model", err);
+             ft_engine_load(e, &f, "/model", err);
+    /* LoRA checkpoints name their base by content; a file without content hashes (not
+     * written by ftmpi) has no identity, and its checkpoints are checked by shape only */
+    ft_error no_identity;
+    if (!rc && e == t->base &&
+        ft_weights_identity(&f, "/model", &t->layout, t->base_hash, &no_identity))
+        t->base_hash[0] = '\0';
     ft_h5_close(&f, NULL);
     return rc ? -1 : 0;
+}
+
+/* The trained parameters of a fresh run: the model, or with LoRA the adapters (PEFT's
+ * initialisation from the seed: A uniform, B zero). */
+static int peft_fill(void *ctx, const ft_unit_layout *u, size_t begin, size_t end, float *dst,
+                     ft_error *err)
+{
+    return ft_peft_adapter_read_range(ctx, u, begin, end, dst, err);
+}
+
+/* The adapters of a PEFT directory (model.adapter), checked against the lora group. */
+static int load_adapter_dir(ft_trainer *t, ft_error *err)
+{
+    const char *dir = t->cfg->model_adapter;
+    ft_peft_adapter a;
+    if (ft_peft_adapter_open(&a, dir, &t->layout.config, err))
+        return ft_fail_context(err, "model.adapter");
+    int rc = ft_peft_adapter_check_config(&a, &t->lora, err);
+    if (rc)
+        ft_fail_context(err, "%s", ft_run_config_where(t->cfg, "model.adapter"));
+    rc = rc || ft_engine_init_from(t->engine, peft_fill, &a, err);
+    ft_peft_adapter_close(&a);
+    return rc ? -1 : 0;
+}
+
+static int load_parameters(ft_trainer *t, ft_error *err)
+{
+    if (!t->base)
+        return load_model_weights(t, t->engine, err);
+    if (t->cfg->model_adapter)
+        return load_adapter_dir(t, err);
+    return ft_engine_init_random(t->engine, (uint64_t)t->cfg->seed, 0.0, err);
+}
+
+/* Engine memory of the run: the trained engine's and the frozen base's. */
+static ft_engine_memory run_memory(ft_trainer *t)
+{
+    ft_engine_memory m = ft_engine_memory_usage(t->engine);
+    if (t->base) {
+        const ft_engine_memory b = ft_engine_memory_usage(t->base);
+        m.params += b.params;
+        m.grads += b.grads;
+        m.optimizer += b.optimizer;
+        m.gathered += b.gathered;
+        m.scratch += b.scratch;
+        m.host += b.host;
+    }
+    return m;
 }
 
 static int check_batch_geometry(ft_trainer *t, ft_error *err)
@@ -121,7 +198,7 @@ static void print_startup(ft_trainer *t)
         return;
     const ft_model_config *c = &t->layout.config;
     const ft_run_config *cfg = t->cfg;
-    ft_engine_memory mem = ft_engine_memory_usage(t->engine);
+    ft_engine_memory mem = run_memory(t);
     fprintf(t->out,
             "ftmpi: model %s, %lld params (%d layers, hidden %d, ffn %d, heads %d/%d kv, "
             "head_dim %d, vocab %d%s)\n",
@@ -136,13 +213,27 @@ static void print_startup(ft_trainer *t)
             t->dev_comm ? t->dev_comm->name : t->comm->name, cfg->zero_stage,
             cfg->global_batch_size, t->comm->size, cfg->micro_batch_size, t->accum, t->seq_len,
             (long)cfg->global_batch_size * t->seq_len);
+    if (t->base) {
+        char targets[256];
+        ft_lora_targets_string(c, &t->lora, targets, sizeof targets);
+        fprintf(t->out, "ftmpi: LoRA rank %d, alpha %g (scale %g) on %s: %zu trained parameters "
+                        "(%.3f %% of the model's), the model frozen\n",
+                t->lora.rank, t->lora.alpha, ft_lora_scale(&t->lora), targets,
+                t->adapter_layout.total_numel,
+                100.0 * (double)t->adapter_layout.total_numel / (double)t->layout.total_numel);
+    }
     print_memory(t, &mem);
     fprintf(t->out,
             "ftmpi: sharding: %d units, %zu elements padded to %zu (%zu in the embedding, %zu "
             "per block)\n",
-            t->layout.n_units, t->layout.total_numel, ft_engine_padded_total(t->engine),
-            ft_engine_padded_unit(t->engine, 0),
-            ft_engine_padded_unit(t->engine, ft_layout_block_unit(0)));
+            t->layout.n_units, t->layout.total_numel,
+            ft_engine_padded_total(t->base ? t->base : t->engine),
+            ft_engine_padded_unit(t->base ? t->base : t->engine, 0),
+            ft_engine_padded_unit(t->base ? t->base : t->engine, ft_layout_block_unit(0)));
+    if (t->base)
+        fprintf(t->out, "ftmpi: sharding the adapters: %d units, %zu elements padded to %zu\n",
+                t->adapter_layout.n_units, t->adapter_layout.total_numel,
+                ft_engine_padded_total(t->engine));
     fflush(t->out);
 }
 
@@ -156,11 +247,16 @@ static void print_mfu_basis(ft_trainer *t, const ft_peak *peak)
     const double T = t->seq_len, W = c->sliding_window;
     /* visible keys per query of a full-length causal row, for the reader's estimate */
     const double keys = W > 0 && W < T ? W - W * (W - 1) / (2 * T) : (T + 1) / 2;
+    char basis[128];
+    if (t->base) /* LoRA: the frozen matmuls have no weight gradient */
+        snprintf(basis, sizeof basis, "4 x %lld frozen matmul params + 6 x %zu adapter params",
+                 ft_mfu_matmul_params(&t->layout), t->adapter_layout.total_numel);
+    else
+        snprintf(basis, sizeof basis, "6 x %lld matmul params", ft_mfu_matmul_params(&t->layout));
     fprintf(t->out,
-            "ftmpi: model FLOPs per token %.3g = 6 x %lld matmul params + %.3g per visible key "
-            "(%.0f keys a query in a one-document row)\n",
-            t->flops_per_token + t->flops_per_key * keys, ft_mfu_matmul_params(&t->layout),
-            t->flops_per_key, keys);
+            "ftmpi: model FLOPs per token %.3g = %s + %.3g per visible key (%.0f keys a query "
+            "in a one-document row)\n",
+            t->flops_per_token + t->flops_per_key * keys, basis, t->flops_per_key, keys);
     if (peak->flops > 0)
         fprintf(t->out, "ftmpi: MFU peak %.4g TFLOP/s per rank (%s)\n", peak->flops / 1e12,
                 peak->source);
@@ -332,9 +428,26 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
         return -1;
     ft_startup_mark(t->startup, "checks");
     enter_phase(t, "creating the engine and the model");
-    int rc = ft_engine_create(&t->engine, &t->layout, t->be, t->dev_comm, &eo, err) ||
+    ft_engine_options base_eo = eo;
+    base_eo.frozen = true;
+    if (ft_lora_enabled(&t->lora)) {
+        mo.lora = &t->lora;
+        mo.adapter_layout = &t->adapter_layout;
+        mo.lora_dropout_seed = (uint64_t)cfg->seed;
+    }
+    int rc = (ft_lora_enabled(&t->lora) &&
+              ft_engine_create(&t->base, &t->layout, t->be, t->dev_comm, &base_eo, err)) ||
+             ft_engine_create(&t->engine, t->train_layout, t->be, t->dev_comm, &eo, err) ||
              ft_model_create(&t->model, &t->layout, t->be, &mo, err);
+    if (!rc && t->base) {
+        const ft_param_source adapters = ft_engine_param_source(t->engine);
+        ft_model_set_adapters(t->model, &adapters);
+    }
     rc = ft_agree(MPI_COMM_WORLD, rc, err); /* no rank may go on alone into the loads */
+    if (!rc && t->base) { /* the frozen model, whether the adapters resume or start */
+        enter_phase(t, "loading model.weights or initializing the frozen model (collective)");
+        rc = ft_agree_config(MPI_COMM_WORLD, load_model_weights(t, t->base, err), err);
+    }
     const bool resumed = resume_path != NULL;
     ft_startup_mark(t->startup, "allocate");
     if (!rc && resume_path) {
@@ -343,7 +456,8 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
         const double t0 = now_seconds();
         enter_phase(t, "loading the resume checkpoint (collective)");
         rc = ft_agree_config(MPI_COMM_WORLD,
-                             ft_checkpoint_load(resume_path, &t->layout, t->engine, comm, &pos,
+                             ft_checkpoint_load(resume_path, t->train_layout, t->engine,
+                                                t->base ? &t->lora : NULL, comm, &pos,
                                                 cfg->direct_io, &direct, err),
                              err) ||
              ft_tok_identity_meet(&t->tok, cfg, "the resume checkpoint", resume_path,
@@ -369,7 +483,7 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     }
     t->last_ckpt_step = !rc && resume_path ? t->start_step : -1;
     if (!rc && (resume_path || cfg->model_weights)) { /* never train from NaN (finite_guard.h) */
-        rc = ft_guard_after_load(t->engine, &t->layout, resume_path ? resume_path
+        rc = ft_guard_after_load(t->engine, t->train_layout, resume_path ? resume_path
                                  : cfg->model_weights, cfg->allow_nonfinite, t->out, &t->last_ckpt_step, err);
         ft_startup_mark(t->startup, "finite");
     }
@@ -389,7 +503,11 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
         return ft_fail(err, "out of host memory for the batch buffers");
     if (cfg->log_ranks && log_rank_placement(t, err))
         return -1;
-    t->flops_per_token = 6.0 * (double)ft_mfu_matmul_params(&t->layout);
+    /* LoRA: the frozen matmuls run forward and input-gradient only (4 N), the adapters
+     * forward and both gradients (6 N_adapters) */
+    t->flops_per_token = t->base ? 4.0 * (double)ft_mfu_matmul_params(&t->layout) +
+                                       6.0 * (double)t->adapter_layout.total_numel
+                                 : 6.0 * (double)ft_mfu_matmul_params(&t->layout);
     t->flops_per_key = ft_mfu_flops_per_key(&t->layout.config);
     ft_peak peak;
     ft_mfu_choose_peak(cfg->peak_tflops, t->be->host_memory, t->be->device_name, cfg->numerics.weights,
@@ -420,8 +538,10 @@ void ft_trainer_free(ft_trainer *t)
     ft_loader_free(t->loader);
     ft_model_free(t->model);
     ft_engine_free(t->engine);
+    ft_engine_free(t->base);
     ft_data_order_free(&t->order);
     ft_model_layout_free(&t->layout);
+    ft_model_layout_free(&t->adapter_layout);
     if (t->dev_comm && t->dev_comm != t->comm)
         ft_comm_destroy(t->dev_comm);
     free(t->tokens);
@@ -449,6 +569,13 @@ static void step_rows(ft_trainer *t, long step, int64_t *rows)
     for (int j = 0; j < t->rows_per_rank; j++)
         rows[j] = ft_data_order_row(&t->order, t->sample_base + (step - t->start_step) * G +
                                                    (int64_t)t->comm->rank * (G / P) + j);
+}
+
+/* The global sample number of rows[0] of step_rows (LoRA dropout's masks follow it). */
+static int64_t step_first_sample(const ft_trainer *t, long step)
+{
+    const int64_t G = t->cfg->global_batch_size, P = t->comm->size;
+    return t->sample_base + (step - t->start_step) * G + (int64_t)t->comm->rank * (G / P);
 }
 
 int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
@@ -490,14 +617,15 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
     if (fault && !strncmp(fault, "nan:", 4) && atol(fault + 4) == step + 1)
         grad_scale = NAN;
 
-    ft_param_source src = ft_engine_param_source(t->engine);
+    ft_param_source src = ft_trainer_model_source(t);
     ft_engine_zero_grads(t->engine);
     double loss_sum = 0.0;
     const int mb = cfg->micro_batch_size;
     for (int a = 0; a < t->accum; a++) {
         const size_t off = (size_t)a * mb * W;
         ft_host_batch b = { .batch = mb, .seq_len = t->seq_len, .tokens = tokens + off,
-                            .loss_mask = loss_mask + off, .segment = segment + off };
+                            .loss_mask = loss_mask + off, .segment = segment + off,
+                            .first_sample = step_first_sample(t, step) + (int64_t)a * mb };
         double ls;
         long nt;
         if (ft_model_train_micro(t->model, &src, &b, grad_scale, &ls, &nt, err))
@@ -553,7 +681,7 @@ int ft_trainer_evaluate(ft_trainer *t, const char *path, long max_rows, double *
     if (max_rows > 0 && max_rows < total)
         total = max_rows;
     double sums[2] = { 0.0, 0.0 }; /* loss sum, target count */
-    ft_param_source src = ft_engine_param_source(t->engine);
+    ft_param_source src = ft_trainer_model_source(t);
     /* Rounds of P*mb rows; rank r takes rows [base + r*mb, base + (r+1)*mb). Every rank
      * joins every round's collective read, with fewer (or no) rows at the end. */
     for (int64_t base = 0; base < total && !rc; base += (int64_t)P * mb) {
@@ -608,9 +736,10 @@ static int save_checkpoint(ft_trainer *t, long steps_done, ft_error *err)
                                               (steps_done - t->start_step) *
                                                   (int64_t)cfg->global_batch_size };
     snprintf(pos.tokenizer_fingerprint, sizeof pos.tokenizer_fingerprint, "%s", t->tok.fp);
+    snprintf(pos.base_hash, sizeof pos.base_hash, "%s", t->base_hash);
     const double t0 = now_seconds();
     bool direct = false;
-    if (ft_checkpoint_save(cfg->checkpoint_dir, cfg, &t->layout, t->engine, t->comm, &pos,
+    if (ft_checkpoint_save(cfg->checkpoint_dir, cfg, t->train_layout, t->engine, t->comm, &pos,
                            t->seq_len, &direct, err))
         return ft_fail_context(err, "checkpoint at step %ld", steps_done);
     if (t->out) {

@@ -9,6 +9,7 @@
 #include "comm/comm.h"
 #include "config/run_config.h"
 #include "io/dataset.h"
+#include "model/lora.h"
 #include "model/model.h"
 #include "shard/engine.h"
 #include "train/data_order.h"
@@ -24,6 +25,14 @@ typedef struct ft_trainer {
     ft_model_layout layout;
     ft_model *model;
     ft_engine *engine;
+    /* LoRA (model/lora.h): engine trains the adapters of adapter_layout, base holds the
+     * frozen model of layout; without LoRA base is NULL and engine holds the model.
+     * train_layout is the engine's layout either way (checkpoints, the finite guard). */
+    ft_lora_config lora;
+    ft_model_layout adapter_layout;
+    ft_engine *base;
+    const ft_model_layout *train_layout;
+    char base_hash[17]; /* LoRA: model.weights' content identity, "" for a seeded base */
     ft_dataset_info train_info;
     ft_tok_identity tok; /* the run's tokenizer, recorded in checkpoints (train/tok_check.h) */
     struct ft_loader *loader; /* the training rows, prefetched in the background */
@@ -78,6 +87,8 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
                      bool eval_only, struct ft_watchdog *watchdog,
                      ft_startup_timer *startup, ft_error *err);
 void ft_trainer_free(ft_trainer *t);
+/* The source the model runs on: the frozen base with LoRA, else the engine. */
+ft_param_source ft_trainer_model_source(ft_trainer *t);
 
 /* Runs optimizer step number `step` (0-based). */
 int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err);

@@ -31,6 +31,16 @@ static inline double ft_rng_uniform(uint64_t seed, uint64_t stream, uint64_t ind
     return ((double)(ft_rng_u64(seed, stream, index) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 
+/* The stream of a named tensor: FNV-1a 64 of the name (so a tensor's values depend on
+ * its name, not on where it sits in a unit). */
+static inline uint64_t ft_rng_name_stream(const char *name)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *name; name++)
+        h = (h ^ (unsigned char)*name) * 1099511628211ull;
+    return h;
+}
+
 /* Standard normal by Box-Muller from two uniforms of the same counter. */
 double ft_rng_normal(uint64_t seed, uint64_t stream, uint64_t index);
 

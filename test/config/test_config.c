@@ -283,6 +283,27 @@ static const bad_case bad_cases[] = {
     {"minimal.cfg", "model.head_dim=31", -1, "model.head_dim=31: 31 must be even"},
     /* an override that conflicts with the file is reported at the file's line */
     {"minimal.cfg", "model.weights=w.h5", 6, "model.vocab_size: not allowed together with model.weights"},
+
+    /* the lora group and model.adapter */
+    {"bad/lora_adapter_without_lora.cfg", NULL, 11, "model.adapter: needs LoRA: add a lora group that matches the adapter"},
+    {"bad/lora_empty_targets.cfg", NULL, 14, "lora.targets: an empty list trains nothing"},
+    {"bad/lora_duplicate_target.cfg", NULL, 14, "lora.targets: \"q_proj\" is listed twice"},
+    {"bad/lora_dropout.cfg", NULL, 14, "lora.dropout: 1 is out of range (must be in [0, 1))"},
+    {"bad/lora_alpha.cfg", NULL, 14, "lora.alpha: 0 is out of range (must be > 0)"},
+    {"bad/lora_rank.cfg", NULL, 14, "lora.rank: -4 is out of range (must be >= 0)"},
+    {"bad/lora_scalar.cfg", NULL, 14, "lora: expected a group { ... }, got an integer"},
+    {"bad/lora_unknown.cfg", NULL, 14, "unknown key 'lora.ranks' (did you mean 'lora.rank'?)"},
+    {"bad/lora_targets_string.cfg", NULL, 14, "lora.targets: expected a list of strings"},
+    {"minimal.cfg", "lora.rank=-1", -1, "lora.rank=-1: -1 is out of range (must be >= 0)"},
+    {"minimal.cfg", "lora.dropout=1", -1, "lora.dropout=1: 1 is out of range (must be in [0, 1))"},
+    {"minimal.cfg", "lora.alpha=-2", -1, "lora.alpha=-2: -2 is out of range (must be > 0)"},
+    {"minimal.cfg", "lora.targets=[]", -1, "lora.targets=[]: an empty list trains nothing"},
+    {"minimal.cfg", "lora.targets=q_proj", -1, "lora.targets=q_proj: expected a list of strings"},
+    {"minimal.cfg", "lora.targets=[\"up_proj\", \"up_proj\"]", -1, "\"up_proj\" is listed twice"},
+    {"minimal.cfg", "lora=1", -1, "lora=1: 'lora' is a group"},
+    {"minimal.cfg", "model.adapter=dir", -1, "model.adapter=dir: needs LoRA: add a lora group"},
+    /* the file's adapter against the override that turns LoRA off: the override is named */
+    {"lora.cfg", "lora.rank=0", -1, "lora.rank=0: 0 turns LoRA off, but model.adapter needs it"},
 };
 
 /* Returns false (after printing why) so that one run reports every failing case. */
@@ -336,7 +357,10 @@ static void test_bad_fixtures_all_used(void **state)
         "scalar_for_group.cfg", "bad_enum.cfg", "weights_and_shape.cfg",
         "heads_not_dividing.cfg", "kv_not_dividing.cfg", "odd_head_dim.cfg", "warmup.cfg",
         "min_lr.cfg", "rope_without_type.cfg", "eval_without_data.cfg",
-        "window_not_mistral.cfg", "bad_family.cfg",
+        "window_not_mistral.cfg", "bad_family.cfg", "lora_adapter_without_lora.cfg",
+        "lora_empty_targets.cfg", "lora_duplicate_target.cfg", "lora_dropout.cfg",
+        "lora_alpha.cfg", "lora_rank.cfg", "lora_scalar.cfg", "lora_unknown.cfg",
+        "lora_targets_string.cfg",
     };
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char name[128];
@@ -361,8 +385,10 @@ static const char minimal_head[] =
     "          num_hidden_layers = 4; num_attention_heads = 8; };\n"
     "optimizer = { lr = 3e-4; };\n";
 
-/* Loads minimal_head + tail from a temporary file; returns rc, message in err. */
-static int load_text(ft_run_config *c, const char *tail, ft_error *err)
+/* Loads minimal_head + tail from a temporary file, then the overrides; returns rc,
+ * message in err. */
+static int load_text_overrides(ft_run_config *c, const char *tail, int n, char *const *ov,
+                               ft_error *err)
 {
     char path[] = "/tmp/ftmpi_config_test_XXXXXX";
     int fd = mkstemp(path);
@@ -372,9 +398,14 @@ static int load_text(ft_run_config *c, const char *tail, ft_error *err)
     fputs(tail, f);
     fclose(f);
     ft_error_clear(err);
-    int rc = ft_run_config_load(c, path, 0, NULL, err);
+    int rc = ft_run_config_load(c, path, n, ov, err);
     remove(path);
     return rc;
+}
+
+static int load_text(ft_run_config *c, const char *tail, ft_error *err)
+{
+    return load_text_overrides(c, tail, 0, NULL, err);
 }
 
 /* precision = "bf16" is the whole recipe: it implies bf16 parameters, and an explicit
@@ -408,6 +439,158 @@ static void test_precision_recipe(void **state)
     if (!strstr(err.msg, "model.param_dtype=fp32") || !strstr(err.msg, "precision = \"bf16\""))
         fail_msg("expected the override and the recipe named in: %s", err.msg);
     ft_run_config_free(&c);
+}
+
+/* ------------------------------------------------------------------ lora */
+
+static void assert_lora_off(const ft_run_config *c)
+{
+    assert_int_equal(c->lora_rank, 0);
+    assert_true(c->lora_alpha == 0.0);
+    assert_true(c->lora_dropout == 0.0);
+    assert_null(c->lora_targets);
+    assert_null(c->model_adapter);
+}
+
+/* Without a lora group nothing is LoRA; the group, even empty, turns it on with the
+ * defaults: rank 16, alpha 2 x rank, no dropout, every projection (NULL). */
+static void test_lora_defaults(void **state)
+{
+    (void)state;
+    ft_run_config c;
+    ft_error err;
+    load_ok(&c, "minimal.cfg", 0, NULL);
+    assert_lora_off(&c);
+    ft_run_config_free(&c);
+
+    assert_int_equal(load_text(&c, "data = { train = \"t\"; };\nlora = { };\n", &err), 0);
+    assert_int_equal(c.lora_rank, 16);
+    assert_true(c.lora_alpha == 32.0);
+    assert_true(c.lora_dropout == 0.0);
+    assert_null(c.lora_targets);
+    assert_null(c.model_adapter);
+    /* a default names the file only */
+    const char *where = ft_run_config_where(&c, "lora.targets");
+    assert_non_null(strstr(where, "/tmp/ftmpi_config_test_"));
+    assert_non_null(strstr(where, ": lora.targets"));
+    ft_run_config_free(&c);
+
+    /* alpha follows a rank that is given */
+    assert_int_equal(load_text(&c, "data = { train = \"t\"; };\nlora = { rank = 4; };\n", &err), 0);
+    assert_int_equal(c.lora_rank, 4);
+    assert_true(c.lora_alpha == 8.0);
+    ft_run_config_free(&c);
+}
+
+static void test_lora_full(void **state)
+{
+    (void)state;
+    ft_run_config c;
+    load_ok(&c, "lora.cfg", 0, NULL);
+    assert_int_equal(c.lora_rank, 8);
+    assert_true(c.lora_alpha == 12.0);
+    assert_true(c.lora_dropout == 0.05);
+    assert_non_null(c.lora_targets);
+    assert_string_equal(c.lora_targets[0], "q_proj");
+    assert_string_equal(c.lora_targets[1], "v_proj");
+    assert_string_equal(c.lora_targets[2], "down_proj");
+    assert_null(c.lora_targets[3]);
+    assert_string_equal(c.model_adapter, "adapters/run1");
+    char want[1200];
+    snprintf(want, sizeof want, "%s:20: lora.targets", fixture("lora.cfg"));
+    assert_string_equal(ft_run_config_where(&c, "lora.targets"), want);
+    snprintf(want, sizeof want, "%s:12: model.adapter", fixture("lora.cfg"));
+    assert_string_equal(ft_run_config_where(&c, "model.adapter"), want);
+    ft_run_config_free(&c);
+}
+
+static void test_lora_overrides(void **state)
+{
+    (void)state;
+    ft_run_config c;
+    ft_error err;
+    /* a lora key on the command line turns LoRA on without a group in the file */
+    char *rank[] = {"lora.rank=8"};
+    load_ok(&c, "minimal.cfg", 1, rank);
+    assert_int_equal(c.lora_rank, 8);
+    assert_true(c.lora_alpha == 16.0);
+    assert_true(c.lora_dropout == 0.0);
+    assert_null(c.lora_targets);
+    ft_run_config_free(&c);
+
+    char *alpha[] = {"lora.alpha=8"};
+    load_ok(&c, "minimal.cfg", 1, alpha);
+    assert_int_equal(c.lora_rank, 16);
+    assert_true(c.lora_alpha == 8.0);
+    ft_run_config_free(&c);
+
+    /* lists override like eval_prompts; the last one wins */
+    char *targets[] = {"lora.targets=[\"k_proj\"]", "lora.targets=[\"o_proj\", \"gate_proj\"]",
+                       "lora.dropout=0.1", "model.adapter=/scratch/peft dir"};
+    load_ok(&c, "lora.cfg", 4, targets);
+    assert_int_equal(c.lora_rank, 8);
+    assert_true(c.lora_alpha == 12.0);
+    assert_true(c.lora_dropout == 0.1);
+    assert_string_equal(c.lora_targets[0], "o_proj");
+    assert_string_equal(c.lora_targets[1], "gate_proj");
+    assert_null(c.lora_targets[2]);
+    assert_string_equal(c.model_adapter, "/scratch/peft dir");
+    assert_string_equal(ft_run_config_where(&c, "lora.targets"),
+                        "command line: lora.targets=[\"o_proj\", \"gate_proj\"]");
+    ft_run_config_free(&c);
+
+    /* lora.rank=0 switches a file's group off: every lora field back to zero */
+    const char *group = "data = { train = \"t\"; };\n"
+                        "lora = { rank = 8; alpha = 4.0; dropout = 0.5; targets = [\"q_proj\"]; };\n";
+    char *off[] = {"lora.rank=0"};
+    assert_int_equal(load_text_overrides(&c, group, 1, off, &err), 0);
+    assert_lora_off(&c);
+    ft_run_config_free(&c);
+
+    /* both keys in conflict on the command line: the adapter is named */
+    char *both[] = {"lora.rank=0", "model.adapter=a"};
+    assert_int_equal(load_text_overrides(&c, group, 2, both, &err), -1);
+    assert_string_equal(err.msg, "command line: model.adapter=a: needs LoRA, which lora.rank = 0 "
+                                 "turns off");
+    ft_run_config_free(&c);
+
+    /* LoRA with SGD and with the bf16 recipe: allowed */
+    char *recipe[] = {"optimizer.type=sgd", "precision=bf16", "model.param_dtype=bf16"};
+    load_ok(&c, "lora.cfg", 3, recipe);
+    assert_int_equal(c.lora_rank, 8);
+    assert_int_equal(c.optimizer.type, FT_OPT_SGD);
+    assert_int_equal(c.param_dtype, FT_DTYPE_BF16);
+    ft_run_config_free(&c);
+
+    /* with model.weights (the family from the file), the lora keys are still the config's */
+    char *weights[] = {"lora.rank=2"};
+    load_ok(&c, "weights.cfg", 1, weights);
+    assert_int_equal(c.lora_rank, 2);
+    assert_true(c.lora_alpha == 4.0);
+    ft_run_config_free(&c);
+}
+
+/* --help-config (the reference) lists the lora keys with their defaults and ranges. */
+static void test_lora_reference(void **state)
+{
+    (void)state;
+    char *ref = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&ref, &len);
+    assert_non_null(m);
+    ft_run_config_print_reference(m);
+    fclose(m);
+    static const char *const rows[] = {
+        "| `lora.rank` | integer | `16` | >= 0 | ",
+        "| `lora.alpha` | float | `2 x lora.rank` | > 0 | ",
+        "| `lora.dropout` | float | `0.0` | [0, 1) | ",
+        "| `lora.targets` | list of strings | `every projection of the family` | non-empty strings | ",
+        "| `model.adapter` | string | none | non-empty | ",
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (!strstr(ref, rows[i]))
+            fail_msg("the reference lacks the row starting %s", rows[i]);
+    free(ref);
 }
 
 /* @include relative to the main file's directory, and errors inside an included file naming
@@ -567,6 +750,18 @@ static void test_schema_consistent(void **state)
         /* a key cannot also be a group */
         if (ft_config_is_group(k->path))
             fail_msg("%s: is both a key and a group", k->path);
+        /* an optional group is all or nothing: one of its keys defaulted while the
+         * others stay zero would be neither on nor off */
+        if (k->flags & FT_KEY_OPTIONAL_GROUP) {
+            const char *dot = strrchr(k->path, '.');
+            if (!dot)
+                fail_msg("%s: an optional-group key outside a group", k->path);
+            for (size_t j = 0; j < ft_config_n_keys; j++)
+                if (strncmp(ft_config_keys[j].path, k->path, (size_t)(dot - k->path) + 1) == 0 &&
+                    !(ft_config_keys[j].flags & FT_KEY_OPTIONAL_GROUP))
+                    fail_msg("%s: in %s's optional group without the flag", ft_config_keys[j].path,
+                             k->path);
+        }
         if (k->flags & (FT_KEY_REQUIRED | FT_KEY_SHAPE_REQUIRED | FT_KEY_DERIVED))
             continue;
         /* every default passes its own range check */
@@ -670,7 +865,7 @@ static void test_doc_examples_load(void **state)
         blocks++;
         p = end + 4;
     }
-    assert_int_equal(blocks, 3);
+    assert_int_equal(blocks, 4);
     free(doc);
 }
 
@@ -816,6 +1011,10 @@ int main(void)
         cmocka_unit_test(test_free_is_safe),
         cmocka_unit_test(test_include),
         cmocka_unit_test(test_precision_recipe),
+        cmocka_unit_test(test_lora_defaults),
+        cmocka_unit_test(test_lora_full),
+        cmocka_unit_test(test_lora_overrides),
+        cmocka_unit_test(test_lora_reference),
         cmocka_unit_test(test_size_limit),
         cmocka_unit_test(test_suggest),
         cmocka_unit_test(test_param_count),

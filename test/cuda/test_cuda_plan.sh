@@ -34,6 +34,9 @@ if have_mpirun && enough_devices 2 "the 2-rank plans"; then
     # the bf16 recipe (a scaled-down shape of the 70B plan: stage 3, checkpointing)
     check 2 zero_stage=3 precision=bf16 activation_checkpointing=true
     check 2 zero_stage=3 precision=bf16 grad_reduce_dtype=bf16 activation_checkpointing=true
+    # LoRA: the frozen base's shard and gathers, the adapters' engine, u and du buffers
+    check 2 zero_stage=3 precision=bf16 activation_checkpointing=true lora.rank=4
 fi
+check 1 zero_stage=0 activation_checkpointing=false lora.rank=4
 check 1 zero_stage=0 precision=bf16 activation_checkpointing=false
 echo "planner equals the device = cuda backend peaks"

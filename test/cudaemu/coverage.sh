@@ -22,7 +22,7 @@ make -j2 >/dev/null
 find . -name '*.gcda' -delete
 tests="test/cuda/test_cuda_ops test/cuda/test_cuda_train.sh test/cuda/test_cuda_resume.sh \
 test/cuda/test_cuda_generate.sh test/cuda/test_cuda_plan.sh test/cuda/test_cuda_ops_orders.sh \
-test/cuda/test_attention_tc test/cuda/test_cuda_errors test/cuda/test_comm_nccl.sh"
+test/cuda/test_attention_tc test/cuda/test_cuda_errors test/cuda/test_comm_nccl.sh test/cuda/test_cuda_dropout"
 make -j2 check TESTS="$tests" >/dev/null 2>&1 || { echo "coverage: the tests failed"; exit 1; }
 
 # gcov per object: "File '../cuda/X'" then "Lines executed:P% of N", for the object's own

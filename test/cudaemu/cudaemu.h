@@ -117,6 +117,13 @@ int cudaemu_set_thread_order(const char *name);
  * cudnnBackendExecute accepts the call. */
 long cudaemu_cudnn_executions(void);
 
+/* For tests that hold a path free of host waits (cuDNN attention with a segment hint):
+ * the times the host has waited for the device so far (stream, device and event
+ * synchronisations, explicit or implied: cudaMemcpy, a copy into pageable memory,
+ * cudaFree), and the device-to-host copies queued so far. */
+long cudaemu_host_waits(void);
+long cudaemu_device_to_host_copies(void);
+
 /* Records a launch error for cudaGetLastError / cudaPeekAtLastError. */
 void cudaemu_set_last_error(cudaError_t e);
 

@@ -200,6 +200,10 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
 
 /* ---------------------------------------------------------------- copies and memsets */
 
+static long g_device_to_host; /* for tests: see cudaemu_device_to_host_copies */
+
+long cudaemu_device_to_host_copies(void) { return g_device_to_host; }
+
 static int is_device(const void *p)
 {
     return cudaemu_registry_find(cudaemu_device_registry(), p) != NULL;
@@ -264,6 +268,7 @@ static cudaError_t queue_copy(void *dst, const void *src, size_t count, enum cud
         return cudaSuccess;
     int src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
     int dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    g_device_to_host += src_dev && !dst_dev;
     char what[64];
     snprintf(what, sizeof what, "%s(%s)", who, kind_name(kind));
     if (src_dev)

@@ -77,6 +77,7 @@ struct CUevent_st {
 static struct CUstream_st g_streams[CUDAEMU_SLOTS] = { [0] = { .slot = 0, .in_use = 1 } };
 static cudaemu_clock g_host;
 static const char *g_current;
+static long g_host_waits; /* for tests: see cudaemu_host_waits */
 
 static int g_racecheck = -1; /* -1: not yet read from the environment */
 
@@ -328,12 +329,16 @@ void cudaemu_force_stream(cudaStream_t s)
 void cudaemu_sync_stream(cudaStream_t s)
 {
     struct CUstream_st *st = stream_of(s, "cudaStreamSynchronize");
+    g_host_waits++;
     force(st->slot, st->epoch);
     join(g_host, st->clock);
 }
 
+long cudaemu_host_waits(void) { return g_host_waits; }
+
 void cudaemu_sync_device(void)
 {
+    g_host_waits++;
     for (int i = 0; i < CUDAEMU_SLOTS; i++) {
         force(i, g_streams[i].epoch);
         join(g_host, g_streams[i].clock);
@@ -444,6 +449,7 @@ cudaError_t cudaemu_event_sync(cudaEvent_t e)
     check_event(e, "cudaEventSynchronize");
     if (!e->recorded)
         return cudaSuccess;
+    g_host_waits++;
     force(e->slot, e->epoch);
     join(g_host, e->clock);
     return cudaSuccess;

@@ -62,7 +62,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     snprintf(base, sizeof base, "%s", fuzz_path("step-000010.h5"));
     /* the unedited base must load, or the fuzzer would only ever see error paths */
     ft_ckpt_position back;
-    if (ft_checkpoint_load(base, &layout, engine, comm, &back, false, &direct, &err) ||
+    if (ft_checkpoint_load(base, &layout, engine, NULL, comm, &back, false, &direct, &err) ||
         back.step != pos.step || back.data_position != pos.data_position)
         die("reading the base checkpoint back", &err);
     return 0;
@@ -98,7 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ft_ckpt_position pos;
     bool direct;
     ft_error err;
-    (void)ft_checkpoint_load(path, &layout, engine, comm, &pos, false, &direct, &err);
+    (void)ft_checkpoint_load(path, &layout, engine, NULL, comm, &pos, false, &direct, &err);
     fuzz_h5_check_closed("ft_checkpoint_load");
     return 0;
 }

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "../common/golden.h"
 #include "../common/test_env.h"
 #include "io/h5file.h"
 #include "io/weights.h"
@@ -19,19 +20,8 @@
 typedef struct golden {
     ft_h5file f;
     ft_model_layout layout;
-    int B, T;
-    uint32_t *tokens;
-    uint8_t *mask;
-    int32_t *segment;
+    golden_batch b;
 } golden;
-
-static void read_dataset(golden *g, const char *name, hid_t type, void *buf)
-{
-    hid_t d = H5Dopen2(g->f.id, name, H5P_DEFAULT);
-    assert_true(d >= 0);
-    assert_true(H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
-    H5Dclose(d);
-}
 
 static void golden_open(golden *g, const char *file)
 {
@@ -42,44 +32,14 @@ static void golden_open(golden *g, const char *file)
     ft_model_config c;
     TEST_CHECK_OK(ft_weights_read_config(&g->f, &c, &err), &err);
     TEST_CHECK_OK(ft_model_layout_build(&g->layout, &c, &err), &err);
-    hid_t d = H5Dopen2(g->f.id, "/batch/tokens", H5P_DEFAULT);
-    hid_t s = H5Dget_space(d);
-    hsize_t dims[2];
-    H5Sget_simple_extent_dims(s, dims, NULL);
-    H5Sclose(s);
-    H5Dclose(d);
-    g->B = (int)dims[0];
-    g->T = (int)dims[1] - 1;
-    size_t n = dims[0] * dims[1];
-    g->tokens = malloc(n * sizeof *g->tokens);
-    g->mask = malloc(n);
-    g->segment = malloc(n * sizeof *g->segment);
-    read_dataset(g, "/batch/tokens", H5T_NATIVE_UINT32, g->tokens);
-    read_dataset(g, "/batch/loss_mask", H5T_NATIVE_UINT8, g->mask);
-    read_dataset(g, "/batch/segment", H5T_NATIVE_INT32, g->segment);
+    golden_batch_read(&g->f, &g->b);
 }
 
 static void golden_close(golden *g)
 {
-    free(g->tokens);
-    free(g->mask);
-    free(g->segment);
+    golden_batch_free(&g->b);
     ft_model_layout_free(&g->layout);
     ft_h5_close(&g->f, NULL);
-}
-
-/* max |a-b| / max |b| over n values */
-static double rel_err(const float *a, const float *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (d > num)
-            num = d;
-        if (fabs(b[i]) > den)
-            den = fabs(b[i]);
-    }
-    return den > 0 ? num / den : num;
 }
 
 /* The largest relative error of the engine's gradients against the golden's, over
@@ -96,8 +56,8 @@ static double worst_grad_err(golden *g, ft_engine *engine, double report, const 
             char name[256];
             snprintf(name, sizeof name, "/expected/grad/%s", ti->name);
             float *w = malloc(ti->numel * sizeof *w);
-            read_dataset(g, name, H5T_NATIVE_FLOAT, w);
-            double e = rel_err(grads + ti->offset, w, ti->numel);
+            golden_read(&g->f, name, H5T_NATIVE_FLOAT, w);
+            double e = golden_rel_err(grads + ti->offset, w, ti->numel);
             if (e > worst)
                 worst = e;
             if (e >= report)
@@ -128,7 +88,7 @@ static void rig_up_dtype(rig *r, golden *g, int ckpt, ft_optimizer_type opt, ft_
                              .optimizer = opt };
     TEST_CHECK_OK(ft_engine_create(&r->engine, &g->layout, r->be, r->comm, &eo, &err), &err);
     TEST_CHECK_OK(ft_engine_load(r->engine, &g->f, "/model", &err), &err);
-    ft_model_options mo = { .max_batch = g->B, .seq_len = g->T, .activation_checkpointing = ckpt,
+    ft_model_options mo = { .max_batch = g->b.B, .seq_len = g->b.T, .activation_checkpointing = ckpt,
                             .head_group_rows = 11, .head_chunk_rows = 7 /* several groups
                             of several chunks, partial ones too */,
                             .dtype = dt };
@@ -150,8 +110,8 @@ static void rig_down(rig *r)
 
 static ft_host_batch batch_of(const golden *g)
 {
-    return (ft_host_batch){ .batch = g->B, .seq_len = g->T, .tokens = g->tokens,
-                            .loss_mask = g->mask, .segment = g->segment };
+    return (ft_host_batch){ .batch = g->b.B, .seq_len = g->b.T, .tokens = g->b.tokens,
+                            .loss_mask = g->b.mask, .segment = g->b.segment };
 }
 
 static void check_forward_and_grads(const char *file, int ckpt)
@@ -166,26 +126,23 @@ static void check_forward_and_grads(const char *file, int ckpt)
     ft_param_source src = ft_engine_param_source(r.engine);
 
     /* logits */
-    size_t nl = (size_t)g.B * g.T * V;
+    size_t nl = (size_t)g.b.B * g.b.T * V;
     float *logits = malloc(nl * sizeof *logits), *want = malloc(nl * sizeof *want);
     TEST_CHECK_OK(ft_model_logits(r.model, &src, &b, logits, &err), &err);
-    read_dataset(&g, "/expected/logits", H5T_NATIVE_FLOAT, want);
-    double e_logits = rel_err(logits, want, nl);
+    golden_read(&g.f, "/expected/logits", H5T_NATIVE_FLOAT, want);
+    double e_logits = golden_rel_err(logits, want, nl);
     printf("%s: logits rel err %.3e\n", file, e_logits);
     assert_true(e_logits < 1e-5);
 
     /* loss and gradients: grad_scale = 1 / number of targets */
-    long n_targets = 0;
-    for (int i = 0; i < g.B; i++)
-        for (int j = 1; j <= g.T; j++)
-            n_targets += g.mask[(size_t)i * (g.T + 1) + j] != 0;
+    const long n_targets = g.b.n_targets;
     double loss_sum, want_loss;
     long nt;
     ft_engine_zero_grads(r.engine);
     TEST_CHECK_OK(ft_model_train_micro(r.model, &src, &b, 1.0f / (float)n_targets, &loss_sum, &nt,
                                        &err), &err);
     assert_int_equal(nt, n_targets);
-    read_dataset(&g, "/expected/loss", H5T_NATIVE_DOUBLE, &want_loss);
+    golden_read(&g.f, "/expected/loss", H5T_NATIVE_DOUBLE, &want_loss);
     double loss = loss_sum / (double)nt;
     printf("%s: loss %.8f want %.8f rel %.2e\n", file, loss, want_loss,
            fabs(loss - want_loss) / want_loss);
@@ -207,20 +164,10 @@ static void check_adamw(const char *file)
     rig r;
     rig_up(&r, &g, 1, FT_OPT_ADAMW);
     ft_error err;
-    hid_t a = H5Gopen2(g.f.id, "/expected/adamw", H5P_DEFAULT);
-    ft_optimizer_config oc = { .type = FT_OPT_ADAMW, .schedule = FT_SCHED_CONSTANT };
-    TEST_CHECK_OK(ft_h5_attr_read_f64(&g.f, a, "lr", &oc.lr, &err), &err);
-    TEST_CHECK_OK(ft_h5_attr_read_f64(&g.f, a, "beta1", &oc.beta1, &err), &err);
-    TEST_CHECK_OK(ft_h5_attr_read_f64(&g.f, a, "beta2", &oc.beta2, &err), &err);
-    TEST_CHECK_OK(ft_h5_attr_read_f64(&g.f, a, "eps", &oc.eps, &err), &err);
-    TEST_CHECK_OK(ft_h5_attr_read_f64(&g.f, a, "weight_decay", &oc.weight_decay, &err), &err);
-    H5Gclose(a);
+    const ft_optimizer_config oc = golden_adamw(&g.f);
     ft_host_batch b = batch_of(&g);
     ft_param_source src = ft_engine_param_source(r.engine);
-    long n_targets = 0;
-    for (int i = 0; i < g.B; i++)
-        for (int j = 1; j <= g.T; j++)
-            n_targets += g.mask[(size_t)i * (g.T + 1) + j] != 0;
+    const long n_targets = g.b.n_targets;
     for (int step = 1; step <= 3; step++) {
         double loss_sum, want;
         long nt;
@@ -230,7 +177,7 @@ static void check_adamw(const char *file)
         TEST_CHECK_OK(ft_engine_step(r.engine, &oc, oc.lr, 1.0, &err), &err);
         char name[64];
         snprintf(name, sizeof name, "/expected/adamw/step%d/loss", step);
-        read_dataset(&g, name, H5T_NATIVE_DOUBLE, &want);
+        golden_read(&g.f, name, H5T_NATIVE_DOUBLE, &want);
         printf("%s: adamw step %d loss %.7f want %.7f\n", file, step, loss_sum / nt, want);
         assert_true(fabs(loss_sum / nt - want) / want < 1e-5);
     }
@@ -251,9 +198,9 @@ static void check_adamw(const char *file)
             char name[256];
             float *w = malloc(ti->numel * sizeof *w), *g1 = malloc(ti->numel * sizeof *g1);
             snprintf(name, sizeof name, "/expected/adamw/after/%s", ti->name);
-            read_dataset(&g, name, H5T_NATIVE_FLOAT, w);
+            golden_read(&g.f, name, H5T_NATIVE_FLOAT, w);
             snprintf(name, sizeof name, "/expected/grad/%s", ti->name);
-            read_dataset(&g, name, H5T_NATIVE_FLOAT, g1);
+            golden_read(&g.f, name, H5T_NATIVE_FLOAT, g1);
             for (size_t i = 0; i < ti->numel; i++) {
                 double d = fabs((double)p[ti->offset + i] - w[i]);
                 if (fabs(g1[i]) >= 1e-6) {
@@ -302,21 +249,18 @@ static void check_bf16_recipe(const char *file)
     const int V = g.layout.config.vocab_size;
     ft_host_batch b = batch_of(&g);
     ft_param_source src = ft_engine_param_source(r.engine);
-    size_t nl = (size_t)g.B * g.T * V;
+    size_t nl = (size_t)g.b.B * g.b.T * V;
     float *logits = malloc(nl * sizeof *logits), *want = malloc(nl * sizeof *want);
     TEST_CHECK_OK(ft_model_logits(r.model, &src, &b, logits, &err), &err);
-    read_dataset(&g, "/expected/logits", H5T_NATIVE_FLOAT, want);
-    double e_logits = rel_err(logits, want, nl);
-    long n_targets = 0;
-    for (int i = 0; i < g.B; i++)
-        for (int j = 1; j <= g.T; j++)
-            n_targets += g.mask[(size_t)i * (g.T + 1) + j] != 0;
+    golden_read(&g.f, "/expected/logits", H5T_NATIVE_FLOAT, want);
+    double e_logits = golden_rel_err(logits, want, nl);
+    const long n_targets = g.b.n_targets;
     double loss_sum, want_loss;
     long nt;
     ft_engine_zero_grads(r.engine);
     TEST_CHECK_OK(ft_model_train_micro(r.model, &src, &b, 1.0f / (float)n_targets, &loss_sum, &nt,
                                        &err), &err);
-    read_dataset(&g, "/expected/loss", H5T_NATIVE_DOUBLE, &want_loss);
+    golden_read(&g.f, "/expected/loss", H5T_NATIVE_DOUBLE, &want_loss);
     double e_loss = fabs(loss_sum / nt - want_loss) / want_loss;
     double worst = worst_grad_err(&g, r.engine, 3e-2, "bf16 grad");
     printf("%s: bf16 recipe: logits rel err %.3e, loss %.3e, worst gradient %.3e\n", file,

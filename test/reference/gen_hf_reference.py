@@ -272,6 +272,42 @@ def create_weights_file(path, generator, case, seed):
     return f
 
 
+def write_config(f, family, theta, scaling, tied, head_dim, extra):
+    """/config of a Llama-style case (the attributes ftmpi's weights reader takes)."""
+    c = f.create_group("config")
+    for k in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+              "num_attention_heads", "num_key_value_heads", "head_dim",
+              "max_position_embeddings"):
+        c.attrs[k] = np.int32(head_dim if k == "head_dim" else BASE[k])
+    if family != "llama":  # Llama files keep their pre-family layout
+        c.attrs["model_family"] = sattr(family)
+    if extra.get("sliding_window"):
+        c.attrs["sliding_window"] = np.int32(extra["sliding_window"])
+    c.attrs["rms_norm_eps"] = np.float64(BASE["rms_norm_eps"])
+    c.attrs["rope_theta"] = np.float64(theta)
+    c.attrs["tie_word_embeddings"] = np.int32(1 if tied else 0)
+    c.attrs["bos_token_id"] = np.int32(BASE["bos_token_id"])
+    c.attrs["eos_token_id"] = np.int32(BASE["eos_token_id"])
+    if scaling is None:
+        c.attrs["rope_scaling_type"] = sattr("none")
+    else:
+        c.attrs["rope_scaling_type"] = sattr(scaling["rope_type"])
+        c.attrs["rope_scaling_factor"] = np.float64(scaling["factor"])
+        c.attrs["rope_scaling_low_freq_factor"] = np.float64(scaling["low_freq_factor"])
+        c.attrs["rope_scaling_high_freq_factor"] = np.float64(scaling["high_freq_factor"])
+        c.attrs["rope_scaling_original_max_position_embeddings"] = \
+            np.int32(scaling["original_max_position_embeddings"])
+
+
+def write_batch(f, tokens, mask, segment):
+    """/batch/{tokens,loss_mask,segment} in the dataset format."""
+    ds_kw = dict(track_times=False)
+    bg = f.create_group("batch")
+    bg.create_dataset("tokens", data=tokens.numpy().astype("<u4"), **ds_kw)
+    bg.create_dataset("loss_mask", data=mask.numpy().astype("u1"), **ds_kw)
+    bg.create_dataset("segment", data=segment.numpy().astype("<i4"), **ds_kw)
+
+
 def sha256(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -358,30 +394,7 @@ def write_case(out_dir, name, seed, theta, scaling, tied, docs, family, extra):
     path = os.path.join(out_dir, name + ".h5")
     ds_kw = dict(track_times=False)
     with create_weights_file(path, GENERATOR, name, seed) as f:
-
-        c = f.create_group("config")
-        for k in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                  "num_attention_heads", "num_key_value_heads", "head_dim",
-                  "max_position_embeddings"):
-            c.attrs[k] = np.int32(head_dim if k == "head_dim" else BASE[k])
-        if family != "llama":  # Llama files keep their pre-family layout
-            c.attrs["model_family"] = sattr(family)
-        if extra.get("sliding_window"):
-            c.attrs["sliding_window"] = np.int32(extra["sliding_window"])
-        c.attrs["rms_norm_eps"] = np.float64(BASE["rms_norm_eps"])
-        c.attrs["rope_theta"] = np.float64(theta)
-        c.attrs["tie_word_embeddings"] = np.int32(1 if tied else 0)
-        c.attrs["bos_token_id"] = np.int32(BASE["bos_token_id"])
-        c.attrs["eos_token_id"] = np.int32(BASE["eos_token_id"])
-        if scaling is None:
-            c.attrs["rope_scaling_type"] = sattr("none")
-        else:
-            c.attrs["rope_scaling_type"] = sattr(scaling["rope_type"])
-            c.attrs["rope_scaling_factor"] = np.float64(scaling["factor"])
-            c.attrs["rope_scaling_low_freq_factor"] = np.float64(scaling["low_freq_factor"])
-            c.attrs["rope_scaling_high_freq_factor"] = np.float64(scaling["high_freq_factor"])
-            c.attrs["rope_scaling_original_max_position_embeddings"] = \
-                np.int32(scaling["original_max_position_embeddings"])
+        write_config(f, family, theta, scaling, tied, head_dim, extra)
 
         def put_tensors(group, tensors):
             for n in sorted(tensors):
@@ -389,10 +402,7 @@ def write_case(out_dir, name, seed, theta, scaling, tied, docs, family, extra):
 
         put_tensors(f.create_group("model"), init)
 
-        bg = f.create_group("batch")
-        bg.create_dataset("tokens", data=tokens.numpy().astype("<u4"), **ds_kw)
-        bg.create_dataset("loss_mask", data=mask.numpy().astype("u1"), **ds_kw)
-        bg.create_dataset("segment", data=segment.numpy().astype("<i4"), **ds_kw)
+        write_batch(f, tokens, mask, segment)
 
         eg = f.create_group("expected")
         eg.create_dataset("logits", data=logits.numpy().astype("<f4"), **ds_kw)

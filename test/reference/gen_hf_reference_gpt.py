@@ -125,6 +125,32 @@ def to_ftmpi(family, tensors):
     return out
 
 
+def write_config(f, family, kw):
+    """/config of a GPT case: the Llama-style keys plus rotary_dim and the family's flags."""
+    parallel = family == "gptj" or kw["use_parallel_residual"]
+    c = f.create_group("config")
+    for k, v in (("vocab_size", V), ("hidden_size", H), ("intermediate_size", I),
+                 ("num_hidden_layers", L), ("num_attention_heads", NH),
+                 ("num_key_value_heads", NH), ("head_dim", HD),
+                 ("max_position_embeddings", MAXPOS)):
+        c.attrs[k] = np.int32(v)
+    c.attrs["model_family"] = ref.sattr(family)
+    c.attrs["rms_norm_eps"] = np.float64(EPS)
+    c.attrs["rope_theta"] = np.float64(kw.get("rotary_emb_base", 10000.0))
+    c.attrs["rotary_dim"] = np.int32(rot_dim(family, kw))
+    if family == "gpt_neox" and parallel:
+        c.attrs["parallel_residual"] = np.int32(1)
+    if kw.get("attention_bias"):
+        c.attrs["attention_bias"] = np.int32(1)
+    act = kw.get("hidden_act", kw.get("activation_function"))
+    if act != "gelu":
+        c.attrs["gelu_tanh"] = np.int32(1)
+    c.attrs["tie_word_embeddings"] = np.int32(0)
+    c.attrs["bos_token_id"] = np.int32(1)
+    c.attrs["eos_token_id"] = np.int32(2)
+    c.attrs["rope_scaling_type"] = ref.sattr("none")
+
+
 def write_case(out_dir, name, seed, family, docs, kw):
     torch.manual_seed(seed)
     model, g = build_model(seed, family, kw)
@@ -168,29 +194,8 @@ def write_case(out_dir, name, seed, family, docs, kw):
 
     path = os.path.join(out_dir, name + ".h5")
     ds_kw = dict(track_times=False)
-    parallel = family == "gptj" or kw["use_parallel_residual"]
     with ref.create_weights_file(path, GENERATOR, name, seed) as f:
-        c = f.create_group("config")
-        for k, v in (("vocab_size", V), ("hidden_size", H), ("intermediate_size", I),
-                     ("num_hidden_layers", L), ("num_attention_heads", NH),
-                     ("num_key_value_heads", NH), ("head_dim", HD),
-                     ("max_position_embeddings", MAXPOS)):
-            c.attrs[k] = np.int32(v)
-        c.attrs["model_family"] = ref.sattr(family)
-        c.attrs["rms_norm_eps"] = np.float64(EPS)
-        c.attrs["rope_theta"] = np.float64(kw.get("rotary_emb_base", 10000.0))
-        c.attrs["rotary_dim"] = np.int32(rot_dim(family, kw))
-        if family == "gpt_neox" and parallel:
-            c.attrs["parallel_residual"] = np.int32(1)
-        if kw.get("attention_bias"):
-            c.attrs["attention_bias"] = np.int32(1)
-        act = kw.get("hidden_act", kw.get("activation_function"))
-        if act != "gelu":
-            c.attrs["gelu_tanh"] = np.int32(1)
-        c.attrs["tie_word_embeddings"] = np.int32(0)
-        c.attrs["bos_token_id"] = np.int32(1)
-        c.attrs["eos_token_id"] = np.int32(2)
-        c.attrs["rope_scaling_type"] = ref.sattr("none")
+        write_config(f, family, kw)
 
         def put_tensors(group, tensors):
             tensors = to_ftmpi(family, tensors)

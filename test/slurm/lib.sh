@@ -16,6 +16,8 @@ slurm_start() {
     FTMPI_SLURM_PORT=$2
     export FTMPI_SLURM_DIR FTMPI_SLURM_PORT
     trap 'slurm_stop; rm -rf "$SCRATCH"' EXIT
+    # a crashing rank leaves a core for core_backtraces (Slurm passes this limit on)
+    ulimit -c unlimited 2>/dev/null || ulimit -c "$(ulimit -H -c)" 2>/dev/null
     trap 'exit 1' INT TERM HUP
     bash "$SETUP" install > setup.log 2>&1 || { cat setup.log; skip "Slurm could not be installed"; }
     bash "$SETUP" start "$1" >> setup.log 2>&1 || { cat setup.log; skip "Slurm could not be started"; }
@@ -46,9 +48,27 @@ wait_job_done() {
     return 1
 }
 
-# slurm_diag JOB LOG: what to look at when a job went wrong
+# slurm_diag JOB LOG: what to look at when a job went wrong. The job's own log comes
+# last: the CI's summary shows only the last 40 lines of a failed test's output.
 slurm_diag() {
-    echo "--- job $1"; scontrol show job "$1" 2>&1
-    echo "--- $2"; cat "$2" 2>&1
     for f in "$FTMPI_SLURM_DIR"/log/*.log; do echo "--- tail of $f"; tail -n 20 "$f"; done
+    echo "--- job $1"; scontrol show job "$1" 2>&1
+    core_backtraces
+    echo "--- $2"; cat "$2" 2>&1
+}
+
+# core_backtraces: every thread's stack in each core file a crashed rank left in the
+# job's directory (slurm_start allows them; where the kernel's core_pattern is a plain
+# file name), before the scratch directory and the core go away.
+core_backtraces() {
+    for c in "$SCRATCH"/core*; do
+        [ -f "$c" ] || continue
+        echo "--- $c"
+        if command -v gdb > /dev/null 2>&1; then
+            gdb -batch -ex 'thread apply all bt 16' "$FTMPI" "$c" 2>&1 |
+                grep -v -e '^\[New LWP' -e '^warning:' -e '^$'
+        else
+            echo "(no gdb to read it)"
+        fi
+    done
 }

@@ -149,6 +149,13 @@ static void cpu_sync(ft_backend *be)
     /* Every CPU op has finished when it returns. */
 }
 
+/* The attention kernels read the segment ids where they are (host memory): nothing to do. */
+static void cpu_segment_hint(ft_backend *be, const int32_t *segment, const int32_t *segment_host,
+                             ft_attn_shape s)
+{
+    (void)be, (void)segment, (void)segment_host, (void)s;
+}
+
 static void cpu_destroy(ft_backend *be)
 {
     if (!be)
@@ -177,12 +184,14 @@ static const ft_backend_ops cpu_ops = {
     .attention_fwd = ft_cpu_widen_attention_fwd,
     .attention_bwd = ft_cpu_widen_attention_bwd,
     .attention_decode = ft_cpu_widen_attention_decode,
+    .segment_hint = cpu_segment_hint,
     .bias_add = ft_cpu_widen_bias_add,
     .bias_grad = ft_cpu_widen_bias_grad,
     .swiglu_fwd = ft_cpu_widen_swiglu_fwd,
     .swiglu_bwd = ft_cpu_widen_swiglu_bwd,
     .gelu_fwd = ft_cpu_widen_gelu_fwd,
     .gelu_bwd = ft_cpu_widen_gelu_bwd,
+    .dropout = ft_cpu_dropout,
     .embedding_fwd = ft_cpu_widen_embedding_fwd,
     .embedding_bwd = ft_cpu_widen_embedding_bwd,
     .cross_entropy = ft_cpu_cross_entropy,

@@ -88,6 +88,10 @@ void ft_cpu_swiglu_fwd(ft_backend *be, float *out, const float *gate, const floa
 void ft_cpu_swiglu_bwd(ft_backend *be, float *dgate, float *dup, const float *dout,
                        const float *gate, const float *up, size_t n);
 
+/* cpu_dropout.c (fp32 and bf16 storage) */
+void ft_cpu_dropout(ft_backend *be, ft_dtype dt, void *y, const void *x, int rows, int cols,
+                    ft_dropout_mask m, bool accumulate);
+
 /* cpu_gelu.c */
 void ft_cpu_gelu_fwd(ft_backend *be, ft_gelu_kind kind, float *out, const float *x, size_t n);
 void ft_cpu_gelu_bwd(ft_backend *be, ft_gelu_kind kind, float *dx, const float *dout,
