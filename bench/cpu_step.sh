@@ -9,12 +9,14 @@
 # (issue #24: the core in use reaches >= 0.9 of the best one); and a LoRA step (rank 16
 # on all seven projections, frozen base) of the same model in both recipes, against the
 # full fine-tuning step (issue #21: at most about 0.75 x).
-#   [ROUNDS=3] bench/cpu_step.sh [THREADS]   (needs build/ftmpi; torch + transformers from pip)
+#   [ROUNDS=3] [BF16=0] bench/cpu_step.sh [THREADS]   (needs build/ftmpi; torch + transformers from pip)
 # Model FLOPs per step: 6 * N_params_nonembed * tokens + 6 * L * T * T * H (causal
 # attention: QK^T and PV, fwd + bwd, halved by causality) -- embedding lookups excluded.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=${FTMPI_BUILD:-$top/build}
+# absolute: the runs below happen in a scratch directory
+build=$(cd "${FTMPI_BUILD:-$top/build}" && pwd)
+[ -x "$build/ftmpi" ] || { echo "cpu_step.sh: no ftmpi in $build: build first (scripts/build.sh) or set FTMPI_BUILD" >&2; exit 1; }
 threads=${1:-2}
 L=6 H=512 NH=8 NKV=4 FFN=1376 V=8192 T=256 BATCH=4 STEPS=10
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
@@ -29,7 +31,10 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 blas=$("$build/ftmpi" --version | sed -n 's/^blas: //p')
 core=$(echo "$blas" | sed -n 's/.*, core \([A-Za-z0-9_]*\) (.*/\1/p')
 cores="SkylakeX Cooperlake Haswell Zen Sandybridge Prescott"
-cc -O2 -o sgemm_peak "$top/bench/sgemm_peak.c" $(pkg-config --cflags --libs openblas)
+# linked like ftmpi (the build's BLAS_LIBS: Debian's OpenMP OpenBLAS where configure found
+# it), not pkg-config's OpenBLAS, which is the pthread build with its own thread pool
+blas_make() { sed -n "s/^$1 = //p" "$build/Makefile"; }
+cc -O2 -o sgemm_peak "$top/bench/sgemm_peak.c" $(blas_make BLAS_CFLAGS) $(blas_make BLAS_LIBS)
 sgemm() { # CORE: "<core used> <GFLOP/s at n = 2048>", or nothing. OpenBLAS 0.3.21 does not
     # find "Cooperlake" by name and uses its own choice: the core is the one it reports
     OPENBLAS_CORETYPE=$1 OPENBLAS_NUM_THREADS=$threads ./sgemm_peak 2048 2>/dev/null |
@@ -68,15 +73,20 @@ torch_ms() { # DTYPE
         --ffn $FFN --vocab $V --seq $T --batch $BATCH --threads $threads --steps 8 --warmup 2 \
         --dtype $1 | sed -n 's/.*step_ms_min=\([0-9.]*\).*/\1/p'
 }
-# ROUNDS rounds of the six runs, interleaved, and the fastest of each side over all of
+# BF16=0: the fp32 runs only (issue #24's figures in half the time).
+bf16=${BF16:-1}
+# ROUNDS rounds of the six runs (three with BF16=0), interleaved, and the fastest of each side over all of
 # them: with the VM's phases, every side then gets measured in the fast one.
 min2() { awk -v a="$1" -v b="$2" 'BEGIN { print (a == "" || b + 0 < a + 0) ? b : a }'; }
 ft_ms=; ft16_ms=; torch_ms=; torch16_ms=; lora_ms=; lora16_ms=; seen=
 for round in $(seq "${ROUNDS:-3}"); do
     sgemm_round
-    ft_ms=$(min2 "$ft_ms" "$(ftmpi_ms fp32)"); ft16_ms=$(min2 "$ft16_ms" "$(ftmpi_ms bf16)")
-    lora_ms=$(min2 "$lora_ms" "$(ftmpi_ms fp32 lora)"); lora16_ms=$(min2 "$lora16_ms" "$(ftmpi_ms bf16 lora)")
-    torch_ms=$(min2 "$torch_ms" "$(torch_ms fp32)"); torch16_ms=$(min2 "$torch16_ms" "$(torch_ms bf16)")
+    ft_ms=$(min2 "$ft_ms" "$(ftmpi_ms fp32)"); lora_ms=$(min2 "$lora_ms" "$(ftmpi_ms fp32 lora)")
+    if [ "$bf16" = 1 ]; then
+        ft16_ms=$(min2 "$ft16_ms" "$(ftmpi_ms bf16)"); lora16_ms=$(min2 "$lora16_ms" "$(ftmpi_ms bf16 lora)")
+    fi
+    torch_ms=$(min2 "$torch_ms" "$(torch_ms fp32)")
+    if [ "$bf16" = 1 ]; then torch16_ms=$(min2 "$torch16_ms" "$(torch_ms bf16)"); fi
 done
 cp ftmpi.fp32.log ftmpi.log
 peak=; best=; best_core=; by_core=
@@ -96,14 +106,18 @@ echo "CPU bf16 instructions: ${bf16_isa:-none (bf16 is widened to fp32 for sgemm
 params=$(sed -n 's/^ftmpi: model [a-z_0-9]*, \([0-9]*\) params.*/\1/p' ftmpi.log)
 awk -v ft="$ft_ms" -v to="$torch_ms" -v ft16="$ft16_ms" -v to16="$torch16_ms" -v lo="$lora_ms" -v lo16="$lora16_ms" \
     -v peak="$peak" -v p="$params" -v L=$L -v H=$H -v V=$V \
-    -v T=$T -v B=$BATCH -v thr=$threads -v core="$core" 'BEGIN {
+    -v T=$T -v B=$BATCH -v thr=$threads -v core="$core" -v bf16=$bf16 'BEGIN {
     tokens = B * T; nonembed = p - V * H;           # lm_head stays: it is a GEMM
     flops = 6 * nonembed * tokens + 6 * L * T * T * H * B;
     gf = flops / (ft / 1000) / 1e9;
     printf "config: %d layers, hidden %d, vocab %d, seq %d, batch %d, %d threads, %d params\n", L, H, V, T, B, thr, p;
     printf "fp32: ftmpi step %.1f ms | torch step %.1f ms | ftmpi/torch time ratio %.2f | BLAS core %s\n", ft, to, ft / to, core;
-    printf "bf16: ftmpi step %.1f ms | torch step %.1f ms | ftmpi/torch time ratio %.2f\n", ft16, to16, ft16 / to16;
-    printf "bf16/fp32 step time: ftmpi %.2f | torch %.2f\n", ft16 / ft, to16 / to;
-    printf "LoRA r16, all projections: fp32 step %.1f ms, %.2f x full | bf16 step %.1f ms, %.2f x full\n",
-        lo, lo / ft, lo16, lo16 / ft16;
+    if (bf16) {
+        printf "bf16: ftmpi step %.1f ms | torch step %.1f ms | ftmpi/torch time ratio %.2f\n", ft16, to16, ft16 / to16;
+        printf "bf16/fp32 step time: ftmpi %.2f | torch %.2f\n", ft16 / ft, to16 / to;
+    }
+    printf "LoRA r16, all projections: fp32 step %.1f ms, %.2f x full", lo, lo / ft;
+    if (bf16)
+        printf " | bf16 step %.1f ms, %.2f x full", lo16, lo16 / ft16;
+    printf "\n";
     printf "ftmpi %.1f GFLOP/s | sgemm peak %.1f GFLOP/s | fraction of peak %.2f\n", gf, peak, gf / peak }'

@@ -57,7 +57,8 @@ const char *ft_blas_core_better(const char *chosen, ft_blas_isa cpu_isa, int amd
     /* Best first. For AVX-512 SkylakeX, not Cooperlake or SapphireRapids: those two
      * add bf16 (sbgemm) and AMX kernels and reuse SkylakeX's sgemm/dgemm, which is all
      * ftmpi calls; and 0.3.21 cannot even look "Cooperlake" up by name (its name loop
-     * stops one entry short). For AVX2 the vendor's own tuning first. */
+     * stops one entry short). SkylakeX on AMD too: on a Zen 5 EPYC its sgemm ran at
+     * 1.9x the Zen kernel's (doc/benchmarks.md). For AVX2 the vendor's own tuning first. */
     const char *order[] = { "SkylakeX", amd ? "Zen" : "Haswell", amd ? "Haswell" : "Zen",
                             "Sandybridge" };
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {

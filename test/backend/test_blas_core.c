@@ -48,6 +48,10 @@ static void test_fallbacks_are_corrected(void **state)
     (void)state;
     /* issue 24: 0.3.21 on an Emerald Rapids Xeon */
     assert_string_equal(pick("Prescott", FT_BLAS_ISA_AVX512, 0, NULL), "SkylakeX");
+    /* AVX-512 AMD (Zen 4, Zen 5) gets SkylakeX, not the vendor's AVX2 Zen kernel:
+     * measured on a Zen 5 EPYC (2026-11-25, doc/benchmarks.md), sgemm with SkylakeX
+     * 430-485 GFLOP/s against Zen's and Haswell's 250-258 */
+    assert_string_equal(pick("Prescott", FT_BLAS_ISA_AVX512, 1, NULL), "SkylakeX");
     /* 0.3.21's Zen (AVX2) kernel on an AVX-512 EPYC */
     assert_string_equal(pick("Zen", FT_BLAS_ISA_AVX512, 1, NULL), "SkylakeX");
     assert_string_equal(pick("Haswell", FT_BLAS_ISA_AVX512, 1, NULL), "SkylakeX");

@@ -16,6 +16,9 @@ core_of() { echo "$1" | sed -n 's/.*, core \([A-Za-z0-9_]*\) (.*/\1/p'; }
 line=$(blas "$FTMPI") || fail "ftmpi --version"
 case "$line" in OpenBLAS*) ;; *) skip "the linked BLAS is not OpenBLAS ($line): nothing to check" ;; esac
 echo "as launched: $line"
+# the unset above reached ftmpi: a core from the environment would read "set by the user"
+echo "$line" | grep -q -e "OpenBLAS's choice" -e "set by ftmpi" ||
+    fail "OPENBLAS_CORETYPE unset, yet the kernel is not OpenBLAS's or ftmpi's choice: $line"
 
 # a user's choice is kept, even where ftmpi would pick another
 for fault in "" blas:fallback; do

@@ -134,6 +134,27 @@ def train(init, tokens, attn, dtype, micro=B):
     return np.array(losses)
 
 
+def write_base(f, init, tokens, mask, segment):
+    """/config, /model (the initial fp32 weights) and /batch of a training golden."""
+    kw = dict(track_times=False)
+    c = f.create_group("config")
+    for k in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+              "num_attention_heads", "num_key_value_heads", "head_dim",
+              "max_position_embeddings", "bos_token_id", "eos_token_id"):
+        c.attrs[k] = np.int32(SHAPE[k])
+    c.attrs["rms_norm_eps"] = np.float64(SHAPE["rms_norm_eps"])
+    c.attrs["rope_theta"] = np.float64(THETA)
+    c.attrs["tie_word_embeddings"] = np.int32(0)
+    c.attrs["rope_scaling_type"] = sattr("none")
+    m = f.create_group("model")
+    for n in sorted(init):
+        m.create_dataset(n, data=init[n].numpy().astype("<f4"), **kw)
+    bg = f.create_group("batch")
+    bg.create_dataset("tokens", data=tokens.numpy().astype("<u4"), **kw)
+    bg.create_dataset("loss_mask", data=mask.numpy().astype("u1"), **kw)
+    bg.create_dataset("segment", data=segment.numpy().astype("<i4"), **kw)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "data", "hf"))
@@ -153,22 +174,7 @@ def main(argv=None):
     path = os.path.join(args.out, "hf_bf16_train.h5")
     kw = dict(track_times=False)
     with create_weights_file(path, GENERATOR, "hf_bf16_train", SEED) as f:
-        c = f.create_group("config")
-        for k in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                  "num_attention_heads", "num_key_value_heads", "head_dim",
-                  "max_position_embeddings", "bos_token_id", "eos_token_id"):
-            c.attrs[k] = np.int32(SHAPE[k])
-        c.attrs["rms_norm_eps"] = np.float64(SHAPE["rms_norm_eps"])
-        c.attrs["rope_theta"] = np.float64(THETA)
-        c.attrs["tie_word_embeddings"] = np.int32(0)
-        c.attrs["rope_scaling_type"] = sattr("none")
-        m = f.create_group("model")
-        for n in sorted(init):
-            m.create_dataset(n, data=init[n].numpy().astype("<f4"), **kw)
-        bg = f.create_group("batch")
-        bg.create_dataset("tokens", data=tokens.numpy().astype("<u4"), **kw)
-        bg.create_dataset("loss_mask", data=mask.numpy().astype("u1"), **kw)
-        bg.create_dataset("segment", data=segment.numpy().astype("<i4"), **kw)
+        write_base(f, init, tokens, mask, segment)
         tg = f.create_group("expected").create_group("train")
         for k, v in OPT.items():
             tg.attrs[k] = np.float64(v)
