@@ -94,6 +94,15 @@ void ft_lora_site_dims(const ft_model_config *c, ft_lora_site s, long long *in, 
     }
 }
 
+unsigned ft_lora_family_sites(const ft_model_config *c)
+{
+    unsigned sites = 0;
+    for (int s = 0; s < FT_LORA_N_SITES; s++)
+        if (ft_lora_site_hf_name(c, (ft_lora_site)s))
+            sites |= 1u << s;
+    return sites;
+}
+
 void ft_lora_family_targets(const ft_model_config *c, char *buf, size_t size)
 {
     /* HF's order of a layer's modules: attention in, out; MLP in, out */
@@ -124,9 +133,7 @@ int ft_lora_resolve(const ft_model_config *c, int rank, double alpha, double dro
     char names[160];
     ft_lora_family_targets(c, names, sizeof names);
     if (!targets) { /* every projection of the family */
-        for (int s = 0; s < FT_LORA_N_SITES; s++)
-            if (ft_lora_site_hf_name(c, (ft_lora_site)s))
-                out->sites |= 1u << s;
+        out->sites = ft_lora_family_sites(c);
         return 0;
     }
     if (!targets[0])

@@ -104,6 +104,8 @@ long long ft_lora_widest_input(const ft_model_config *c, const ft_lora_config *l
  * 0 <= dropout < 1 are the config schema's checks. */
 int ft_lora_resolve(const ft_model_config *c, int rank, double alpha, double dropout,
                     char *const *targets, ft_lora_config *out, ft_error *err);
+/* The bits (1u << site) of every site the family has: what targets left out mean. */
+unsigned ft_lora_family_sites(const ft_model_config *c);
 /* "q_proj,v_proj": the HF names of the sites of lora (checkpoints' /lora targets). */
 void ft_lora_targets_string(const ft_model_config *model, const ft_lora_config *lora, char *buf,
                             size_t size);

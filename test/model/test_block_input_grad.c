@@ -70,15 +70,6 @@ static float *filled(ft_backend *be, size_t n, uint64_t stream, double std)
     return v;
 }
 
-static unsigned all_sites(const ft_model_config *c)
-{
-    unsigned s = 0;
-    for (int i = 0; i < FT_LORA_N_SITES; i++)
-        if (ft_lora_site_hf_name(c, (ft_lora_site)i))
-            s |= 1u << i;
-    return s;
-}
-
 static void rig_up(block_rig *r, ft_model_config c)
 {
     ft_error err;
@@ -89,7 +80,7 @@ static void rig_up(block_rig *r, ft_model_config c)
     counting.ops.matmul = counting_matmul;
     r->be->ops = &counting.ops;
     r->c = c;
-    r->lora = (ft_lora_config){ .rank = RANK, .alpha = 2.0 * RANK, .sites = all_sites(&c) };
+    r->lora = (ft_lora_config){ .rank = RANK, .alpha = 2.0 * RANK, .sites = ft_lora_family_sites(&c) };
     TEST_CHECK_OK(ft_model_layout_build(&r->base, &r->c, &err), &err);
     TEST_CHECK_OK(ft_lora_layout_build(&r->adapters, &r->c, &r->lora, &err), &err);
     const size_t wn = r->base.units[ft_layout_block_unit(0)].numel;

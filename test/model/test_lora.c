@@ -21,62 +21,12 @@
 
 #include <cmocka.h>
 
+#include "../common/host_source.h"
 #include "../common/test_env.h"
 #include "generate/decoder.h"
 #include "model/init.h"
 #include "model/lora.h"
 #include "util/rng.h"
-
-/* ---- a parameter source over host arrays ---- */
-
-typedef struct host_src {
-    const ft_model_layout *layout;
-    float **params, **grads; /* grads NULL: frozen (asking for one fails the test) */
-    int acquires_after_head; /* acquires of unit 0 in a backward (frozen: must stay 0) */
-    int head_seen;
-} host_src;
-
-static const void *hs_acquire(void *ctx, int u)
-{
-    host_src *h = ctx;
-    if (h->layout->units[u].kind == FT_UNIT_HEAD)
-        h->head_seen = 1;
-    else if (u == 0 && h->head_seen && h->layout->units[0].kind == FT_UNIT_EMBED &&
-             !h->layout->config.tie_word_embeddings)
-        h->acquires_after_head++;
-    return h->params[u];
-}
-static void *hs_grads(void *ctx, int u)
-{
-    host_src *h = ctx;
-    if (!h->grads)
-        fail_msg("a frozen unit's gradient (unit %d) was asked for", u);
-    return h->grads[u];
-}
-static void hs_release(void *ctx, int u) { (void)ctx, (void)u; }
-static void hs_done(void *ctx, int u) { (void)ctx, (void)u; }
-
-static ft_param_source source_of(host_src *h)
-{
-    return (ft_param_source){ .ctx = h, .acquire = hs_acquire, .grads = hs_grads,
-                              .release = hs_release, .grad_done = hs_done,
-                              .grad_dtype = FT_DTYPE_F32 };
-}
-
-static float **alloc_units(const ft_model_layout *l)
-{
-    float **p = calloc((size_t)l->n_units, sizeof *p);
-    for (int u = 0; u < l->n_units; u++)
-        p[u] = calloc(l->units[u].numel, sizeof(float));
-    return p;
-}
-
-static void free_units(const ft_model_layout *l, float **p)
-{
-    for (int u = 0; u < l->n_units; u++)
-        free(p[u]);
-    free(p);
-}
 
 /* ---- the cases ---- */
 
@@ -101,16 +51,6 @@ static ft_model_config family_config(ft_model_family f)
     default: break;
     }
     return c;
-}
-
-/* Every projection the family has. */
-static unsigned all_sites(const ft_model_config *c)
-{
-    unsigned s = 0;
-    for (int i = 0; i < FT_LORA_N_SITES; i++)
-        if (ft_lora_site_hf_name(c, (ft_lora_site)i))
-            s |= 1u << i;
-    return s;
 }
 
 /* The base tensor (block slot) fed by rows [row0, row0 + out) of a site's B. */
@@ -154,7 +94,7 @@ static void rig_up(lora_rig *r, ft_model_family fam, int rank)
     memset(r, 0, sizeof *r);
     TEST_CHECK_OK(ft_backend_cpu_create(&r->be, &err), &err);
     r->c = family_config(fam);
-    r->lora = (ft_lora_config){ .rank = rank, .alpha = 3.0 * rank, .sites = all_sites(&r->c) };
+    r->lora = (ft_lora_config){ .rank = rank, .alpha = 3.0 * rank, .sites = ft_lora_family_sites(&r->c) };
     TEST_CHECK_OK(ft_model_layout_build(&r->base, &r->c, &err), &err);
     TEST_CHECK_OK(ft_lora_layout_build(&r->adapters, &r->c, &r->lora, &err), &err);
     r->base_p = alloc_units(&r->base);
@@ -253,12 +193,6 @@ static ft_model *lora_model(lora_rig *r, int ckpt, host_src *ad)
     ft_param_source as = source_of(ad);
     ft_model_set_adapters(m, &as);
     return m;
-}
-
-static void zero_units(const ft_model_layout *l, float **p)
-{
-    for (int u = 0; u < l->n_units; u++)
-        memset(p[u], 0, l->units[u].numel * sizeof(float));
 }
 
 static void assert_close(const char *what, double got, double want, double tol)

@@ -23,52 +23,12 @@
 
 #include <cmocka.h>
 
+#include "../common/host_source.h"
 #include "../common/test_env.h"
 #include "model/init.h"
 #include "model/lora.h"
 #include "util/rng.h"
 
-typedef struct host_src {
-    float **params, **grads; /* grads NULL: frozen */
-} host_src;
-
-static const void *hs_acquire(void *ctx, int u) { return ((host_src *)ctx)->params[u]; }
-static void *hs_grads(void *ctx, int u)
-{
-    host_src *h = ctx;
-    if (!h->grads)
-        fail_msg("a frozen unit's gradient (unit %d) was asked for", u);
-    return h->grads[u];
-}
-static void hs_none(void *ctx, int u) { (void)ctx, (void)u; }
-
-static ft_param_source source_of(host_src *h)
-{
-    return (ft_param_source){ .ctx = h, .acquire = hs_acquire, .grads = hs_grads,
-                              .release = hs_none, .grad_done = hs_none,
-                              .grad_dtype = FT_DTYPE_F32 };
-}
-
-static float **alloc_units(const ft_model_layout *l)
-{
-    float **p = calloc((size_t)l->n_units, sizeof *p);
-    for (int u = 0; u < l->n_units; u++)
-        p[u] = calloc(l->units[u].numel, sizeof(float));
-    return p;
-}
-
-static void free_units(const ft_model_layout *l, float **p)
-{
-    for (int u = 0; u < l->n_units; u++)
-        free(p[u]);
-    free(p);
-}
-
-static void zero_units(const ft_model_layout *l, float **p)
-{
-    for (int u = 0; u < l->n_units; u++)
-        memset(p[u], 0, l->units[u].numel * sizeof(float));
-}
 
 #define P_DROP 0.4
 #define SEED 1234
