@@ -72,6 +72,11 @@ typedef struct cv_export_opts {
     const char *in, *out_dir;
 } cv_export_opts;
 
+/* Parses export's (with_adapter: --adapter too) or merge's options into *o; sub and
+ * usage name the command in messages and --help, operands its two arguments ("A and
+ * B"). Returns 0, -1 after --help, or CV_EXIT_USAGE with the message printed. */
+int cv_parse_export_opts(int argc, char **argv, const char *sub, const char *usage,
+                         bool with_adapter, const char *operands, cv_export_opts *o);
 /* The export of a full model (weights file or full checkpoint) to a HF directory. */
 int cv_export_run(const cv_export_opts *o, uint64_t *moved, ft_error *err);
 /* export --adapter (ftmpi_convert_adapter.c). */

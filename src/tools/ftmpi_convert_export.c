@@ -364,26 +364,37 @@ int cv_export_run(const export_opts *o, uint64_t *moved, ft_error *err)
     return rc;
 }
 
-static int parse(int argc, char **argv, export_opts *o)
+/* export's and merge's options (ftmpi_convert.h). */
+int cv_parse_export_opts(int argc, char **argv, const char *sub, const char *usage,
+                         bool with_adapter, const char *operands, export_opts *o)
 {
-    static const struct option longopts[] = {
+    static const struct option export_longopts[] = {
         { "dtype", required_argument, 0, 'd' }, { "max-shard-size", required_argument, 0, 'm' },
         { "tokenizer", required_argument, 0, 't' }, { "force", no_argument, 0, 'f' },
         { "buffer-size", required_argument, 0, 'b' }, { "stats", no_argument, 0, 's' },
         { "quiet", no_argument, 0, 'q' }, { "help", no_argument, 0, 'h' },
         { "adapter", no_argument, 0, 'a' }, { "base", required_argument, 0, 'B' }, { 0, 0, 0, 0 },
     };
+    /* merge: the same without --adapter */
+    static const struct option merge_longopts[] = {
+        { "base", required_argument, 0, 'B' }, { "dtype", required_argument, 0, 'd' },
+        { "max-shard-size", required_argument, 0, 'm' },
+        { "tokenizer", required_argument, 0, 't' }, { "force", no_argument, 0, 'f' },
+        { "buffer-size", required_argument, 0, 'b' }, { "stats", no_argument, 0, 's' },
+        { "quiet", no_argument, 0, 'q' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+    };
     *o = (export_opts){ .common = { .buffer_bytes = CV_DEFAULT_BUFFER }, .dtype = "auto",
                         .max_shard = 5000000000ull };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "hqf", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hqf", with_adapter ? export_longopts : merge_longopts,
+                            NULL)) != -1) {
         uint64_t sz;
         switch (c) {
         case 'd': o->dtype = optarg; break;
         case 'm':
             if (cv_parse_size(optarg, &o->max_shard))
-                return cv_usage_error("export", "--max-shard-size '%s': give a size such as 5GB, "
+                return cv_usage_error(sub, "--max-shard-size '%s': give a size such as 5GB, "
                                       "500MB or 2GiB", optarg);
             break;
         case 't': o->tokenizer = optarg; break;
@@ -394,24 +405,33 @@ static int parse(int argc, char **argv, export_opts *o)
         case 'q': o->common.quiet = true; break;
         case 'b':
             if (cv_parse_size(optarg, &sz) || sz < 4096 || sz > ((uint64_t)1 << 40))
-                return cv_usage_error("export", "--buffer-size '%s': give a size >= 4KiB", optarg);
+                return cv_usage_error(sub, "--buffer-size '%s': give a size >= 4KiB", optarg);
             o->common.buffer_bytes = (size_t)sz;
             break;
-        case 'h': fputs(cv_usage_export, stdout); return -1;
-        default: return cv_usage_error("export", "unknown option");
+        case 'h': fputs(usage, stdout); return -1;
+        default: return cv_usage_error(sub, "unknown option");
         }
     }
     if (strcmp(o->dtype, "auto") && strcmp(o->dtype, "bf16") && strcmp(o->dtype, "fp32"))
-        return cv_usage_error("export", "--dtype '%s': use bf16, fp32 or auto", o->dtype);
+        return cv_usage_error(sub, "--dtype '%s': use bf16, fp32 or auto", o->dtype);
     if (argc - optind != 2)
-        return cv_usage_error("export", "expected WEIGHTS_OR_CHECKPOINT and OUT_DIR");
+        return cv_usage_error(sub, "expected %s", operands);
+    o->in = argv[optind];
+    o->out_dir = argv[optind + 1];
+    return 0;
+}
+
+static int parse(int argc, char **argv, export_opts *o)
+{
+    const int rc = cv_parse_export_opts(argc, argv, "export", cv_usage_export, true,
+                                        "WEIGHTS_OR_CHECKPOINT and OUT_DIR", o);
+    if (rc)
+        return rc;
     if (o->base && !o->adapter)
         return cv_usage_error("export", "--base names an adapter's base model; it needs --adapter");
     if (o->adapter && (o->tokenizer || o->max_shard != 5000000000ull))
         return cv_usage_error("export", "--tokenizer and --max-shard-size are for model "
                               "exports, not --adapter");
-    o->in = argv[optind];
-    o->out_dir = argv[optind + 1];
     return 0;
 }
 
