@@ -349,9 +349,8 @@ int ft_peft_adapter_read_range(const ft_peft_adapter *a, const ft_unit_layout *u
 {
     for (int t = 0; t < u->n_tensors; t++) {
         const ft_tensor_info *ti = &u->tensors[t];
-        const size_t lo = begin > ti->offset ? begin : ti->offset;
-        const size_t hi = end < ti->offset + ti->numel ? end : ti->offset + ti->numel;
-        if (lo >= hi)
+        size_t lo, hi;
+        if (!ft_tensor_overlap(ti, begin, end, &lo, &hi))
             continue;
         /* adapter tensors are small (rank rows or columns): read whole, copy the part */
         float *whole = malloc(ti->numel * sizeof *whole);

@@ -296,9 +296,8 @@ static int file_dtype_bytes(ft_file_dtype dtype) { return dtype == FT_FILE_BF16 
  * [*lo, *lo + count); count 0 when they do not meet. */
 static size_t tensor_part(const ft_tensor_info *ti, size_t begin, size_t end, size_t *lo)
 {
-    *lo = begin > ti->offset ? begin : ti->offset;
-    const size_t hi = end < ti->offset + ti->numel ? end : ti->offset + ti->numel;
-    return hi > *lo ? hi - *lo : 0;
+    size_t hi;
+    return ft_tensor_overlap(ti, begin, end, lo, &hi) ? hi - *lo : 0;
 }
 
 /* The file address of d's bytes when they can be moved raw: a contiguous, allocated

@@ -19,9 +19,8 @@ void ft_model_init_range(const ft_unit_layout *u, size_t begin, size_t end, uint
     }
     for (int t = 0; t < u->n_tensors; t++) {
         const ft_tensor_info *ti = &u->tensors[t];
-        size_t lo = begin > ti->offset ? begin : ti->offset;
-        size_t hi = end < ti->offset + ti->numel ? end : ti->offset + ti->numel;
-        if (lo >= hi)
+        size_t lo, hi;
+        if (!ft_tensor_overlap(ti, begin, end, &lo, &hi))
             continue;
         if (ti->ndim != 2) {
             const size_t len = strlen(ti->name);

@@ -82,6 +82,16 @@ static inline long long ft_unit_slot_offset(const ft_unit_layout *u, int slot)
     return u->slot[slot] >= 0 ? (long long)u->tensors[u->slot[slot]].offset : -1;
 }
 
+/* [*lo, *hi): the part of unit elements [begin, end) that tensor t holds (unit
+ * coordinates); false when it holds none of them. */
+static inline bool ft_tensor_overlap(const ft_tensor_info *t, size_t begin, size_t end,
+                                     size_t *lo, size_t *hi)
+{
+    *lo = begin > t->offset ? begin : t->offset;
+    *hi = end < t->offset + t->numel ? end : t->offset + t->numel;
+    return *lo < *hi;
+}
+
 int ft_model_layout_build(ft_model_layout *layout, const ft_model_config *config, ft_error *err);
 
 /* Building blocks of a layout (also the adapter layout's, model/lora.c): a unit with

@@ -209,9 +209,8 @@ void ft_lora_init_range(const ft_unit_layout *u, size_t begin, size_t end, uint6
 {
     for (int t = 0; t < u->n_tensors; t++) {
         const ft_tensor_info *ti = &u->tensors[t];
-        size_t lo = begin > ti->offset ? begin : ti->offset;
-        size_t hi = end < ti->offset + ti->numel ? end : ti->offset + ti->numel;
-        if (lo >= hi)
+        size_t lo, hi;
+        if (!ft_tensor_overlap(ti, begin, end, &lo, &hi))
             continue;
         if (is_lora_b(ti->name)) {
             memset(dst + (lo - begin), 0, (hi - lo) * sizeof *dst);
