@@ -75,3 +75,14 @@ for case in "128 16384 4096 0" "128 16384 0 1024" "64 16384 4096 2048"; do
     b=$(echo "$ours" | sed -n 's/.*bwd_tflops=\([0-9.]*\).*/\1/p')
     printf "%-4s %-6s %-8s %-8s %10s %10s\n" "$1" "$2" "$3" "$4" "$f" "$b"
 done
+
+# The forward's other geometry at head_dim 128 (16 query rows per warp instead of 32,
+# FTMPI_TC_FWD_ROWS=16, cuda_attention_tc.cu): which one the default should be is this
+# measurement's to decide.
+printf "\nown forward at hd 128, query rows per warp: %10s %10s\n" "32 (TF/s)" "16 (TF/s)"
+for seq in 1024 4096 16384; do
+    f32=$("$bench" 128 $seq $((16384 / seq)) 16 | sed -n 's/.*fwd_tflops=\([0-9.]*\).*/\1/p')
+    f16=$(FTMPI_TC_FWD_ROWS=16 "$bench" 128 $seq $((16384 / seq)) 16 |
+        sed -n 's/.*fwd_tflops=\([0-9.]*\).*/\1/p')
+    printf "  seq %-6s %30s %10s\n" "$seq" "$f32" "$f16"
+done

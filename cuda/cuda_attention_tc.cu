@@ -7,24 +7,34 @@
  * segment[j] == segment[i] and, with a sliding window W > 0, j > i - W;
  * o_i = sum_j softmax_j(s_ij) v_j, lse_i = ln sum_j e^s_ij.
  *
- * Work split. One block of 4 warps per (64-query tile, head, batch row); warp w owns query
- * rows 16w .. 16w+15 of the tile for the whole pass (its O accumulator and its softmax
- * statistics stay in registers: no atomics, no inter-warp reduction). The block walks the
- * key tiles from the first inside the window (tc_first_key_tile) up to the diagonal
- * (causal bound), BK keys at a time, skipping tiles whose documents cannot meet its own
- * (tc_segments_meet), staged in shared memory by cp.async with double buffering: the
- * next tile to be visited is in flight while the current one is used.
+ * Work split. One block of 4 warps per (BQ-query tile, head, batch row); warp w owns MT
+ * m-tiles of 16 query rows (BQ = 64 MT: MT = 2 up to head_dim 128, 1 at 256, TcFwdCfg)
+ * for the whole pass (its O accumulator and its softmax statistics stay in registers: no
+ * atomics, no inter-warp reduction). The block walks the key tiles from the first inside
+ * the window (tc_first_key_tile) up to the diagonal (causal bound), BK keys at a time,
+ * skipping tiles whose documents cannot meet its own (tc_segments_meet), staged in
+ * shared memory by cp.async with double buffering: the next tile to be visited is in
+ * flight while the current one is used. A warp none of whose rows sees the tile skips
+ * it; the visibility rule is evaluated per element only on the tiles that need it (the
+ * diagonal, the window's edge, document boundaries, the end of the sequence): elsewhere
+ * the softmax is the bare arithmetic.
  *
  * Per key tile, per warp (fragments in cuda_mma.cuh's notation):
- *   S = Q K^T     Q fragments (ldmatrix.x4 of the Q tile, loaded once; at head_dim 256
- *                 once per k-step, Q_IN_REGS), K^T fragments (ldmatrix.x2 of K rows: K
- *                 row-major is K^T's "col" layout); fp32 acc
- *   mask, online softmax in base 2 on S's accumulator registers: each lane holds two
+ *   S = Q K^T     Q fragments (ldmatrix.x4 of the Q tile; held in registers where they
+ *                 fit, else reloaded per k-step), K^T fragments two key groups at a time
+ *                 (ldmatrix.x4 of K rows: K row-major is K^T's "col" layout), each used
+ *                 by all MT m-tiles; fp32 acc
+ *   mask (where needed), online softmax in base 2 on S's accumulator registers with the
+ *                 scale folded into the exponent's FMA, 2^(s c - m'): each lane holds two
  *                 rows (g, g+8) x two columns per 8-key group; row max and sum over the
  *                 four lanes of a quad (shuffles xor 1, 2)
  *   O += P V      P re-packed to bf16 A fragments straight from S's registers (the
  *                 accumulator layout of two 8-key groups is the A layout of 16 keys), V
- *                 fragments by ldmatrix.x2.trans of V rows (row-major K x N)
+ *                 fragments two feature groups at a time by ldmatrix.x4.trans of V rows
+ *                 (row-major K x N), each used by all MT m-tiles
+ * Shared-memory traffic per mma is what bounds an mma.sync kernel: with MT = 2 and the
+ * x4 loads a warp reads 160 bytes of fragments per m16n8k16 product at head_dim 128,
+ * against 256 with one m-tile and x2 loads.
  * Shared memory rows are padded by 8 bf16 (16 bytes) so that the 8 rows an ldmatrix
  * phase reads fall in distinct bank groups.
  *
@@ -33,8 +43,11 @@
  * the fp32 kernel otherwise. */
 #include "cuda_attention_tc.cuh"
 
+#include <stdlib.h>
+#include <string.h>
+
 #ifdef FT_CUDA_EMULATION
-unsigned long long ft_cuda_attention_tc_tiles[3];
+unsigned long long ft_cuda_attention_tc_tiles[FT_TC_COUNTERS];
 #endif
 
 /* [min, max] segment id of every granule of TC_GRAN tokens (clipped to seq) of every row. */
@@ -77,25 +90,26 @@ __device__ __forceinline__ int tc_next_key_tile(const TcArgs &a, int b, int2 qr,
 }
 
 /* OT: the output's storage, float or ft_bf16 (rounded once from the fp32 accumulator) */
-template <int HDMAX, int BK, typename OT>
+template <int HDMAX, int BK, int MT, typename OT>
 __global__ void __launch_bounds__(TC_THREADS)
     attn_fwd_tc_kernel(OT *__restrict__ out, float *__restrict__ lse,
                        const uint16_t *__restrict__ q, const uint16_t *__restrict__ k,
                        const uint16_t *__restrict__ v, TcArgs a)
 {
-    typedef TcCfg<HDMAX, BK> C;
-    constexpr int P = C::PITCH, KS = HDMAX / 16, NT = BK / 8, DT = HDMAX / 8;
+    typedef TcFwdCfg<HDMAX, BK, MT> C;
+    constexpr int P = C::PITCH, BQ = C::BQ, KS = HDMAX / 16, NT = BK / 8, DT = HDMAX / 8;
+    constexpr int WR = 16 * MT; /* query rows per warp */
     FT_DYNAMIC_SMEM(uint16_t, smem);
-    uint16_t *Qs = smem;                 /* [BQ][P] */
-    uint16_t *Ks = Qs + TC_BQ * P;       /* [2][BK][P] */
-    uint16_t *Vs = Ks + 2 * BK * P;      /* [2][BK][P] */
+    uint16_t *Qs = smem;           /* [BQ][P] */
+    uint16_t *Ks = Qs + BQ * P;    /* [2][BK][P] */
+    uint16_t *Vs = Ks + 2 * BK * P; /* [2][BK][P] */
 
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int g = lane / 4, t = lane % 4;
-    const int nqt = (a.seq + TC_BQ - 1) / TC_BQ;
+    const int nqt = (a.seq + BQ - 1) / BQ;
     const int qt = nqt - 1 - (int)blockIdx.x; /* the longest rows first */
     const int h = blockIdx.y, b = blockIdx.z, hk = h / a.group;
-    const int q0 = qt * TC_BQ, qn = min(TC_BQ, a.seq - q0);
+    const int q0 = qt * BQ, qn = min(BQ, a.seq - q0);
     const uint16_t *qb = q + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
     const uint16_t *kb = k + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
     const uint16_t *vb = v + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
@@ -104,40 +118,41 @@ __global__ void __launch_bounds__(TC_THREADS)
     const int nkt = (q0 + qn - 1) / BK + 1;
     const int2 qr = tc_segment_range(a, b, q0, qn);
     int kt = tc_next_key_tile<BK>(a, b, qr, tc_first_key_tile(a, q0, BK) - 1, nkt);
-    tc_stage<HDMAX, TC_BQ>(Qs, qb, a.q_stride, q0, qn, a.hd);
+    tc_stage<HDMAX, BQ>(Qs, qb, a.q_stride, q0, qn, a.hd);
     if (kt < nkt) {
         tc_stage<HDMAX, BK>(Ks, kb, a.kv_stride, kt * BK, min(BK, a.seq - kt * BK), a.hd);
         tc_stage<HDMAX, BK>(Vs, vb, a.kv_stride, kt * BK, min(BK, a.seq - kt * BK), a.hd);
     }
     ft_cp_async_commit();
 
-    /* this lane's two query rows (absolute) and their segments */
-    const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
-    const int seg0 = tc_segment(a, b, r0), seg1 = tc_segment(a, b, r1);
+    /* this warp's rows [w0, w0 + WR) (absolute) and their documents */
+    const int w0 = q0 + warp * WR;
+    const int2 wr = tc_warp_segment_range(a, b, w0, min(WR, a.seq - w0));
 
-    /* Q's A fragments stay in registers, except at head_dim 256, where they (64 registers)
-     * next to O's 128 would spill: there each k-step reloads them from the Q tile, which
-     * stays in shared memory for the whole pass. */
-    constexpr bool Q_IN_REGS = HDMAX < 256;
-    uint32_t qa[Q_IN_REGS ? KS : 1][4];
-    float o[DT][4];
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    uint32_t qa[C::Q_IN_REGS ? MT : 1][C::Q_IN_REGS ? KS : 1][4];
+    float o[MT][DT][4], mx[MT][2], l[MT][2];
 #pragma unroll
-    for (int d = 0; d < DT; d++)
-        o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
+    for (int m = 0; m < MT; m++) {
+        mx[m][0] = mx[m][1] = -INFINITY;
+        l[m][0] = l[m][1] = 0.0f;
+#pragma unroll
+        for (int d = 0; d < DT; d++)
+            o[m][d][0] = o[m][d][1] = o[m][d][2] = o[m][d][3] = 0.0f;
+    }
 
     for (int it = 0; kt < nkt; it++) { /* it: visited tiles so far, kt: this one */
-        const int k0 = kt * BK, buf = it & 1;
+        const int k0 = kt * BK, kn = min(BK, a.seq - k0), buf = it & 1;
         ft_cp_async_wait<0>();
         __syncthreads(); /* tile kt visible to all; everyone is done with the previous one */
         TC_COUNT_TILE(0);
-        if constexpr (Q_IN_REGS) {
-            if (it == 0) {
+        if constexpr (C::Q_IN_REGS) {
+            if (it == 0)
 #pragma unroll
-                for (int ks = 0; ks < KS; ks++)
-                    ft_ldmatrix<4, false>(qa[ks], Qs + (warp * 16 + lane % 16) * P + ks * 16 +
-                                                      8 * (lane / 16));
-            }
+                for (int m = 0; m < MT; m++)
+#pragma unroll
+                    for (int ks = 0; ks < KS; ks++)
+                        ft_ldmatrix<4, false>(qa[m][ks], Qs + tc_a_frag_row(warp * WR + 16 * m,
+                                                                            lane, P) + ks * 16);
         }
         const int kt_next = tc_next_key_tile<BK>(a, b, qr, kt, nkt);
         if (kt_next < nkt) { /* prefetch the next tile into the other buffer */
@@ -148,139 +163,166 @@ __global__ void __launch_bounds__(TC_THREADS)
                                 min(BK, a.seq - nk0), a.hd);
         }
         ft_cp_async_commit();
+        kt = kt_next;
+        /* Warp-uniform: a warp none of whose rows sees any key of the tile skips it (it
+         * would add exact zeros); the mask is evaluated per element only where needed */
+        const int cls = tc_pair_class(a, w0, WR, wr, k0, BK, tc_segment_range(a, b, k0, kn));
+        if (cls == TC_SKIP)
+            continue;
+        const bool masked = cls == TC_MASKED;
+        TC_COUNT_WARP_TILE(3, masked);
         const uint16_t *Kt = Ks + buf * BK * P, *Vt = Vs + buf * BK * P;
 
-        /* S = Q K^T, this warp's 16 rows x BK keys */
-        float s[NT][4];
+        /* S = Q K^T: this warp's WR rows x BK keys; each K fragment pair (ldmatrix.x4:
+         * key groups n, n+1) serves all MT m-tiles */
+        float s[MT][NT][4];
 #pragma unroll
-        for (int n = 0; n < NT; n++)
-            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+                s[m][n][0] = s[m][n][1] = s[m][n][2] = s[m][n][3] = 0.0f;
 #pragma unroll
         for (int ks = 0; ks < KS; ks++) {
-            uint32_t qf[4];
-            if constexpr (Q_IN_REGS) {
+            uint32_t qf[MT][4];
 #pragma unroll
-                for (int i = 0; i < 4; i++)
-                    qf[i] = qa[ks][i];
-            } else { /* reloaded from the tile */
-                ft_ldmatrix<4, false>(qf, Qs + (warp * 16 + lane % 16) * P + ks * 16 +
-                                              8 * (lane / 16));
+            for (int m = 0; m < MT; m++) {
+                if constexpr (C::Q_IN_REGS) {
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        qf[m][i] = qa[m][ks][i];
+                } else { /* reloaded from the tile */
+                    ft_ldmatrix<4, false>(qf[m], Qs + tc_a_frag_row(warp * WR + 16 * m, lane, P) +
+                                                     ks * 16);
+                }
             }
 #pragma unroll
-            for (int n = 0; n < NT; n++) {
-                uint32_t kf[2];
-                ft_ldmatrix<2, false>(kf, Kt + (n * 8 + lane % 8) * P + ks * 16 +
-                                              8 * ((lane / 8) % 2));
-                ft_mma_m16n8k16_bf16(s[n], qf, kf, s[n]);
+            for (int n = 0; n < NT; n += 2) {
+                uint32_t kf[4];
+                ft_ldmatrix<4, false>(kf, Kt + tc_bt_pair_row(n * 8, lane, P) + ks * 16);
+#pragma unroll
+                for (int m = 0; m < MT; m++) {
+                    ft_mma_m16n8k16_bf16(s[m][n], qf[m], kf, s[m][n]);
+                    ft_mma_m16n8k16_bf16(s[m][n + 1], qf[m], kf + 2, s[m][n + 1]);
+                }
             }
         }
 
-        /* mask, scale to base 2, online softmax for rows r0 (s[.][0..1]) and r1 ([2..3]) */
-        float mx0 = -INFINITY, mx1 = -INFINITY;
+        /* Online softmax in base 2 on S's registers (lane: rows g, g+8 of each m-tile, two
+         * columns per key group), the scale folded into the exponent's FMA:
+         * p = 2^(s c - m'), c = log2(e) / sqrt(hd), m' the running maximum of s c. */
 #pragma unroll
-        for (int n = 0; n < NT; n++)
+        for (int m = 0; m < MT; m++) {
+            float rmax[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int col = k0 + n * 8 + 2 * t + (e & 1);
-                bool vis = e < 2 ? tc_visible(a, b, r0, col, seg0)
-                                 : tc_visible(a, b, r1, col, seg1);
-                float x = vis ? s[n][e] * a.scale_log2 : -INFINITY;
-                s[n][e] = x;
-                if (e < 2)
-                    mx0 = fmaxf(mx0, x);
-                else
-                    mx1 = fmaxf(mx1, x);
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    if (masked) { /* (the row's document id is read here, not held:
+                                     * registers are what limits this kernel) */
+                        int row = w0 + 16 * m + g + 8 * (e >> 1);
+                        int col = k0 + n * 8 + 2 * t + (e & 1);
+                        if (!tc_visible(a, b, row, col, tc_segment(a, b, row)))
+                            s[m][n][e] = -INFINITY;
+                    }
+                    rmax[e >> 1] = fmaxf(rmax[e >> 1], s[m][n][e]);
+                }
+            float ref[2], alpha[2];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                rmax[r] = fmaxf(rmax[r], __shfl_xor_sync(FT_FULL_MASK, rmax[r], 1));
+                rmax[r] = fmaxf(rmax[r], __shfl_xor_sync(FT_FULL_MASK, rmax[r], 2));
+                const float mn = fmaxf(mx[m][r], rmax[r] * a.scale_log2);
+                /* a row that has seen nothing keeps m = -inf: reference 0 avoids inf - inf */
+                ref[r] = mn == -INFINITY ? 0.0f : mn;
+                alpha[r] = tc_exp2(mx[m][r] - ref[r]);
+                mx[m][r] = mn;
             }
-        mx0 = fmaxf(mx0, __shfl_xor_sync(FT_FULL_MASK, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(FT_FULL_MASK, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(FT_FULL_MASK, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(FT_FULL_MASK, mx1, 2));
-        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-        /* a row that has seen nothing keeps m = -inf: reference 0 avoids inf - inf */
-        const float ref0 = mn0 == -INFINITY ? 0.0f : mn0, ref1 = mn1 == -INFINITY ? 0.0f : mn1;
-        const float al0 = exp2f(m0 - ref0), al1 = exp2f(m1 - ref1);
-        m0 = mn0;
-        m1 = mn1;
-        float sum0 = 0.0f, sum1 = 0.0f;
+            float sum[2] = {0.0f, 0.0f};
 #pragma unroll
-        for (int n = 0; n < NT; n++) {
-            s[n][0] = exp2f(s[n][0] - ref0);
-            s[n][1] = exp2f(s[n][1] - ref0);
-            s[n][2] = exp2f(s[n][2] - ref1);
-            s[n][3] = exp2f(s[n][3] - ref1);
-            sum0 += s[n][0] + s[n][1];
-            sum1 += s[n][2] + s[n][3];
-        }
-        sum0 += __shfl_xor_sync(FT_FULL_MASK, sum0, 1);
-        sum0 += __shfl_xor_sync(FT_FULL_MASK, sum0, 2);
-        sum1 += __shfl_xor_sync(FT_FULL_MASK, sum1, 1);
-        sum1 += __shfl_xor_sync(FT_FULL_MASK, sum1, 2);
-        l0 = l0 * al0 + sum0;
-        l1 = l1 * al1 + sum1;
+            for (int n = 0; n < NT; n++)
 #pragma unroll
-        for (int d = 0; d < DT; d++) {
-            o[d][0] *= al0;
-            o[d][1] *= al0;
-            o[d][2] *= al1;
-            o[d][3] *= al1;
-        }
-
-        /* O += P V: 16 keys (two 8-key groups of S) per k-step */
+                for (int e = 0; e < 4; e++) {
+                    s[m][n][e] = tc_exp2(fmaf(s[m][n][e], a.scale_log2, -ref[e >> 1]));
+                    sum[e >> 1] += s[m][n][e];
+                }
 #pragma unroll
-        for (int j = 0; j < BK / 16; j++) {
-            uint32_t pa[4] = {tc_pack_bf16(s[2 * j][0], s[2 * j][1]),
-                              tc_pack_bf16(s[2 * j][2], s[2 * j][3]),
-                              tc_pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]),
-                              tc_pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
+            for (int r = 0; r < 2; r++) {
+                sum[r] += __shfl_xor_sync(FT_FULL_MASK, sum[r], 1);
+                sum[r] += __shfl_xor_sync(FT_FULL_MASK, sum[r], 2);
+                l[m][r] = l[m][r] * alpha[r] + sum[r];
+            }
 #pragma unroll
             for (int d = 0; d < DT; d++) {
-                uint32_t vf[2];
-                ft_ldmatrix<2, true>(vf, Vt + (j * 16 + lane % 16) * P + d * 8);
-                ft_mma_m16n8k16_bf16(o[d], pa, vf, o[d]);
+                o[m][d][0] *= alpha[0];
+                o[m][d][1] *= alpha[0];
+                o[m][d][2] *= alpha[1];
+                o[m][d][3] *= alpha[1];
             }
         }
-        kt = kt_next;
+
+        /* O += P V: 16 keys (two 8-key groups of S, repacked from its registers as the A
+         * operand) per k-step; each V fragment pair (ldmatrix.x4.trans: feature groups d,
+         * d+1) serves all MT m-tiles */
+#pragma unroll
+        for (int j = 0; j < BK / 16; j++) {
+            uint32_t pa[MT][4];
+#pragma unroll
+            for (int m = 0; m < MT; m++) {
+                pa[m][0] = tc_pack_bf16(s[m][2 * j][0], s[m][2 * j][1]);
+                pa[m][1] = tc_pack_bf16(s[m][2 * j][2], s[m][2 * j][3]);
+                pa[m][2] = tc_pack_bf16(s[m][2 * j + 1][0], s[m][2 * j + 1][1]);
+                pa[m][3] = tc_pack_bf16(s[m][2 * j + 1][2], s[m][2 * j + 1][3]);
+            }
+#pragma unroll
+            for (int d = 0; d < DT; d += 2) {
+                uint32_t vf[4];
+                ft_ldmatrix<4, true>(vf, Vt + tc_b_pair_row(j * 16, d * 8, lane, P));
+#pragma unroll
+                for (int m = 0; m < MT; m++) {
+                    ft_mma_m16n8k16_bf16(o[m][d], pa[m], vf, o[m][d]);
+                    ft_mma_m16n8k16_bf16(o[m][d + 1], pa[m], vf + 2, o[m][d + 1]);
+                }
+            }
+        }
     }
     ft_cp_async_wait<0>(); /* no copy may still target shared memory at exit */
 
     /* o / l; lse = ln 2 (m + log2 l); rows that saw nothing: 0 and -inf */
-    const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
     OT *ob = out + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
+    float *lb = lse + ((size_t)b * gridDim.y + h) * a.seq;
 #pragma unroll
-    for (int d = 0; d < DT; d++) {
-        int c = d * 8 + 2 * t;
-        if (c >= a.hd)
-            continue;
-        if (r0 < a.seq) {
-            ft_st(ob, (size_t)r0 * a.q_stride + c, o[d][0] * inv0);
-            ft_st(ob, (size_t)r0 * a.q_stride + c + 1, o[d][1] * inv0);
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int row = w0 + 16 * m + g + 8 * r;
+            if (row >= a.seq)
+                continue;
+            const float inv = l[m][r] > 0.0f ? 1.0f / l[m][r] : 0.0f;
+#pragma unroll
+            for (int d = 0; d < DT; d++) {
+                int c = d * 8 + 2 * t;
+                if (c < a.hd) {
+                    ft_st(ob, (size_t)row * a.q_stride + c, o[m][d][2 * r] * inv);
+                    ft_st(ob, (size_t)row * a.q_stride + c + 1, o[m][d][2 * r + 1] * inv);
+                }
+            }
+            if (t == 0)
+                lb[row] = l[m][r] > 0.0f ? TC_LN2 * (mx[m][r] + log2f(l[m][r])) : -INFINITY;
         }
-        if (r1 < a.seq) {
-            ft_st(ob, (size_t)r1 * a.q_stride + c, o[d][2] * inv1);
-            ft_st(ob, (size_t)r1 * a.q_stride + c + 1, o[d][3] * inv1);
-        }
-    }
-    if (t == 0) {
-        float *lb = lse + ((size_t)b * gridDim.y + h) * a.seq;
-        if (r0 < a.seq)
-            lb[r0] = l0 > 0.0f ? TC_LN2 * (m0 + log2f(l0)) : -INFINITY;
-        if (r1 < a.seq)
-            lb[r1] = l1 > 0.0f ? TC_LN2 * (m1 + log2f(l1)) : -INFINITY;
-    }
 }
 
-template <int HDMAX, int BK, typename OT>
+template <int HDMAX, int BK, int MT, typename OT>
 static cudaError_t tc_fwd_run(OT *out, float *lse, const uint16_t *q, const uint16_t *k,
                               const uint16_t *v, const TcArgs &a, ft_attn_shape s, cudaStream_t st)
 {
-    typedef TcCfg<HDMAX, BK> C;
+    typedef TcFwdCfg<HDMAX, BK, MT> C;
     void (*kern)(OT *, float *, const uint16_t *, const uint16_t *, const uint16_t *, TcArgs) =
-        attn_fwd_tc_kernel<HDMAX, BK, OT>;
+        attn_fwd_tc_kernel<HDMAX, BK, MT, OT>;
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)C::smem);
     if (e != cudaSuccess)
         return e;
-    dim3 grid((unsigned)((s.seq_len + TC_BQ - 1) / TC_BQ), (unsigned)s.n_heads,
+    dim3 grid((unsigned)((s.seq_len + C::BQ - 1) / C::BQ), (unsigned)s.n_heads,
               (unsigned)s.batch);
     FT_LAUNCH(kern, grid, TC_THREADS, C::smem, st)(out, lse, q, k, v, a);
     return cudaGetLastError();
@@ -291,16 +333,30 @@ extern "C" int ft_cuda_attention_tc_supported(ft_attn_shape s)
     return s.head_dim > 0 && s.head_dim <= 256 && s.head_dim % 8 == 0;
 }
 
+/* Query rows per warp of the forward at head_dim 65-128: 32 (two m-tiles, the default:
+ * 160 bytes of fragments read from shared memory per product; ptxas for sm_90: 255
+ * registers and an 80-byte spill) or 16 (one m-tile: 256 bytes per product; 224
+ * registers, no spill). Which is faster on a given GPU is a measurement:
+ * FTMPI_TC_FWD_ROWS=16 selects the second, so that bench/gpu_attention.sh times both in
+ * one run. Read per call (a getenv beside a kernel launch), so a test can switch it. */
+static int tc_fwd_rows_per_warp(void)
+{
+    const char *e = getenv("FTMPI_TC_FWD_ROWS");
+    return e && strcmp(e, "16") == 0 ? 16 : 32;
+}
+
 template <typename OT>
 static cudaError_t tc_fwd_dispatch(OT *out, float *lse, const uint16_t *q, const uint16_t *k,
                                    const uint16_t *v, const TcArgs &a, ft_attn_shape s,
                                    cudaStream_t st)
 {
     if (s.head_dim <= 64)
-        return tc_fwd_run<64, 64>(out, lse, q, k, v, a, s, st);
+        return tc_fwd_run<64, 64, 2>(out, lse, q, k, v, a, s, st);
+    if (s.head_dim <= 128 && tc_fwd_rows_per_warp() == 16)
+        return tc_fwd_run<128, 64, 1>(out, lse, q, k, v, a, s, st);
     if (s.head_dim <= 128)
-        return tc_fwd_run<128, 64>(out, lse, q, k, v, a, s, st);
-    return tc_fwd_run<256, 32>(out, lse, q, k, v, a, s, st);
+        return tc_fwd_run<128, 64, 2>(out, lse, q, k, v, a, s, st);
+    return tc_fwd_run<256, 32, 1>(out, lse, q, k, v, a, s, st);
 }
 
 extern "C" size_t ft_cuda_attention_fwd_bf16_scratch_bytes(ft_attn_shape s)

@@ -29,11 +29,18 @@ struct TcArgs {
     int ngran;
 };
 
-/* Forward tile geometry: the Q tile and two K and two V buffers of BK rows. */
-template <int HDMAX, int BK>
-struct TcCfg {
+/* Forward tile geometry: each warp owns MT m-tiles of 16 query rows (so each K and V
+ * fragment read from shared memory feeds MT products), the block BQ = 64 MT queries; the
+ * Q tile and two K and two V buffers of BK rows. Q's A fragments stay in registers where
+ * they fit beside O (MT x HDMAX/2 fp32) and S (MT x BK/2): up to MT x HDMAX = 128;
+ * elsewhere each k-step reloads them from the Q tile, which stays in shared memory for
+ * the whole pass. */
+template <int HDMAX, int BK, int MT>
+struct TcFwdCfg {
+    static constexpr int BQ = 16 * TC_WARPS * MT;
     static constexpr int PITCH = HDMAX + TC_PAD; /* bf16 per smem row */
-    static constexpr size_t smem = (size_t)(TC_BQ + 4 * BK) * PITCH * sizeof(uint16_t);
+    static constexpr bool Q_IN_REGS = MT * HDMAX <= 128;
+    static constexpr size_t smem = (size_t)(BQ + 4 * BK) * PITCH * sizeof(uint16_t);
 };
 
 /* Stages rows t0 .. t0+n-1 of one head (hd bf16 each) into dst[row][PITCH] with cp.async;
@@ -48,8 +55,47 @@ __device__ __forceinline__ void tc_stage(uint16_t *dst, const uint16_t *base, si
         int d0 = c * 8;
         bool valid = r < n && d0 < hd;
         const uint16_t *src = valid ? base + (size_t)(t0 + r) * stride + d0 : base;
-        ft_cp_async_16(dst + r * TcCfg<HDMAX, 8>::PITCH + d0, src, valid ? 16 : 0);
+        ft_cp_async_16(dst + r * (HDMAX + TC_PAD) + d0, src, valid ? 16 : 0);
     }
+}
+
+/* Shared-memory offsets (elements, rows of `pitch`) of this lane's ldmatrix.x4 row:
+ * - tc_a_frag_row: the A fragment of the 16 x 16 tile at rows row0.., column 0 (add the
+ *   k-step's column): lane l points at row l % 16, column 8 (l / 16);
+ * - tc_bt_pair_row: the B fragments of two 8-column groups from a row-major B^T tile
+ *   (rows n0 .. n0+15 are the columns of B; plain ldmatrix): matrices (group 0, k 0-7),
+ *   (group 0, k 8-15), (group 1, k 0-7), (group 1, k 8-15), so r[0..1] and r[2..3] are
+ *   the two groups' fragments;
+ * - tc_b_pair_row: the B fragments of feature groups c0/8 and c0/8 + 1 from a row-major
+ *   K x N tile at rows k0 .. k0+15 (ldmatrix.trans): matrices (keys 0-7, group 0), (keys
+ *   8-15, group 0), (keys 0-7, group 1), (keys 8-15, group 1). */
+__device__ __forceinline__ int tc_a_frag_row(int row0, int lane, int pitch)
+{
+    return (row0 + lane % 16) * pitch + 8 * (lane / 16);
+}
+
+__device__ __forceinline__ int tc_bt_pair_row(int n0, int lane, int pitch)
+{
+    return (n0 + 8 * (lane / 16) + lane % 8) * pitch + 8 * ((lane / 8) % 2);
+}
+
+__device__ __forceinline__ int tc_b_pair_row(int k0, int c0, int lane, int pitch)
+{
+    return (k0 + lane % 16) * pitch + c0 + 8 * (lane / 16);
+}
+
+/* 2^x by the special-function unit (one MUFU.EX2, denormal results flushed to zero:
+ * probabilities under 2^-126 of the row's maximum are zero either way); the harness uses
+ * libm's. ex2(-inf) = +0 and ex2(0) = 1, which the masked and first-tile paths rely on. */
+__device__ __forceinline__ float tc_exp2(float x)
+{
+#ifdef FT_CUDA_EMULATION
+    return exp2f(x);
+#else
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#endif
 }
 
 /* Two fp32 as the bf16 pair of one mma operand register (lo in the lower half). */
@@ -152,8 +198,55 @@ __device__ __forceinline__ bool tc_segments_meet(const TcArgs &a, int b, int2 ot
     return r.x <= other.y && other.x <= r.y;
 }
 
-/* Harness only: the tile pairs each kernel computed (0 forward, 1 dK/dV, 2 dQ), so that
- * test_attention_tc can check that exactly the needed pairs ran. Thread 0 of a block
+/* The exact [min, max] segment id of a warp's own tokens t0 .. t0+n-1 (n <= 0: none,
+ * (0, 0)), reduced across the warp's lanes; every lane of the warp must call it. A warp's
+ * 16 or 32 rows need not fill a granule, so the granule table would give a superset. */
+__device__ __forceinline__ int2 tc_warp_segment_range(const TcArgs &a, int b, int t0, int n)
+{
+    if (!a.segment || n <= 0)
+        return make_int2(0, 0);
+    int lo = INT_MAX, hi = INT_MIN;
+    for (int i = threadIdx.x % 32; i < n; i += 32) {
+        int id = a.segment[(size_t)b * a.seq + t0 + i];
+        lo = min(lo, id);
+        hi = max(hi, id);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        lo = min(lo, __shfl_xor_sync(FT_FULL_MASK, lo, off));
+        hi = max(hi, __shfl_xor_sync(FT_FULL_MASK, hi, off));
+    }
+    return make_int2(lo, hi);
+}
+
+/* How a warp computes its part of a tile pair: the queries [q0, q0+qn) against the keys
+ * [k0, k0+kn), footprints in registers (rows past the end are zero-filled), with segment
+ * ranges qr and kr of their tokens inside the sequence.
+ *   TC_SKIP    no query sees any key (all keys after all queries, before the first
+ *              query's window, or in other documents): it would add exact zeros;
+ *   TC_BARE    every pair of the footprint is inside the sequence and visible: the
+ *              softmax needs no per-element test;
+ *   TC_MASKED  the rest (the diagonal, the window's edge, a document boundary, the end
+ *              of the sequence): the visibility rule per element.
+ * By position TC_SKIP is exact (a visible pair exists otherwise); with documents it is
+ * exact for packed (non-decreasing) ids, conservative otherwise. */
+enum { TC_SKIP, TC_BARE, TC_MASKED };
+
+__device__ __forceinline__ int tc_pair_class(const TcArgs &a, int q0, int qn, int2 qr, int k0,
+                                             int kn, int2 kr)
+{
+    const int qv = min(qn, a.seq - q0), kv = min(kn, a.seq - k0); /* inside the sequence */
+    if (qv <= 0 || kv <= 0 || k0 > q0 + qv - 1 || tc_before_window(a, q0, k0, kv) ||
+        (a.segment && (kr.x > qr.y || qr.x > kr.y)))
+        return TC_SKIP;
+    const bool bare = qv == qn && kv == kn && ft_mask_tile_all_seen(q0, qn, k0, kn, a.window) &&
+                      (!a.segment || (qr.x == qr.y && kr.x == kr.y && qr.x == kr.x));
+    return bare ? TC_BARE : TC_MASKED;
+}
+
+/* Harness only: the tile pairs each kernel computed (0 forward, 1 dK/dV, 2 dQ), and per
+ * warp (cuda_internal.h), so that test_attention_tc can check that exactly the needed
+ * pairs ran and that exactly the ones that need it evaluated the mask. Thread 0 of a block
  * counts; blocks may run on several host threads, hence the atomic. */
 #ifdef FT_CUDA_EMULATION
 #define TC_COUNT_TILE(kind)                                                                        \
@@ -161,8 +254,20 @@ __device__ __forceinline__ bool tc_segments_meet(const TcArgs &a, int b, int2 ot
         if (threadIdx.x == 0)                                                                      \
             __atomic_fetch_add(&ft_cuda_attention_tc_tiles[kind], 1ull, __ATOMIC_RELAXED);         \
     } while (0)
+/* Lane 0 of a warp counts a tile it computes (counter kind) and, if `masked`, one on which
+ * it evaluates the mask per element (kind + 1). */
+#define TC_COUNT_WARP_TILE(kind, masked)                                                           \
+    do {                                                                                           \
+        if (threadIdx.x % 32 == 0) {                                                               \
+            __atomic_fetch_add(&ft_cuda_attention_tc_tiles[kind], 1ull, __ATOMIC_RELAXED);         \
+            if (masked)                                                                            \
+                __atomic_fetch_add(&ft_cuda_attention_tc_tiles[(kind) + 1], 1ull,                  \
+                                   __ATOMIC_RELAXED);                                              \
+        }                                                                                          \
+    } while (0)
 #else
 #define TC_COUNT_TILE(kind) ((void)0)
+#define TC_COUNT_WARP_TILE(kind, masked) ((void)0)
 #endif
 
 #endif

@@ -21,9 +21,13 @@
  * dV += P^T dO and dK += dS^T Q. B operands come from shared memory by ldmatrix: a
  * row-major token tile is the "col" layout of its transpose (plain ldmatrix, for Q^T,
  * dO^T, K^T, V^T) and the row-major K x N layout itself (ldmatrix.trans, for dO, Q, K).
- * Tiles are staged with cp.async; one buffer each (double buffering comes with the
- * tuning on a GPU). P and dS enter the tensor cores rounded to bf16; everything else
- * stays fp32. */
+ * B fragments are loaded two 8-column groups per ldmatrix.x4. Each warp classifies its
+ * part of a tile pair (tc_pair_class: its 16 keys against the 64 queries, or its 16
+ * queries against the 64 keys): skipped if nothing in it is visible, the mask evaluated
+ * per element only where part of it is not. Tiles are staged with cp.async; one buffer
+ * each (double buffering is the next step, to be tuned on a GPU: at head_dim 256 two
+ * buffers would not fit sm_80's shared memory). P and dS enter the tensor cores rounded
+ * to bf16; everything else stays fp32. */
 #include "cuda_attention_tc.cuh"
 
 #define TC_BK 64
@@ -60,8 +64,10 @@ __global__ void tc_bwd_dot_kernel(float *__restrict__ Dv, const uint16_t *__rest
  *    one half of the head's features each (DSPLIT = 2), so a block holds 32 keys. Each
  *    warp of the pair computes the group's whole S^T and dP^T (the tensor-core work of
  *    those two products doubles, the rest is unchanged) and no data crosses warps.
- * The dQ kernel at head_dim 256 likewise reloads its Q and dO fragments. ptxas -v
- * figures: the commit that introduced this. */
+ * The dQ kernel at head_dim 256 likewise reloads its Q and dO fragments. ptxas -v (CUDA
+ * 13, sm_90): no spill at head_dim 64 nor in the dQ pass at 128; 8 bytes in the dK/dV
+ * pass at 128 and 256 and in the dQ pass at 256 (the warp classification's few registers
+ * cost them; the loops before it had none). */
 template <int HDMAX>
 struct TcBwdCfg {
     static constexpr int P = HDMAX + TC_PAD;
@@ -83,21 +89,24 @@ struct TcBwdCfg {
      tc_pack_bf16(x[2 * (j) + 1][0], x[2 * (j) + 1][1]),                                         \
      tc_pack_bf16(x[2 * (j) + 1][2], x[2 * (j) + 1][3])}
 
-/* One k-step of the two score products of a warp's 16 rows against 8 columns (group n):
- * x += A1 X^T, y += A2 Y^T, with X and Y the row-major token tiles in shared memory (their
- * k-step ks as "col" B fragments). dK/dV: rows keys, A1 = K, A2 = V, X = Q, Y = dO (S^T,
- * dP^T); dQ: rows queries, A1 = Q, A2 = dO, X = K, Y = V (S, dP). */
+/* One k-step of the two score products of a warp's 16 rows against 16 columns (groups n,
+ * n+1): x += A1 X^T, y += A2 Y^T, with X and Y the row-major token tiles in shared memory
+ * (their k-step ks as "col" B fragments, two groups per ldmatrix.x4). dK/dV: rows keys,
+ * A1 = K, A2 = V, X = Q, Y = dO (S^T, dP^T); dQ: rows queries, A1 = Q, A2 = dO, X = K,
+ * Y = V (S, dP). */
 template <int HDMAX>
-__device__ __forceinline__ void tc_bwd_st_step(float x[4], float y[4], const uint32_t a1[4],
+__device__ __forceinline__ void tc_bwd_st_step(float (*x)[4], float (*y)[4], const uint32_t a1[4],
                                                const uint32_t a2[4], const uint16_t *X,
                                                const uint16_t *Y, int n, int ks, int lane)
 {
-    int off = (n * 8 + lane % 8) * TcBwdCfg<HDMAX>::P + ks * 16 + 8 * ((lane / 8) % 2);
-    uint32_t xf[2], yf[2];
-    ft_ldmatrix<2, false>(xf, X + off);
-    ft_ldmatrix<2, false>(yf, Y + off);
-    ft_mma_m16n8k16_bf16(x, a1, xf, x);
-    ft_mma_m16n8k16_bf16(y, a2, yf, y);
+    int off = tc_bt_pair_row(n * 8, lane, TcBwdCfg<HDMAX>::P) + ks * 16;
+    uint32_t xf[4], yf[4];
+    ft_ldmatrix<4, false>(xf, X + off);
+    ft_ldmatrix<4, false>(yf, Y + off);
+    ft_mma_m16n8k16_bf16(x[n], a1, xf, x[n]);
+    ft_mma_m16n8k16_bf16(x[n + 1], a1, xf + 2, x[n + 1]);
+    ft_mma_m16n8k16_bf16(y[n], a2, yf, y[n]);
+    ft_mma_m16n8k16_bf16(y[n + 1], a2, yf + 2, y[n + 1]);
 }
 
 /* Both score products of N column groups over all k-steps, the warp's row fragments
@@ -119,21 +128,21 @@ __device__ __forceinline__ void tc_bwd_st_reloaded(float (&x)[N][4], float (&y)[
         ft_ldmatrix<4, false>(f1, A1 + off + ks * 16);
         ft_ldmatrix<4, false>(f2, A2 + off + ks * 16);
 #pragma unroll
-        for (int n = 0; n < N; n++)
-            tc_bwd_st_step<HDMAX>(x[n], y[n], f1, f2, X, Y, n, ks, lane);
+        for (int n = 0; n < N; n += 2)
+            tc_bwd_st_step<HDMAX>(x, y, f1, f2, X, Y, n, ks, lane);
     }
 }
 
-/* Both score products of column group n over all k-steps, the row fragments held in
- * registers (a1, a2: one per k-step). */
+/* Both score products of column groups n, n+1 over all k-steps, the row fragments held
+ * in registers (a1, a2: one per k-step). */
 template <int HDMAX>
-__device__ __forceinline__ void tc_bwd_st_held(float x[4], float y[4],
+__device__ __forceinline__ void tc_bwd_st_held(float (*x)[4], float (*y)[4],
                                                uint32_t (*a1)[4], uint32_t (*a2)[4],
                                                const uint16_t *X, const uint16_t *Y, int n,
                                                int lane)
 {
     for (int e = 0; e < 4; e++)
-        x[e] = y[e] = 0.0f;
+        x[n][e] = y[n][e] = x[n + 1][e] = y[n + 1][e] = 0.0f;
 #pragma unroll
     for (int ks = 0; ks < HDMAX / 16; ks++)
         tc_bwd_st_step<HDMAX>(x, y, a1[ks], a2[ks], X, Y, n, ks, lane);
@@ -177,6 +186,8 @@ __global__ void __launch_bounds__(TC_THREADS)
     }
     const int kr0 = k0 + kgrp * 16 + g, kr1 = kr0 + 8; /* this lane's two keys */
     const int2 kr = tc_segment_range(a, b, k0, kn);
+    const int kw0 = k0 + kgrp * 16; /* this warp's 16 keys and their documents */
+    const int2 kwr = tc_warp_segment_range(a, b, kw0, min(16, a.seq - kw0));
     float dka[DT][4], dva[DT][4];
 #pragma unroll
     for (int d = 0; d < DT; d++)
@@ -207,38 +218,53 @@ __global__ void __launch_bounds__(TC_THREADS)
             }
             ft_cp_async_wait<0>();
             __syncthreads();
+            /* warp-uniform: this warp's keys against the query tile (tc_pair_class) */
+            const int cls = tc_pair_class(a, q0, TC_BQ, tc_segment_range(a, b, q0, qn), kw0, 16,
+                                          kwr);
+            if (cls == TC_SKIP)
+                continue;
+            const bool masked = cls == TC_MASKED;
+            TC_COUNT_WARP_TILE(5, masked);
 
             /* S^T = K Q^T and dP^T = V dO^T: this warp's 16 keys x 64 queries */
-            /* Held fragments: each query group n is computed and masked in turn (the order
-             * ptxas allocates best); reloaded ones: k-steps outer, each loaded once. */
+            /* Held fragments: each pair of query groups is computed and masked in turn (the
+             * order ptxas allocates best); reloaded ones: k-steps outer, each loaded once. */
             float p[NQ][4], ds[NQ][4];
             if constexpr (!KV_IN_REGS)
                 tc_bwd_st_reloaded<HDMAX>(p, ds, Ks, Vs, kv_off, Qs, dOs, lane);
 #pragma unroll
             for (int n = 0; n < NQ; n++) {
                 if constexpr (KV_IN_REGS)
-                    tc_bwd_st_held<HDMAX>(p[n], ds[n], ka, va, Qs, dOs, n, lane);
+                    if (n % 2 == 0)
+                        tc_bwd_st_held<HDMAX>(p, ds, ka, va, Qs, dOs, n, lane);
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    int qi = n * 8 + 2 * t + (e & 1), qc = q0 + qi, key = e < 2 ? kr0 : kr1;
-                    bool vis = tc_visible(a, b, qc, key, tc_segment(a, b, qc));
-                    float pe = vis ? exp2f(p[n][e] * a.scale_log2 - lse_s[qi]) : 0.0f;
+                    int qi = n * 8 + 2 * t + (e & 1);
+                    float pe = tc_exp2(fmaf(p[n][e], a.scale_log2, -lse_s[qi]));
+                    if (masked) {
+                        int qc = q0 + qi, key = e < 2 ? kr0 : kr1;
+                        if (!tc_visible(a, b, qc, key, tc_segment(a, b, qc)))
+                            pe = 0.0f;
+                    }
                     p[n][e] = pe;
                     ds[n][e] = pe * (ds[n][e] - D_s[qi]);
                 }
             }
-            /* dV += P^T dO, dK += dS^T Q: 16 queries per k-step */
+            /* dV += P^T dO, dK += dS^T Q: 16 queries per k-step, two feature groups per
+             * ldmatrix.x4.trans */
 #pragma unroll
             for (int j = 0; j < NQ / 2; j++) {
                 uint32_t pa[4] = TC_REPACK(p, j), sa[4] = TC_REPACK(ds, j);
 #pragma unroll
-                for (int d = 0; d < DT; d++) {
-                    int off = (j * 16 + lane % 16) * P + (dbase + d) * 8;
-                    uint32_t of[2], qf[2];
-                    ft_ldmatrix<2, true>(of, dOs + off);
-                    ft_ldmatrix<2, true>(qf, Qs + off);
+                for (int d = 0; d < DT; d += 2) {
+                    int off = tc_b_pair_row(j * 16, (dbase + d) * 8, lane, P);
+                    uint32_t of[4], qf[4];
+                    ft_ldmatrix<4, true>(of, dOs + off);
+                    ft_ldmatrix<4, true>(qf, Qs + off);
                     ft_mma_m16n8k16_bf16(dva[d], pa, of, dva[d]);
+                    ft_mma_m16n8k16_bf16(dva[d + 1], pa, of + 2, dva[d + 1]);
                     ft_mma_m16n8k16_bf16(dka[d], sa, qf, dka[d]);
+                    ft_mma_m16n8k16_bf16(dka[d + 1], sa, qf + 2, dka[d + 1]);
                 }
             }
         }
@@ -297,6 +323,8 @@ __global__ void __launch_bounds__(TC_THREADS)
     }
     const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
     const int seg0 = tc_segment(a, b, r0), seg1 = tc_segment(a, b, r1);
+    const int qw0 = q0 + warp * 16; /* this warp's 16 queries and their documents */
+    const int2 qwr = tc_warp_segment_range(a, b, qw0, min(16, a.seq - qw0));
     const size_t row_base = ((size_t)b * heads + h) * a.seq;
     const float lse0 = r0 < a.seq ? lse[row_base + r0] * TC_LOG2E : 0.0f;
     const float lse1 = r1 < a.seq ? lse[row_base + r1] * TC_LOG2E : 0.0f;
@@ -321,32 +349,42 @@ __global__ void __launch_bounds__(TC_THREADS)
         ft_cp_async_commit();
         ft_cp_async_wait<0>();
         __syncthreads();
+        /* warp-uniform: this warp's queries against the key tile (tc_pair_class) */
+        const int cls = tc_pair_class(a, qw0, 16, qwr, k0, TC_BK, tc_segment_range(a, b, k0, kn));
+        if (cls == TC_SKIP)
+            continue;
+        const bool masked = cls == TC_MASKED;
+        TC_COUNT_WARP_TILE(7, masked);
         float p[NK][4], ds[NK][4]; /* loop orders: as in the dK/dV kernel */
         if constexpr (!QO_IN_REGS)
             tc_bwd_st_reloaded<HDMAX>(p, ds, Qs, dOs, qo_off, Ks, Vs, lane);
 #pragma unroll
         for (int n = 0; n < NK; n++) {
             if constexpr (QO_IN_REGS)
-                tc_bwd_st_held<HDMAX>(p[n], ds[n], qa, oa, Ks, Vs, n, lane);
+                if (n % 2 == 0)
+                    tc_bwd_st_held<HDMAX>(p, ds, qa, oa, Ks, Vs, n, lane);
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                int col = k0 + n * 8 + 2 * t + (e & 1);
-                bool vis = e < 2 ? tc_visible(a, b, r0, col, seg0)
-                                 : tc_visible(a, b, r1, col, seg1);
-                float pe = vis ? exp2f(p[n][e] * a.scale_log2 - (e < 2 ? lse0 : lse1)) : 0.0f;
+                float pe = tc_exp2(fmaf(p[n][e], a.scale_log2, -(e < 2 ? lse0 : lse1)));
+                if (masked) {
+                    int col = k0 + n * 8 + 2 * t + (e & 1);
+                    if (!(e < 2 ? tc_visible(a, b, r0, col, seg0) : tc_visible(a, b, r1, col, seg1)))
+                        pe = 0.0f;
+                }
                 p[n][e] = pe;
                 ds[n][e] = pe * (ds[n][e] - (e < 2 ? D0 : D1));
             }
         }
-        /* dQ += dS K: 16 keys per k-step */
+        /* dQ += dS K: 16 keys per k-step, two feature groups per ldmatrix.x4.trans */
 #pragma unroll
         for (int j = 0; j < NK / 2; j++) {
             uint32_t sa[4] = TC_REPACK(ds, j);
 #pragma unroll
-            for (int d = 0; d < DT; d++) {
-                uint32_t kf[2];
-                ft_ldmatrix<2, true>(kf, Ks + (j * 16 + lane % 16) * P + d * 8);
+            for (int d = 0; d < DT; d += 2) {
+                uint32_t kf[4];
+                ft_ldmatrix<4, true>(kf, Ks + tc_b_pair_row(j * 16, d * 8, lane, P));
                 ft_mma_m16n8k16_bf16(dqa[d], sa, kf, dqa[d]);
+                ft_mma_m16n8k16_bf16(dqa[d + 1], sa, kf + 2, dqa[d + 1]);
             }
         }
     }

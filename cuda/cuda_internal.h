@@ -152,8 +152,11 @@ cudaError_t ft_cuda_launch_attention_bwd(float *dq, float *dk, float *dv, const 
  * (cuda_attention_route.c). */
 int ft_cuda_attention_tc_supported(ft_attn_shape s);
 #ifdef FT_CUDA_EMULATION
-/* Harness only: tile pairs the tensor-core kernels computed (forward, dK/dV, dQ). */
-extern unsigned long long ft_cuda_attention_tc_tiles[3];
+/* Harness only: tile pairs the tensor-core kernels computed, per block (forward, dK/dV,
+ * dQ: 0-2) and per warp, with the ones on which a warp evaluated the mask per element
+ * (forward 3, 4; dK/dV 5, 6; dQ 7, 8). */
+enum { FT_TC_COUNTERS = 9 };
+extern unsigned long long ft_cuda_attention_tc_tiles[FT_TC_COUNTERS];
 #endif
 /* scratch: ft_cuda_attention_fwd_bf16_scratch_bytes (the segment ranges of tile skipping) */
 size_t ft_cuda_attention_fwd_bf16_scratch_bytes(ft_attn_shape s);

@@ -74,11 +74,12 @@ static double worst_ratio(const float *got, const float *ref, size_t n, double a
     return worst;
 }
 
-enum seg_kind { SEG_NONE, SEG_PACKED, SEG_SCATTERED, SEG_SHORT, SEG_LONG };
-static const char *const seg_name[] = {"none", "docs", "scattered", "short docs", "long docs"};
+enum seg_kind { SEG_NONE, SEG_PACKED, SEG_SCATTERED, SEG_SHORT, SEG_LONG, SEG_TWO };
+static const char *const seg_name[] = {"none",      "docs",      "scattered",
+                                       "short docs", "long docs", "two docs"};
 
-/* segment id of token t (of a row of seq): packed documents of 23, 3 or 90 tokens, or
- * ids in no order */
+/* segment id of token t (of a row of seq): packed documents of 23, 3, 90 or 200 tokens,
+ * or ids in no order */
 static int32_t segment_of(enum seg_kind kind, size_t i, int seq)
 {
     int t = (int)(i % (size_t)seq);
@@ -86,6 +87,7 @@ static int32_t segment_of(enum seg_kind kind, size_t i, int seq)
     case SEG_PACKED: return t / 23;
     case SEG_SHORT: return t / 3;
     case SEG_LONG: return t / 90;
+    case SEG_TWO: return t / 200;
     default: return (int32_t)((i * 7) % 3);
     }
 }
@@ -94,6 +96,13 @@ static int32_t segment_of(enum seg_kind kind, size_t i, int seq)
 static bool visible(const int32_t *seg, int window, int i, int j)
 {
     return j <= i && (window == 0 || j > i - window) && (!seg || seg[j] == seg[i]);
+}
+
+/* Query rows per warp of the forward (cuda_attention_tc.cu: TcFwdCfg, the dispatch). */
+static int fwd_rows(int hd)
+{
+    const char *e = getenv("FTMPI_TC_FWD_ROWS");
+    return hd > 128 || (hd > 64 && e && strcmp(e, "16") == 0) ? 16 : 32;
 }
 
 /* Tile pairs ([q0, q0+bq) x [k0, k0+bk), clipped to seq) of one row holding a visible
@@ -115,6 +124,33 @@ static unsigned long long needed_tiles(const int32_t *seg, int batch, int seq, i
             }
     }
     return n * (unsigned long long)heads;
+}
+
+/* The pairs of a warp's queries [q0, q0+wq) and keys [k0, k0+wk) (the warp's own part of
+ * a tile pair, footprints aligned to their sizes), summed over `heads` heads of every row:
+ * those with a visible pair (*computed: a warp must compute them) and, of these, those
+ * where some pair of the footprint is not visible (*masked: the mask must be evaluated).
+ * Tokens past the end count as not visible, as their zero-filled rows must be masked. */
+static void needed_warp_tiles(const int32_t *seg, int batch, int seq, int heads, int window,
+                              int wq, int wk, unsigned long long *computed,
+                              unsigned long long *masked)
+{
+    *computed = *masked = 0;
+    for (int b = 0; b < batch; b++) {
+        const int32_t *sr = seg ? seg + (size_t)b * seq : NULL;
+        for (int q0 = 0; q0 < seq; q0 += wq)
+            for (int k0 = 0; k0 < seq; k0 += wk) {
+                bool any = false, all = true;
+                for (int i = q0; i < q0 + wq; i++)
+                    for (int j = k0; j < k0 + wk; j++) {
+                        bool vis = i < seq && j < seq && visible(sr, window, i, j);
+                        any = any || vis;
+                        all = all && vis;
+                    }
+                *computed += any * (unsigned long long)heads;
+                *masked += (any && !all) * (unsigned long long)heads;
+            }
+    }
 }
 #endif
 
@@ -223,13 +259,14 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
            ok ? "ok  " : "FAIL", what, wq, wk, wv, e == cudaSuccess ? "" : " (launch failed)");
     failures += !ok;
 #ifdef FT_CUDA_EMULATION
-    /* the exact count needs ranges that are the documents themselves: packed ids. Key
-     * tiles: 64 keys, 32 for head_dim > 128 in the forward (cuda_attention_tc.cu) and in
-     * the dK/dV pass (cuda_attention_tc_bwd.cu, TcBwdCfg), 64 in the dQ pass; the dK/dV
-     * pass visits each pair once per query head of the group. */
+    /* the exact count needs ranges that are the documents themselves: packed ids. The
+     * forward (cuda_attention_tc.cu, TcFwdCfg) pairs 128-query tiles with 64-key ones, 64
+     * with 32 at head_dim > 128; the dK/dV pass (cuda_attention_tc_bwd.cu, TcBwdCfg) 64
+     * queries with 64 keys, 32 at head_dim > 128; the dQ pass 64 with 64. The dK/dV pass
+     * visits each pair once per query head of the group. */
     if (seg_kind != SEG_SCATTERED) {
-        int bk = hd > 128 ? 32 : 64;
-        unsigned long long want[3] = {needed_tiles(seg, batch, seq, heads, window, 64, bk),
+        int bk = hd > 128 ? 32 : 64, fwd_bq = 4 * fwd_rows(hd);
+        unsigned long long want[3] = {needed_tiles(seg, batch, seq, heads, window, fwd_bq, bk),
                                       needed_tiles(seg, batch, seq, heads, window, 64, bk),
                                       needed_tiles(seg, batch, seq, heads, window, 64, 64)};
         unsigned long long *got = ft_cuda_attention_tc_tiles;
@@ -238,6 +275,29 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
         printf("%s attention tiles %s: computed fwd %llu, dkdv %llu, dq %llu; needed %llu, "
                "%llu, %llu\n",
                ok ? "ok  " : "FAIL", what, got[0], got[1], got[2], want[0], want[1], want[2]);
+        failures += !ok;
+    }
+    /* Per warp: the tile pairs a warp computes and those on which it evaluates the mask
+     * per element are exactly those holding a visible pair and, of them, those also holding
+     * an invisible one. A forward warp holds 32 query rows against 64 keys (16 against 32
+     * at head_dim 256), a dK/dV warp 16 keys against 64 queries, a dQ warp 16 queries
+     * against 64 keys. At head_dim 256 two dK/dV warps share each key group (the feature
+     * split), so each of their tiles counts twice. */
+    if (seg_kind != SEG_SCATTERED) {
+        unsigned long long want[6], *got = ft_cuda_attention_tc_tiles;
+        bool big = hd > 128;
+        needed_warp_tiles(seg, batch, seq, heads, window, fwd_rows(hd), big ? 32 : 64, &want[0],
+                          &want[1]);
+        needed_warp_tiles(seg, batch, seq, heads, window, 64, 16, &want[2], &want[3]);
+        needed_warp_tiles(seg, batch, seq, heads, window, 16, 64, &want[4], &want[5]);
+        if (big)
+            want[2] *= 2, want[3] *= 2;
+        checks++;
+        ok = memcmp(got + 3, want, sizeof want) == 0;
+        printf("%s attention warp tiles %s: computed/masked fwd %llu/%llu, dkdv %llu/%llu, dq "
+               "%llu/%llu; needed %llu/%llu, %llu/%llu, %llu/%llu\n",
+               ok ? "ok  " : "FAIL", what, got[3], got[4], got[5], got[6], got[7], got[8],
+               want[0], want[1], want[2], want[3], want[4], want[5]);
         failures += !ok;
     }
 #endif
@@ -313,6 +373,18 @@ int main(void)
     check_case(cpu, 1, 99, 2, 1, 256, SEG_PACKED, 40);
     check_case(cpu, 1, 77, 2, 2, 64, SEG_NONE, 500);
     check_case(cpu, 1, 130, 2, 2, 64, SEG_SCATTERED, 50);
+    /* long enough for tiles that need no mask (rows past a whole key tile, inside one
+     * document) at both head sizes of the two-m-tile forward, one with Q fragments held,
+     * one reloaded */
+    check_case(cpu, 1, 300, 2, 1, 64, SEG_NONE, 0);
+    check_case(cpu, 1, 330, 2, 1, 128, SEG_TWO, 0);
+    /* the forward's other geometry at head_dim 65-128 (16 rows per warp, the GPU tuning
+     * switch of cuda_attention_tc.cu) */
+    setenv("FTMPI_TC_FWD_ROWS", "16", 1);
+    check_case(cpu, 1, 130, 2, 1, 128, SEG_PACKED, 0);
+    check_case(cpu, 1, 150, 2, 2, 128, SEG_NONE, 64);
+    check_case(cpu, 1, 330, 2, 1, 96, SEG_TWO, 0);
+    unsetenv("FTMPI_TC_FWD_ROWS");
     ft_backend_destroy(cpu);
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
