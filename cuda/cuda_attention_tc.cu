@@ -77,18 +77,6 @@ cudaError_t tc_seg_ranges(const TcArgs &a, int batch, cudaStream_t st)
     return cudaGetLastError();
 }
 
-/* The first key tile after `after` and before `end` whose documents may meet the query
- * tile's (range qr); `end` when none. Block-uniform. */
-template <int BK>
-__device__ __forceinline__ int tc_next_key_tile(const TcArgs &a, int b, int2 qr, int after,
-                                                int end)
-{
-    int kt = after + 1;
-    while (kt < end && !tc_segments_meet(a, b, qr, kt * BK, min(BK, a.seq - kt * BK)))
-        kt++;
-    return kt;
-}
-
 /* OT: the output's storage, float or ft_bf16 (rounded once from the fp32 accumulator) */
 template <int HDMAX, int BK, int MT, typename OT>
 __global__ void __launch_bounds__(TC_THREADS)

@@ -198,6 +198,18 @@ __device__ __forceinline__ bool tc_segments_meet(const TcArgs &a, int b, int2 ot
     return r.x <= other.y && other.x <= r.y;
 }
 
+/* The first key tile after `after` and before `end` whose documents may meet the query
+ * tile's (range qr); `end` when none. Block-uniform. */
+template <int BK>
+__device__ __forceinline__ int tc_next_key_tile(const TcArgs &a, int b, int2 qr, int after,
+                                                int end)
+{
+    int kt = after + 1;
+    while (kt < end && !tc_segments_meet(a, b, qr, kt * BK, min(BK, a.seq - kt * BK)))
+        kt++;
+    return kt;
+}
+
 /* The exact [min, max] segment id of a warp's own tokens t0 .. t0+n-1 (n <= 0: none,
  * (0, 0)), reduced across the warp's lanes; every lane of the warp must call it. A warp's
  * 16 or 32 rows need not fill a granule, so the granule table would give a superset. */

@@ -11,7 +11,8 @@
  *           summed by one thread in a fixed order)
  *   dQ_i  = scale sum_j dS_ij k_j                          (tc_bwd_dq_kernel: one block
  *           per (64-query tile, head, batch row); warp w owns 16 query rows; it walks the
- *           key tiles from the first inside the window to the diagonal)
+ *           key tiles from the first inside the window to the diagonal, the next one in
+ *           flight (cp.async, double buffered) while the current one is used)
  * Both passes skip tile pairs whose documents cannot meet (tc_segments_meet): a skipped
  * pair would add exact zeros, so the fixed summation order, and every bit, is kept.
  *
@@ -24,9 +25,10 @@
  * B fragments are loaded two 8-column groups per ldmatrix.x4. Each warp classifies its
  * part of a tile pair (tc_pair_class: its 16 keys against the 64 queries, or its 16
  * queries against the 64 keys): skipped if nothing in it is visible, the mask evaluated
- * per element only where part of it is not. Tiles are staged with cp.async; one buffer
- * each (double buffering is the next step, to be tuned on a GPU: at head_dim 256 two
- * buffers would not fit sm_80's shared memory). P and dS enter the tensor cores rounded
+ * per element only where part of it is not. Tiles are staged with cp.async: the dQ pass
+ * double-buffers its key tiles up to head_dim 128 (at 256 two buffers would not fit
+ * sm_80's shared memory); the dK/dV pass has one buffer per query tile (double buffering
+ * it is the next step, to be tuned on a GPU). P and dS enter the tensor cores rounded
  * to bf16; everything else stays fp32. */
 #include "cuda_attention_tc.cuh"
 
@@ -65,9 +67,9 @@ __global__ void tc_bwd_dot_kernel(float *__restrict__ Dv, const uint16_t *__rest
  *    warp of the pair computes the group's whole S^T and dP^T (the tensor-core work of
  *    those two products doubles, the rest is unchanged) and no data crosses warps.
  * The dQ kernel at head_dim 256 likewise reloads its Q and dO fragments. ptxas -v (CUDA
- * 13, sm_90): no spill at head_dim 64 nor in the dQ pass at 128; 8 bytes in the dK/dV
- * pass at 128 and 256 and in the dQ pass at 256 (the warp classification's few registers
- * cost them; the loops before it had none). */
+ * 13, sm_80 and sm_90): no spill at head_dim 64 nor in the dQ pass at 128; 4-8 bytes in
+ * the dK/dV pass at 128 and 256, 24-40 bytes in the dQ pass at 256 (the warp
+ * classification's few registers cost them; the loops before it had none). */
 template <int HDMAX>
 struct TcBwdCfg {
     static constexpr int P = HDMAX + TC_PAD;
@@ -75,11 +77,15 @@ struct TcBwdCfg {
     static constexpr int BKV = 16 * TC_WARPS / DSPLIT;     /* keys per dK/dV block */
     static constexpr bool KV_IN_REGS = HDMAX <= 64;        /* dK/dV: K, V fragments held */
     static constexpr bool QO_IN_REGS = HDMAX <= 128;       /* dQ: Q, dO fragments held */
+    /* dQ: K/V buffers, two (the next key tile in flight while the current one is used)
+     * where they fit sm_80's 163 KiB of shared memory, one at head_dim 256 */
+    static constexpr int DQ_STAGES = HDMAX <= 128 ? 2 : 1;
     /* dK/dV: the K and V tiles (BKV rows), the Q and dO tiles, per-query lse and D;
-     * dQ: the Q, dO, K and V tiles (64 rows each) */
+     * dQ: the Q and dO tiles and DQ_STAGES K and V tiles (64 rows each) */
     static constexpr size_t smem_dkdv =
         (size_t)(2 * BKV + 2 * TC_BQ) * P * sizeof(uint16_t) + 2 * TC_BQ * sizeof(float);
-    static constexpr size_t smem_dq = (size_t)(2 * TC_BQ + 2 * TC_BK) * P * sizeof(uint16_t);
+    static constexpr size_t smem_dq =
+        (size_t)(2 * TC_BQ + 2 * DQ_STAGES * TC_BK) * P * sizeof(uint16_t);
 };
 
 /* Rows g and g+8 of an m16n8 accumulator tile as the bf16 A operand of the next product:
@@ -295,8 +301,10 @@ __global__ void __launch_bounds__(TC_THREADS)
                      const uint16_t *__restrict__ v, TcArgs a, int heads)
 {
     constexpr int P = TcBwdCfg<HDMAX>::P, KS = HDMAX / 16, NK = TC_BK / 8, DT = HDMAX / 8;
+    constexpr int STAGES = TcBwdCfg<HDMAX>::DQ_STAGES;
     FT_DYNAMIC_SMEM(uint16_t, smem);
-    uint16_t *Qs = smem, *dOs = Qs + TC_BQ * P, *Ks = dOs + TC_BQ * P, *Vs = Ks + TC_BK * P;
+    uint16_t *Qs = smem, *dOs = Qs + TC_BQ * P;                      /* [BQ][P] each */
+    uint16_t *Ks = dOs + TC_BQ * P, *Vs = Ks + STAGES * TC_BK * P; /* [STAGES][BK][P] each */
 
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     const int nqt = (a.seq + TC_BQ - 1) / TC_BQ;
@@ -306,8 +314,18 @@ __global__ void __launch_bounds__(TC_THREADS)
     const uint16_t *ob = dout + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
     const uint16_t *kb = k + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
     const uint16_t *vb = v + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
+    /* key tiles [first in the window, diagonal], those meeting the query tile's documents */
+    const int nkt = (q0 + qn - 1) / TC_BK + 1;
+    const int2 qr = tc_segment_range(a, b, q0, qn);
+    int kt = tc_next_key_tile<TC_BK>(a, b, qr, tc_first_key_tile(a, q0, TC_BK) - 1, nkt);
     tc_stage<HDMAX, TC_BQ>(Qs, qb, a.q_stride, q0, qn, a.hd);
     tc_stage<HDMAX, TC_BQ>(dOs, ob, a.q_stride, q0, qn, a.hd);
+    if (STAGES == 2 && kt < nkt) {
+        tc_stage<HDMAX, TC_BK>(Ks, kb, a.kv_stride, kt * TC_BK, min(TC_BK, a.seq - kt * TC_BK),
+                               a.hd);
+        tc_stage<HDMAX, TC_BK>(Vs, vb, a.kv_stride, kt * TC_BK, min(TC_BK, a.seq - kt * TC_BK),
+                               a.hd);
+    }
     ft_cp_async_commit();
     ft_cp_async_wait<0>();
     __syncthreads();
@@ -336,19 +354,30 @@ __global__ void __launch_bounds__(TC_THREADS)
         for (int e = 0; e < 4; e++)
             dqa[d][e] = 0.0f;
 
-    const int nkt = (q0 + qn - 1) / TC_BK + 1;
-    const int2 qr = tc_segment_range(a, b, q0, qn);
-    for (int kt = tc_first_key_tile(a, q0, TC_BK); kt < nkt; kt++) {
-        const int k0 = kt * TC_BK, kn = min(TC_BK, a.seq - k0);
-        if (!tc_segments_meet(a, b, qr, k0, kn))
-            continue;
-        TC_COUNT_TILE(2);
-        __syncthreads(); /* the previous key tile is no longer read */
-        tc_stage<HDMAX, TC_BK>(Ks, kb, a.kv_stride, k0, kn, a.hd);
-        tc_stage<HDMAX, TC_BK>(Vs, vb, a.kv_stride, k0, kn, a.hd);
-        ft_cp_async_commit();
+    for (int it = 0; kt < nkt; it++) { /* it: visited tiles so far, kt: this one */
+        const int k0 = kt * TC_BK, kn = min(TC_BK, a.seq - k0), buf = STAGES == 2 ? it & 1 : 0;
+        if constexpr (STAGES == 1) {
+            __syncthreads(); /* the previous key tile is no longer read */
+            tc_stage<HDMAX, TC_BK>(Ks, kb, a.kv_stride, k0, kn, a.hd);
+            tc_stage<HDMAX, TC_BK>(Vs, vb, a.kv_stride, k0, kn, a.hd);
+            ft_cp_async_commit();
+        }
         ft_cp_async_wait<0>();
-        __syncthreads();
+        __syncthreads(); /* tile kt visible to all; everyone is done with the previous one */
+        TC_COUNT_TILE(2);
+        const int kt_next = tc_next_key_tile<TC_BK>(a, b, qr, kt, nkt);
+        if constexpr (STAGES == 2) { /* prefetch the next tile into the other buffer */
+            if (kt_next < nkt) {
+                const int nk0 = kt_next * TC_BK;
+                tc_stage<HDMAX, TC_BK>(Ks + (buf ^ 1) * TC_BK * P, kb, a.kv_stride, nk0,
+                                       min(TC_BK, a.seq - nk0), a.hd);
+                tc_stage<HDMAX, TC_BK>(Vs + (buf ^ 1) * TC_BK * P, vb, a.kv_stride, nk0,
+                                       min(TC_BK, a.seq - nk0), a.hd);
+            }
+            ft_cp_async_commit();
+        }
+        kt = kt_next;
+        const uint16_t *Kt = Ks + buf * TC_BK * P, *Vt = Vs + buf * TC_BK * P;
         /* warp-uniform: this warp's queries against the key tile (tc_pair_class) */
         const int cls = tc_pair_class(a, qw0, 16, qwr, k0, TC_BK, tc_segment_range(a, b, k0, kn));
         if (cls == TC_SKIP)
@@ -357,12 +386,12 @@ __global__ void __launch_bounds__(TC_THREADS)
         TC_COUNT_WARP_TILE(7, masked);
         float p[NK][4], ds[NK][4]; /* loop orders: as in the dK/dV kernel */
         if constexpr (!QO_IN_REGS)
-            tc_bwd_st_reloaded<HDMAX>(p, ds, Qs, dOs, qo_off, Ks, Vs, lane);
+            tc_bwd_st_reloaded<HDMAX>(p, ds, Qs, dOs, qo_off, Kt, Vt, lane);
 #pragma unroll
         for (int n = 0; n < NK; n++) {
             if constexpr (QO_IN_REGS)
                 if (n % 2 == 0)
-                    tc_bwd_st_held<HDMAX>(p, ds, qa, oa, Ks, Vs, n, lane);
+                    tc_bwd_st_held<HDMAX>(p, ds, qa, oa, Kt, Vt, n, lane);
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 float pe = tc_exp2(fmaf(p[n][e], a.scale_log2, -(e < 2 ? lse0 : lse1)));
@@ -382,12 +411,13 @@ __global__ void __launch_bounds__(TC_THREADS)
 #pragma unroll
             for (int d = 0; d < DT; d += 2) {
                 uint32_t kf[4];
-                ft_ldmatrix<4, true>(kf, Ks + tc_b_pair_row(j * 16, d * 8, lane, P));
+                ft_ldmatrix<4, true>(kf, Kt + tc_b_pair_row(j * 16, d * 8, lane, P));
                 ft_mma_m16n8k16_bf16(dqa[d], sa, kf, dqa[d]);
                 ft_mma_m16n8k16_bf16(dqa[d + 1], sa, kf + 2, dqa[d + 1]);
             }
         }
     }
+    ft_cp_async_wait<0>(); /* no copy may still target shared memory at exit */
     const float scale = a.scale_log2 / TC_LOG2E;
     OT *dqb = dq + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
 #pragma unroll
