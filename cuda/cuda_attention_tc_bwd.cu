@@ -25,10 +25,10 @@
  * B fragments are loaded two 8-column groups per ldmatrix.x4. Each warp classifies its
  * part of a tile pair (tc_pair_class: its 16 keys against the 64 queries, or its 16
  * queries against the 64 keys): skipped if nothing in it is visible, the mask evaluated
- * per element only where part of it is not. Tiles are staged with cp.async: the dQ pass
- * double-buffers its key tiles up to head_dim 128 (at 256 two buffers would not fit
- * sm_80's shared memory); the dK/dV pass has one buffer per query tile (double buffering
- * it is the next step, to be tuned on a GPU). P and dS enter the tensor cores rounded
+ * per element only where part of it is not. Tiles are staged with cp.async and double
+ * buffered up to head_dim 128, the next tile in flight while the current one is used (the
+ * dQ pass's key tiles, the dK/dV pass's query tiles; at 256 two buffers would not fit
+ * sm_80's shared memory). P and dS enter the tensor cores rounded
  * to bf16; everything else stays fp32. */
 #include "cuda_attention_tc.cuh"
 
@@ -67,9 +67,10 @@ __global__ void tc_bwd_dot_kernel(float *__restrict__ Dv, const uint16_t *__rest
  *    warp of the pair computes the group's whole S^T and dP^T (the tensor-core work of
  *    those two products doubles, the rest is unchanged) and no data crosses warps.
  * The dQ kernel at head_dim 256 likewise reloads its Q and dO fragments. ptxas -v (CUDA
- * 13, sm_80 and sm_90): no spill at head_dim 64 nor in the dQ pass at 128; 4-8 bytes in
- * the dK/dV pass at 128 and 256, 24-40 bytes in the dQ pass at 256 (the warp
- * classification's few registers cost them; the loops before it had none). */
+ * 13, sm_80 and sm_90): no spill at head_dim 64 nor in the dQ pass at 128; spills of 12
+ * to 52 bytes (load and store, per thread) in the dK/dV pass at 128 and 256 and in the
+ * dQ pass at 256: the warp classification and the prefetch's loop state, a few local
+ * accesses per tile pair beside its 128-512 products (the loops before them had none). */
 template <int HDMAX>
 struct TcBwdCfg {
     static constexpr int P = HDMAX + TC_PAD;
@@ -77,13 +78,16 @@ struct TcBwdCfg {
     static constexpr int BKV = 16 * TC_WARPS / DSPLIT;     /* keys per dK/dV block */
     static constexpr bool KV_IN_REGS = HDMAX <= 64;        /* dK/dV: K, V fragments held */
     static constexpr bool QO_IN_REGS = HDMAX <= 128;       /* dQ: Q, dO fragments held */
-    /* dQ: K/V buffers, two (the next key tile in flight while the current one is used)
-     * where they fit sm_80's 163 KiB of shared memory, one at head_dim 256 */
+    /* Buffers of the walked tiles (dQ: K and V; dK/dV: Q, dO, lse and D): two (the next
+     * tile in flight while the current one is used) where they fit sm_80's 163 KiB of
+     * shared memory, one at head_dim 256 */
     static constexpr int DQ_STAGES = HDMAX <= 128 ? 2 : 1;
-    /* dK/dV: the K and V tiles (BKV rows), the Q and dO tiles, per-query lse and D;
-     * dQ: the Q and dO tiles and DQ_STAGES K and V tiles (64 rows each) */
-    static constexpr size_t smem_dkdv =
-        (size_t)(2 * BKV + 2 * TC_BQ) * P * sizeof(uint16_t) + 2 * TC_BQ * sizeof(float);
+    static constexpr int DKDV_STAGES = HDMAX <= 128 ? 2 : 1;
+    /* dK/dV: the K and V tiles (BKV rows), DKDV_STAGES Q and dO tiles, per-query lse and
+     * D; dQ: the Q and dO tiles and DQ_STAGES K and V tiles (64 rows each) */
+    static constexpr size_t smem_dkdv = (size_t)(2 * BKV + 2 * DKDV_STAGES * TC_BQ) * P *
+                                            sizeof(uint16_t) +
+                                        2 * DKDV_STAGES * TC_BQ * sizeof(float);
     static constexpr size_t smem_dq =
         (size_t)(2 * TC_BQ + 2 * DQ_STAGES * TC_BK) * P * sizeof(uint16_t);
 };
@@ -167,8 +171,10 @@ __global__ void __launch_bounds__(TC_THREADS)
     constexpr int DT = HDMAX / 8 / C::DSPLIT; /* 8-feature groups of dK/dV this warp owns */
     constexpr bool KV_IN_REGS = C::KV_IN_REGS;
     FT_DYNAMIC_SMEM(uint16_t, smem);
-    uint16_t *Ks = smem, *Vs = Ks + BKV * P, *Qs = Vs + BKV * P, *dOs = Qs + TC_BQ * P;
-    float *lse_s = (float *)(dOs + TC_BQ * P), *D_s = lse_s + TC_BQ;
+    constexpr int STAGES = C::DKDV_STAGES;
+    uint16_t *Ks = smem, *Vs = Ks + BKV * P;                          /* [BKV][P] each */
+    uint16_t *Qs = Vs + BKV * P, *dOs = Qs + STAGES * TC_BQ * P;      /* [STAGES][BQ][P] */
+    float *lse_s = (float *)(dOs + STAGES * TC_BQ * P), *D_s = lse_s + STAGES * TC_BQ;
 
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     const int kgrp = warp / C::DSPLIT, dbase = (warp % C::DSPLIT) * DT; /* keys, features */
@@ -200,30 +206,61 @@ __global__ void __launch_bounds__(TC_THREADS)
         for (int e = 0; e < 4; e++)
             dka[d][e] = dva[d][e] = 0.0f;
 
+    /* The (query head of the group, query tile) pairs the block visits, in order: per
+     * head, the query tiles from the one holding k0 (queries before it see none of the
+     * keys) up to the first past the window, those meeting the keys' documents. */
     const int nqt = (a.seq + TC_BQ - 1) / TC_BQ;
-    for (int gi = 0; gi < a.group; gi++) {
-        const int h = hk * a.group + gi;
-        const uint16_t *qb = q + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
-        const uint16_t *ob = dout + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
-        const float *lb = lse + ((size_t)b * heads + h) * a.seq;
-        const float *Db = Dv + ((size_t)b * heads + h) * a.seq;
-        for (int qt = k0 / TC_BQ; qt < nqt; qt++) { /* queries before k0 see none of the keys */
-            const int q0 = qt * TC_BQ, qn = min(TC_BQ, a.seq - q0);
-            if (tc_before_window(a, q0, k0, kn))
-                break; /* later query tiles are further past the window */
-            if (!tc_segments_meet(a, b, kr, q0, qn))
-                continue;
-            TC_COUNT_TILE(1);
-            __syncthreads(); /* the previous query tile is no longer read */
-            tc_stage<HDMAX, TC_BQ>(Qs, qb, a.q_stride, q0, qn, a.hd);
-            tc_stage<HDMAX, TC_BQ>(dOs, ob, a.q_stride, q0, qn, a.hd);
-            ft_cp_async_commit();
-            for (int i = threadIdx.x; i < TC_BQ; i += TC_THREADS) {
-                lse_s[i] = i < qn ? lb[q0 + i] * TC_LOG2E : 0.0f;
-                D_s[i] = i < qn ? Db[q0 + i] : 0.0f;
+    auto next_pair = [&](int &gi, int &qt) -> bool {
+        for (qt++; gi < a.group;) {
+            const int q0 = qt * TC_BQ;
+            if (qt >= nqt || tc_before_window(a, q0, k0, kn)) { /* later tiles: further out */
+                gi++;
+                qt = k0 / TC_BQ;
+            } else if (tc_segments_meet(a, b, kr, q0, min(TC_BQ, a.seq - q0))) {
+                return true;
+            } else {
+                qt++;
             }
-            ft_cp_async_wait<0>();
-            __syncthreads();
+        }
+        return false;
+    };
+    /* Stages query tile qt of head gi into buffer buf: Q and dO by cp.async, lse (in base
+     * 2) and D by plain loads (read after the next barrier). */
+    auto stage_queries = [&](int buf, int gi, int qt) {
+        const int h = hk * a.group + gi, q0 = qt * TC_BQ, qn = min(TC_BQ, a.seq - q0);
+        const size_t tok = (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
+        const size_t row = ((size_t)b * heads + h) * a.seq;
+        tc_stage<HDMAX, TC_BQ>(Qs + buf * TC_BQ * P, q + tok, a.q_stride, q0, qn, a.hd);
+        tc_stage<HDMAX, TC_BQ>(dOs + buf * TC_BQ * P, dout + tok, a.q_stride, q0, qn, a.hd);
+        for (int i = threadIdx.x; i < TC_BQ; i += TC_THREADS) {
+            lse_s[buf * TC_BQ + i] = i < qn ? lse[row + q0 + i] * TC_LOG2E : 0.0f;
+            D_s[buf * TC_BQ + i] = i < qn ? Dv[row + q0 + i] : 0.0f;
+        }
+    };
+    int gi = 0, qt = k0 / TC_BQ - 1;
+    bool have = next_pair(gi, qt);
+    if (STAGES == 2 && have)
+        stage_queries(0, gi, qt);
+    ft_cp_async_commit();
+    for (int it = 0; have; it++) { /* it: visited pairs so far, (gi, qt): this one */
+        const int q0 = qt * TC_BQ, qn = min(TC_BQ, a.seq - q0), buf = STAGES == 2 ? it & 1 : 0;
+        if constexpr (STAGES == 1) {
+            __syncthreads(); /* the previous query tile is no longer read */
+            stage_queries(0, gi, qt);
+            ft_cp_async_commit();
+        }
+        ft_cp_async_wait<0>();
+        __syncthreads(); /* tile visible to all; everyone is done with the previous one */
+        TC_COUNT_TILE(1);
+        have = next_pair(gi, qt);
+        if constexpr (STAGES == 2) { /* prefetch the next pair's tile into the other buffer */
+            if (have)
+                stage_queries(buf ^ 1, gi, qt);
+            ft_cp_async_commit();
+        }
+        const uint16_t *Qt = Qs + buf * TC_BQ * P, *dOt = dOs + buf * TC_BQ * P;
+        const float *lse_t = lse_s + buf * TC_BQ, *D_t = D_s + buf * TC_BQ;
+        {
             /* warp-uniform: this warp's keys against the query tile (tc_pair_class) */
             const int cls = tc_pair_class(a, q0, TC_BQ, tc_segment_range(a, b, q0, qn), kw0, 16,
                                           kwr);
@@ -237,23 +274,23 @@ __global__ void __launch_bounds__(TC_THREADS)
              * order ptxas allocates best); reloaded ones: k-steps outer, each loaded once. */
             float p[NQ][4], ds[NQ][4];
             if constexpr (!KV_IN_REGS)
-                tc_bwd_st_reloaded<HDMAX>(p, ds, Ks, Vs, kv_off, Qs, dOs, lane);
+                tc_bwd_st_reloaded<HDMAX>(p, ds, Ks, Vs, kv_off, Qt, dOt, lane);
 #pragma unroll
             for (int n = 0; n < NQ; n++) {
                 if constexpr (KV_IN_REGS)
                     if (n % 2 == 0)
-                        tc_bwd_st_held<HDMAX>(p, ds, ka, va, Qs, dOs, n, lane);
+                        tc_bwd_st_held<HDMAX>(p, ds, ka, va, Qt, dOt, n, lane);
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     int qi = n * 8 + 2 * t + (e & 1);
-                    float pe = tc_exp2(fmaf(p[n][e], a.scale_log2, -lse_s[qi]));
+                    float pe = tc_exp2(fmaf(p[n][e], a.scale_log2, -lse_t[qi]));
                     if (masked) {
                         int qc = q0 + qi, key = e < 2 ? kr0 : kr1;
                         if (!tc_visible(a, b, qc, key, tc_segment(a, b, qc)))
                             pe = 0.0f;
                     }
                     p[n][e] = pe;
-                    ds[n][e] = pe * (ds[n][e] - D_s[qi]);
+                    ds[n][e] = pe * (ds[n][e] - D_t[qi]);
                 }
             }
             /* dV += P^T dO, dK += dS^T Q: 16 queries per k-step, two feature groups per
@@ -265,8 +302,8 @@ __global__ void __launch_bounds__(TC_THREADS)
                 for (int d = 0; d < DT; d += 2) {
                     int off = tc_b_pair_row(j * 16, (dbase + d) * 8, lane, P);
                     uint32_t of[4], qf[4];
-                    ft_ldmatrix<4, true>(of, dOs + off);
-                    ft_ldmatrix<4, true>(qf, Qs + off);
+                    ft_ldmatrix<4, true>(of, dOt + off);
+                    ft_ldmatrix<4, true>(qf, Qt + off);
                     ft_mma_m16n8k16_bf16(dva[d], pa, of, dva[d]);
                     ft_mma_m16n8k16_bf16(dva[d + 1], pa, of + 2, dva[d + 1]);
                     ft_mma_m16n8k16_bf16(dka[d], sa, qf, dka[d]);
@@ -275,6 +312,7 @@ __global__ void __launch_bounds__(TC_THREADS)
             }
         }
     }
+    ft_cp_async_wait<0>(); /* no copy may still target shared memory at exit */
     const float scale = a.scale_log2 / TC_LOG2E;
     OT *dkb = dk + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
     OT *dvb = dv + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
