@@ -77,6 +77,7 @@ typedef struct plan_slot {
 
 struct ft_cudnn_attn {
     enum mode mode;
+    int nondeterministic_ok; /* FTMPI_CUDNN_NONDETERMINISTIC=1 */
     cudnnHandle_t handle;
     int handle_failed;
     plan_slot slots[PLAN_SLOTS];
@@ -119,6 +120,8 @@ static ft_cudnn_attn *context_of(ft_backend *be)
             abort();
         }
         st->cudnn->mode = mode_from_env();
+        const char *nd = getenv("FTMPI_CUDNN_NONDETERMINISTIC");
+        st->cudnn->nondeterministic_ok = nd && strcmp(nd, "1") == 0;
     }
     ft_cudnn_attn *c = st->cudnn;
     if (c->mode != MODE_OFF && !c->handle && !c->handle_failed) {
@@ -390,7 +393,8 @@ static const ft_sdpa_graph *prepare(ft_backend *be, ft_cudnn_attn **cp, const in
                                .d = s.head_dim,
                                .window = s.window,
                                .ragged = segment != NULL,
-                               .backward = backward };
+                               .backward = backward,
+                               .nondeterministic_ok = c->nondeterministic_ok };
         plan = plan_for(c, geo);
         if (!plan)
             why = "cuDNN found no engine for the graph";

@@ -419,7 +419,27 @@ static void backward(ft_sdpa_graph *g, const ft_sdpa_geom *geo)
 
 /* ---------------------------------------------------------------- graph and plan */
 
-static void build_plan(ft_sdpa_graph *g, cudnnHandle_t h)
+/* 1 when the engine of configuration cfg carries CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC
+ * (its results may differ from run to run); g->status set on failure. */
+static int engine_nondeterministic(ft_sdpa_graph *g, desc_t cfg)
+{
+    desc_t engine = create(g, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+    int64_t n = 0;
+    TRY(g, cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE,
+                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &engine));
+    cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+    TRY(g, cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                                    CUDNN_TYPE_NUMERICAL_NOTE, CUDNN_NUMERICAL_NOTE_TYPE_COUNT,
+                                    &n, notes));
+    if (g->status != CUDNN_STATUS_SUCCESS)
+        return 0;
+    for (int64_t i = 0; i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
+        if (notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)
+            return 1;
+    return 0;
+}
+
+static void build_plan(ft_sdpa_graph *g, cudnnHandle_t h, int nondeterministic_ok)
 {
     g->opgraph = create(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
     set(g, g->opgraph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
@@ -447,8 +467,16 @@ static void build_plan(ft_sdpa_graph *g, cudnnHandle_t h)
                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, want, &got, cfg));
     if (g->status != CUDNN_STATUS_SUCCESS)
         return;
-    /* the heuristics' order is their ranking: the first configuration that finalizes */
+    /* the heuristics' order is their ranking: the first configuration that finalizes,
+     * of the deterministic ones unless any may do */
+    int64_t skipped = 0;
     for (int64_t i = 0; i < got && !g->plan; i++) {
+        if (!nondeterministic_ok && engine_nondeterministic(g, cfg[i])) {
+            skipped++;
+            continue;
+        }
+        if (g->status != CUDNN_STATUS_SUCCESS)
+            return;
         desc_t plan = create(g, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
         set(g, plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
         set(g, plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
@@ -460,8 +488,14 @@ static void build_plan(ft_sdpa_graph *g, cudnnHandle_t h)
     }
     if (!g->plan) {
         g->status = CUDNN_STATUS_NOT_SUPPORTED;
-        snprintf(g->failed, sizeof g->failed, "no engine of %lld finalizes a plan",
-                 (long long)got);
+        if (skipped)
+            snprintf(g->failed, sizeof g->failed,
+                     "no engine of %lld finalizes a plan (%lld non-deterministic ones skipped: "
+                     "FTMPI_CUDNN_NONDETERMINISTIC=1 allows them)",
+                     (long long)got, (long long)skipped);
+        else
+            snprintf(g->failed, sizeof g->failed, "no engine of %lld finalizes a plan",
+                     (long long)got);
         return;
     }
     TRY(g, cudnnBackendGetAttribute(g->plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
@@ -476,7 +510,7 @@ cudnnStatus_t ft_sdpa_graph_build(ft_sdpa_graph *g, cudnnHandle_t h, const ft_sd
         backward(g, geo);
     else
         forward(g, geo);
-    build_plan(g, h);
+    build_plan(g, h, geo->nondeterministic_ok);
     return g->status;
 }
 

@@ -38,6 +38,7 @@ typedef struct ft_sdpa_geom {
     int window;  /* 0: none */
     int ragged;  /* documents: ragged offsets and a padding mask by SEQ_Q/SEQ_KV */
     int backward;
+    int nondeterministic_ok; /* 1: engines cuDNN notes as non-deterministic may be used */
 } ft_sdpa_geom;
 
 #define FT_SDPA_MAX_DESCS 160
@@ -53,11 +54,13 @@ typedef struct ft_sdpa_graph {
     int64_t next_uid;
     int64_t workspace; /* bytes the plan needs */
     cudnnStatus_t status;
-    char failed[96]; /* the first call that failed */
+    char failed[160]; /* the first call that failed */
 } ft_sdpa_graph;
 
 /* Builds the operation graph of g->geom and an execution plan from the heuristics' first
- * engine configuration that finalizes. Returns CUDNN_STATUS_SUCCESS, or the first error
+ * engine configuration that finalizes, skipping engines that carry cuDNN's
+ * non-deterministic numerical note (atomics: results differ between runs, which would
+ * break bitwise resume) unless geo->nondeterministic_ok. Returns CUDNN_STATUS_SUCCESS, or the first error
  * (g->failed names the call; CUDNN_STATUS_NOT_SUPPORTED where no engine takes it).
  * ft_sdpa_graph_release destroys every descriptor either way. */
 cudnnStatus_t ft_sdpa_graph_build(ft_sdpa_graph *g, cudnnHandle_t h, const ft_sdpa_geom *geo);

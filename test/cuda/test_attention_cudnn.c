@@ -9,7 +9,8 @@
  * executions, so the test knows that the path ran. A second backend in the default mode
  * gets calls cuDNN must decline (documents that are not contiguous runs, documents too
  * uneven for a padded batch, head_dim 256) and
- * must still be right, on the own kernels, without a cuDNN execution.
+ * must still be right, on the own kernels, without a cuDNN execution. Under the harness,
+ * engines cuDNN notes as non-deterministic are used only when allowed (check_determinism).
  *
  * Tolerances. Scores are bf16 products summed in fp32 or wider: lse to 1e-5 relative. The
  * output is rounded to bf16 and P is rounded to bf16 before P V: out to 4e-3 of max|v|
@@ -216,6 +217,46 @@ static void check_case(ft_backend *cpu, ft_backend *gpu, int expect_cudnn, int b
         free(h[i]);
 }
 
+#ifdef FT_CUDA_EMULATION
+/* Engines cuDNN notes as non-deterministic (an atomics-based backward gives other bits
+ * from run to run, which would break bitwise resume) are skipped unless
+ * FTMPI_CUDNN_NONDETERMINISTIC=1: the stand-in's heuristics rank such an engine first
+ * (CUDAEMU_CUDNN_ENGINES) and count the plans built on one. Each case a fresh backend, as
+ * the switch is read when a backend first reaches attention. */
+static void determinism_case(ft_backend *cpu, const char *engines, const char *allow,
+                             int expect_cudnn, int expect_nondeterministic)
+{
+    ft_backend *gpu = NULL;
+    ft_error err;
+    ft_error_clear(&err);
+    setenv("CUDAEMU_CUDNN_ENGINES", engines, 1);
+    setenv("FTMPI_CUDNN_NONDETERMINISTIC", allow, 1);
+    if (ft_backend_cuda_create(&gpu, 0, &err) != 0) {
+        fprintf(stderr, "backend: %s\n", err.msg);
+        exit(1);
+    }
+    long before = cudaemu_cudnn_nondeterministic_plans();
+    check_case(cpu, gpu, expect_cudnn, 1, 70, 2, 1, 64, SEG_NONE, 0);
+    long built = cudaemu_cudnn_nondeterministic_plans() - before;
+    char what[160], detail[96];
+    snprintf(what, sizeof what, "engines %s, FTMPI_CUDNN_NONDETERMINISTIC=%s", engines, allow);
+    snprintf(detail, sizeof detail, "%ld plans on non-deterministic engines, %s expected", built,
+             expect_nondeterministic ? "2 (forward, backward)" : "0");
+    report(built == (expect_nondeterministic ? 2 : 0), what, detail);
+    ft_backend_destroy(gpu);
+}
+
+static void check_determinism(ft_backend *cpu)
+{
+    determinism_case(cpu, "nondeterministic-first", "0", 1, 0); /* the second engine */
+    determinism_case(cpu, "nondeterministic-only", "0", 0, 0);  /* declined: own kernels */
+    determinism_case(cpu, "nondeterministic-only", "1", 1, 1);  /* allowed */
+    determinism_case(cpu, "nondeterministic-first", "1", 1, 1); /* the heuristics' first */
+    unsetenv("CUDAEMU_CUDNN_ENGINES");
+    unsetenv("FTMPI_CUDNN_NONDETERMINISTIC");
+}
+#endif
+
 int main(void)
 {
     int count = 0;
@@ -255,6 +296,9 @@ int main(void)
     check_case(cpu, deflt, 0, 1, 200, 2, 1, 64, SEG_UNEVEN, 0);
     check_case(cpu, deflt, 1, 1, 64, 2, 1, 80, SEG_PACKED, 5);
     ft_backend_destroy(deflt);
+#ifdef FT_CUDA_EMULATION
+    check_determinism(cpu);
+#endif
     ft_backend_destroy(forced);
     ft_backend_destroy(cpu);
     printf("%d checks, %d failed\n", checks, failures);

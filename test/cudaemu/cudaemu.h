@@ -116,6 +116,12 @@ int cudaemu_set_thread_order(const char *name);
 /* cuDNN graphs executed so far by the stand-in (cudaemu_cudnn.c): counted when
  * cudnnBackendExecute accepts the call. */
 long cudaemu_cudnn_executions(void);
+/* Execution plans finalized so far on an engine the stand-in marks non-deterministic.
+ * CUDAEMU_CUDNN_ENGINES sets what the heuristics offer a graph they support: "deterministic"
+ * (the default: one engine), "nondeterministic-first" (a non-deterministic engine ranked
+ * before a deterministic one, as real heuristics may rank an atomics-based backward) or
+ * "nondeterministic-only". Both engines compute the same results. */
+long cudaemu_cudnn_nondeterministic_plans(void);
 
 /* For tests that hold a path free of host waits (cuDNN attention with a segment hint):
  * the times the host has waited for the device so far (stream, device and event

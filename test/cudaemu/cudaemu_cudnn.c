@@ -19,6 +19,10 @@
 
 #include "cudaemu.h"
 
+static long nondeterministic_plans; /* for tests: plans on a non-deterministic engine */
+
+long cudaemu_cudnn_nondeterministic_plans(void) { return nondeterministic_plans; }
+
 cd_desc *cd_desc_of(const void *p)
 {
     cd_desc *d = (cd_desc *)p;
@@ -251,6 +255,7 @@ cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t p)
             cudaemu_fail("cudnnBackendFinalize(plan): needs a handle and an engine config from "
                          "the heuristics");
         d->graph = cfg->graph;
+        nondeterministic_plans += cfg->nondeterministic;
         /* a workspace the caller must provide: 1 KiB per operation */
         d->workspace = 1024 * cd_attr_find(d->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS)->count;
         break;
@@ -268,6 +273,65 @@ cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t p)
     return CUDNN_STATUS_SUCCESS;
 }
 
+/* What the heuristics offer a supported graph (CUDAEMU_CUDNN_ENGINES, cudaemu.h): the
+ * number of engine configs, and whether config i is on a non-deterministic engine. */
+static int64_t engines_offered(void)
+{
+    const char *e = getenv("CUDAEMU_CUDNN_ENGINES");
+    if (!e || !*e || strcmp(e, "deterministic") == 0 || strcmp(e, "nondeterministic-only") == 0)
+        return 1;
+    if (strcmp(e, "nondeterministic-first") == 0)
+        return 2;
+    cudaemu_fail("CUDAEMU_CUDNN_ENGINES=%s: use deterministic, nondeterministic-first or "
+                 "nondeterministic-only", e);
+}
+
+static int engine_nondeterministic(int64_t i)
+{
+    const char *e = getenv("CUDAEMU_CUDNN_ENGINES");
+    return e && (strcmp(e, "nondeterministic-only") == 0 ||
+                 (strcmp(e, "nondeterministic-first") == 0 && i == 0));
+}
+
+/* CUDNN_ATTR_ENGINECFG_ENGINE (into an engine descriptor the caller created) and
+ * CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, as cuDNN answers them: 1 when handled. */
+static int engine_attribute(cd_desc *d, int name, int type, int64_t requested, int64_t *count,
+                            void *out)
+{
+    if (d->type == CUDNN_BACKEND_ENGINECFG_DESCRIPTOR && name == CUDNN_ATTR_ENGINECFG_ENGINE) {
+        if (type != CUDNN_TYPE_BACKEND_DESCRIPTOR || requested != 1 || !out)
+            cudaemu_fail("cudnnBackendGetAttribute(ENGINECFG_ENGINE): one descriptor, of type "
+                         "CUDNN_TYPE_BACKEND_DESCRIPTOR");
+        cd_desc *eng = cd_desc_of(*(void **)out);
+        if (!eng || eng->type != CUDNN_BACKEND_ENGINE_DESCRIPTOR)
+            cudaemu_fail("cudnnBackendGetAttribute(ENGINECFG_ENGINE): the output is not an "
+                         "engine descriptor");
+        eng->graph = d->graph;
+        eng->nondeterministic = d->nondeterministic;
+        eng->finalized = 1;
+        if (count)
+            *count = 1;
+        return 1;
+    }
+    if (d->type == CUDNN_BACKEND_ENGINE_DESCRIPTOR && name == CUDNN_ATTR_ENGINE_NUMERICAL_NOTE) {
+        if (type != CUDNN_TYPE_NUMERICAL_NOTE)
+            cudaemu_fail("cudnnBackendGetAttribute(ENGINE_NUMERICAL_NOTE): type %d, not "
+                         "CUDNN_TYPE_NUMERICAL_NOTE", type);
+        /* every engine uses tensor cores; one may also be non-deterministic */
+        cudnnBackendNumericalNote_t notes[2] = {CUDNN_NUMERICAL_NOTE_TENSOR_CORE,
+                                                CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC};
+        int64_t n = d->nondeterministic ? 2 : 1;
+        if (requested > 0 && !out)
+            cudaemu_fail("cudnnBackendGetAttribute(ENGINE_NUMERICAL_NOTE): NULL output");
+        for (int64_t i = 0; i < n && i < requested; i++)
+            ((cudnnBackendNumericalNote_t *)out)[i] = notes[i];
+        if (count)
+            *count = requested == 0 || requested > n ? n : requested;
+        return 1;
+    }
+    return 0;
+}
+
 cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const p,
                                        cudnnBackendAttributeName_t name,
                                        cudnnBackendAttributeType_t type, int64_t requested,
@@ -278,7 +342,7 @@ cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const p,
         cudaemu_fail("cudnnBackendGetAttribute(%d): not a finalized descriptor", (int)name);
     if (d->type == CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR && name == CUDNN_ATTR_ENGINEHEUR_RESULTS &&
         type == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
-        int64_t offered = cd_graph_supported(d->graph) ? 1 : 0;
+        int64_t offered = cd_graph_supported(d->graph) ? engines_offered() : 0;
         if (count)
             *count = requested == 0 || requested > offered ? offered : requested;
         for (int64_t i = 0; i < requested && i < offered; i++) {
@@ -287,10 +351,13 @@ cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const p,
                 cudaemu_fail("heuristics results: element %lld is not an engine config "
                              "descriptor", (long long)i);
             cfg->graph = d->graph;
+            cfg->nondeterministic = engine_nondeterministic(i);
             cfg->finalized = 1;
         }
         return CUDNN_STATUS_SUCCESS;
     }
+    if (engine_attribute(d, (int)name, (int)type, requested, count, out))
+        return CUDNN_STATUS_SUCCESS;
     if (d->type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR &&
         name == CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE && type == CUDNN_TYPE_INT64 &&
         requested >= 1) {

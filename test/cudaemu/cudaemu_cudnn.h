@@ -30,9 +30,12 @@ struct cd_desc {
     int dtype, is_virtual, by_value;
     int64_t dim[4], stride[4], uid, align;
     cd_desc *ragged;
-    /* engine configs: the graph they were offered for; plans: their config, workspace */
+    /* engine configs and engines: the graph they were offered for; plans: their
+     * config, workspace */
     cd_desc *graph;
     int64_t workspace;
+    /* engine configs and engines: the engine carries CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC */
+    int nondeterministic;
 };
 
 #define CD_MAGIC 0xcd9a11u
