@@ -66,15 +66,11 @@ static int resolve_model_shape(ft_trainer *t, ft_error *err)
     t->train_layout = &t->layout;
     if (ft_model_layout_build(&t->layout, &mc, err))
         return -1;
-    if (ft_run_config_lora(cfg, &mc, &t->lora, err))
+    if (ft_run_config_lora(cfg, &mc, &t->lora, err) ||
+        ft_run_config_lora_outputs(cfg, &t->lora, err))
         return -1;
     if (!ft_lora_enabled(&t->lora))
         return 0;
-    if (cfg->final_weights)
-        return ft_fail(err, "%s: a LoRA run trains adapters, not a model: drop final_weights and "
-                       "take the adapters from a checkpoint with `ftmpi-convert export --adapter` "
-                       "(PEFT) or `ftmpi-convert merge` (a full model)",
-                       ft_run_config_where(cfg, "final_weights"));
     t->train_layout = &t->adapter_layout;
     return ft_lora_layout_build(&t->adapter_layout, &mc, &t->lora, err);
 }
