@@ -20,7 +20,16 @@
  * max_shard bytes). Without rounding the slice goes straight to its place. Stages 0-2
  * then all-gather the unit in place. So no fp32 copy of a unit exists beyond one
  * shard, and the values are bitwise those of a trainable engine after the same load:
- * the same rounding op on the same fp32 values. */
+ * the same rounding op on the same fp32 values.
+ *
+ * The staging is needed only while a load fills the units, yet it is the size of the
+ * largest unit's shard in fp32 (0.4 GiB a rank for Llama 2 70B on 8 ranks): it is
+ * released when the load or initialisation ends, and allocated again should another
+ * fill come. It is allocated with the engine, so the planner counts it: the base loads
+ * after the trainer has created the adapters' engine and the model, so the load is
+ * where every buffer and the staging coexist, and the run's peak includes it. Freed,
+ * it is headroom for what the plan does not count (the backend's own workspaces,
+ * NCCL's buffers). */
 #include <stdlib.h>
 
 #include "shard/engine_internal.h"
@@ -28,6 +37,12 @@
 
 /* The working values are the bf16 rounding of what is loaded. */
 static int rounds(const ft_engine *e) { return e->opt.precision.params == FT_DTYPE_BF16; }
+
+/* Rounded values that an fp32 model takes (stages 0-2) pass through stage_bits too. */
+static int rounds_to_fp32(const ft_engine *e)
+{
+    return rounds(e) && e->opt.zero_stage <= 2 && !ft_engine_hands_bits(e);
+}
 
 void ft_engine_frozen_allocate_unit(ft_engine *e, engine_unit *eu)
 {
@@ -49,8 +64,41 @@ void ft_engine_frozen_allocate_scratch(ft_engine *e)
     if (!rounds(e))
         return;
     e->stage_f32 = ft_engine_alloc(e, e->max_shard * sizeof(float), &e->mem.scratch);
-    if (e->opt.zero_stage <= 2 && !ft_engine_hands_bits(e))
+    if (rounds_to_fp32(e))
         e->stage_bits = ft_engine_alloc(e, e->max_shard * sizeof(uint16_t), &e->mem.scratch);
+}
+
+int ft_engine_frozen_begin_fill(ft_engine *e, ft_error *err)
+{
+    if (!rounds(e) || e->stage_f32)
+        return 0;
+    /* a fill after the first: every rank is here (the fill is collective) and every rank
+     * must know if one could not allocate, or the others would wait in its all-gathers */
+    ft_engine_frozen_allocate_scratch(e);
+    double failed = e->stage_f32 && (e->stage_bits || !rounds_to_fp32(e)) ? 0.0 : 1.0;
+    if (e->comm->ops->all_reduce_f64_max(e->comm, &failed, 1, err))
+        return -1;
+    if (failed == 0.0)
+        return 0;
+    ft_engine_frozen_end_fill(e); /* whatever was allocated */
+    return ft_fail(err, "out of device memory on a rank for the frozen model's load staging "
+                        "(%zu bytes, one shard of the largest unit); use more ranks",
+                   e->max_shard * (sizeof(float) + (rounds_to_fp32(e) ? sizeof(uint16_t) : 0)));
+}
+
+void ft_engine_frozen_end_fill(ft_engine *e)
+{
+    ft_backend *be = e->be;
+    if (e->stage_f32) {
+        be->ops->free(be, e->stage_f32);
+        e->mem.scratch -= e->max_shard * sizeof(float);
+        e->stage_f32 = NULL;
+    }
+    if (e->stage_bits) {
+        be->ops->free(be, e->stage_bits);
+        e->mem.scratch -= e->max_shard * sizeof(uint16_t);
+        e->stage_bits = NULL;
+    }
 }
 
 /* Device memory that receives unit u's own fp32 slice [S]: the staging buffer when

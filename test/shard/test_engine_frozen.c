@@ -11,7 +11,9 @@
  * training pass, the tied head holding the embedding) and through
  * ft_engine_download_params. The frozen engine's memory is exactly its working
  * parameters (grads = optimizer = host = 0; params, gather pool and load staging by
- * formula), equal to ft_engine_estimate; offload_optimizer changes nothing. Its fields:
+ * formula), equal to ft_engine_estimate as created; offload_optimizer changes nothing.
+ * The load staging is released when a fill ends (scratch 0, the backend holding that
+ * much less) and allocated again by the next fill, which loads the same values. Its fields:
  * PARAMS only; write_field(PARAMS) writes the working values (read back bitwise),
  * read_field(PARAMS) restores them; the training calls fail with a message naming the
  * frozen engine, and its source has no grads/grad_done. */
@@ -229,23 +231,42 @@ static int same_memory(ft_engine_memory a, ft_engine_memory b)
            a.gathered == b.gathered && a.scratch == b.scratch && a.host == b.host;
 }
 
+/* f has been filled once; memory as created is the formula's and the estimate's, and
+ * after a fill the load staging (the frozen engine's only scratch) is gone. */
 static void check_memory(rig *r, const ft_model_layout *l, ft_engine *f, int stage, ft_precision p,
-                         const char *tag)
+                         fill how, const char *tag)
 {
     ft_error err;
-    const ft_engine_memory got = ft_engine_memory_usage(f), want = expected_memory(l, f, stage, p);
+    const ft_engine_memory want = expected_memory(l, f, stage, p);
+    ft_engine_memory want_filled = want;
+    want_filled.scratch = 0;
+    const ft_engine_memory got = ft_engine_memory_usage(f);
     check(got.grads == 0 && got.optimizer == 0 && got.host == 0,
           "%s: grads %zu, optimizer %zu, host %zu bytes (want 0)", tag, got.grads, got.optimizer,
           got.host);
-    check(same_memory(got, want),
-          "%s: memory params %zu gathered %zu scratch %zu, want %zu %zu %zu", tag, got.params,
-          got.gathered, got.scratch, want.params, want.gathered, want.scratch);
+    check(same_memory(got, want_filled),
+          "%s: memory after the fill: params %zu gathered %zu scratch %zu, want %zu %zu %zu", tag,
+          got.params, got.gathered, got.scratch, want_filled.params, want_filled.gathered,
+          want_filled.scratch);
+    ft_engine *fresh = make_engine(r, l, stage, p, true, false);
+    const ft_engine_memory created = ft_engine_memory_usage(fresh);
+    check(same_memory(created, want),
+          "%s: memory as created: params %zu gathered %zu scratch %zu, want %zu %zu %zu", tag,
+          created.params, created.gathered, created.scratch, want.params, want.gathered,
+          want.scratch);
+    /* the backend gets the staging back when the fill ends */
+    const size_t before = r->be->bytes_in_use;
+    fill_engine(fresh, how);
+    check(before - r->be->bytes_in_use == want.scratch,
+          "%s: the fill released %zu backend bytes, want the staging's %zu", tag,
+          before - r->be->bytes_in_use, want.scratch);
+    ft_engine_free(fresh);
     ft_engine_options o = { .zero_stage = stage, .precision = p, .optimizer = FT_OPT_ADAMW,
                             .frozen = true };
     ft_engine_memory est;
     if (ft_engine_estimate(l, nranks, &o, &est, &err))
         die("ft_engine_estimate", &err);
-    check(same_memory(est, got), "%s: estimate params %zu gathered %zu scratch %zu differs",
+    check(same_memory(est, created), "%s: estimate params %zu gathered %zu scratch %zu differs",
           tag, est.params, est.gathered, est.scratch);
     /* offload_optimizer is ignored */
     o.offload_optimizer = true;
@@ -253,7 +274,7 @@ static void check_memory(rig *r, const ft_model_layout *l, ft_engine *f, int sta
     if (ft_engine_estimate(l, nranks, &o, &est_off, &err))
         die("ft_engine_estimate", &err);
     ft_engine *off = make_engine(r, l, stage, p, true, true);
-    check(same_memory(est_off, got) && same_memory(ft_engine_memory_usage(off), got),
+    check(same_memory(est_off, created) && same_memory(ft_engine_memory_usage(off), created),
           "%s: offload_optimizer changes a frozen engine's memory", tag);
     ft_engine_free(off);
 }
@@ -351,8 +372,13 @@ static void run_model(rig *r, bool tied)
                 fill_engine(f, (fill)how);
                 check(same_through_source(r, &l, t, f, esize), "%s: source differs", tag);
                 check(same_downloads(&l, t, f), "%s: download_params differs", tag);
+                /* a second fill allocates the released staging again: same values */
+                fill_engine(f, (fill)how);
+                check(same_through_source(r, &l, t, f, esize), "%s: a refill differs", tag);
+                check(ft_engine_memory_usage(f).scratch == 0, "%s: a refill kept its staging",
+                      tag);
                 if (how == FILL_F32_FILE) {
-                    check_memory(r, &l, f, stage, p, tag);
+                    check_memory(r, &l, f, stage, p, (fill)how, tag);
                     check_refusals(f, tag);
                     check_fields(r, &l, f, stage, p, esize, tag);
                 }
