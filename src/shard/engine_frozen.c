@@ -30,6 +30,7 @@
  * where every buffer and the staging coexist, and the run's peak includes it. Freed,
  * it is headroom for what the plan does not count (the backend's own workspaces,
  * NCCL's buffers). */
+#include <math.h>
 #include <stdlib.h>
 
 #include "shard/engine_internal.h"
@@ -47,6 +48,7 @@ static int rounds_to_fp32(const ft_engine *e)
 void ft_engine_frozen_allocate_unit(ft_engine *e, engine_unit *eu)
 {
     ft_engine_memory *m = &e->mem;
+    eu->loaded_nonfinite = -1;
     if (e->opt.zero_stage <= 2)
         eu->full = ft_engine_alloc(e, eu->padded * (ft_engine_hands_bits(e) ? sizeof(uint16_t)
                                                                            : sizeof(float)),
@@ -127,6 +129,24 @@ static int gather_in_place(ft_engine *e, void *full, size_t own_offset_bytes, si
     return ft_comm_wait(e->comm, req, err);
 }
 
+/* The first tensor of unit u whose part of the own slice (unit elements [own, own + S),
+ * fp32 on the device at dev) holds NaN or Inf, or -1. A NaN or Inf makes the fp64 sum of
+ * squares non-finite, and finite fp32 values cannot overflow it (at most 1.2e77 each),
+ * so one sum_squares per tensor part is the whole test: a pass over the data the load
+ * has just written. */
+static int first_nonfinite_tensor(ft_engine *e, int u, const float *dev, size_t own)
+{
+    const ft_unit_layout *ul = &e->layout.units[u];
+    const size_t end = own + e->units[u].shard;
+    for (int t = 0; t < ul->n_tensors; t++) {
+        size_t lo, hi;
+        if (ft_tensor_overlap(&ul->tensors[t], own, end, &lo, &hi) &&
+            !isfinite(e->be->ops->sum_squares(e->be, dev + (lo - own), hi - lo)))
+            return t;
+    }
+    return -1;
+}
+
 int ft_engine_frozen_adopt(ft_engine *e, int unit, const float *slice, ft_error *err)
 {
     engine_unit *eu = &e->units[unit];
@@ -135,6 +155,8 @@ int ft_engine_frozen_adopt(ft_engine *e, int unit, const float *slice, ft_error 
     float *dev = device_slice(e, eu);
     if (slice != dev)
         be->ops->upload(be, dev, slice, S * sizeof(float));
+    /* checked before rounding: the fp32 values loaded, as a trainable engine's master */
+    eu->loaded_nonfinite = first_nonfinite_tensor(e, unit, dev, own);
     if (e->opt.zero_stage == 3) {
         if (eu->shard_bf16)
             be->ops->f32_to_bf16(be, eu->shard_bf16, dev, S);
@@ -178,6 +200,26 @@ const float *ft_engine_frozen_values(ft_engine *e, int unit, size_t b, size_t en
         host[i] = ft_bf16_to_f32(bits[i]);
     free(bits);
     return host;
+}
+
+int ft_engine_frozen_check_finite(ft_engine *e, ft_engine_finite *out, ft_error *err)
+{
+    /* One max-reduce finds the lowest bad unit and, within it, the lowest bad tensor on
+     * any rank: a rank's key is (n_units - u) * K + (K - 1 - t) for its first bad unit u
+     * and tensor t (0: none), with K above any unit's tensor count; keys stay below 2^53,
+     * exact in a double. */
+    const double K = 4096.0;
+    double key = 0.0;
+    for (int u = 0; u < e->layout.n_units && key == 0.0; u++)
+        if (e->units[u].loaded_nonfinite >= 0)
+            key = (double)(e->layout.n_units - u) * K + (K - 1.0 - e->units[u].loaded_nonfinite);
+    if (e->comm->ops->all_reduce_f64_max(e->comm, &key, 1, err))
+        return -1;
+    const long long k = (long long)key, units_left = k / (long long)K;
+    out->unit = key > 0.0 ? e->layout.n_units - (int)units_left : -1;
+    out->tensor = key > 0.0 ? (int)(K - 1.0) - (int)(k % (long long)K) : -1;
+    out->what = key > 0.0 ? FT_ENGINE_NONFINITE_PARAMS : 0;
+    return 0;
 }
 
 int ft_engine_frozen_refuse(ft_error *err, const char *what)

@@ -46,6 +46,8 @@ typedef struct engine_unit {
     float *m, *v;      /* optimizer state over the opt range */
     float *grad_full;  /* stages 0-1: [n_pad] */
     float *grad_shard; /* stages 2-3: [S] */
+    int loaded_nonfinite; /* frozen: the first tensor whose loaded own slice held NaN/Inf
+                             on this rank, -1 none (engine_frozen.c) */
 } engine_unit;
 
 typedef enum { SLOT_EMPTY, SLOT_PENDING, SLOT_READY } slot_state;
@@ -180,5 +182,6 @@ float *ft_engine_frozen_slice_target(ft_engine *e, engine_unit *eu, float *host)
 int ft_engine_frozen_adopt(ft_engine *e, int unit, const float *slice, ft_error *err);
 const float *ft_engine_frozen_values(ft_engine *e, int unit, size_t b, size_t end, float *host);
 int ft_engine_frozen_refuse(ft_error *err, const char *what);
+int ft_engine_frozen_check_finite(ft_engine *e, ft_engine_finite *out, ft_error *err);
 
 #endif

@@ -16,7 +16,10 @@
  * much less) and allocated again by the next fill, which loads the same values. Its fields:
  * PARAMS only; write_field(PARAMS) writes the working values (read back bitwise),
  * read_field(PARAMS) restores them; the training calls fail with a message naming the
- * frozen engine, and its source has no grads/grad_done. */
+ * frozen engine, and its source has no grads/grad_done. check_finite finds nothing in
+ * clean values, and in values with NaN and Inf in several units, tensors and ranks' slices
+ * names the lowest unit and its lowest such tensor on every rank. */
+#include <math.h>
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -301,12 +304,68 @@ static void check_refusals(ft_engine *f, const char *tag)
     check(refused(ft_engine_reduce_grads(f, &err), &err), "%s: reduce_grads not refused", tag);
     check(refused(ft_engine_grad_norm(f, &norm, &err), &err), "%s: grad_norm not refused", tag);
     check(refused(ft_engine_step(f, &oc, 1e-3, 1.0, &err), &err), "%s: step not refused", tag);
-    check(refused(ft_engine_check_finite(f, &fin, &err), &err), "%s: check_finite not refused",
-          tag);
+    check(ft_engine_check_finite(f, &fin, &err) == 0 && fin.unit == -1 && fin.tensor == -1 &&
+              fin.what == 0,
+          "%s: check_finite of clean values: unit %d tensor %d what %d", tag, fin.unit,
+          fin.tensor, fin.what);
     check(refused(ft_engine_write_field(f, NULL, "/m", FT_STATE_M, NULL, &err), &err),
           "%s: write_field(M) not refused", tag);
     check(refused(ft_engine_read_field(f, NULL, "/m", FT_STATE_MASTER, NULL, &err), &err),
           "%s: read_field(MASTER) not refused", tag);
+}
+
+/* Values with NaN/Inf planted at (kind, layer, tensor, element of the tensor): the last
+ * element of block 1's tensor 2 (a later rank's slice when the unit is split), the first
+ * of its tensor 3 (rank 0's), and the head's first. The lowest is block 1, tensor 2. */
+typedef struct poison {
+    ft_unit_kind kind;
+    int layer, tensor;
+    long long element; /* -1: the tensor's last */
+    float value;
+} poison;
+
+static int poisoned_fill(void *ctx, const ft_unit_layout *u, size_t begin, size_t end,
+                         float *dst, ft_error *err)
+{
+    const poison *p = ctx;
+    (void)err;
+    for (size_t i = begin; i < end; i++)
+        dst[i - begin] = 0.01f * (float)(i % 7) - 0.03f;
+    for (; p->tensor >= 0; p++) {
+        if (p->kind != u->kind || (u->kind == FT_UNIT_BLOCK && p->layer != u->layer))
+            continue;
+        const ft_tensor_info *t = &u->tensors[p->tensor];
+        const size_t at = t->offset + (p->element < 0 ? t->numel - 1 : (size_t)p->element);
+        if (at >= begin && at < end)
+            dst[at - begin] = p->value;
+    }
+    return 0;
+}
+
+static void check_nonfinite(rig *r, const ft_model_layout *l, int stage, ft_precision p,
+                            const char *tag)
+{
+    const poison planted[] = {
+        { FT_UNIT_BLOCK, 1, 2, -1, NAN },
+        { FT_UNIT_BLOCK, 1, 3, 0, INFINITY },
+        { FT_UNIT_HEAD, 0, 0, 0, -INFINITY },
+        { FT_UNIT_EMBED, 0, -1, 0, 0.0f }, /* end */
+    };
+    ft_error err;
+    ft_engine *f = make_engine(r, l, stage, p, true, false);
+    ft_engine_finite fin;
+    if (ft_engine_init_from(f, poisoned_fill, (void *)planted, &err) ||
+        ft_engine_check_finite(f, &fin, &err))
+        die("poisoned fill", &err);
+    check(fin.unit == ft_layout_block_unit(1) && fin.tensor == 2 &&
+              fin.what == FT_ENGINE_NONFINITE_PARAMS,
+          "%s: check_finite of poisoned values: unit %d tensor %d what %d, want %d 2 %d", tag,
+          fin.unit, fin.tensor, fin.what, ft_layout_block_unit(1), FT_ENGINE_NONFINITE_PARAMS);
+    /* a clean fill after it clears the finding */
+    fill_engine(f, FILL_F32_FILE);
+    check(ft_engine_check_finite(f, &fin, &err) == 0 && fin.unit == -1,
+          "%s: a clean refill still reports unit %d", tag, fin.unit);
+    ft_engine_free(f);
 }
 
 /* write_field(PARAMS) into an fp32 file holds exactly the working values, and
@@ -380,6 +439,7 @@ static void run_model(rig *r, bool tied)
                 if (how == FILL_F32_FILE) {
                     check_memory(r, &l, f, stage, p, (fill)how, tag);
                     check_refusals(f, tag);
+                    check_nonfinite(r, &l, stage, p, tag);
                     check_fields(r, &l, f, stage, p, esize, tag);
                 }
                 ft_engine_free(t);
