@@ -32,3 +32,15 @@ int ft_run_config_lora(const ft_run_config *cfg, const ft_model_config *model,
     }
     return 0;
 }
+
+int ft_run_config_lora_outputs(const ft_run_config *cfg, const ft_lora_config *lora,
+                               ft_error *err)
+{
+    if (!ft_lora_enabled(lora) || !cfg->final_weights)
+        return 0;
+    ft_fail(err, "%s: a LoRA run trains adapters, not a model: drop final_weights and take the "
+            "adapters from a checkpoint with `ftmpi-convert export --adapter` (PEFT) or "
+            "`ftmpi-convert merge` (a full model)", ft_run_config_where(cfg, "final_weights"));
+    err->flags |= FT_ERR_CONFIG;
+    return -1;
+}

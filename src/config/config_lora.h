@@ -21,4 +21,11 @@
 int ft_run_config_lora(const ft_run_config *cfg, const ft_model_config *model,
                        ft_lora_config *out, ft_error *err);
 
+/* The outputs a run with LoRA `lora` cannot write: final_weights (the trained model) is
+ * refused, since such a run trains adapters; the one line says where the key came from
+ * and how to get the adapters or a merged model instead, marked FT_ERR_CONFIG (exit 2).
+ * The trainer and --plan both call it, so a plan refuses what the run would. */
+int ft_run_config_lora_outputs(const ft_run_config *cfg, const ft_lora_config *lora,
+                               ft_error *err);
+
 #endif

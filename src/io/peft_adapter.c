@@ -14,6 +14,7 @@
 #include "util/durable.h"
 #include "util/input_file.h"
 #include "util/output_file.h"
+#include "util/path_join.h"
 
 #define PEFT_KEY_PREFIX "base_model.model."
 
@@ -279,16 +280,16 @@ int ft_peft_adapter_open(ft_peft_adapter *a, const char *dir, const ft_model_con
     a->st.fd = -1;
     snprintf(a->dir, sizeof a->dir, "%s", dir);
     char path[4200];
-    snprintf(path, sizeof path, "%s/" FT_PEFT_CONFIG_NAME, dir);
+    ft_path_join(path, sizeof path, dir, FT_PEFT_CONFIG_NAME);
     if (access(path, F_OK) != 0)
         return ft_fail(err, "%s: no " FT_PEFT_CONFIG_NAME " (give a PEFT adapter directory, as "
                        "PeftModel.save_pretrained writes it)", dir);
     if (read_config(a, path, base, err))
         return -1;
-    snprintf(path, sizeof path, "%s/" FT_PEFT_WEIGHTS_NAME, dir);
+    ft_path_join(path, sizeof path, dir, FT_PEFT_WEIGHTS_NAME);
     if (access(path, F_OK) != 0) {
         char bin[4200];
-        snprintf(bin, sizeof bin, "%s/adapter_model.bin", dir);
+        ft_path_join(bin, sizeof bin, dir, "adapter_model.bin");
         return ft_fail(err, "%s: no " FT_PEFT_WEIGHTS_NAME "%s", dir,
                        access(bin, F_OK) == 0 ? " (only adapter_model.bin: save the adapter "
                                                 "with safe_serialization=True)" : "");

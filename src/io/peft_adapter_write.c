@@ -11,6 +11,7 @@
 #include "util/bf16.h"
 #include "util/durable.h"
 #include "util/output_file.h"
+#include "util/path_join.h"
 
 static int write_config(const char *dir, const ft_model_config *c, const ft_lora_config *lora,
                         const char *base_model, ft_error *err)
@@ -41,7 +42,7 @@ static int write_config(const char *dir, const ft_model_config *c, const ft_lora
     json_object_set_new(root, "inference_mode", json_true());
     json_object_set_new(root, "modules_to_save", json_null());
     char path[4200], tmp[4300];
-    snprintf(path, sizeof path, "%s/" FT_PEFT_CONFIG_NAME, dir);
+    ft_path_join(path, sizeof path, dir, FT_PEFT_CONFIG_NAME);
     FILE *fp = NULL;
     int rc = ft_output_tmp_name(tmp, sizeof tmp, path, err) || ft_output_fopen_tmp(tmp, &fp, err);
     if (!rc) {
@@ -115,7 +116,7 @@ int ft_peft_adapter_write(const char *dir, const ft_model_layout *l, const ft_lo
         max_numel = t->numel > max_numel ? t->numel : max_numel;
     }
     char path[4200], tmp[4300];
-    snprintf(path, sizeof path, "%s/" FT_PEFT_WEIGHTS_NAME, dir);
+    ft_path_join(path, sizeof path, dir, FT_PEFT_WEIGHTS_NAME);
     static const char *const mk[] = { "format" }, *const mv[] = { "pt" };
     ft_st_writer w;
     rc = rc || ft_output_tmp_name(tmp, sizeof tmp, path, err) || ft_output_clear_tmp(tmp, err) ||

@@ -1,5 +1,6 @@
 #include "io/tok_fingerprint.h"
 #include "util/input_file.h"
+#include "util/path_join.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -252,7 +253,7 @@ int ft_tok_fingerprint_file(const char *path, char out[FT_TOK_FINGERPRINT_LEN], 
     char file[4200];
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        snprintf(file, sizeof file, "%s/tokenizer.json", path);
+        ft_path_join(file, sizeof file, path, "tokenizer.json");
     else
         snprintf(file, sizeof file, "%s", path);
     /* a FIFO or /dev/zero there is one line, not a hang (util/input_file.h) */

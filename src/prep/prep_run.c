@@ -1,17 +1,22 @@
 #include "prep/prep.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "io/dataset.h"
 #include "io/tok_fingerprint.h"
 #include "tokenizer/chat_template.h"
 #include "prep/prep_comm.h"
 #include "prep/prep_writer.h"
+#include "util/durable.h"
 #include "util/output_file.h"
 
 void prep_options_default(prep_options *o)
@@ -246,32 +251,67 @@ static int gather_global(MPI_Comm comm, const read_ctx *c, const int64_t *local_
     return 0;
 }
 
-/* --dump-examples: every example in global order, chunk by chunk (file, then rank). */
+/* Opens the dump's temporary file for this rank's chunk: the first chunk creates it new
+ * (util/output_file.h: never through a planted symlink), the later ones append to it, still
+ * without following a symlink put in its place meanwhile. */
+static int open_dump_chunk(const char *tmp, bool first_chunk, FILE **out, ft_error *err)
+{
+    if (first_chunk)
+        return ft_output_fopen_tmp(tmp, out, err);
+    int fd = open(tmp, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || !(*out = fdopen(fd, "a"))) {
+        const int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return ft_fail(err, "%s: cannot append: %s", tmp, strerror(e));
+    }
+    return 0;
+}
+
+/* --dump-examples: every example in global order, chunk by chunk (file, then rank), written
+ * to FILE.tmp and renamed to FILE once every chunk is in it, like the dataset files: a run
+ * killed or failing half-way leaves a previous FILE intact and never a truncated one (a
+ * failed run removes its .tmp). Collective. */
 static int dump_examples(MPI_Comm comm, const prep_options *o, const read_ctx *c,
                          const int64_t *local_count, ft_error *err)
 {
     int rank, P, rc = 0;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &P);
+    char tmp[PATH_MAX + 8];
+    if (prep_agree(comm, ft_output_tmp_name(tmp, sizeof tmp, o->dump_examples, err), err))
+        return -1;
     int64_t first = 0;
     for (int f = 0; f < o->n_inputs; f++) {
         for (int r = 0; r < P; r++) {
             if (r == rank && rc == 0) {
-                bool truncate = f == 0 && r == 0;
-                FILE *out = fopen(o->dump_examples, truncate ? "w" : "a");
-                if (!out) {
-                    rc = ft_fail(err, "%s: cannot write: %s", o->dump_examples, strerror(errno));
-                } else {
+                FILE *out = NULL;
+                rc = open_dump_chunk(tmp, f == 0 && r == 0, &out, err);
+                if (rc == 0) {
                     rc = prep_examples_dump(&c->ex, first, first + local_count[f], out, err);
                     if (fclose(out) != 0 && rc == 0)
-                        rc = ft_fail(err, "%s: write error", o->dump_examples);
+                        rc = ft_fail(err, "%s: write error", tmp);
                 }
             }
-            MPI_Barrier(comm);
+            /* a failed chunk stops the rest: the chunks after it would append to a file
+             * that is removed below, or that the first chunk never created */
+            if (prep_agree(comm, rc, err))
+                goto fail;
         }
         first += local_count[f];
     }
-    return prep_agree(comm, rc, err);
+    /* test hook: FTMPI_FAULT=prep:dumped kills every rank between the dump and its rename,
+     * standing in for a job killed while writing it */
+    const char *fault = getenv("FTMPI_FAULT");
+    if (fault && strcmp(fault, "prep:dumped") == 0)
+        raise(SIGKILL);
+    rc = rank == 0 ? ft_commit_file(tmp, o->dump_examples, err) : 0;
+    if (prep_agree(comm, rc, err) == 0)
+        return 0;
+fail:
+    if (rank == 0)
+        unlink(tmp);
+    return -1;
 }
 
 static int write_one(MPI_Comm comm, const char *path, const read_ctx *c, const prep_global *g,

@@ -46,8 +46,9 @@ typedef struct ft_engine_options {
     /* A frozen engine (the base model under LoRA) keeps the working parameters only,
      * in precision.weights/params (engine_frozen.c): no gradients, master, optimizer
      * state or offload (offload_optimizer is ignored). Its source has grads and
-     * grad_done NULL; zero_grads is a no-op and reduce_grads, grad_norm, step and
-     * check_finite fail with a message; only the PARAMS field exists. */
+     * grad_done NULL; zero_grads is a no-op and reduce_grads, grad_norm and step fail
+     * with a message; check_finite reports the values as the last fill loaded them (the
+     * only way they change); only the PARAMS field exists. */
     bool frozen;
 } ft_engine_options;
 
@@ -111,11 +112,14 @@ int ft_engine_reduce_grads(ft_engine *e, ft_error *err);
 #define FT_ENGINE_NONFINITE_PARAMS 1    /* the fp32 master parameters */
 #define FT_ENGINE_NONFINITE_OPTIMIZER 2 /* the optimizer's moments */
 typedef struct ft_engine_finite {
-    int unit; /* the lowest unit holding a non-finite value on any rank, -1: none */
-    int what; /* FT_ENGINE_NONFINITE_* over all units and ranks */
+    int unit;   /* the lowest unit holding a non-finite value on any rank, -1: none */
+    int what;   /* FT_ENGINE_NONFINITE_* over all units and ranks */
+    int tensor; /* a frozen engine: the unit's first such tensor (its index in the unit's
+                   layout); -1 when not known (a trainable engine) or none */
 } ft_engine_finite;
 
-/* Checks the master parameters and optimizer state of every rank's shard for NaN/Inf.
+/* Checks the master parameters and optimizer state of every rank's shard for NaN/Inf;
+ * for a frozen engine, the fp32 values its last fill loaded, tensor by tensor.
  * Collective: every rank gets the same answer. */
 int ft_engine_check_finite(ft_engine *e, ft_engine_finite *out, ft_error *err);
 

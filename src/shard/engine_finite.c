@@ -28,7 +28,7 @@ static int unit_finite(ft_engine *e, engine_unit *eu, int *what)
 int ft_engine_check_finite(ft_engine *e, ft_engine_finite *out, ft_error *err)
 {
     if (e->opt.frozen)
-        return ft_engine_frozen_refuse(err, "checking the master and optimizer state");
+        return ft_engine_frozen_check_finite(e, out, err);
     /* [0]: lowest bad unit as n_units - u (max-reduced), [1], [2]: what is bad, as flags */
     double v[3] = { 0.0, 0.0, 0.0 };
     for (int u = 0; u < e->layout.n_units; u++) {
@@ -45,5 +45,6 @@ int ft_engine_check_finite(ft_engine *e, ft_engine_finite *out, ft_error *err)
     out->unit = v[0] > 0.0 ? e->layout.n_units - (int)v[0] : -1;
     out->what = (v[1] > 0.0 ? FT_ENGINE_NONFINITE_PARAMS : 0) |
                 (v[2] > 0.0 ? FT_ENGINE_NONFINITE_OPTIMIZER : 0);
+    out->tensor = -1;
     return 0;
 }

@@ -20,7 +20,17 @@
  * max_shard bytes). Without rounding the slice goes straight to its place. Stages 0-2
  * then all-gather the unit in place. So no fp32 copy of a unit exists beyond one
  * shard, and the values are bitwise those of a trainable engine after the same load:
- * the same rounding op on the same fp32 values. */
+ * the same rounding op on the same fp32 values.
+ *
+ * The staging is needed only while a load fills the units, yet it is the size of the
+ * largest unit's shard in fp32 (0.4 GiB a rank for Llama 2 70B on 8 ranks): it is
+ * released when the load or initialisation ends, and allocated again should another
+ * fill come. It is allocated with the engine, so the planner counts it: the base loads
+ * after the trainer has created the adapters' engine and the model, so the load is
+ * where every buffer and the staging coexist, and the run's peak includes it. Freed,
+ * it is headroom for what the plan does not count (the backend's own workspaces,
+ * NCCL's buffers). */
+#include <math.h>
 #include <stdlib.h>
 
 #include "shard/engine_internal.h"
@@ -29,9 +39,16 @@
 /* The working values are the bf16 rounding of what is loaded. */
 static int rounds(const ft_engine *e) { return e->opt.precision.params == FT_DTYPE_BF16; }
 
+/* Rounded values that an fp32 model takes (stages 0-2) pass through stage_bits too. */
+static int rounds_to_fp32(const ft_engine *e)
+{
+    return rounds(e) && e->opt.zero_stage <= 2 && !ft_engine_hands_bits(e);
+}
+
 void ft_engine_frozen_allocate_unit(ft_engine *e, engine_unit *eu)
 {
     ft_engine_memory *m = &e->mem;
+    eu->loaded_nonfinite = -1;
     if (e->opt.zero_stage <= 2)
         eu->full = ft_engine_alloc(e, eu->padded * (ft_engine_hands_bits(e) ? sizeof(uint16_t)
                                                                            : sizeof(float)),
@@ -49,8 +66,41 @@ void ft_engine_frozen_allocate_scratch(ft_engine *e)
     if (!rounds(e))
         return;
     e->stage_f32 = ft_engine_alloc(e, e->max_shard * sizeof(float), &e->mem.scratch);
-    if (e->opt.zero_stage <= 2 && !ft_engine_hands_bits(e))
+    if (rounds_to_fp32(e))
         e->stage_bits = ft_engine_alloc(e, e->max_shard * sizeof(uint16_t), &e->mem.scratch);
+}
+
+int ft_engine_frozen_begin_fill(ft_engine *e, ft_error *err)
+{
+    if (!rounds(e) || e->stage_f32)
+        return 0;
+    /* a fill after the first: every rank is here (the fill is collective) and every rank
+     * must know if one could not allocate, or the others would wait in its all-gathers */
+    ft_engine_frozen_allocate_scratch(e);
+    double failed = e->stage_f32 && (e->stage_bits || !rounds_to_fp32(e)) ? 0.0 : 1.0;
+    if (e->comm->ops->all_reduce_f64_max(e->comm, &failed, 1, err))
+        return -1;
+    if (failed == 0.0)
+        return 0;
+    ft_engine_frozen_end_fill(e); /* whatever was allocated */
+    return ft_fail(err, "out of device memory on a rank for the frozen model's load staging "
+                        "(%zu bytes, one shard of the largest unit); use more ranks",
+                   e->max_shard * (sizeof(float) + (rounds_to_fp32(e) ? sizeof(uint16_t) : 0)));
+}
+
+void ft_engine_frozen_end_fill(ft_engine *e)
+{
+    ft_backend *be = e->be;
+    if (e->stage_f32) {
+        be->ops->free(be, e->stage_f32);
+        e->mem.scratch -= e->max_shard * sizeof(float);
+        e->stage_f32 = NULL;
+    }
+    if (e->stage_bits) {
+        be->ops->free(be, e->stage_bits);
+        e->mem.scratch -= e->max_shard * sizeof(uint16_t);
+        e->stage_bits = NULL;
+    }
 }
 
 /* Device memory that receives unit u's own fp32 slice [S]: the staging buffer when
@@ -79,6 +129,24 @@ static int gather_in_place(ft_engine *e, void *full, size_t own_offset_bytes, si
     return ft_comm_wait(e->comm, req, err);
 }
 
+/* The first tensor of unit u whose part of the own slice (unit elements [own, own + S),
+ * fp32 on the device at dev) holds NaN or Inf, or -1. A NaN or Inf makes the fp64 sum of
+ * squares non-finite, and finite fp32 values cannot overflow it (at most 1.2e77 each),
+ * so one sum_squares per tensor part is the whole test: a pass over the data the load
+ * has just written. */
+static int first_nonfinite_tensor(ft_engine *e, int u, const float *dev, size_t own)
+{
+    const ft_unit_layout *ul = &e->layout.units[u];
+    const size_t end = own + e->units[u].shard;
+    for (int t = 0; t < ul->n_tensors; t++) {
+        size_t lo, hi;
+        if (ft_tensor_overlap(&ul->tensors[t], own, end, &lo, &hi) &&
+            !isfinite(e->be->ops->sum_squares(e->be, dev + (lo - own), hi - lo)))
+            return t;
+    }
+    return -1;
+}
+
 int ft_engine_frozen_adopt(ft_engine *e, int unit, const float *slice, ft_error *err)
 {
     engine_unit *eu = &e->units[unit];
@@ -87,6 +155,8 @@ int ft_engine_frozen_adopt(ft_engine *e, int unit, const float *slice, ft_error 
     float *dev = device_slice(e, eu);
     if (slice != dev)
         be->ops->upload(be, dev, slice, S * sizeof(float));
+    /* checked before rounding: the fp32 values loaded, as a trainable engine's master */
+    eu->loaded_nonfinite = first_nonfinite_tensor(e, unit, dev, own);
     if (e->opt.zero_stage == 3) {
         if (eu->shard_bf16)
             be->ops->f32_to_bf16(be, eu->shard_bf16, dev, S);
@@ -130,6 +200,26 @@ const float *ft_engine_frozen_values(ft_engine *e, int unit, size_t b, size_t en
         host[i] = ft_bf16_to_f32(bits[i]);
     free(bits);
     return host;
+}
+
+int ft_engine_frozen_check_finite(ft_engine *e, ft_engine_finite *out, ft_error *err)
+{
+    /* One max-reduce finds the lowest bad unit and, within it, the lowest bad tensor on
+     * any rank: a rank's key is (n_units - u) * K + (K - 1 - t) for its first bad unit u
+     * and tensor t (0: none), with K above any unit's tensor count; keys stay below 2^53,
+     * exact in a double. */
+    const double K = 4096.0;
+    double key = 0.0;
+    for (int u = 0; u < e->layout.n_units && key == 0.0; u++)
+        if (e->units[u].loaded_nonfinite >= 0)
+            key = (double)(e->layout.n_units - u) * K + (K - 1.0 - e->units[u].loaded_nonfinite);
+    if (e->comm->ops->all_reduce_f64_max(e->comm, &key, 1, err))
+        return -1;
+    const long long k = (long long)key, units_left = k / (long long)K;
+    out->unit = key > 0.0 ? e->layout.n_units - (int)units_left : -1;
+    out->tensor = key > 0.0 ? (int)(K - 1.0) - (int)(k % (long long)K) : -1;
+    out->what = key > 0.0 ? FT_ENGINE_NONFINITE_PARAMS : 0;
+    return 0;
 }
 
 int ft_engine_frozen_refuse(ft_error *err, const char *what)

@@ -46,6 +46,8 @@ typedef struct engine_unit {
     float *m, *v;      /* optimizer state over the opt range */
     float *grad_full;  /* stages 0-1: [n_pad] */
     float *grad_shard; /* stages 2-3: [S] */
+    int loaded_nonfinite; /* frozen: the first tensor whose loaded own slice held NaN/Inf
+                             on this rank, -1 none (engine_frozen.c) */
 } engine_unit;
 
 typedef enum { SLOT_EMPTY, SLOT_PENDING, SLOT_READY } slot_state;
@@ -166,16 +168,20 @@ void ft_engine_invalidate_gathered(ft_engine *e);
 /* Completes outstanding reduce-scatters (stages 2-3). */
 int ft_engine_flush_grads(ft_engine *e, ft_error *err);
 
-/* The frozen engine (engine_frozen.c; ft_engine_options.frozen): its buffers, where a
- * unit's own fp32 slice is assembled when loading (the host buffer, or on a host
- * backend the device memory it goes to), making that slice its working storage,
- * its working values of [b, end) as fp32 host memory, and the error of the calls
- * it refuses. */
+/* The frozen engine (engine_frozen.c; ft_engine_options.frozen): its buffers, its load
+ * staging held only while a load or initialisation fills it (begin_fill allocates it
+ * again after an earlier fill released it; end_fill releases it), where a unit's own
+ * fp32 slice is assembled when loading (the host buffer, or on a host backend the
+ * device memory it goes to), making that slice its working storage, its working values
+ * of [b, end) as fp32 host memory, and the error of the calls it refuses. */
 void ft_engine_frozen_allocate_unit(ft_engine *e, engine_unit *eu);
 void ft_engine_frozen_allocate_scratch(ft_engine *e);
+int ft_engine_frozen_begin_fill(ft_engine *e, ft_error *err);
+void ft_engine_frozen_end_fill(ft_engine *e);
 float *ft_engine_frozen_slice_target(ft_engine *e, engine_unit *eu, float *host);
 int ft_engine_frozen_adopt(ft_engine *e, int unit, const float *slice, ft_error *err);
 const float *ft_engine_frozen_values(ft_engine *e, int unit, size_t b, size_t end, float *host);
 int ft_engine_frozen_refuse(ft_error *err, const char *what);
+int ft_engine_frozen_check_finite(ft_engine *e, ft_engine_finite *out, ft_error *err);
 
 #endif

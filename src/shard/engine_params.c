@@ -196,9 +196,11 @@ static int fill_from(ft_engine *e, slice_source src, void *ctx, ft_error *err)
     float *host = malloc(e->max_shard * sizeof(float));
     if (!host)
         return ft_fail(err, "out of host memory");
-    if (e->opt.frozen) /* a gathered unit would keep its old values */
-        ft_engine_invalidate_gathered(e);
     int rc = 0;
+    if (e->opt.frozen) { /* a gathered unit would keep its old values */
+        ft_engine_invalidate_gathered(e);
+        rc = ft_engine_frozen_begin_fill(e, err);
+    }
     for (int u = 0; u < e->layout.n_units && !rc; u++) {
         engine_unit *eu = &e->units[u];
         size_t b, end;
@@ -211,6 +213,8 @@ static int fill_from(ft_engine *e, slice_source src, void *ctx, ft_error *err)
                             : adopt_own_slice(e, u, dst, err));
     }
     e->be->ops->sync(e->be);
+    if (e->opt.frozen) /* the load staging is not needed until another fill */
+        ft_engine_frozen_end_fill(e);
     free(host);
     return rc ? -1 : 0;
 }

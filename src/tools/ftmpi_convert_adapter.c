@@ -12,6 +12,7 @@
 #include "io/peft_adapter.h"
 #include "io/weights.h"
 #include "tools/ftmpi_convert.h"
+#include "util/path_join.h"
 
 typedef struct h5_source {
     const ft_h5file *f;
@@ -59,7 +60,7 @@ static int prepare_adapter_dir(const cv_export_opts *o, ft_error *err)
     static const char *const names[] = { FT_PEFT_CONFIG_NAME, FT_PEFT_WEIGHTS_NAME };
     for (int i = 0; i < 2; i++) {
         char p[4200];
-        snprintf(p, sizeof p, "%s/%s", o->out_dir, names[i]);
+        ft_path_join(p, sizeof p, o->out_dir, names[i]);
         if (!cv_exists(p))
             continue;
         if (!o->force)
@@ -96,10 +97,14 @@ int cv_adapter_export(const cv_export_opts *o, uint64_t *moved, ft_error *err)
     if (!rc) {
         *moved = lc.layout.total_numel * ft_st_dtype_size(out);
         if (!o->common.quiet)
-            printf("exported adapter %s -> %s/: %d tensors, rank %d, alpha %g, targets %s, "
-                   "%lld parameters, %s, base %s\n", o->in, o->out_dir, lc.layout.total_tensors,
+        {
+            char shown[4200];
+            ft_path_join(shown, sizeof shown, o->out_dir, "");
+            printf("exported adapter %s -> %s: %d tensors, rank %d, alpha %g, targets %s, "
+                   "%lld parameters, %s, base %s\n", o->in, shown, lc.layout.total_tensors,
                    lc.lora.rank, lc.lora.alpha, lc.targets, (long long)lc.layout.total_numel,
                    out == FT_ST_BF16 ? "bf16" : "fp32", base[0] ? base : "(none)");
+        }
     }
     if (have_lora)
         ft_lora_ckpt_free(&lc);

@@ -24,6 +24,7 @@
 #include "model/layout.h"
 #include "tools/ftmpi_convert.h"
 #include "train/ckpt_dir.h"
+#include "util/path_join.h"
 
 typedef cv_export_opts export_opts;
 
@@ -124,7 +125,7 @@ int cv_prepare_dir(const export_opts *o, ft_error *err)
             break;
         }
         char p[4096];
-        snprintf(p, sizeof p, "%s/%s", o->out_dir, e->d_name);
+        ft_path_join(p, sizeof p, o->out_dir, e->d_name);
         if (unlink(p) != 0)
             rc = ft_fail(err, "%s: cannot remove: %s", p, strerror(errno));
     }
@@ -191,7 +192,7 @@ static int write_shard(const ft_h5file *h, out_tensor *ts, int n, int s, int n_s
         }
     char name[64], path[4200], final[4096];
     shard_name(name, sizeof name, s, n_shards);
-    snprintf(final, sizeof final, "%s/%s", o->out_dir, name);
+    ft_path_join(final, sizeof final, o->out_dir, name);
     snprintf(path, sizeof path, "%s.tmp", final);
     static const char *const mk[] = { "format" }, *const mv[] = { "pt" };
     ft_st_writer w;
@@ -229,7 +230,7 @@ static int write_index(const out_tensor *ts, int n, int n_shards, const export_o
             fp[i] = files[i];
         }
         char path[4096], tmp[4200];
-        snprintf(path, sizeof path, "%s/model.safetensors.index.json", o->out_dir);
+        ft_path_join(path, sizeof path, o->out_dir, "model.safetensors.index.json");
         snprintf(tmp, sizeof tmp, "%s.tmp", path);
         rc = ft_st_index_write(tmp, total, names, fp, n, err);
         if (!rc && rename(tmp, path) != 0)
@@ -257,15 +258,15 @@ static int copy_tokenizer(const export_opts *o, ft_error *err)
     if (!cv_is_dir(o->tokenizer)) {
         const char *base = strrchr(o->tokenizer, '/');
         base = base ? base + 1 : o->tokenizer;
-        snprintf(dst, sizeof dst, "%s/%s", o->out_dir, base);
+        ft_path_join(dst, sizeof dst, o->out_dir, base);
         return cv_copy_file(o->tokenizer, dst, err);
     }
     int copied = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        snprintf(src, sizeof src, "%s/%s", o->tokenizer, names[i]);
+        ft_path_join(src, sizeof src, o->tokenizer, names[i]);
         if (!cv_exists(src))
             continue;
-        snprintf(dst, sizeof dst, "%s/%s", o->out_dir, names[i]);
+        ft_path_join(dst, sizeof dst, o->out_dir, names[i]);
         if (cv_copy_file(src, dst, err))
             return -1;
         copied++;
@@ -339,15 +340,17 @@ int cv_export_run(const export_opts *o, uint64_t *moved, ft_error *err)
         rc = copy_tokenizer(o, err);
     if (!rc) {
         char path[4096], tmp[4200];
-        snprintf(path, sizeof path, "%s/config.json", o->out_dir);
+        ft_path_join(path, sizeof path, o->out_dir, "config.json");
         snprintf(tmp, sizeof tmp, "%s.tmp", path);
         rc = ft_hf_config_write(tmp, &c, out == FT_ST_BF16 ? "bfloat16" : "float32", err);
         if (!rc && rename(tmp, path) != 0)
             rc = ft_fail(err, "%s: cannot rename: %s", tmp, strerror(errno));
     }
+    char shown[4200];
+    ft_path_join(shown, sizeof shown, o->out_dir, "");
     if (!rc && !o->common.quiet)
-        printf("exported %s -> %s/: %d tensors in %d shard%s (%s), %lld parameters, %s%s\n",
-               o->in, o->out_dir, n, n_shards, n_shards == 1 ? "" : "s",
+        printf("exported %s -> %s: %d tensors in %d shard%s (%s), %lld parameters, %s%s\n",
+               o->in, shown, n, n_shards, n_shards == 1 ? "" : "s",
                n_shards == 1 ? "model.safetensors" : "model.safetensors.index.json",
                (long long)l.total_numel, out == FT_ST_BF16 ? "bf16" : "fp32",
                o->tokenizer ? ", tokenizer copied" : "");
@@ -450,7 +453,7 @@ int cv_resolve_input(const char *in, char *path, size_t len, ft_error *err)
                        "checkpoint or weights file", in, FT_CKPT_LATEST);
     if (rc < 0)
         return -1;
-    if ((size_t)snprintf(path, len, "%s/%s", in, name) >= len)
+    if (ft_path_join(path, len, in, name))
         return ft_fail(err, "%s: path too long", in);
     return 0;
 }

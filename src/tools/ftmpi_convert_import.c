@@ -23,6 +23,7 @@
 #include "io/tok_fingerprint.h"
 #include "tools/ftmpi_convert.h"
 #include "util/output_file.h"
+#include "util/path_join.h"
 
 typedef struct import_opts {
     cv_common common;
@@ -84,16 +85,16 @@ static int open_shards(hf_model *m, const char *dir, ft_st_index *idx, bool *hav
                        ft_error *err)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    ft_path_join(path, sizeof path, dir, "model.safetensors.index.json");
     *have_idx = cv_exists(path);
     if (*have_idx) {
         if (ft_st_index_read(idx, path, err))
             return -1;
         m->n_shards = idx->n_files;
     } else {
-        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        ft_path_join(path, sizeof path, dir, "model.safetensors");
         if (!cv_exists(path)) {
-            snprintf(path, sizeof path, "%s/pytorch_model.bin", dir);
+            ft_path_join(path, sizeof path, dir, "pytorch_model.bin");
             bool bin = cv_exists(path);
             return ft_fail(err, "%s: no model.safetensors or model.safetensors.index.json%s", dir,
                            bin ? " (only pytorch_model.bin: save the model with "
@@ -107,8 +108,8 @@ static int open_shards(hf_model *m, const char *dir, ft_st_index *idx, bool *hav
     for (int i = 0; i < m->n_shards; i++)
         m->shards[i].fd = -1;
     for (int i = 0; i < m->n_shards; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir,
-                 *have_idx ? idx->unique_files[i] : "model.safetensors");
+        ft_path_join(path, sizeof path, dir,
+                     *have_idx ? idx->unique_files[i] : "model.safetensors");
         /* any dtype: old GPT-NeoX/GPT-J saves hold BOOL mask buffers, skipped by
          * name in map_tensors; the tensors used must be weights (checked there) */
         if (ft_st_open(&m->shards[i], path, FT_ST_ANY_DTYPE, err))
@@ -225,7 +226,7 @@ static int map_tensors(hf_model *m, const import_opts *o, const ft_st_index *idx
 static int load_hf(hf_model *m, const import_opts *o, ft_error *err)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", o->hf_dir);
+    ft_path_join(path, sizeof path, o->hf_dir, "config.json");
     if (!cv_is_dir(o->hf_dir))
         return ft_fail(err, "%s: not a directory (give the Hugging Face model directory)",
                        o->hf_dir);
@@ -298,7 +299,7 @@ static void tokenizer_fingerprint(const import_opts *o, char fp[FT_TOK_FINGERPRI
 {
     char path[4200];
     fp[0] = '\0';
-    snprintf(path, sizeof path, "%s/tokenizer.json", o->hf_dir);
+    ft_path_join(path, sizeof path, o->hf_dir, "tokenizer.json");
     if (!cv_exists(path))
         return;
     ft_error err = { { 0 }, 0 };

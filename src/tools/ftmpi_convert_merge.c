@@ -13,13 +13,14 @@
 
 #include "io/lora_ckpt.h"
 #include "tools/ftmpi_convert.h"
+#include "util/path_join.h"
 
 #define MERGE_TMP_NAME ".ftmpi-merge.h5"
 
 static int run_merge(cv_export_opts *o, const char *base, uint64_t *moved, ft_error *err)
 {
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s/" MERGE_TMP_NAME, o->out_dir);
+    ft_path_join(tmp, sizeof tmp, o->out_dir, MERGE_TMP_NAME);
     if (cv_prepare_dir(o, err))
         return -1;
     unlink(tmp); /* a killed merge's leftover */
@@ -40,9 +41,11 @@ static int run_merge(cv_export_opts *o, const char *base, uint64_t *moved, ft_er
         rc = cv_export_run(&e, moved, err);
     }
     unlink(tmp);
+    char shown[4200];
+    ft_path_join(shown, sizeof shown, o->out_dir, "");
     if (!rc && !o->common.quiet)
-        printf("merged %s (rank %d, alpha %g, targets %s) into %s -> %s/: %lld parameters, %s\n",
-               o->in, r.rank, r.alpha, r.targets, r.base, o->out_dir, r.parameters,
+        printf("merged %s (rank %d, alpha %g, targets %s) into %s -> %s: %lld parameters, %s\n",
+               o->in, r.rank, r.alpha, r.targets, r.base, shown, r.parameters,
                r.dtype == FT_FILE_BF16 ? "bf16" : "fp32");
     return rc ? -1 : 0;
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "comm/mpi_io_env.h"
 #include "prep/prep.h"
@@ -18,7 +19,8 @@ static const char help_text[] =
     "    ftmpi-prep - tokenize instruction, chat or text data into an ftmpi dataset file\n"
     "\n"
     "SYNOPSIS\n"
-    "    [mpirun -np N] ftmpi-prep -t TOKENIZER.json -o OUT.h5 [OPTIONS] INPUT...\n"
+    "    [mpirun -np N] ftmpi-prep -t TOKENIZER.json [OPTIONS] INPUT... OUT.h5\n"
+    "    [mpirun -np N] ftmpi-prep -t TOKENIZER.json -o OUT [OPTIONS] INPUT...\n"
     "    ftmpi-prep encode -t TOKENIZER.json [--allow-special]  < {\"text\":...} lines\n"
     "    ftmpi-prep decode -t TOKENIZER.json [--skip-special]   < {\"ids\":[...]} lines\n"
     "\n"
@@ -30,6 +32,11 @@ static const char help_text[] =
     "    with document boundaries, and writes the dataset file that `ftmpi` trains on\n"
     "    (doc/formats.md). Under mpirun each rank reads a byte range of every input and\n"
     "    the ranks write one file together; the output is identical for any number of ranks.\n"
+    "\n"
+    "    The output is either -o OUT or the last argument, which then must end in .h5 (or\n"
+    "    .hdf5): inputs are JSON or text, never dataset files, so a name ending in .h5 is\n"
+    "    always the output and a forgotten output never overwrites the last input. An\n"
+    "    argument ending in .h5 anywhere else, or together with -o, is a usage error.\n"
     "\n"
     "INPUT FORMATS (--format, default auto = from the first record that matches)\n"
     "    alpaca   {\"instruction\", \"input\" (optional), \"output\"}\n"
@@ -43,7 +50,8 @@ static const char help_text[] =
     "OPTIONS\n"
     "    -t, --tokenizer FILE     HF tokenizer.json (Llama 2/3, Qwen2/2.5/3, Mistral v0.3,\n"
     "                             GPT-NeoX, GPT-J). Required.\n"
-    "    -o, --out FILE           output dataset file. Required.\n"
+    "    -o, --out FILE           output dataset file (any name). Required unless the last\n"
+    "                             argument is the output OUT.h5.\n"
     "    --format FMT             auto|alpaca|dolly|samsum|chat|text (default auto)\n"
     "    --template NAME          alpaca (alpaca, dolly, samsum records), llama3-chat,\n"
     "                             llama3.1-chat, llama2-chat, chatml, qwen2-chat,\n"
@@ -105,7 +113,7 @@ static const char help_text[] =
     "\n"
     "EXAMPLES\n"
     "    ftmpi-prep -t llama3/tokenizer.json --seq-len 2048 --eval-fraction 0.02 \\\n"
-    "        --eval-out eval.h5 -o train.h5 alpaca_data.json\n"
+    "        --eval-out eval.h5 alpaca_data.json train.h5\n"
     "    mpirun -np 8 ftmpi-prep -t llama3/tokenizer.json --format chat --pack ffd \\\n"
     "        --shuffle -o chat.h5 conversations.jsonl\n";
 
@@ -152,7 +160,6 @@ static int parse_long(const char *s, long lo, long hi, long *v)
     return 0;
 }
 
-/* Fills o from argv; returns 0, 1 for --help, or -1 with msg set (usage error). */
 /* What a bad-value error says the option takes. */
 static const char *expected_value(int opt)
 {
@@ -170,6 +177,53 @@ static const char *expected_value(int opt)
     }
 }
 
+/* Whether an argument names a dataset file rather than an input: inputs are JSON or text, so
+ * the suffix tells the positional output (INPUT... OUT.h5) from the inputs. */
+static bool is_dataset_name(const char *path)
+{
+    size_t n = strlen(path);
+    return (n > 3 && strcasecmp(path + n - 3, ".h5") == 0) ||
+           (n > 5 && strcasecmp(path + n - 5, ".hdf5") == 0);
+}
+
+/* Takes the output from the positionals when -o did not give it: the last one if it is a
+ * dataset name. Every other positional is an input, and one with a dataset name means the
+ * user gave a second output or put it in the wrong place: refused rather than guessed at.
+ * Returns 0, or -1 with msg set (usage error). */
+static int take_positional_output(prep_options *o, char *msg, size_t msg_len)
+{
+    const bool by_option = o->out != NULL;
+    if (!by_option && o->n_inputs > 0 && is_dataset_name(o->inputs[o->n_inputs - 1]))
+        o->out = o->inputs[--o->n_inputs];
+    for (int i = 0; i < o->n_inputs; i++) {
+        if (!is_dataset_name(o->inputs[i]))
+            continue;
+        if (by_option)
+            snprintf(msg, msg_len, "two outputs: --out '%s' and '%s' (an argument ending in "
+                     ".h5 is an output, inputs are JSON or text); give the output once",
+                     o->out, o->inputs[i]);
+        else if (o->out)
+            snprintf(msg, msg_len, "two outputs: '%s' and '%s' (an argument ending in .h5 is "
+                     "an output, inputs are JSON or text); give one output, last",
+                     o->inputs[i], o->out);
+        else
+            snprintf(msg, msg_len, "'%s' ends in .h5 but is not the last argument; the "
+                     "output goes last (INPUT... OUT.h5) or after -o", o->inputs[i]);
+        return -1;
+    }
+    if (o->out)
+        return 0;
+    if (o->n_inputs > 0)
+        snprintf(msg, msg_len, "no output file: give -o OUT, or name the output last with "
+                 ".h5 at the end (INPUT... OUT.h5); '%s' is read as an input",
+                 o->inputs[o->n_inputs - 1]);
+    else
+        snprintf(msg, msg_len, "no output file: give -o OUT, or name the output last "
+                 "(INPUT... OUT.h5)");
+    return -1;
+}
+
+/* Fills o from argv; returns 0, 1 for --help, or -1 with msg set (usage error). */
 static int parse_args(int argc, char **argv, prep_options *o, char *msg, size_t msg_len)
 {
     prep_options_default(o);
@@ -279,8 +333,8 @@ static int parse_args(int argc, char **argv, prep_options *o, char *msg, size_t 
         snprintf(msg, msg_len, "--text-unit needs --text");
     else if (!o->tokenizer)
         snprintf(msg, msg_len, "--tokenizer is required");
-    else if (!o->out)
-        snprintf(msg, msg_len, "--out is required");
+    else if (take_positional_output(o, msg, msg_len) < 0)
+        return -1;
     else if (o->n_inputs == 0)
         snprintf(msg, msg_len, "no input files");
     else if (o->eval_fraction > 0 && !o->eval_out)

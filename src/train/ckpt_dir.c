@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "util/input_file.h"
+#include "util/path_join.h"
 
 int ft_ckpt_step_of_name(const char *name, long *step)
 {
@@ -31,7 +32,7 @@ int ft_ckpt_step_of_name(const char *name, long *step)
 int ft_ckpt_read_latest(const char *dir, char *name, size_t len, ft_error *err)
 {
     char latest[1100];
-    snprintf(latest, sizeof latest, "%s/%s", dir, FT_CKPT_LATEST);
+    ft_path_join(latest, sizeof latest, dir, FT_CKPT_LATEST);
     struct stat st;
     if (lstat(latest, &st) != 0 && errno == ENOENT)
         return 1;

@@ -3,12 +3,15 @@
 #include <math.h>
 #include <stdio.h>
 
-/* "model.layers.3", "the embedding", "the head": where a unit's tensors are. */
+/* "model.layers.3", "the adapters of model.layers.3", "the embedding", "the head": where
+ * a unit's tensors are. */
 static void unit_name(const ft_model_layout *l, int u, char *buf, size_t len)
 {
     const ft_unit_layout *ul = &l->units[u];
     if (ul->kind == FT_UNIT_BLOCK)
         snprintf(buf, len, "model.layers.%d", ul->layer);
+    else if (ul->kind == FT_UNIT_ADAPTER) /* LoRA: one unit per layer */
+        snprintf(buf, len, "the adapters of model.layers.%d", ul->layer);
     else
         snprintf(buf, len, "%s (%s)", ul->kind == FT_UNIT_EMBED ? "the embedding" : "the head",
                  ul->n_tensors > 0 ? ul->tensors[0].name : "no tensors");
@@ -23,7 +26,8 @@ static const char *what_name(int what)
 }
 
 /* The engine's finite check: -1 on error, 0 when every value is finite, 1 with the
- * first unit holding NaN/Inf named in unit[160]. */
+ * first unit holding NaN/Inf named in unit[160]: by its tensor (its HF name, which says
+ * the layer) where the engine knows it, else by the unit. */
 static int find_nonfinite(ft_engine *e, const ft_model_layout *l, ft_engine_finite *f,
                           char *unit, ft_error *err)
 {
@@ -31,7 +35,10 @@ static int find_nonfinite(ft_engine *e, const ft_model_layout *l, ft_engine_fini
         return -1;
     if (f->unit < 0)
         return 0;
-    unit_name(l, f->unit, unit, 160);
+    if (f->tensor >= 0 && f->tensor < l->units[f->unit].n_tensors)
+        snprintf(unit, 160, "%s", l->units[f->unit].tensors[f->tensor].name);
+    else
+        unit_name(l, f->unit, unit, 160);
     return 1;
 }
 
@@ -69,6 +76,28 @@ int ft_guard_after_load(ft_engine *e, const ft_model_layout *l, const char *path
     ft_fail(err, "%s: %s NaN or Inf (first in %s): training from it cannot work; resume from "
                  "an earlier checkpoint, or set allow_nonfinite = true to load it anyway (to "
                  "inspect it)", path, what_name(f.what), unit);
+    err->flags |= FT_ERR_SHARED;
+    return -1;
+}
+
+int ft_guard_base_after_load(ft_engine *base, const ft_model_layout *l, const char *path,
+                             bool allow, FILE *out, ft_error *err)
+{
+    ft_engine_finite f;
+    char tensor[160];
+    const int found = find_nonfinite(base, l, &f, tensor, err);
+    if (found <= 0)
+        return found;
+    if (allow) {
+        if (out)
+            fprintf(out, "ftmpi: warning: %s: the frozen base model's parameters hold NaN or Inf "
+                         "(first in %s); loaded because allow_nonfinite = true\n", path, tensor);
+        return 0;
+    }
+    ft_fail(err, "%s: the frozen base model's parameters hold NaN or Inf (first in %s): LoRA "
+                 "training on it cannot work; use a clean weights file (re-import the model "
+                 "with ftmpi-convert import), or set allow_nonfinite = true to load it anyway "
+                 "(to inspect it)", path, tensor);
     err->flags |= FT_ERR_SHARED;
     return -1;
 }

@@ -27,6 +27,12 @@ int ft_guard_before_write(ft_engine *e, const ft_model_layout *l, const char *wh
 int ft_guard_after_load(ft_engine *e, const ft_model_layout *l, const char *path, bool allow,
                         FILE *out, long *last_ckpt_step, ft_error *err);
 
+/* After loading model.weights (`path`) into the frozen base of a LoRA run: the same check
+ * and allow_nonfinite, naming the first tensor that holds NaN/Inf (a LoRA run writes no
+ * base, so no checkpoint is affected). Collective. */
+int ft_guard_base_after_load(ft_engine *base, const ft_model_layout *l, const char *path,
+                             bool allow, FILE *out, ft_error *err);
+
 /* A run whose loss sits at ln(vocab) (uniform predictions) with a zero gradient norm
  * learns nothing ever after: the parameters overflowed to the point where the softmax
  * is flat, typically from a huge learning rate. */

@@ -7,7 +7,8 @@
 int ft_plan_lora_open(const ft_run_config *cfg, const ft_model_layout *layout,
                       ft_lora_config *lora, ft_model_layout *adapters, ft_error *err)
 {
-    if (ft_run_config_lora(cfg, &layout->config, lora, err))
+    if (ft_run_config_lora(cfg, &layout->config, lora, err) ||
+        ft_run_config_lora_outputs(cfg, lora, err))
         return -1;
     if (!ft_lora_enabled(lora))
         return 0;

@@ -12,7 +12,8 @@
 
 /* *lora = cfg's LoRA for the model of layout (rank 0: none, *adapters untouched); with
  * LoRA *adapters = the adapter layout, which the caller frees (ft_model_layout_free).
- * An unknown target fails with config_lora.h's one line (FT_ERR_CONFIG). */
+ * An unknown target, and final_weights with LoRA, fail with config_lora.h's one lines
+ * (FT_ERR_CONFIG), as the run does. */
 int ft_plan_lora_open(const ft_run_config *cfg, const ft_model_layout *layout,
                       ft_lora_config *lora, ft_model_layout *adapters, ft_error *err);
 

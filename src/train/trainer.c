@@ -66,15 +66,11 @@ static int resolve_model_shape(ft_trainer *t, ft_error *err)
     t->train_layout = &t->layout;
     if (ft_model_layout_build(&t->layout, &mc, err))
         return -1;
-    if (ft_run_config_lora(cfg, &mc, &t->lora, err))
+    if (ft_run_config_lora(cfg, &mc, &t->lora, err) ||
+        ft_run_config_lora_outputs(cfg, &t->lora, err))
         return -1;
     if (!ft_lora_enabled(&t->lora))
         return 0;
-    if (cfg->final_weights)
-        return ft_fail(err, "%s: a LoRA run trains adapters, not a model: drop final_weights and "
-                       "take the adapters from a checkpoint with `ftmpi-convert export --adapter` "
-                       "(PEFT) or `ftmpi-convert merge` (a full model)",
-                       ft_run_config_where(cfg, "final_weights"));
     t->train_layout = &t->adapter_layout;
     return ft_lora_layout_build(&t->adapter_layout, &mc, &t->lora, err);
 }
@@ -447,6 +443,10 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     if (!rc && t->base) { /* the frozen model, whether the adapters resume or start */
         enter_phase(t, "loading model.weights or initializing the frozen model (collective)");
         rc = ft_agree_config(MPI_COMM_WORLD, load_model_weights(t, t->base, err), err);
+        /* a NaN in the base makes every step NaN, whatever the adapters (finite_guard.h) */
+        if (!rc && cfg->model_weights)
+            rc = ft_guard_base_after_load(t->base, &t->layout, cfg->model_weights,
+                                          cfg->allow_nonfinite, t->out, err);
     }
     const bool resumed = resume_path != NULL;
     ft_startup_mark(t->startup, "allocate");
@@ -482,9 +482,14 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
         ft_startup_mark(t->startup, cfg->model_weights ? "load" : "init");
     }
     t->last_ckpt_step = !rc && resume_path ? t->start_step : -1;
-    if (!rc && (resume_path || cfg->model_weights)) { /* never train from NaN (finite_guard.h) */
-        rc = ft_guard_after_load(t->engine, t->train_layout, resume_path ? resume_path
-                                 : cfg->model_weights, cfg->allow_nonfinite, t->out, &t->last_ckpt_step, err);
+    /* what the trained engine was loaded from: the resume checkpoint, model.weights, or with
+     * LoRA the adapter directory (model.weights went into the base, checked above) */
+    const char *loaded = resume_path ? resume_path
+                         : t->base   ? cfg->model_adapter
+                                     : cfg->model_weights;
+    if (!rc && loaded) { /* never train from NaN (finite_guard.h) */
+        rc = ft_guard_after_load(t->engine, t->train_layout, loaded, cfg->allow_nonfinite, t->out,
+                                 &t->last_ckpt_step, err);
         ft_startup_mark(t->startup, "finite");
     }
     free(resume_path);

@@ -117,6 +117,15 @@ CFG
         "$CONVERT" import -q ck_out ck.h5 || fail "re-import of an exported checkpoint"
         "$CONVERT" inspect ck_out/model.safetensors | grep -q "total: 12 tensors" ||
             fail "checkpoint export: wrong tensor count"
+        # directories typed with trailing slashes: paths in the output have one slash
+        "$CONVERT" export ck// ck_out2/ > slash.txt 2>&1 || { cat slash.txt; fail "export ck// ck_out2/"; }
+        grep -q "^exported ck/step-000002\.h5 -> ck_out2/: 12 tensors in 1 shard " slash.txt ||
+            fail "trailing slashes: $(cat slash.txt)"
+        "$CONVERT" import -q ck_out2/ ck2.h5 || fail "import of ck_out2/"
+        mkdir bad_ck && echo "../step-000002.h5" > bad_ck/latest
+        "$CONVERT" export bad_ck/ bad_out > slash.txt 2>&1 && fail "a bad latest pointer exported"
+        grep -q "^ftmpi-convert: error: bad_ck/latest: does not name a checkpoint file" slash.txt ||
+            fail "bad pointer: $(cat slash.txt)"
     else
         echo "note: could not train a checkpoint (see below); checkpoint export not tested"
         tail -3 train.log 2>/dev/null

@@ -7,6 +7,8 @@
 #   by test/ckpt/poison_tensor) is refused on load with one line naming the file, the unit
 #   and allow_nonfinite; allow_nonfinite = true loads it with a warning, and the error of
 #   the NaN steps that follow no longer claims that a checkpoint is clean;
+# - a LoRA run's frozen base (model.weights) holding NaN or Inf is refused the same way,
+#   naming the file and the tensor;
 # - a NaN stop after a clean checkpoint names that checkpoint;
 # - a collapsed run (loss ln V, gradient norm 0: final norm and lm_head zeroed) stops with
 #   exit 88 and one line after collapse_steps steps.
@@ -62,6 +64,7 @@ echo "ok: allow_nonfinite loads it with a warning; the stop claims no clean chec
 
 # D: a weights file holding NaN, as model.weights
 run_ranks 1 s.cfg $common max_steps=2 final_weights=w.h5 > w.log 2>&1 || { cat w.log; fail "final_weights"; }
+cp w.h5 wl.h5 && cp w.h5 wc.h5
 "$POISON" w.h5 /model/model.embed_tokens.weight 5 nan || fail "poison weights"
 sed '/^model = {/,/};$/d' s.cfg > ws.cfg
 echo 'model = { weights = "w.h5"; };' >> ws.cfg
@@ -70,6 +73,35 @@ rc=$?
 [ $rc -eq 1 ] || { cat d.log; fail "NaN weights file: exit $rc, not 1"; }
 one_line d.log "w.h5: the parameters hold NaN or Inf (first in the embedding (model.embed_tokens.weight))" "NaN weights file"
 echo "ok: a weights file holding NaN is refused as model.weights"
+
+# D2: the same as a LoRA run's frozen base (which no finite check saw: it trained on NaN),
+# on 2 ranks at stages 0 and 3, fp32 and the bf16 recipe (the base keeps bf16 bits): one
+# line naming the file and the tensor, exit 1; allow_nonfinite loads it with a warning
+"$POISON" wl.h5 /model/model.layers.1.mlp.up_proj.weight 77 inf || fail "poison the base"
+sed '/^model = {/,/};$/d' s.cfg > wl.cfg
+printf '%s\n' 'model = { weights = "wl.h5"; };' 'lora = { rank = 4; alpha = 8.0; };' >> wl.cfg
+base_msg="wl.h5: the frozen base model's parameters hold NaN or Inf (first in model.layers.1.mlp.up_proj.weight)"
+for v in "zero_stage=0" "zero_stage=3" "zero_stage=3 precision=bf16"; do
+    # shellcheck disable=SC2086
+    run_ranks 2 wl.cfg $common $v max_steps=2 > dl.log 2>&1
+    rc=$?
+    [ $rc -eq 1 ] || { cat dl.log; fail "NaN LoRA base ($v): exit $rc, not 1"; }
+    one_line dl.log "^ftmpi: $base_msg: LoRA training on it cannot work; use a clean weights file (re-import the model with ftmpi-convert import), or set allow_nonfinite = true to load it anyway (to inspect it)$" "NaN LoRA base ($v)"
+done
+run_ranks 1 wl.cfg $common max_steps=1 allow_nonfinite=true > dw.log 2>&1
+grep -q "^ftmpi: warning: $base_msg; loaded because allow_nonfinite = true$" dw.log ||
+    { cat dw.log; fail "NaN LoRA base with allow_nonfinite: no warning"; }
+run_ranks 1 wl.cfg $common max_steps=2 model.weights=wc.h5 checkpoint_dir=lck > dg.log 2>&1 ||
+    { cat dg.log; fail "a clean LoRA base"; }
+grep -q "NaN or Inf" dg.log && { cat dg.log; fail "a clean LoRA base reported non-finite"; }
+echo "ok: a LoRA base holding Inf is refused, naming the tensor"
+# the adapters of a LoRA checkpoint: named as adapters, not as the head
+"$POISON" lck/step-000002.h5 /model/model.layers.1.mlp.up_proj.lora_B.weight 3 nan || fail "poison an adapter"
+run_ranks 1 wl.cfg $common max_steps=3 model.weights=wc.h5 checkpoint_dir=lck resume=auto > da.log 2>&1
+rc=$?
+[ $rc -eq 1 ] || { cat da.log; fail "NaN adapter checkpoint: exit $rc, not 1"; }
+one_line da.log "lck/step-000002.h5: the parameters hold NaN or Inf (first in the adapters of model.layers.1): training from it cannot work" "NaN adapter checkpoint"
+echo "ok: a LoRA checkpoint holding NaN is refused, naming the adapters' layer"
 
 # E: a NaN stop after a clean checkpoint names it
 rm -rf ck

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Command line: --help, encode/decode subcommands, format auto-detection (dolly, samsum, text,
-# JSON array), raw text input, custom prompt templates, Llama 3.1 defaults, file attributes.
+# JSON array), raw text input, custom prompt templates, Llama 3.1 defaults, file attributes,
+# the output as -o or as the last argument.
 . "$(dirname "$0")/lib.sh"
 T3="$TOK/llama3/tokenizer.json"
 "$PREP" --help > help.txt || fail "--help exit status"
@@ -64,4 +65,30 @@ grep -q -- "--template 'smollm2' is not a template name; use one of: .*smollm2-c
     fail "--template smollm2: $(cat e.log)"
 "$PREP" -t "$T3" -o o.h5 --seq-len abc dolly.jsonl 2> e.log; grep -q -- "bad value 'abc' for --seq-len" e.log ||
     fail "--seq-len abc: $(cat e.log)"
+# The output as the last argument (INPUT... OUT.h5) writes what -o writes; a name ending in .h5
+# anywhere else, or beside -o, and a missing output are one usage line each, exit 2, nothing written.
+"$PREP" -q -t "$T3" --seq-len 64 dolly.jsonl pos.h5 || fail "positional output"
+"$PREP" -q -t "$T3" --seq-len 64 -o opt.h5 dolly.jsonl || fail "-o output"
+[ "$(h5dump pos.h5 | tail -n +2)" = "$(h5dump opt.h5 | tail -n +2)" ] || fail "positional output differs from -o"
+usage_error() { # WANT ARGS...: exit 2, exactly the one line WANT on stderr, no file written
+    want=$1; shift
+    rm -f u1.h5 u2.h5
+    "$PREP" -q -t "$T3" --seq-len 64 "$@" > u.out 2> u.err; rc=$?
+    [ $rc -eq 2 ] || fail "$*: exit $rc, want 2 ($(cat u.err))"
+    [ "$(cat u.err)" = "ftmpi-prep: $want; see ftmpi-prep --help" ] || fail "$*: stderr '$(cat u.err)'"
+    [ ! -s u.out ] && [ ! -e u1.h5 ] && [ ! -e u2.h5 ] || fail "$*: wrote something"
+}
+usage_error "two outputs: --out 'u1.h5' and 'u2.h5' (an argument ending in .h5 is an output, inputs are JSON or text); give the output once" \
+    -o u1.h5 dolly.jsonl u2.h5
+usage_error "two outputs: 'u1.h5' and 'u2.h5' (an argument ending in .h5 is an output, inputs are JSON or text); give one output, last" \
+    dolly.jsonl u1.h5 u2.h5
+usage_error "'u1.h5' ends in .h5 but is not the last argument; the output goes last (INPUT... OUT.h5) or after -o" \
+    u1.h5 dolly.jsonl
+cp dolly.jsonl dolly2.jsonl
+usage_error "no output file: give -o OUT, or name the output last with .h5 at the end (INPUT... OUT.h5); 'dolly2.jsonl' is read as an input" \
+    dolly.jsonl dolly2.jsonl
+cmp -s dolly.jsonl dolly2.jsonl || fail "the last input was overwritten"
+usage_error "no output file: give -o OUT, or name the output last (INPUT... OUT.h5)"
+usage_error "no input files" u1.h5
+grep -q 'INPUT\.\.\. OUT\.h5' help.txt || fail "--help: positional output"
 echo "ok: cli"

@@ -11,10 +11,15 @@
  * training pass, the tied head holding the embedding) and through
  * ft_engine_download_params. The frozen engine's memory is exactly its working
  * parameters (grads = optimizer = host = 0; params, gather pool and load staging by
- * formula), equal to ft_engine_estimate; offload_optimizer changes nothing. Its fields:
+ * formula), equal to ft_engine_estimate as created; offload_optimizer changes nothing.
+ * The load staging is released when a fill ends (scratch 0, the backend holding that
+ * much less) and allocated again by the next fill, which loads the same values. Its fields:
  * PARAMS only; write_field(PARAMS) writes the working values (read back bitwise),
  * read_field(PARAMS) restores them; the training calls fail with a message naming the
- * frozen engine, and its source has no grads/grad_done. */
+ * frozen engine, and its source has no grads/grad_done. check_finite finds nothing in
+ * clean values, and in values with NaN and Inf in several units, tensors and ranks' slices
+ * names the lowest unit and its lowest such tensor on every rank. */
+#include <math.h>
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -229,23 +234,42 @@ static int same_memory(ft_engine_memory a, ft_engine_memory b)
            a.gathered == b.gathered && a.scratch == b.scratch && a.host == b.host;
 }
 
+/* f has been filled once; memory as created is the formula's and the estimate's, and
+ * after a fill the load staging (the frozen engine's only scratch) is gone. */
 static void check_memory(rig *r, const ft_model_layout *l, ft_engine *f, int stage, ft_precision p,
-                         const char *tag)
+                         fill how, const char *tag)
 {
     ft_error err;
-    const ft_engine_memory got = ft_engine_memory_usage(f), want = expected_memory(l, f, stage, p);
+    const ft_engine_memory want = expected_memory(l, f, stage, p);
+    ft_engine_memory want_filled = want;
+    want_filled.scratch = 0;
+    const ft_engine_memory got = ft_engine_memory_usage(f);
     check(got.grads == 0 && got.optimizer == 0 && got.host == 0,
           "%s: grads %zu, optimizer %zu, host %zu bytes (want 0)", tag, got.grads, got.optimizer,
           got.host);
-    check(same_memory(got, want),
-          "%s: memory params %zu gathered %zu scratch %zu, want %zu %zu %zu", tag, got.params,
-          got.gathered, got.scratch, want.params, want.gathered, want.scratch);
+    check(same_memory(got, want_filled),
+          "%s: memory after the fill: params %zu gathered %zu scratch %zu, want %zu %zu %zu", tag,
+          got.params, got.gathered, got.scratch, want_filled.params, want_filled.gathered,
+          want_filled.scratch);
+    ft_engine *fresh = make_engine(r, l, stage, p, true, false);
+    const ft_engine_memory created = ft_engine_memory_usage(fresh);
+    check(same_memory(created, want),
+          "%s: memory as created: params %zu gathered %zu scratch %zu, want %zu %zu %zu", tag,
+          created.params, created.gathered, created.scratch, want.params, want.gathered,
+          want.scratch);
+    /* the backend gets the staging back when the fill ends */
+    const size_t before = r->be->bytes_in_use;
+    fill_engine(fresh, how);
+    check(before - r->be->bytes_in_use == want.scratch,
+          "%s: the fill released %zu backend bytes, want the staging's %zu", tag,
+          before - r->be->bytes_in_use, want.scratch);
+    ft_engine_free(fresh);
     ft_engine_options o = { .zero_stage = stage, .precision = p, .optimizer = FT_OPT_ADAMW,
                             .frozen = true };
     ft_engine_memory est;
     if (ft_engine_estimate(l, nranks, &o, &est, &err))
         die("ft_engine_estimate", &err);
-    check(same_memory(est, got), "%s: estimate params %zu gathered %zu scratch %zu differs",
+    check(same_memory(est, created), "%s: estimate params %zu gathered %zu scratch %zu differs",
           tag, est.params, est.gathered, est.scratch);
     /* offload_optimizer is ignored */
     o.offload_optimizer = true;
@@ -253,7 +277,7 @@ static void check_memory(rig *r, const ft_model_layout *l, ft_engine *f, int sta
     if (ft_engine_estimate(l, nranks, &o, &est_off, &err))
         die("ft_engine_estimate", &err);
     ft_engine *off = make_engine(r, l, stage, p, true, true);
-    check(same_memory(est_off, got) && same_memory(ft_engine_memory_usage(off), got),
+    check(same_memory(est_off, created) && same_memory(ft_engine_memory_usage(off), created),
           "%s: offload_optimizer changes a frozen engine's memory", tag);
     ft_engine_free(off);
 }
@@ -280,12 +304,68 @@ static void check_refusals(ft_engine *f, const char *tag)
     check(refused(ft_engine_reduce_grads(f, &err), &err), "%s: reduce_grads not refused", tag);
     check(refused(ft_engine_grad_norm(f, &norm, &err), &err), "%s: grad_norm not refused", tag);
     check(refused(ft_engine_step(f, &oc, 1e-3, 1.0, &err), &err), "%s: step not refused", tag);
-    check(refused(ft_engine_check_finite(f, &fin, &err), &err), "%s: check_finite not refused",
-          tag);
+    check(ft_engine_check_finite(f, &fin, &err) == 0 && fin.unit == -1 && fin.tensor == -1 &&
+              fin.what == 0,
+          "%s: check_finite of clean values: unit %d tensor %d what %d", tag, fin.unit,
+          fin.tensor, fin.what);
     check(refused(ft_engine_write_field(f, NULL, "/m", FT_STATE_M, NULL, &err), &err),
           "%s: write_field(M) not refused", tag);
     check(refused(ft_engine_read_field(f, NULL, "/m", FT_STATE_MASTER, NULL, &err), &err),
           "%s: read_field(MASTER) not refused", tag);
+}
+
+/* Values with NaN/Inf planted at (kind, layer, tensor, element of the tensor): the last
+ * element of block 1's tensor 2 (a later rank's slice when the unit is split), the first
+ * of its tensor 3 (rank 0's), and the head's first. The lowest is block 1, tensor 2. */
+typedef struct poison {
+    ft_unit_kind kind;
+    int layer, tensor;
+    long long element; /* -1: the tensor's last */
+    float value;
+} poison;
+
+static int poisoned_fill(void *ctx, const ft_unit_layout *u, size_t begin, size_t end,
+                         float *dst, ft_error *err)
+{
+    const poison *p = ctx;
+    (void)err;
+    for (size_t i = begin; i < end; i++)
+        dst[i - begin] = 0.01f * (float)(i % 7) - 0.03f;
+    for (; p->tensor >= 0; p++) {
+        if (p->kind != u->kind || (u->kind == FT_UNIT_BLOCK && p->layer != u->layer))
+            continue;
+        const ft_tensor_info *t = &u->tensors[p->tensor];
+        const size_t at = t->offset + (p->element < 0 ? t->numel - 1 : (size_t)p->element);
+        if (at >= begin && at < end)
+            dst[at - begin] = p->value;
+    }
+    return 0;
+}
+
+static void check_nonfinite(rig *r, const ft_model_layout *l, int stage, ft_precision p,
+                            const char *tag)
+{
+    const poison planted[] = {
+        { FT_UNIT_BLOCK, 1, 2, -1, NAN },
+        { FT_UNIT_BLOCK, 1, 3, 0, INFINITY },
+        { FT_UNIT_HEAD, 0, 0, 0, -INFINITY },
+        { FT_UNIT_EMBED, 0, -1, 0, 0.0f }, /* end */
+    };
+    ft_error err;
+    ft_engine *f = make_engine(r, l, stage, p, true, false);
+    ft_engine_finite fin;
+    if (ft_engine_init_from(f, poisoned_fill, (void *)planted, &err) ||
+        ft_engine_check_finite(f, &fin, &err))
+        die("poisoned fill", &err);
+    check(fin.unit == ft_layout_block_unit(1) && fin.tensor == 2 &&
+              fin.what == FT_ENGINE_NONFINITE_PARAMS,
+          "%s: check_finite of poisoned values: unit %d tensor %d what %d, want %d 2 %d", tag,
+          fin.unit, fin.tensor, fin.what, ft_layout_block_unit(1), FT_ENGINE_NONFINITE_PARAMS);
+    /* a clean fill after it clears the finding */
+    fill_engine(f, FILL_F32_FILE);
+    check(ft_engine_check_finite(f, &fin, &err) == 0 && fin.unit == -1,
+          "%s: a clean refill still reports unit %d", tag, fin.unit);
+    ft_engine_free(f);
 }
 
 /* write_field(PARAMS) into an fp32 file holds exactly the working values, and
@@ -351,9 +431,15 @@ static void run_model(rig *r, bool tied)
                 fill_engine(f, (fill)how);
                 check(same_through_source(r, &l, t, f, esize), "%s: source differs", tag);
                 check(same_downloads(&l, t, f), "%s: download_params differs", tag);
+                /* a second fill allocates the released staging again: same values */
+                fill_engine(f, (fill)how);
+                check(same_through_source(r, &l, t, f, esize), "%s: a refill differs", tag);
+                check(ft_engine_memory_usage(f).scratch == 0, "%s: a refill kept its staging",
+                      tag);
                 if (how == FILL_F32_FILE) {
-                    check_memory(r, &l, f, stage, p, tag);
+                    check_memory(r, &l, f, stage, p, (fill)how, tag);
                     check_refusals(f, tag);
+                    check_nonfinite(r, &l, stage, p, tag);
                     check_fields(r, &l, f, stage, p, esize, tag);
                 }
                 ft_engine_free(t);

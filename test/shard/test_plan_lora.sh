@@ -13,6 +13,7 @@
 #  - its table says LoRA, the trained parameter count, and shows the base apart from the
 #    adapters;
 #  - the shipped deck input/llama2-70b-lora.cfg fits 80 GiB on 8 ranks without offload.
+#  - final_weights with LoRA is refused by the plan with the run's own line and exit 2.
 . "$(dirname "$0")/../train/lib.sh"
 "$GENDATA" --rows 64 --seq-len 64 --digits 2 train.h5 >/dev/null || fail "gendata"
 write_small_cfg full.cfg
@@ -54,6 +55,25 @@ grep -q "|   params    grads optimizer gathered activations |" plan.log || { cat
 "$FTMPI" --plan -np 1 lora.cfg 'lora.targets=["q_proj", "fc_in"]' > bad.log 2>&1
 [ $? -eq 2 ] && [ "$(wc -l < bad.log)" -eq 1 ] && grep -q 'lora.targets.*fc_in' bad.log ||
     { cat bad.log; fail "unknown target: not one line with exit 2"; }
+# final_weights with LoRA: the plan refuses it with the run's own line and exit status, for
+# the key in the file (named by file:line) and on the command line
+cp lora.cfg lora_fw.cfg && echo 'final_weights = "fw.h5";' >> lora_fw.cfg
+fw_line=$(wc -l < lora_fw.cfg)
+for args in "lora_fw.cfg" "lora.cfg final_weights=fw.h5"; do
+    case $args in
+        lora_fw.cfg) where="lora_fw.cfg:$fw_line: final_weights" ;;
+        *) where="command line: final_weights=fw.h5" ;;
+    esac
+    want="ftmpi: $where: a LoRA run trains adapters, not a model: drop final_weights and take the adapters from a checkpoint with \`ftmpi-convert export --adapter\` (PEFT) or \`ftmpi-convert merge\` (a full model)"
+    run_ranks 1 $args max_steps=2 > fw_run.log 2>&1; run_rc=$?
+    "$FTMPI" --plan -np 1 $args max_steps=2 > fw_plan.log 2>&1; plan_rc=$?
+    [ $run_rc -eq 2 ] && [ "$(cat fw_run.log)" = "$want" ] ||
+        { cat fw_run.log; fail "$args: the run does not refuse final_weights with LoRA as expected (exit $run_rc)"; }
+    [ $plan_rc -eq 2 ] && [ "$(cat fw_plan.log)" = "$want" ] ||
+        { cat fw_plan.log; fail "$args: --plan exit $plan_rc, or its message is not the run's"; }
+    [ -e fw.h5 ] && fail "$args: final_weights written"
+done
+"$FTMPI" --plan -np 1 lora_fw.cfg max_steps=2 lora.rank=0 > fw_plan.log 2>&1 || { cat fw_plan.log; fail "final_weights without LoRA: plan refused"; }
 
 # smaller than full fine-tuning by what LoRA leaves out (stage 0, fp32, 1 rank: nothing
 # padded, one copy of everything). N and the largest unit (a block) from the shape:
