@@ -86,3 +86,15 @@ for seq in 1024 4096 16384; do
         sed -n 's/.*fwd_tflops=\([0-9.]*\).*/\1/p')
     printf "  seq %-6s %30s %10s\n" "$seq" "$f32" "$f16"
 done
+
+# The own backward: two deterministic passes (the default) against the one-pass backward
+# that sums dQ with atomics (FTMPI_ATTENTION_NONDETERMINISTIC=1, as FlashAttention-2).
+printf "\nown backward, causal: %12s %12s\n" "2 passes" "1 pass"
+for hd in 64 128; do
+    for seq in 1024 4096 16384; do
+        b2=$("$bench" $hd $seq $((16384 / seq)) $((2048 / hd)) | sed -n 's/.*bwd_tflops=\([0-9.]*\).*/\1/p')
+        b1=$(FTMPI_ATTENTION_NONDETERMINISTIC=1 "$bench" $hd $seq $((16384 / seq)) $((2048 / hd)) |
+            sed -n 's/.*bwd_tflops=\([0-9.]*\).*/\1/p')
+        printf "  hd %-4s seq %-6s %12s %12s\n" "$hd" "$seq" "$b2" "$b1"
+    done
+done

@@ -77,7 +77,7 @@ typedef struct plan_slot {
 
 struct ft_cudnn_attn {
     enum mode mode;
-    int nondeterministic_ok; /* FTMPI_CUDNN_NONDETERMINISTIC=1 */
+    int nondeterministic_ok; /* FTMPI_ATTENTION_NONDETERMINISTIC=1 */
     cudnnHandle_t handle;
     int handle_failed;
     plan_slot slots[PLAN_SLOTS];
@@ -120,7 +120,7 @@ static ft_cudnn_attn *context_of(ft_backend *be)
             abort();
         }
         st->cudnn->mode = mode_from_env();
-        const char *nd = getenv("FTMPI_CUDNN_NONDETERMINISTIC");
+        const char *nd = getenv("FTMPI_ATTENTION_NONDETERMINISTIC");
         st->cudnn->nondeterministic_ok = nd && strcmp(nd, "1") == 0;
     }
     ft_cudnn_attn *c = st->cudnn;

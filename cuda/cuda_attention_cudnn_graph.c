@@ -491,7 +491,7 @@ static void build_plan(ft_sdpa_graph *g, cudnnHandle_t h, int nondeterministic_o
         if (skipped)
             snprintf(g->failed, sizeof g->failed,
                      "no engine of %lld finalizes a plan (%lld non-deterministic ones skipped: "
-                     "FTMPI_CUDNN_NONDETERMINISTIC=1 allows them)",
+                     "FTMPI_ATTENTION_NONDETERMINISTIC=1 allows them)",
                      (long long)got, (long long)skipped);
         else
             snprintf(g->failed, sizeof g->failed, "no engine of %lld finalizes a plan",

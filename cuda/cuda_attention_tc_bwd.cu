@@ -32,6 +32,9 @@
  * to bf16; everything else stays fp32. */
 #include "cuda_attention_tc.cuh"
 
+#include <stdlib.h>
+#include <string.h>
+
 #define TC_BK 64
 
 /* D_i = sum_d dO_id O_id, one warp per (batch row, head, token); D is [batch, heads, seq].
@@ -70,7 +73,9 @@ __global__ void tc_bwd_dot_kernel(float *__restrict__ Dv, const uint16_t *__rest
  * 13, sm_80 and sm_90): no spill at head_dim 64 nor in the dQ pass at 128; spills of 12
  * to 52 bytes (load and store, per thread) in the dK/dV pass at 128 and 256 and in the
  * dQ pass at 256: the warp classification and the prefetch's loop state, a few local
- * accesses per tile pair beside its 128-512 products (the loops before them had none). */
+ * accesses per tile pair beside its 128-512 products (the loops before them had none).
+ * The one-pass dK/dV kernel: no spill at 64, nor at 128 on sm_80; 64-76 bytes at 128 on
+ * sm_90. */
 template <int HDMAX>
 struct TcBwdCfg {
     static constexpr int P = HDMAX + TC_PAD;
@@ -90,6 +95,8 @@ struct TcBwdCfg {
                                         2 * DKDV_STAGES * TC_BQ * sizeof(float);
     static constexpr size_t smem_dq =
         (size_t)(2 * TC_BQ + 2 * DQ_STAGES * TC_BK) * P * sizeof(uint16_t);
+    /* the one-pass backward's dK/dV kernel: also dS^T, [BKV][TC_BQ + TC_PAD] bf16 */
+    static constexpr size_t smem_fused = smem_dkdv + (size_t)BKV * (TC_BQ + TC_PAD) * 2;
 };
 
 /* Rows g and g+8 of an m16n8 accumulator tile as the bf16 A operand of the next product:
@@ -158,15 +165,85 @@ __device__ __forceinline__ void tc_bwd_st_held(float (*x)[4], float (*y)[4],
         tc_bwd_st_step<HDMAX>(x, y, a1[ks], a2[ks], X, Y, n, ks, lane);
 }
 
-template <int HDMAX, typename OT>
+/* The one-pass backward (FUSED, FTMPI_ATTENTION_NONDETERMINISTIC=1, head_dim <= 128):
+ * the dK/dV kernel also adds each tile pair's dQ contribution dS K to an fp32 accumulator
+ * with atomics, as FlashAttention-2 does, so S and dP are computed once: five tile
+ * products per pair instead of seven. The order of the atomic additions varies from run
+ * to run, and so do the last bits of dQ. dS^T goes through shared memory (dsT, [BKV keys]
+ * [TC_BQ queries + pad], bf16 as it enters the tensor cores) because the product needs dS
+ * with queries as rows, the transpose of the warps' accumulator tiles. */
+#define TC_DS_PITCH (TC_BQ + TC_PAD)
+
+/* Stores this warp's 16 x 64 tile of dS^T (rows kgrp*16 + g, + 8; accumulator layout),
+ * rounded to bf16, into dsT; zeros where ds is NULL (a skipped pair). */
+template <int NQ>
+__device__ __forceinline__ void tc_store_ds_t(uint16_t *dsT, const float (*ds)[4], int kgrp,
+                                              int lane)
+{
+    const int g = lane / 4, t = lane % 4;
+    uint32_t *row0 = (uint32_t *)(dsT + (kgrp * 16 + g) * TC_DS_PITCH);
+    uint32_t *row1 = (uint32_t *)(dsT + (kgrp * 16 + g + 8) * TC_DS_PITCH);
+#pragma unroll
+    for (int n = 0; n < NQ; n++) {
+        row0[(n * 8 + 2 * t) / 2] = ds ? tc_pack_bf16(ds[n][0], ds[n][1]) : 0u;
+        row1[(n * 8 + 2 * t) / 2] = ds ? tc_pack_bf16(ds[n][2], ds[n][3]) : 0u;
+    }
+}
+
+/* dQ += dS K for this warp's 16 queries of the tile (q0 + 16 warp ..), over the block's
+ * BKV keys: A = dS from dsT by ldmatrix.trans (the 8 x 8 blocks of dS^T transposed on the
+ * way in), B = K rows (row-major K x N, ldmatrix.trans); added unscaled to dq_acc (the
+ * head's fp32 rows, dq's layout). */
+template <int HDMAX>
+__device__ __forceinline__ void tc_dq_atomic(float *dq_acc, const uint16_t *dsT,
+                                             const uint16_t *Ks, const TcArgs &a, int q0,
+                                             int warp, int lane)
+{
+    constexpr int P = TcBwdCfg<HDMAX>::P, BKV = TcBwdCfg<HDMAX>::BKV;
+    const int g = lane / 4, t = lane % 4;
+    uint32_t af[BKV / 16][4];
+#pragma unroll
+    for (int j = 0; j < BKV / 16; j++)
+        ft_ldmatrix<4, true>(af[j], dsT + tc_bt_pair_row(j * 16, lane, TC_DS_PITCH) + 16 * warp);
+    const int r0 = q0 + 16 * warp + g, r1 = r0 + 8;
+#pragma unroll
+    for (int d = 0; d < HDMAX / 8; d += 2) {
+        float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+        for (int j = 0; j < BKV / 16; j++) {
+            uint32_t kf[4];
+            ft_ldmatrix<4, true>(kf, Ks + tc_b_pair_row(j * 16, d * 8, lane, P));
+            ft_mma_m16n8k16_bf16(acc[0], af[j], kf, acc[0]);
+            ft_mma_m16n8k16_bf16(acc[1], af[j], kf + 2, acc[1]);
+        }
+#pragma unroll
+        for (int h2 = 0; h2 < 2; h2++) {
+            const int c = (d + h2) * 8 + 2 * t;
+            if (c >= a.hd)
+                continue;
+            if (r0 < a.seq) {
+                atomicAdd(dq_acc + (size_t)r0 * a.q_stride + c, acc[h2][0]);
+                atomicAdd(dq_acc + (size_t)r0 * a.q_stride + c + 1, acc[h2][1]);
+            }
+            if (r1 < a.seq) {
+                atomicAdd(dq_acc + (size_t)r1 * a.q_stride + c, acc[h2][2]);
+                atomicAdd(dq_acc + (size_t)r1 * a.q_stride + c + 1, acc[h2][3]);
+            }
+        }
+    }
+}
+
+/* FUSED: the one-pass backward above (dq_acc non-NULL); else dq_acc is unused */
+template <int HDMAX, bool FUSED, typename OT>
 __global__ void __launch_bounds__(TC_THREADS)
-    tc_bwd_dkdv_kernel(OT *__restrict__ dk, OT *__restrict__ dv,
+    tc_bwd_dkdv_kernel(OT *__restrict__ dk, OT *__restrict__ dv, float *__restrict__ dq_acc,
                        const uint16_t *__restrict__ dout, const float *__restrict__ lse,
                        const float *__restrict__ Dv, const uint16_t *__restrict__ q,
                        const uint16_t *__restrict__ k, const uint16_t *__restrict__ v, TcArgs a,
                        int heads)
 {
     typedef TcBwdCfg<HDMAX> C;
+    static_assert(!FUSED || C::DSPLIT == 1, "the one-pass backward needs one warp per key group");
     constexpr int P = C::P, KS = HDMAX / 16, NQ = TC_BQ / 8, BKV = C::BKV;
     constexpr int DT = HDMAX / 8 / C::DSPLIT; /* 8-feature groups of dK/dV this warp owns */
     constexpr bool KV_IN_REGS = C::KV_IN_REGS;
@@ -175,6 +252,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     uint16_t *Ks = smem, *Vs = Ks + BKV * P;                          /* [BKV][P] each */
     uint16_t *Qs = Vs + BKV * P, *dOs = Qs + STAGES * TC_BQ * P;      /* [STAGES][BQ][P] */
     float *lse_s = (float *)(dOs + STAGES * TC_BQ * P), *D_s = lse_s + STAGES * TC_BQ;
+    uint16_t *dsT = (uint16_t *)(D_s + STAGES * TC_BQ); /* FUSED: [BKV][TC_DS_PITCH] */
 
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     const int kgrp = warp / C::DSPLIT, dbase = (warp % C::DSPLIT) * DT; /* keys, features */
@@ -244,6 +322,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     ft_cp_async_commit();
     for (int it = 0; have; it++) { /* it: visited pairs so far, (gi, qt): this one */
         const int q0 = qt * TC_BQ, qn = min(TC_BQ, a.seq - q0), buf = STAGES == 2 ? it & 1 : 0;
+        const int h = hk * a.group + gi;
         if constexpr (STAGES == 1) {
             __syncthreads(); /* the previous query tile is no longer read */
             stage_queries(0, gi, qt);
@@ -260,12 +339,9 @@ __global__ void __launch_bounds__(TC_THREADS)
         }
         const uint16_t *Qt = Qs + buf * TC_BQ * P, *dOt = dOs + buf * TC_BQ * P;
         const float *lse_t = lse_s + buf * TC_BQ, *D_t = D_s + buf * TC_BQ;
-        {
-            /* warp-uniform: this warp's keys against the query tile (tc_pair_class) */
-            const int cls = tc_pair_class(a, q0, TC_BQ, tc_segment_range(a, b, q0, qn), kw0, 16,
-                                          kwr);
-            if (cls == TC_SKIP)
-                continue;
+        /* warp-uniform: this warp's keys against the query tile (tc_pair_class) */
+        const int cls = tc_pair_class(a, q0, TC_BQ, tc_segment_range(a, b, q0, qn), kw0, 16, kwr);
+        if (cls != TC_SKIP) {
             const bool masked = cls == TC_MASKED;
             TC_COUNT_WARP_TILE(5, masked);
 
@@ -310,6 +386,16 @@ __global__ void __launch_bounds__(TC_THREADS)
                     ft_mma_m16n8k16_bf16(dka[d + 1], sa, qf + 2, dka[d + 1]);
                 }
             }
+            if constexpr (FUSED)
+                tc_store_ds_t<NQ>(dsT, ds, kgrp, lane);
+        } else {
+            if constexpr (FUSED)
+                tc_store_ds_t<NQ>(dsT, NULL, kgrp, lane);
+        }
+        if constexpr (FUSED) {
+            __syncthreads(); /* dS^T of all the block's keys in dsT */
+            tc_dq_atomic<HDMAX>(dq_acc + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd, dsT, Ks,
+                                a, q0, warp, lane);
         }
     }
     ft_cp_async_wait<0>(); /* no copy may still target shared memory at exit */
@@ -471,41 +557,89 @@ __global__ void __launch_bounds__(TC_THREADS)
     }
 }
 
+/* dq = scale * dq_acc, rounded once to dq's storage (the one-pass backward's last step). */
+template <typename OT>
+__global__ void tc_dq_convert_kernel(OT *__restrict__ dq, const float *__restrict__ dq_acc,
+                                     float scale, size_t n)
+{
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        ft_st(dq, i, dq_acc[i] * scale);
+}
+
+/* dq_acc: NULL for the two deterministic passes, else the one-pass backward's zeroed fp32
+ * accumulator (head_dim <= 128) */
 template <int HDMAX, typename OT>
-static cudaError_t tc_bwd_run(OT *dq, OT *dk, OT *dv, const uint16_t *dout,
+static cudaError_t tc_bwd_run(OT *dq, OT *dk, OT *dv, float *dq_acc, const uint16_t *dout,
                               const float *lse, const float *Dv, const uint16_t *q,
                               const uint16_t *k, const uint16_t *v, const TcArgs &a,
                               ft_attn_shape s, cudaStream_t st)
 {
-    const size_t smem_kv = TcBwdCfg<HDMAX>::smem_dkdv, smem_q = TcBwdCfg<HDMAX>::smem_dq;
-    void (*kkv)(OT *, OT *, const uint16_t *, const float *, const float *,
-                const uint16_t *, const uint16_t *, const uint16_t *, TcArgs, int) =
-        tc_bwd_dkdv_kernel<HDMAX, OT>;
-    void (*kq)(OT *, const uint16_t *, const float *, const float *, const uint16_t *,
-               const uint16_t *, const uint16_t *, TcArgs, int) = tc_bwd_dq_kernel<HDMAX, OT>;
+    typedef TcBwdCfg<HDMAX> C;
+    typedef void (*dkdv_fn)(OT *, OT *, float *, const uint16_t *, const float *, const float *,
+                            const uint16_t *, const uint16_t *, const uint16_t *, TcArgs, int);
+    constexpr bool can_fuse = C::DSPLIT == 1;
+    const bool fused = can_fuse && dq_acc != NULL;
+    dkdv_fn kkv = tc_bwd_dkdv_kernel<HDMAX, false, OT>;
+    size_t smem_kv = C::smem_dkdv;
+    if constexpr (can_fuse)
+        if (fused) {
+            kkv = tc_bwd_dkdv_kernel<HDMAX, can_fuse, OT>;
+            smem_kv = C::smem_fused;
+        }
     cudaError_t e = cudaFuncSetAttribute(kkv, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)smem_kv);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q);
     if (e != cudaSuccess)
         return e;
-    const int bkv = TcBwdCfg<HDMAX>::BKV;
+    const int bkv = C::BKV;
     dim3 gkv((unsigned)((s.seq_len + bkv - 1) / bkv), (unsigned)s.n_kv_heads,
              (unsigned)s.batch);
-    FT_LAUNCH(kkv, gkv, TC_THREADS, smem_kv, st)(dk, dv, dout, lse, Dv, q, k, v, a, s.n_heads);
+    FT_LAUNCH(kkv, gkv, TC_THREADS, smem_kv, st)(dk, dv, dq_acc, dout, lse, Dv, q, k, v, a,
+                                                 s.n_heads);
     e = cudaGetLastError();
     if (e != cudaSuccess)
         return e;
+    if (fused) {
+        size_t n = (size_t)s.batch * s.seq_len * a.q_stride;
+        void (*conv)(OT *, const float *, float, size_t) = tc_dq_convert_kernel<OT>;
+        FT_LAUNCH(conv, ft_cuda_grid_for(n, 256), 256, 0, st)(dq, dq_acc, a.scale_log2 / TC_LOG2E,
+                                                              n);
+        return cudaGetLastError();
+    }
+    void (*kq)(OT *, const uint16_t *, const float *, const float *, const uint16_t *,
+               const uint16_t *, const uint16_t *, TcArgs, int) = tc_bwd_dq_kernel<HDMAX, OT>;
+    e = cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::smem_dq);
+    if (e != cudaSuccess)
+        return e;
     dim3 gq((unsigned)((s.seq_len + TC_BQ - 1) / TC_BQ), (unsigned)s.n_heads, (unsigned)s.batch);
-    FT_LAUNCH(kq, gq, TC_THREADS, smem_q, st)(dq, dout, lse, Dv, q, k, v, a, s.n_heads);
+    FT_LAUNCH(kq, gq, TC_THREADS, C::smem_dq, st)(dq, dout, lse, Dv, q, k, v, a, s.n_heads);
     return cudaGetLastError();
 }
 
-/* Scratch: the segment-range table, then D (256-byte aligned). */
+/* FTMPI_ATTENTION_NONDETERMINISTIC=1: the one-pass backward where it applies (head_dim
+ * <= 128). Read per call (a getenv beside the launches), by the scratch size and the
+ * launch alike. */
+static bool tc_bwd_one_pass(ft_attn_shape s)
+{
+    const char *e = getenv("FTMPI_ATTENTION_NONDETERMINISTIC");
+    return s.head_dim <= 128 && e && strcmp(e, "1") == 0;
+}
+
+/* Scratch: the segment-range table, then D, then (one-pass) the fp32 dQ accumulator, each
+ * 256-byte aligned. */
 static size_t tc_bwd_d_offset(ft_attn_shape s) { return (tc_seg_range_bytes(s) + 255) / 256 * 256; }
+
+static size_t tc_bwd_acc_offset(ft_attn_shape s)
+{
+    size_t d_bytes = (size_t)s.batch * s.n_heads * s.seq_len * sizeof(float);
+    return tc_bwd_d_offset(s) + (d_bytes + 255) / 256 * 256;
+}
 
 extern "C" size_t ft_cuda_attention_bwd_bf16_scratch_bytes(ft_attn_shape s)
 {
+    if (tc_bwd_one_pass(s))
+        return tc_bwd_acc_offset(s) +
+               (size_t)s.batch * s.seq_len * s.n_heads * s.head_dim * sizeof(float);
     return tc_bwd_d_offset(s) + (size_t)s.batch * s.n_heads * s.seq_len * sizeof(float);
 }
 
@@ -513,7 +647,7 @@ template <typename OT>
 static cudaError_t tc_bwd_dispatch(OT *dq, OT *dk, OT *dv, const uint16_t *dout, const OT *out,
                                    const float *lse, const uint16_t *q, const uint16_t *k,
                                    const uint16_t *v, const TcArgs &a, ft_attn_shape s,
-                                   float *Dv, cudaStream_t st)
+                                   float *Dv, float *dq_acc, cudaStream_t st)
 {
     size_t rows = (size_t)s.batch * s.n_heads * s.seq_len;
     void (*dot)(float *, const uint16_t *, const OT *, TcArgs, int, size_t) =
@@ -521,13 +655,16 @@ static cudaError_t tc_bwd_dispatch(OT *dq, OT *dk, OT *dv, const uint16_t *dout,
     FT_LAUNCH(dot, ft_cuda_grid_for(rows * 32, 256), 256, 0, st)
     (Dv, dout, out, a, s.n_heads, rows);
     cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess && dq_acc)
+        e = cudaMemsetAsync(dq_acc, 0, (size_t)s.batch * s.seq_len * a.q_stride * sizeof(float),
+                            st);
     if (e != cudaSuccess)
         return e;
     if (s.head_dim <= 64)
-        return tc_bwd_run<64>(dq, dk, dv, dout, lse, Dv, q, k, v, a, s, st);
+        return tc_bwd_run<64>(dq, dk, dv, dq_acc, dout, lse, Dv, q, k, v, a, s, st);
     if (s.head_dim <= 128)
-        return tc_bwd_run<128>(dq, dk, dv, dout, lse, Dv, q, k, v, a, s, st);
-    return tc_bwd_run<256>(dq, dk, dv, dout, lse, Dv, q, k, v, a, s, st);
+        return tc_bwd_run<128>(dq, dk, dv, dq_acc, dout, lse, Dv, q, k, v, a, s, st);
+    return tc_bwd_run<256>(dq, dk, dv, NULL, dout, lse, Dv, q, k, v, a, s, st);
 }
 
 extern "C" cudaError_t ft_cuda_launch_attention_bwd_bf16(ft_dtype dt, void *dq, void *dk, void *dv,
@@ -543,12 +680,13 @@ extern "C" cudaError_t ft_cuda_launch_attention_bwd_bf16(ft_dtype dt, void *dq, 
         return cudaErrorInvalidValue;
     TcArgs a = tc_args(s, segment, scratch);
     float *Dv = (float *)((char *)scratch + tc_bwd_d_offset(s));
+    float *dq_acc = tc_bwd_one_pass(s) ? (float *)((char *)scratch + tc_bwd_acc_offset(s)) : NULL;
     cudaError_t e = tc_seg_ranges(a, s.batch, st);
     if (e != cudaSuccess)
         return e;
     if (dt == FT_DTYPE_BF16)
         return tc_bwd_dispatch((ft_bf16 *)dq, (ft_bf16 *)dk, (ft_bf16 *)dv, dout,
-                               (const ft_bf16 *)out, lse, q, k, v, a, s, Dv, st);
+                               (const ft_bf16 *)out, lse, q, k, v, a, s, Dv, dq_acc, st);
     return tc_bwd_dispatch((float *)dq, (float *)dk, (float *)dv, dout, (const float *)out, lse, q,
-                           k, v, a, s, Dv, st);
+                           k, v, a, s, Dv, dq_acc, st);
 }

@@ -220,7 +220,7 @@ static void check_case(ft_backend *cpu, ft_backend *gpu, int expect_cudnn, int b
 #ifdef FT_CUDA_EMULATION
 /* Engines cuDNN notes as non-deterministic (an atomics-based backward gives other bits
  * from run to run, which would break bitwise resume) are skipped unless
- * FTMPI_CUDNN_NONDETERMINISTIC=1: the stand-in's heuristics rank such an engine first
+ * FTMPI_ATTENTION_NONDETERMINISTIC=1: the stand-in's heuristics rank such an engine first
  * (CUDAEMU_CUDNN_ENGINES) and count the plans built on one. Each case a fresh backend, as
  * the switch is read when a backend first reaches attention. */
 static void determinism_case(ft_backend *cpu, const char *engines, const char *allow,
@@ -230,7 +230,7 @@ static void determinism_case(ft_backend *cpu, const char *engines, const char *a
     ft_error err;
     ft_error_clear(&err);
     setenv("CUDAEMU_CUDNN_ENGINES", engines, 1);
-    setenv("FTMPI_CUDNN_NONDETERMINISTIC", allow, 1);
+    setenv("FTMPI_ATTENTION_NONDETERMINISTIC", allow, 1);
     if (ft_backend_cuda_create(&gpu, 0, &err) != 0) {
         fprintf(stderr, "backend: %s\n", err.msg);
         exit(1);
@@ -239,7 +239,7 @@ static void determinism_case(ft_backend *cpu, const char *engines, const char *a
     check_case(cpu, gpu, expect_cudnn, 1, 70, 2, 1, 64, SEG_NONE, 0);
     long built = cudaemu_cudnn_nondeterministic_plans() - before;
     char what[160], detail[96];
-    snprintf(what, sizeof what, "engines %s, FTMPI_CUDNN_NONDETERMINISTIC=%s", engines, allow);
+    snprintf(what, sizeof what, "engines %s, FTMPI_ATTENTION_NONDETERMINISTIC=%s", engines, allow);
     snprintf(detail, sizeof detail, "%ld plans on non-deterministic engines, %s expected", built,
              expect_nondeterministic ? "2 (forward, backward)" : "0");
     report(built == (expect_nondeterministic ? 2 : 0), what, detail);
@@ -253,7 +253,7 @@ static void check_determinism(ft_backend *cpu)
     determinism_case(cpu, "nondeterministic-only", "1", 1, 1);  /* allowed */
     determinism_case(cpu, "nondeterministic-first", "1", 1, 1); /* the heuristics' first */
     unsetenv("CUDAEMU_CUDNN_ENGINES");
-    unsetenv("FTMPI_CUDNN_NONDETERMINISTIC");
+    unsetenv("FTMPI_ATTENTION_NONDETERMINISTIC");
 }
 #endif
 

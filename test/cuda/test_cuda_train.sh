@@ -73,6 +73,18 @@ for run in "1 zero_stage=0" "2 zero_stage=3" "2 zero_stage=2 grad_reduce_dtype=b
     same_losses lrun lref 3e-4 || fail "cuda bf16 recipe, $n ranks $*: losses differ from the CPU backend's"
     echo "cuda bf16 recipe, $n ranks $*: ok"
 done
+# The own kernels' one-pass attention backward (dQ summed with atomics,
+# FTMPI_ATTENTION_NONDETERMINISTIC=1; cuDNN off so that the own kernels run) trains like
+# the CPU backend, to the bf16 recipe's tolerance (the CPU run is the last loop's first).
+run_ranks 1 small.cfg $common optimizer.lr=2e-3 device=cpu precision=bf16 > cpu16.log 2>&1 ||
+    { cat cpu16.log; fail "cpu bf16 recipe, 1 rank"; }
+env FTMPI_ATTENTION_NONDETERMINISTIC=1 FTMPI_CUDNN_ATTENTION=off \
+    "$FTMPI" small.cfg $common optimizer.lr=2e-3 device=cuda precision=bf16 > gpu16.log 2>&1 ||
+    { cat gpu16.log; fail "cuda bf16 recipe, one-pass attention backward"; }
+losses cpu16.log > lref; losses gpu16.log > lrun
+[ "$(wc -l < lrun)" -eq 3 ] || { cat gpu16.log; fail "one-pass backward: expected 3 steps"; }
+same_losses lrun lref 3e-4 || fail "cuda bf16 recipe, one-pass attention backward: losses differ"
+echo "cuda bf16 recipe, one-pass attention backward: ok"
 # The other model families (the switches test_zero_families.sh uses): their CUDA kernels
 # (biases, q/k norms, the sliding window, LayerNorm, GELU, partial and interleaved rotary,
 # parallel residual, head bias) train like the CPU backend's, fp32 to the tolerances
