@@ -195,6 +195,21 @@ __global__ void __launch_bounds__(TC_THREADS)
             }
         }
 
+        /* the visibility rule, on the tiles that need it (a pass of its own, and the row's
+         * document id read here, not held: registers are what limits this kernel) */
+        if (masked) {
+#pragma unroll
+            for (int m = 0; m < MT; m++)
+#pragma unroll
+                for (int n = 0; n < NT; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        int row = w0 + 16 * m + g + 8 * (e >> 1);
+                        int col = k0 + n * 8 + 2 * t + (e & 1);
+                        if (!tc_visible(a, b, row, col, tc_segment(a, b, row)))
+                            s[m][n][e] = -INFINITY;
+                    }
+        }
         /* Online softmax in base 2 on S's registers (lane: rows g, g+8 of each m-tile, two
          * columns per key group), the scale folded into the exponent's FMA:
          * p = 2^(s c - m'), c = log2(e) / sqrt(hd), m' the running maximum of s c. */
@@ -204,16 +219,8 @@ __global__ void __launch_bounds__(TC_THREADS)
 #pragma unroll
             for (int n = 0; n < NT; n++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    if (masked) { /* (the row's document id is read here, not held:
-                                     * registers are what limits this kernel) */
-                        int row = w0 + 16 * m + g + 8 * (e >> 1);
-                        int col = k0 + n * 8 + 2 * t + (e & 1);
-                        if (!tc_visible(a, b, row, col, tc_segment(a, b, row)))
-                            s[m][n][e] = -INFINITY;
-                    }
+                for (int e = 0; e < 4; e++)
                     rmax[e >> 1] = fmaxf(rmax[e >> 1], s[m][n][e]);
-                }
             float ref[2], alpha[2];
 #pragma unroll
             for (int r = 0; r < 2; r++) {
@@ -323,7 +330,7 @@ extern "C" int ft_cuda_attention_tc_supported(ft_attn_shape s)
 
 /* Query rows per warp of the forward at head_dim 65-128: 32 (two m-tiles, the default:
  * 160 bytes of fragments read from shared memory per product; ptxas for sm_90: 255
- * registers and an 80-byte spill) or 16 (one m-tile: 256 bytes per product; 224
+ * registers and a 64-byte spill) or 16 (one m-tile: 256 bytes per product; 224
  * registers, no spill). Which is faster on a given GPU is a measurement:
  * FTMPI_TC_FWD_ROWS=16 selects the second, so that bench/gpu_attention.sh times both in
  * one run. Read per call (a getenv beside a kernel launch), so a test can switch it. */
