@@ -4,7 +4,7 @@
 # written, before the rename) leaves a previous good OUT.h5 byte for byte intact, and a
 # failed run removes its partial file.
 . "$(dirname "$0")/lib.sh"
-T="$TOK/llama3/tokenizer.json"
+T="$REAL_TOK/llama3/tokenizer.json"
 make_corpus c.jsonl 200
 "$PREP" -t "$T" -o out.h5 --seq-len 64 "$D/alpaca_sample.jsonl" > a.log 2>&1 || { cat a.log; fail "first run"; }
 before=$(cksum < out.h5)
