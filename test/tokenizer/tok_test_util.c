@@ -39,12 +39,13 @@ ft_tokenizer *tt_load(const char *dir)
     return t;
 }
 
-/* The whole file at path (malloc'd, freed here); where says which directory it was looked up in. */
-static char *read_whole(char *path, const char *where, size_t *len)
+/* The whole file at path (malloc'd; path is freed); hint says what to check when it cannot be
+ * opened. */
+static char *read_whole(char *path, const char *hint, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        fail_msg("cannot open %s (%s)", path, where);
+        fail_msg("cannot open %s (%s)", path, hint);
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
