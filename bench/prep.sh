@@ -2,12 +2,14 @@
 # ftmpi-prep tokens/s (1 and 2 ranks) vs HF `tokenizers` (python, batch encode, 1 and 2
 # threads) on the same generated Alpaca-style corpus (>= 50 MiB by default, generated into /tmp, never
 # committed). Prints one line per run and the ratios.
-# Usage: bench/prep.sh [BUILD_DIR] [MB]   (BUILD_DIR: where ftmpi-prep is; default .)
+# Usage: bench/prep.sh [BUILD_DIR] [MB]   (BUILD_DIR: where ftmpi-prep is, and the real tokenizers
+#                                          `make tokenizer-data` unpacks there; default .)
 set -eu
 B=${1:-.}
 MB=${2:-55}
 S=$(cd "$(dirname "$0")/.." && pwd)
-TOK=$S/test/data/tokenizers/llama3/tokenizer.json
+TOK=$B/test/data/tokenizers/llama3/tokenizer.json
+[ -f "$TOK" ] || { echo "bench/prep.sh: $TOK not found: run 'make tokenizer-data' in $B" >&2; exit 1; }
 W=$(mktemp -d /tmp/ftmpi-bench-prep.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1

@@ -2,11 +2,11 @@
 # Tokenizer throughput: ftmpi-tok encode (single thread, end to end: JSONL parse + encode +
 # write) against HF tokenizers encode_batch on the same texts with the same thread count (1),
 # on a generated corpus (default 50 MB, written to /tmp, never committed).
-#   usage: bench/tokenizer.sh [BUILD_DIR]      (BUILD_DIR holds ftmpi-tok: `make ftmpi-tok`)
+#   usage: bench/tokenizer.sh [BUILD_DIR]      (BUILD_DIR holds ftmpi-tok and the real tokenizers:
+#                                               `make ftmpi-tok tokenizer-data`)
 #   env:   SIZE_MB (50), TOKENIZERS ("llama3 llama2"), CORPUS (/tmp/ftmpi_tok_bench.jsonl)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
-src=$(cd "$here/.." && pwd)
 build=${1:-${FT_BUILDDIR:-.}}
 tool=$build/ftmpi-tok
 [ -x "$tool" ] || { echo "bench/tokenizer.sh: $tool not found: run 'make ftmpi-tok' in the build dir and pass it" >&2; exit 1; }
@@ -21,7 +21,9 @@ mb=$(python3 -c "import os; print(f'{os.path.getsize(\"$corpus\")/1e6:.1f}')")
 echo "corpus: $corpus ($mb MB)"
 
 for name in ${TOKENIZERS:-llama3 llama2}; do
-    tj=$src/test/data/tokenizers/$name/tokenizer.json
+    # committed as tokenizer.json.xz; `make tokenizer-data` unpacks it into the build tree
+    tj=$build/test/data/tokenizers/$name/tokenizer.json
+    [ -f "$tj" ] || { echo "bench/tokenizer.sh: $tj not found: run 'make tokenizer-data' in $build" >&2; exit 1; }
     out=/tmp/ftmpi_tok_bench_ids.$$.jsonl
     start=$(date +%s.%N)
     "$tool" encode "$tj" < "$corpus" > "$out"

@@ -4,7 +4,7 @@
 set -eu
 pkgs="build-essential autoconf automake pkg-config libopenmpi-dev openmpi-bin \
 libhdf5-openmpi-dev hdf5-tools libconfig-dev libopenblas-dev libjansson-dev libpcre2-dev \
-libcmocka-dev gnuplot-nox libopenblas0-openmp"
+libcmocka-dev gnuplot-nox libopenblas0-openmp xz-utils"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -7,6 +7,8 @@ CONVERT="$B/ftmpi-convert"
 STCMP="$B/test/convert/st_compare"
 GENSYNTH="$B/test/convert/gen_synth"
 DATA="$S/test/data/convert"
+# the real tokenizers, laid out in the build tree by make check (test/data/Makefile.inc)
+REAL_TOK="$B/test/data/tokenizers"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/ftmpi-convert-test.XXXXXX")
 trap 'rm -rf "$SCRATCH"' EXIT

@@ -81,12 +81,12 @@ sed -i 's/"weight_map": {/"weight_map": {\n    "gpt_neox.layers.0.attention.bias
 "$STCMP" "$DATA/tiny_neox" neox_buf_out || fail "the buffers changed the NeoX export"
 
 # tokenizer files (directory and single file)
-"$CONVERT" export -q tiny_bf16.h5 tok_dir --tokenizer "$S/test/data/tokenizers/llama3" ||
+"$CONVERT" export -q tiny_bf16.h5 tok_dir --tokenizer "$REAL_TOK/llama3" ||
     fail "export --tokenizer DIR"
 for f in tokenizer.json tokenizer_config.json special_tokens_map.json; do
-    cmp "$S/test/data/tokenizers/llama3/$f" tok_dir/$f || fail "tokenizer file $f not copied"
+    cmp "$REAL_TOK/llama3/$f" tok_dir/$f || fail "tokenizer file $f not copied"
 done
-"$CONVERT" export -q tiny_bf16.h5 tok_file --tokenizer "$S/test/data/tokenizers/llama2/tokenizer.json" ||
+"$CONVERT" export -q tiny_bf16.h5 tok_file --tokenizer "$REAL_TOK/llama2/tokenizer.json" ||
     fail "export --tokenizer FILE"
 [ -f tok_file/tokenizer.json ] || fail "tokenizer.json not copied"
 

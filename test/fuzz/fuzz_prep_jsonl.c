@@ -19,6 +19,7 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* in the build tree, where `make fuzzers` unpacks the real tokenizers (test/data/Makefile.inc) */
 static const char *const files[] = {
     "test/data/tokenizers/llama3/tokenizer.json",
     "test/data/tokenizers/llama2/tokenizer.json",
@@ -28,11 +29,11 @@ static ft_tok_scratch *scratch[2];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-    const char *src = getenv("FT_SRCDIR") ? getenv("FT_SRCDIR") : FUZZ_SRCDIR;
+    const char *build = getenv("FT_BUILDDIR") ? getenv("FT_BUILDDIR") : FUZZ_BUILDDIR;
     for (int i = 0; i < 2; i++) {
         char path[4096];
         ft_error err;
-        snprintf(path, sizeof path, "%s/%s", src, files[i]);
+        snprintf(path, sizeof path, "%s/%s", build, files[i]);
         if (ft_tokenizer_load(path, &tok[i], &err)) {
             fprintf(stderr, "fuzz_prep_jsonl: %s\n", err.msg);
             exit(1);

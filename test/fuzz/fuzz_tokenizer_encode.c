@@ -5,6 +5,7 @@
  * the text. The text is encoded, the ids decoded, and the input reinterpreted as ids
  * (some out of range) decoded too. Checks beyond "no crash": ids in range, and for
  * byte-level tokenizers decode(encode(text)) == text for valid UTF-8 text (no byte lost). */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,11 +17,16 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const char *const files[] = {
-    "test/data/tokenizers/llama3/tokenizer.json",
-    "test/data/tokenizers/llama2/tokenizer.json",
-    "test/tokenizer/synthetic_bytelevel.json",
-    "test/tokenizer/synthetic_sentencepiece.json",
+/* built: the real tokenizers' JSON is committed compressed and `make fuzzers` unpacks it into
+ * the build tree (test/data/Makefile.inc); the synthetic ones are read from the source tree. */
+static const struct {
+    const char *path;
+    bool built;
+} files[] = {
+    {"test/data/tokenizers/llama3/tokenizer.json", true},
+    {"test/data/tokenizers/llama2/tokenizer.json", true},
+    {"test/tokenizer/synthetic_bytelevel.json", false},
+    {"test/tokenizer/synthetic_sentencepiece.json", false},
 };
 #define N_TOK (sizeof files / sizeof files[0])
 static ft_tokenizer *tok[N_TOK];
@@ -29,10 +35,11 @@ static ft_tok_scratch *scratch[N_TOK];
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     const char *src = getenv("FT_SRCDIR") ? getenv("FT_SRCDIR") : FUZZ_SRCDIR;
+    const char *build = getenv("FT_BUILDDIR") ? getenv("FT_BUILDDIR") : FUZZ_BUILDDIR;
     for (size_t i = 0; i < N_TOK; i++) {
         char path[4096];
         ft_error err;
-        snprintf(path, sizeof path, "%s/%s", src, files[i]);
+        snprintf(path, sizeof path, "%s/%s", files[i].built ? build : src, files[i].path);
         if (ft_tokenizer_load(path, &tok[i], &err)) {
             fprintf(stderr, "fuzz_tokenizer_encode: %s\n", err.msg);
             exit(1);

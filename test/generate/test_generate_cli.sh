@@ -96,7 +96,7 @@ expect_exit 1 "needs the token <|begin_of_text|>" --tokenizer "$TOK" --template 
 # (add_generation_prompt, enable_thinking true/false) with the real Qwen3 tokenizer files,
 # test_generate_cli_qwen3.jsonl (test/prep/gen_golden_qwen3.py); without --template the
 # chat_template of its tokenizer_config.json must be recognised as qwen3-chat.
-Q3="$S/test/data/tokenizers/qwen3/tokenizer.json"
+Q3="$REAL_TOK/qwen3/tokenizer.json"
 Q3G="$S/test/generate/test_generate_cli_qwen3.jsonl"
 golden_ids() { sed -n "${1}s/.*\"ids\":\[\([0-9,]*\)\].*/\1/p" "$Q3G"; }
 check_q3() { # golden line, then ftmpi-generate arguments
@@ -114,7 +114,7 @@ expect_exit 2 "--no-thinking is for --template qwen3-chat" --tokenizer "$Q3" --t
 expect_exit 2 "--prompt-ids needs --tokenizer" --byte-tokens --prompt-ids hi
 # one name per template: llama3.1-chat, as ftmpi-prep spells it; the former llama31-chat
 # frames the same ids, with a note
-L31="$S/test/data/tokenizers/llama3.1/tokenizer.json"
+L31="$REAL_TOK/llama3.1/tokenizer.json"
 a=$("$GEN" --tokenizer "$L31" --template llama3.1-chat --prompt-ids hi) || fail "llama3.1-chat"
 b=$("$GEN" --tokenizer "$L31" --template llama31-chat --prompt-ids hi 2> note.txt) || fail "llama31-chat"
 [ -n "$a" ] && [ "$a" = "$b" ] || fail "llama31-chat frames other ids than llama3.1-chat"

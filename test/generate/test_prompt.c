@@ -21,11 +21,12 @@
 
 #include "generate/prompt.h"
 
-static ft_tokenizer *load(const char *which)
+/* test/data/tokenizers/<which>/tokenizer.json under $dir_env (the working directory when unset) */
+static ft_tokenizer *load_from(const char *dir_env, const char *which)
 {
     char path[1024];
-    const char *src = getenv("FT_SRCDIR");
-    snprintf(path, sizeof path, "%s/test/data/tokenizers/%s/tokenizer.json", src ? src : ".",
+    const char *dir = getenv(dir_env);
+    snprintf(path, sizeof path, "%s/test/data/tokenizers/%s/tokenizer.json", dir ? dir : ".",
              which);
     ft_tokenizer *t;
     ft_error err;
@@ -34,6 +35,18 @@ static ft_tokenizer *load(const char *which)
         fail();
     }
     return t;
+}
+
+/* A real tokenizer (llama2, llama3, llama3.1): its JSON is committed compressed and make check
+ * unpacks it into the build tree (test/data/Makefile.inc). */
+static ft_tokenizer *load(const char *which) { return load_from("FT_BUILDDIR", which); }
+
+/* A tiny tokenizer of test/data/tokenizers/families/, read from the source tree. */
+static ft_tokenizer *load_family(const char *family)
+{
+    char which[256];
+    snprintf(which, sizeof which, "families/%s", family);
+    return load_from("FT_SRCDIR", which);
 }
 
 static void encode(const ft_text_codec *c, ft_template t, const char *sys, const char *prompt,
@@ -200,7 +213,7 @@ static void test_utf8(void **state)
 static void test_chatml(void **state)
 {
     (void)state;
-    ft_tokenizer *tok = load("families/qwen2");
+    ft_tokenizer *tok = load_family("qwen2");
     ft_text_codec c;
     ft_text_codec_tokenizer(&c, tok, -1, -1);
     static const int32_t user_gen[] = { 701, 84, 82, 260, 198, 634, 11, 220, 637, 220, 16, 17,
@@ -258,7 +271,7 @@ static void test_chatml(void **state)
 static void test_mistral(void **state)
 {
     (void)state;
-    ft_tokenizer *tok = load("families/mistral");
+    ft_tokenizer *tok = load_family("mistral");
     ft_text_codec c;
     ft_text_codec_tokenizer(&c, tok, -1, -1);
     static const int32_t plain[] = { 1, 3, 720, 474, 312, 436, 311, 565, 482, 529, 389, 742, 4 };

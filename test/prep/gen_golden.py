@@ -18,11 +18,14 @@ Usage: python3 test/prep/gen_golden.py   (needs: pip tokenizers, jinja2)
 """
 import json
 import os
+import sys
 
 from tokenizers import Tokenizer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TOKDIR = os.path.join(HERE, "..", "data", "tokenizers")
+# appended, not prepended: test/tokenizer has a gen_golden.py of its own
+sys.path.append(os.path.join(HERE, "..", "tokenizer"))
+import real_tokenizers  # noqa: E402  (the real tokenizers' tokenizer.json is committed as .xz)
 
 ALPACA_INPUT = (
     "Below is an instruction that describes a task, paired with an input that provides further "
@@ -214,7 +217,7 @@ def main():
     write_jsonl(os.path.join(HERE, "alpaca_sample.jsonl"), alpaca)
     write_jsonl(os.path.join(HERE, "chat_sample.jsonl"), chat)
     for name in ("llama3", "llama2"):
-        tokdir = os.path.join(TOKDIR, name)
+        tokdir = real_tokenizers.tokenizer_dir(name)
         tok = Tokenizer.from_file(os.path.join(tokdir, "tokenizer.json"))
         tok.encode_special_tokens = True  # dataset text is plain text
         if name == "llama3":

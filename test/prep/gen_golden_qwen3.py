@@ -32,9 +32,9 @@ import os
 from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizerFast
 
-from gen_golden import HERE, Pieces, encode_pieces, write_jsonl
+from gen_golden import HERE, Pieces, encode_pieces, real_tokenizers, write_jsonl
 
-QDIR = os.path.join(HERE, "..", "data", "tokenizers", "qwen3")
+QDIR = real_tokenizers.tokenizer_dir("qwen3")  # its tokenizer.json is committed as .xz
 
 RECORDS = [
     {"messages": [{"role": "user", "content": "What is 17*3?"},

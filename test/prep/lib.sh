@@ -3,7 +3,7 @@
 . "$(dirname "$0")/../train/lib.sh"
 PREP="$B/ftmpi-prep"
 CHECK="$B/test/prep/check_packed"
-TOK="$S/test/data/tokenizers"
+TOK="$S/test/data/tokenizers"   # the small ones (families/, smollm2-t5/); the real ones: $REAL_TOK
 D="$S/test/prep"
 
 # prep_ranks N ARGS...: ftmpi-prep on N ranks (directly for N=1)

@@ -5,7 +5,7 @@
 # failed run removes its partial file. The same holds for the --dump-examples file
 # (FTMPI_FAULT=prep:dumped kills every rank after the dump is written, before its rename).
 . "$(dirname "$0")/lib.sh"
-T="$TOK/llama3/tokenizer.json"
+T="$REAL_TOK/llama3/tokenizer.json"
 make_corpus c.jsonl 200
 "$PREP" -t "$T" -o out.h5 --seq-len 64 "$D/alpaca_sample.jsonl" > a.log 2>&1 || { cat a.log; fail "first run"; }
 before=$(cksum < out.h5)

@@ -2,7 +2,7 @@
 # Bad records: each kind is reported as FILE:LINE: problem, skipped and counted; --strict
 # exits 1 and writes nothing; usage errors exit 2.
 . "$(dirname "$0")/lib.sh"
-T="$TOK/llama3/tokenizer.json"
+T="$REAL_TOK/llama3/tokenizer.json"
 good='{"instruction":"Say hi","input":"","output":"hi"}'
 {
     echo "$good"                                              # 1
@@ -31,7 +31,7 @@ grep -q '7 records: 2 examples, 5 skipped' out.log || { cat out.log; fail "summa
     echo '{"messages":[{"role":"robot","content":"a"},{"role":"assistant","content":"b"}]}'
     echo '{"messages":[{"role":"assistant","content":"a"},{"role":"user","content":"b"}]}'
 } > chat.jsonl
-"$PREP" -t "$TOK/llama2/tokenizer.json" -o c.h5 --seq-len 64 chat.jsonl > /dev/null 2> cerr.log || fail "chat run"
+"$PREP" -t "$REAL_TOK/llama2/tokenizer.json" -o c.h5 --seq-len 64 chat.jsonl > /dev/null 2> cerr.log || fail "chat run"
 grep -q 'chat.jsonl:2: field "messages" is not a non-empty array' cerr.log &&
     grep -q 'chat.jsonl:3: no assistant message' cerr.log &&
     grep -q 'chat.jsonl:4: messages\[0\]: role "robot"' cerr.log &&

@@ -32,7 +32,7 @@ done
 # Qwen3 (real tokenizer files, test/data/tokenizers/qwen3/): <think> blocks, goldens of
 # test/prep/gen_golden_qwen3.py (cross-checked there against apply_chat_template); without
 # --template its tokenizer_config.json's chat_template must be recognised as qwen3-chat.
-Q3TOK="$TOK/qwen3/tokenizer.json"
+Q3TOK="$REAL_TOK/qwen3/tokenizer.json"
 for mode in "--template qwen3-chat" ""; do
     "$PREP" -q -t "$Q3TOK" $mode --seq-len 4096 -o out.h5 --dump-examples got.jsonl \
         "$D/chat_sample.jsonl" "$D/chat_qwen3.jsonl" || fail "qwen3 ($mode): ftmpi-prep failed"
@@ -77,7 +77,7 @@ grep -q 'tokenizer_config.json: chat_template is not one ftmpi knows.*name the t
     "$D/chat_sample.jsonl" || fail "unknown chat_template with --template chatml failed"
 cmp -s got.jsonl "$D/golden_chat_chatml.jsonl" || fail "--template chatml over an unknown chat_template"
 echo "ok: unknown chat_template refused in one line; --template overrides it"
-if "$PREP" -q -t "$TOK/llama3/tokenizer.json" --template chatml --seq-len 4096 -o out.h5 \
+if "$PREP" -q -t "$REAL_TOK/llama3/tokenizer.json" --template chatml --seq-len 4096 -o out.h5 \
     "$D/chat_sample.jsonl" 2> err.txt; then
     fail "chatml on Llama 3 was accepted"
 fi

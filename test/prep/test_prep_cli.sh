@@ -3,7 +3,7 @@
 # JSON array), raw text input, custom prompt templates, Llama 3.1 defaults, file attributes,
 # the output as -o or as the last argument.
 . "$(dirname "$0")/lib.sh"
-T3="$TOK/llama3/tokenizer.json"
+T3="$REAL_TOK/llama3/tokenizer.json"
 "$PREP" --help > help.txt || fail "--help exit status"
 grep -q 'EXIT STATUS' help.txt && grep -q -- '--pack greedy|ffd|none' help.txt || fail "--help text"
 
@@ -48,11 +48,11 @@ h5dump -a template c.h5 | grep -q '"alpaca-custom"' || fail "custom template att
 
 # Llama 3.1: pad <|finetune_right_pad_id|> (128004); chat EOS <|eot_id|>; dated system block
 printf '%s\n' '{"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Yo"}]}' > chat.jsonl
-"$PREP" -q -t "$TOK/llama3.1/tokenizer.json" -o c31.h5 --seq-len 64 --template llama3.1-chat \
+"$PREP" -q -t "$REAL_TOK/llama3.1/tokenizer.json" -o c31.h5 --seq-len 64 --template llama3.1-chat \
     --dump-examples c31.jsonl chat.jsonl || fail "llama3.1-chat"
 h5dump -a pad_token_id c31.h5 | grep -q '128004' || fail "3.1 pad id"
 h5dump -a eos_token_id c31.h5 | grep -q '128009' || fail "3.1 eos id"
-sed 's/.*"ids":\(\[[^]]*\]\).*/{"ids":\1}/' c31.jsonl | "$PREP" decode -t "$TOK/llama3.1/tokenizer.json" |
+sed 's/.*"ids":\(\[[^]]*\]\).*/{"ids":\1}/' c31.jsonl | "$PREP" decode -t "$REAL_TOK/llama3.1/tokenizer.json" |
     grep -q 'Today Date: 26 Jul 2024' || fail "3.1 system block"
 hash=$("$B/ftmpi-tok" info "$T3" 2>/dev/null | sed 's/.*"hash":"\([0-9a-f]*\)".*/\1/')
 [ -z "$hash" ] || h5dump -a tokenizer_hash o.h5 | grep -q "$hash" || fail "tokenizer_hash attribute"

@@ -6,7 +6,7 @@
 #  6. -o onto a nearly full file system, on 1 and 2 ranks: one line saying so, exit 1, no
 #     segfault, no .tmp left (a tmpfs; needs root, else that part is skipped).
 . "$(dirname "$0")/lib.sh"
-T="$TOK/llama3/tokenizer.json"
+T="$REAL_TOK/llama3/tokenizer.json"
 make_corpus a.jsonl 200
 before=$(cksum < a.jsonl)
 refused() { # refused PATTERN WHAT ARGS...

@@ -5,7 +5,7 @@
 . "$(dirname "$0")/lib.sh"
 for tk in llama3 llama2; do
     for smp in alpaca chat; do
-        "$PREP" -q -t "$TOK/$tk/tokenizer.json" --seq-len 4096 -o out.h5 \
+        "$PREP" -q -t "$REAL_TOK/$tk/tokenizer.json" --seq-len 4096 -o out.h5 \
             --dump-examples got.jsonl "$D/${smp}_sample.jsonl" || fail "$smp/$tk: ftmpi-prep failed"
         if ! cmp -s got.jsonl "$D/golden_${smp}_$tk.jsonl"; then
             diff got.jsonl "$D/golden_${smp}_$tk.jsonl" | head -n 6 >&2

@@ -4,7 +4,7 @@
 # greedy, first-fit-decreasing, one-per-row, shuffled, split and truncated data.
 . "$(dirname "$0")/lib.sh"
 make_corpus in.jsonl 300
-T="$TOK/llama3/tokenizer.json"
+T="$REAL_TOK/llama3/tokenizer.json"
 run() { # NAME CHECK-FLAGS PREP-ARGS...
     name=$1 flags=$2; shift 2
     "$PREP" -t "$T" -o "$name.h5" --dump-examples "$name.jsonl" "$@" in.jsonl > "$name.log" ||

@@ -10,7 +10,7 @@ make_corpus a.jsonl 250
   sed -n '41,120p' a.jsonl; echo '{"instruction":"x","output":7}'; sed -n '121,250p' a.jsonl; } > in.jsonl
 make_corpus b.jsonl 60
 awk 'BEGIN { print "[" } { printf "%s%s\n", (NR > 1 ? "," : ""), $0 } END { print "]" }' b.jsonl > arr.json
-T="$TOK/llama3/tokenizer.json"
+T="$REAL_TOK/llama3/tokenizer.json"
 for pack in greedy ffd; do
     for n in 1 2 3; do
         prep_ranks "$n" -t "$T" -o "tr$n.h5" --eval-out "ev$n.h5" --eval-fraction 0.1 --shuffle \

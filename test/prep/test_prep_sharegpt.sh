@@ -6,10 +6,10 @@
 # equal to the HF-made golden file. Bad entries are reported as FILE:LINE: problem.
 . "$(dirname "$0")/lib.sh"
 for tk in llama3 llama2; do
-    "$PREP" -q -t "$TOK/$tk/tokenizer.json" --seq-len 4096 -o m.h5 --dump-examples msg.jsonl \
+    "$PREP" -q -t "$REAL_TOK/$tk/tokenizer.json" --seq-len 4096 -o m.h5 --dump-examples msg.jsonl \
         "$D/chat_sample.jsonl" || fail "$tk: messages records"
     for fmt in auto sharegpt; do
-        "$PREP" -q -t "$TOK/$tk/tokenizer.json" --seq-len 4096 -o s.h5 --format $fmt \
+        "$PREP" -q -t "$REAL_TOK/$tk/tokenizer.json" --seq-len 4096 -o s.h5 --format $fmt \
             --dump-examples sg.jsonl "$D/sharegpt_sample.jsonl" || fail "$tk: ShareGPT records (--format $fmt)"
         cmp -s msg.jsonl sg.jsonl || { diff msg.jsonl sg.jsonl | head -n 6; fail "$tk --format $fmt: ShareGPT ids differ from messages ids"; }
     done
@@ -22,7 +22,7 @@ done
     echo '{"conversations":[{"from":"human","text":"a"}]}'
     echo '{"conversations":[]}'
 } > bad.jsonl
-"$PREP" -t "$TOK/llama3/tokenizer.json" -o out.h5 --seq-len 64 bad.jsonl > out.log 2> err.log || { cat err.log; fail "bad lines must be skipped"; }
+"$PREP" -t "$REAL_TOK/llama3/tokenizer.json" -o out.h5 --seq-len 64 bad.jsonl > out.log 2> err.log || { cat err.log; fail "bad lines must be skipped"; }
 for want in 'bad.jsonl:2: conversations\[0\]: from "tool" is not human, gpt or system' \
     'bad.jsonl:3: conversations\[0\] is not an object with string "from" and "value"' \
     'bad.jsonl:4: field "conversations" is not a non-empty array'; do

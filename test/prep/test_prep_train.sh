@@ -3,7 +3,7 @@
 # trains 2 steps on a prepared Alpaca file and reports finite losses.
 . "$(dirname "$0")/lib.sh"
 make_corpus in.jsonl 64
-"$PREP" -q -t "$TOK/llama2/tokenizer.json" --seq-len 64 --pack ffd -o train.h5 in.jsonl ||
+"$PREP" -q -t "$REAL_TOK/llama2/tokenizer.json" --seq-len 64 --pack ffd -o train.h5 in.jsonl ||
     fail "ftmpi-prep"
 write_small_cfg small.cfg
 "$FTMPI" small.cfg max_steps=2 model.vocab_size=32000 model.hidden_size=32 \

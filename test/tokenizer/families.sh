@@ -3,12 +3,14 @@
 # the Digits pre-tokenizer of SmolLM2/StarCoder in four placements): ftmpi-tok encode and
 # decode must equal HF `tokenizers` byte for byte on the tricky strings of
 # test/data/tokenizers/families/*/ (made by test/tokenizer/gen_families.py), and so must the
-# real Qwen3 tokenizer.json of test/data/tokenizers/qwen3/; an unsupported component is one
-# error line naming it. Needs FT_SRCDIR, FT_BUILDDIR.
+# real Qwen3 tokenizer.json of test/data/tokenizers/qwen3/ (the directory make check lays out in
+# the build tree, test/data/Makefile.inc); an unsupported component is one error line naming
+# it. Needs FT_SRCDIR, FT_BUILDDIR.
 set -u
 src=${FT_SRCDIR:-.}
 tool=${FT_BUILDDIR:-.}/ftmpi-tok
 data=$src/test/data/tokenizers/families
+qwen3=${FT_BUILDDIR:-.}/test/data/tokenizers/qwen3
 tmp=${TMPDIR:-/tmp}/ftmpi_tok_families.$$
 mkdir -p "$tmp" || exit 99
 trap 'rm -rf "$tmp"' EXIT
@@ -18,8 +20,9 @@ check() { # name, command status
 }
 
 for fam in qwen2 gpt-neox gpt-j mistral gpt2-prefix digits digits-runs digits-after-bytelevel \
-    digits-after-bytelevel-single ../qwen3; do
+    digits-after-bytelevel-single qwen3; do
     d=$data/$fam
+    [ "$fam" = qwen3 ] && d=$qwen3
     "$tool" encode "$d/tokenizer.json" < "$d/text.jsonl" > "$tmp/ids"
     check "$fam encode exit status" $?
     cmp "$d/ids.jsonl" "$tmp/ids"

@@ -1,11 +1,11 @@
 #!/bin/sh
 # ftmpi-tok end to end: JSONL encode matches the reference vectors, decode -> encode gives the
 # same ids back, --no-special treats special-token text as plain text, and bad input fails
-# with a message naming the line. Needs FT_SRCDIR and FT_BUILDDIR (set by `make check`).
+# with a message naming the line. Needs FT_BUILDDIR (set by `make check`): the real tokenizers'
+# directories are those make check lays out in the build tree (test/data/Makefile.inc).
 set -u
-src=${FT_SRCDIR:-.}
 tool=${FT_BUILDDIR:-.}/ftmpi-tok
-data=$src/test/data/tokenizers
+data=${FT_BUILDDIR:-.}/test/data/tokenizers
 tmp=${TMPDIR:-/tmp}/ftmpi_tok_test.$$
 mkdir -p "$tmp" || exit 99
 trap 'rm -rf "$tmp"' EXIT

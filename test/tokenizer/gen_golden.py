@@ -32,8 +32,9 @@ import sys
 
 from tokenizers import Tokenizer
 
+import real_tokenizers  # the real tokenizers' tokenizer.json is committed as .xz
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-DATA = os.path.join(HERE, "..", "data", "tokenizers")
 TOKENIZERS = [("l3", "llama3"), ("l31", "llama3.1"), ("l2", "llama2")]
 N_STRINGS = 10000
 N_DECODE = 400  # per tokenizer
@@ -161,7 +162,7 @@ def added(id_, content, special, lstrip=False, rstrip=False, single_word=False, 
 
 def synthetic_tokenizers():
     """Two small tokenizer.json documents (ids of added tokens follow HF's numbering)."""
-    llama3 = json.load(open(os.path.join(DATA, "llama3", "tokenizer.json"), encoding="utf-8"))
+    llama3 = json.load(open(real_tokenizers.tokenizer_json("llama3"), encoding="utf-8"))
     b2u = bytes_to_unicode()
     vocab = {b2u[b]: b for b in range(256)}
     vocab.update({"ab": 256, "Ġa": 257, "Ġab": 258})
@@ -176,7 +177,7 @@ def synthetic_tokenizers():
                   "continuing_subword_prefix": None, "end_of_word_suffix": None,
                   "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
                   "vocab": vocab, "merges": [["a", "b"], ["Ġ", "a"], ["Ġa", "b"]]}}
-    llama2 = json.load(open(os.path.join(DATA, "llama2", "tokenizer.json"), encoding="utf-8"))
+    llama2 = json.load(open(real_tokenizers.tokenizer_json("llama2"), encoding="utf-8"))
     vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
     vocab.update({"<0x%02X>" % b: 3 + b for b in range(256)})
     vocab.update({"▁": 259, "a": 260, "b": 261, "▁a": 262, "ab": 263, "▁ab": 264, "[": 265,
@@ -209,7 +210,7 @@ def encode(tok, text, plain):
 
 def main():
     rng = random.Random(SEED)
-    toks = {k: Tokenizer.from_file(os.path.join(DATA, d, "tokenizer.json")) for k, d in TOKENIZERS}
+    toks = {k: Tokenizer.from_file(real_tokenizers.tokenizer_json(d)) for k, d in TOKENIZERS}
 
     out_path = os.path.join(HERE, "golden.jsonl")
     with open(out_path, "w", encoding="utf-8", newline="\n") as out:

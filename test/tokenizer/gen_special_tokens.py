@@ -25,6 +25,8 @@ import shutil
 
 from transformers import AutoTokenizer
 
+import real_tokenizers  # the real tokenizers' tokenizer.json is committed as .xz
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOK = os.path.join(HERE, "..", "data", "tokenizers")
 DIRS = ["llama2", "llama3", "llama3.1", "qwen3", "smollm2-t5", "families/qwen2",
@@ -67,7 +69,7 @@ def main():
     write_smollm2_t5()
     with open(os.path.join(HERE, "golden_special_tokens.jsonl"), "w", encoding="utf-8") as f:
         for d in DIRS:
-            t = AutoTokenizer.from_pretrained(os.path.join(TOK, d))
+            t = AutoTokenizer.from_pretrained(real_tokenizers.tokenizer_dir(d))
             rec = {"dir": d, "bos_id": none_as(t.bos_token_id), "eos_id": none_as(t.eos_token_id),
                    "pad_id": none_as(t.pad_token_id),
                    "hi_ids": t("hi", add_special_tokens=True)["input_ids"]}

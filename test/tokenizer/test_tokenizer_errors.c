@@ -127,7 +127,7 @@ static void test_truncated_file(void **state)
 {
     (void)state;
     size_t len;
-    char *buf = tt_read("test/data/tokenizers/llama2/tokenizer.json", &len);
+    char *buf = tt_read_built("test/data/tokenizers/llama2/tokenizer.json", &len);
     static const size_t cuts[] = {0, 1, 100, 5000, 1000000};
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
         ft_tokenizer *t;

@@ -9,11 +9,12 @@
 
 #include <cmocka.h>
 
-char *tt_path(const char *rel)
+/* "$ENV/rel", or "fallback/rel" when ENV is unset or empty. */
+static char *dir_path(const char *env, const char *fallback, const char *rel)
 {
-    const char *dir = getenv("FT_SRCDIR");
+    const char *dir = getenv(env);
     if (!dir || !*dir)
-        dir = FT_TEST_SRCDIR;
+        dir = fallback;
     size_t n = strlen(dir) + strlen(rel) + 2;
     char *p = malloc(n);
     assert_non_null(p);
@@ -21,11 +22,15 @@ char *tt_path(const char *rel)
     return p;
 }
 
+char *tt_path(const char *rel) { return dir_path("FT_SRCDIR", FT_TEST_SRCDIR, rel); }
+
+char *tt_build_path(const char *rel) { return dir_path("FT_BUILDDIR", FT_TEST_BUILDDIR, rel); }
+
 ft_tokenizer *tt_load(const char *dir)
 {
     char rel[256];
     snprintf(rel, sizeof rel, "test/data/tokenizers/%s/tokenizer.json", dir);
-    char *path = tt_path(rel);
+    char *path = tt_build_path(rel);
     ft_error err = {{0}, 0};
     ft_tokenizer *t = NULL;
     if (ft_tokenizer_load(path, &t, &err) < 0)
@@ -34,12 +39,13 @@ ft_tokenizer *tt_load(const char *dir)
     return t;
 }
 
-char *tt_read(const char *rel, size_t *len)
+/* The whole file at path (malloc'd; path is freed); hint says what to check when it cannot be
+ * opened. */
+static char *read_whole(char *path, const char *hint, size_t *len)
 {
-    char *path = tt_path(rel);
     FILE *f = fopen(path, "rb");
     if (!f)
-        fail_msg("cannot open %s (is FT_SRCDIR the source dir?)", path);
+        fail_msg("cannot open %s (%s)", path, hint);
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
@@ -51,6 +57,17 @@ char *tt_read(const char *rel, size_t *len)
     free(path);
     *len = (size_t)n;
     return buf;
+}
+
+char *tt_read(const char *rel, size_t *len)
+{
+    return read_whole(tt_path(rel), "is FT_SRCDIR the source dir?", len);
+}
+
+char *tt_read_built(const char *rel, size_t *len)
+{
+    return read_whole(tt_build_path(rel), "is FT_BUILDDIR the build dir, and did make check "
+                                          "or make tokenizer-data run there?", len);
 }
 
 json_t **tt_jsonl(const char *rel, size_t *n)

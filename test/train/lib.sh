@@ -3,6 +3,9 @@
 set -u
 B="${FT_BUILDDIR:-$(pwd)}"
 S="${FT_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
+# The real tokenizers (llama2, llama3, llama3.1, qwen3): their tokenizer.json is committed
+# compressed, and make check lays their directories out in the build tree (test/data/Makefile.inc).
+REAL_TOK="$B/test/data/tokenizers"
 FTMPI="$B/ftmpi"
 GENDATA="$B/ftmpi-gendata"
 MPIRUN="${MPIRUN:-mpirun}"

@@ -55,7 +55,7 @@ run_ranks 1 s.cfg data.eval=eval.h5 eval_every=2 "$samples" eval_tokenizer=bytes
 echo "eval_prompts settings checked"
 # the samples' tokenizer must be the data's (tokenizer fingerprints, train/tok_check.h):
 # Llama 2's tokenizer on data made with Llama 3's is refused in one line, exit 2
-T="$S/test/data/tokenizers"
+T="$REAL_TOK"
 head -n 3 "$S/test/prep/alpaca_sample.jsonl" > a.jsonl
 "$B/ftmpi-prep" -q -t "$T/llama3/tokenizer.json" --seq-len 32 -o l3.h5 a.jsonl || fail "prep"
 sed -e 's/vocab_size = 259/vocab_size = 128256/' -e 's/train.h5/l3.h5/' s.cfg > v.cfg

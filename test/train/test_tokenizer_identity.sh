@@ -35,8 +35,7 @@ PY
     # doc/formats.md defines it precisely enough to compute it again from the text alone:
     # byte-level and SentencePiece tokenizers (normalizer, byte fallback), string and
     # pair merges, added tokens
-    for t in "$TA" "$TB" "$S/test/data/tokenizers/llama2/tokenizer.json" \
-             "$S/test/data/tokenizers/qwen3/tokenizer.json"; do
+    for t in "$TA" "$TB" "$REAL_TOK/llama2/tokenizer.json" "$REAL_TOK/qwen3/tokenizer.json"; do
         want=$(python3 "$S/test/train/tok_fingerprint_ref.py" "$t") || fail "reference on $t"
         [ "$(fp_of "$t")" = "$want" ] || fail "$t: fingerprint $(fp_of "$t"), the definition gives $want"
     done
