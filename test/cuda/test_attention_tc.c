@@ -94,18 +94,18 @@ static int32_t segment_of(enum seg_kind kind, size_t i, int seq)
     }
 }
 
-#ifdef FT_CUDA_EMULATION /* only the harness counts the tiles the kernels compute */
-static bool visible(const int32_t *seg, int window, int i, int j)
-{
-    return j <= i && (window == 0 || j > i - window) && (!seg || seg[j] == seg[i]);
-}
-
 /* The one-pass backward (FTMPI_ATTENTION_NONDETERMINISTIC=1, head_dim <= 128,
  * cuda_attention_tc_bwd.cu): dQ summed with atomics by the dK/dV pass, no dQ pass. */
 static bool one_pass(int hd)
 {
     const char *e = getenv("FTMPI_ATTENTION_NONDETERMINISTIC");
     return hd <= 128 && e && strcmp(e, "1") == 0;
+}
+
+#ifdef FT_CUDA_EMULATION /* only the harness counts the tiles the kernels compute */
+static bool visible(const int32_t *seg, int window, int i, int j)
+{
+    return j <= i && (window == 0 || j > i - window) && (!seg || seg[j] == seg[i]);
 }
 
 /* Query rows per warp of the forward (cuda_attention_tc.cu: TcFwdCfg, the dispatch). */
