@@ -3,6 +3,8 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "train/ckpt_dir.h"
+
 /* "model.layers.3", "the adapters of model.layers.3", "the embedding", "the head": where
  * a unit's tensors are. */
 static void unit_name(const ft_model_layout *l, int u, char *buf, size_t len)
@@ -114,10 +116,12 @@ bool ft_collapse_step(ft_collapse *c, double loss, double grad_norm, long vocab,
 int ft_guard_nan_stop(ft_error *err, long step, double loss, double grad_norm, int skipped,
                       int max_skips, const char *checkpoint_dir, long last_ckpt_step)
 {
-    char ck[1200];
-    if (last_ckpt_step >= 0 && checkpoint_dir)
-        snprintf(ck, sizeof ck, "the last checkpoint, %s/step-%06ld.h5, holds only finite values "
-                 "(each is checked when written or loaded)", checkpoint_dir, last_ckpt_step);
+    char ck[1200], path[1100];
+    if (last_ckpt_step >= 0 && checkpoint_dir) {
+        ft_ckpt_step_path(path, sizeof path, checkpoint_dir, last_ckpt_step);
+        snprintf(ck, sizeof ck, "the last checkpoint, %s, holds only finite values (each is "
+                 "checked when written or loaded)", path);
+    }
     else
         snprintf(ck, sizeof ck, "no checkpoint was written or resumed from in this run");
     ft_fail(err, "step %ld: loss %g, grad norm %g is not finite (%d skipped steps, "

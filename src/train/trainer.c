@@ -749,7 +749,7 @@ static int save_checkpoint(ft_trainer *t, long steps_done, ft_error *err)
         return ft_fail_context(err, "checkpoint at step %ld", steps_done);
     if (t->out) {
         char path[1100], io[96];
-        snprintf(path, sizeof path, "%s/step-%06ld.h5", cfg->checkpoint_dir, steps_done);
+        ft_ckpt_step_path(path, sizeof path, cfg->checkpoint_dir, steps_done);
         io_summary(io, sizeof io, path, now_seconds() - t0, direct);
         fprintf(t->out, "ftmpi: checkpoint %s written in %s\n", path, io);
         fflush(t->out);
@@ -812,10 +812,12 @@ static int keep_best_after_eval(ft_trainer *t, long step, double loss, long *las
     if (ft_agree(MPI_COMM_WORLD, rc, err))
         return ft_fail_context(err, "keep_best");
     t->best_eval = loss;
-    if (t->out)
-        fprintf(t->out, "ftmpi: eval loss %.4f at step %ld is the lowest so far: %s/step-%06ld.h5 "
-                        "is kept as the best (keep_best)\n", loss, step,
-                t->cfg->checkpoint_dir, step);
+    if (t->out) {
+        char path[1100];
+        ft_ckpt_step_path(path, sizeof path, t->cfg->checkpoint_dir, step);
+        fprintf(t->out, "ftmpi: eval loss %.4f at step %ld is the lowest so far: %s is kept as "
+                        "the best (keep_best)\n", loss, step, path);
+    }
     return 0;
 }
 

@@ -10,6 +10,8 @@
 # - a LoRA run's frozen base (model.weights) holding NaN or Inf is refused the same way,
 #   naming the file and the tensor;
 # - a NaN stop after a clean checkpoint names that checkpoint;
+# - checkpoint_dir typed with a trailing slash ("ck/", as shell completion adds it) gives
+#   one slash in every message naming a checkpoint file (ftmpi and ftmpi-generate);
 # - a collapsed run (loss ln V, gradient norm 0: final norm and lm_head zeroed) stops with
 #   exit 88 and one line after collapse_steps steps.
 . "$(dirname "$0")/../train/lib.sh"
@@ -27,7 +29,7 @@ one_line() { # LOG PATTERN WHAT: exactly one line matches, and no MPI_ABORT bann
 for zero in "zero_stage=0" "zero_stage=3 offload_optimizer=true"; do
     rm -rf ck
     # shellcheck disable=SC2086
-    run_ranks 2 s.cfg $common $zero max_steps=3 optimizer.lr=1e39 checkpoint_dir=ck save_every=1 > a.log 2>&1
+    run_ranks 2 s.cfg $common $zero max_steps=3 optimizer.lr=1e39 checkpoint_dir=ck/ save_every=1 > a.log 2>&1
     rc=$?
     [ $rc -eq 1 ] || { cat a.log; fail "diverged run ($zero): exit $rc, not 1"; }
     one_line a.log "ck/step-000001.h5: the parameters .*hold NaN or Inf (first in .*): not written" "diverged run ($zero)"
@@ -103,11 +105,12 @@ rc=$?
 one_line da.log "lck/step-000002.h5: the parameters hold NaN or Inf (first in the adapters of model.layers.1): training from it cannot work" "NaN adapter checkpoint"
 echo "ok: a LoRA checkpoint holding NaN is refused, naming the adapters' layer"
 
-# E: a NaN stop after a clean checkpoint names it
+# E: a NaN stop after a clean checkpoint names it (checkpoint_dir typed as "ck/")
 rm -rf ck
-FTMPI_FAULT=nan:3 run_ranks 2 s.cfg $common max_steps=4 checkpoint_dir=ck save_every=2 > e.log 2>&1 &&
+FTMPI_FAULT=nan:3 run_ranks 2 s.cfg $common max_steps=4 checkpoint_dir=ck/ save_every=2 > e.log 2>&1 &&
     fail "the NaN step did not stop the run"
 one_line e.log "step 3: .*is not finite .*the last checkpoint, ck/step-000002.h5, holds only finite values" "NaN stop"
+one_line e.log "^ftmpi: checkpoint ck/step-000002.h5 written in " "checkpoint line"
 echo "ok: the NaN stop names the last (clean) checkpoint"
 
 # F: collapse: the head zeroed with its moments gives loss ln V and gradient 0 forever
@@ -132,4 +135,10 @@ rc=$?
     { cat g.err; fail "generate on a NaN checkpoint: unexpected message"; }
 "$GEN" p --ids 1,2 --max-new-tokens 2 --allow-nonfinite > /dev/null 2>&1 ||
     fail "generate --allow-nonfinite refused the checkpoint"
+# the directory typed as "p/": the file is named with one slash
+"$GEN" p/ --ids 1,2 --max-new-tokens 2 > g.out 2> g.err
+rc=$?
+[ $rc -eq 1 ] || { cat g.err; fail "generate on p/: exit $rc, not 1"; }
+[ "$(wc -l < g.err)" -eq 1 ] && grep -q "^ftmpi-generate: p/step-000002.h5: /model/model.layers.1.mlp.up_proj.weight holds NaN or Inf: " g.err ||
+    { cat g.err; fail "generate on p/: unexpected message"; }
 echo "ok: ftmpi-generate refuses a NaN checkpoint in one line: $(cut -c1-100 g.err)..."
