@@ -484,10 +484,15 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     t->last_ckpt_step = !rc && resume_path ? t->start_step : -1;
     /* what the trained engine was loaded from: the resume checkpoint, model.weights, or with
      * LoRA the adapter directory (model.weights went into the base, checked above) */
+    const bool from_adapter_dir = !resume_path && t->base && cfg->model_adapter;
     const char *loaded = resume_path ? resume_path
                          : t->base   ? cfg->model_adapter
                                      : cfg->model_weights;
-    if (!rc && loaded) { /* never train from NaN (finite_guard.h) */
+    if (!rc && from_adapter_dir) { /* never train from NaN (finite_guard.h) */
+        rc = ft_guard_adapter_after_load(t->engine, t->train_layout, cfg->model_adapter,
+                                         &t->layout.config, cfg->allow_nonfinite, t->out, err);
+        ft_startup_mark(t->startup, "finite");
+    } else if (!rc && loaded) {
         rc = ft_guard_after_load(t->engine, t->train_layout, loaded, cfg->allow_nonfinite, t->out,
                                  &t->last_ckpt_step, err);
         ft_startup_mark(t->startup, "finite");
