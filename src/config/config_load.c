@@ -9,6 +9,7 @@
 #include "config.h"
 #include "config/config_internal.h"
 #include "util/input_file.h"
+#include "util/path_join.h"
 
 int ft_config_fail_at(const ft_config_state *st, const ft_config_key *k, ft_error *err,
                       const char *fmt, ...)
@@ -226,7 +227,7 @@ static int check_includes(const char *text, const char *file, const char *dir,
                 if (name[0] == '/')
                     snprintf(path, sizeof path, "%s", name);
                 else
-                    snprintf(path, sizeof path, "%s/%s", dir, name);
+                    ft_path_join(path, sizeof path, dir, name);
                 snprintf(what, sizeof what, "%s:%d: @include: ", file, line);
                 struct stat st;
                 memset(&st, 0, sizeof st);

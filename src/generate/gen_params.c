@@ -14,6 +14,7 @@
 #include "io/weights.h"
 #include "model/init.h"
 #include "util/bf16.h"
+#include "util/path_join.h"
 
 /* ---------------------------------------------------------------- resident units */
 
@@ -135,7 +136,7 @@ static int resolve_path(const char *path, char *out, size_t len, ft_error *err)
         return 0;
     }
     char latest[1100], name[512] = "";
-    snprintf(latest, sizeof latest, "%s/latest", path);
+    ft_path_join(latest, sizeof latest, path, "latest");
     if (access(latest, F_OK) != 0)
         return ft_fail(err, "%s is a directory without a 'latest' checkpoint pointer; give a "
                        "checkpoint or weights file", path);
@@ -147,7 +148,7 @@ static int resolve_path(const char *path, char *out, size_t len, ft_error *err)
     name[strcspn(name, "\r\n")] = '\0';
     if (!ok || !name[0] || strchr(name, '/'))
         return ft_fail(err, "%s: does not name a checkpoint file", latest);
-    if ((size_t)snprintf(out, len, "%s/%s", path, name) >= len)
+    if (ft_path_join(out, len, path, name))
         return ft_fail(err, "%s: path too long", path);
     return 0;
 }

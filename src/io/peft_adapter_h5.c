@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "io/weights.h"
+#include "util/path_join.h"
 
 int ft_peft_adapter_check_config(const ft_peft_adapter *a, const ft_lora_config *lora,
                                  ft_error *err)
@@ -26,10 +27,11 @@ int ft_peft_adapter_check_config(const ft_peft_adapter *a, const ft_lora_config 
             snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s", want[0] ? "," : "",
                      name);
     }
-    return ft_fail(err, "%s/" FT_PEFT_CONFIG_NAME ": r %d, lora_alpha %g, target_modules %s; the "
-                   "run's lora group has rank %d, alpha %g, targets %s: set the lora group to "
-                   "the adapter's", a->dir, a->lora.rank, a->lora.alpha, have, lora->rank,
-                   lora->alpha, want);
+    char config[4200];
+    ft_path_join(config, sizeof config, a->dir, FT_PEFT_CONFIG_NAME);
+    return ft_fail(err, "%s: r %d, lora_alpha %g, target_modules %s; the run's lora group has "
+                   "rank %d, alpha %g, targets %s: set the lora group to the adapter's", config,
+                   a->lora.rank, a->lora.alpha, have, lora->rank, lora->alpha, want);
 }
 
 int ft_peft_adapter_write_weights(const ft_peft_adapter *a, const char *path, ft_error *err)

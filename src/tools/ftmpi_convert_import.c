@@ -127,9 +127,12 @@ static int check_index(const hf_model *m, const char *dir, const ft_st_index *id
         int s = 0;
         while (s < idx->n_files && strcmp(idx->unique_files[s], idx->files[i]) != 0)
             s++;
-        if (!ft_st_find(&m->shards[s], idx->names[i]))
-            return ft_fail(err, "%s/model.safetensors.index.json: lists tensor '%s' in %s, "
-                           "which does not contain it", dir, idx->names[i], idx->files[i]);
+        if (!ft_st_find(&m->shards[s], idx->names[i])) {
+            char index[4200];
+            ft_path_join(index, sizeof index, dir, "model.safetensors.index.json");
+            return ft_fail(err, "%s: lists tensor '%s' in %s, which does not contain it", index,
+                           idx->names[i], idx->files[i]);
+        }
     }
     return 0;
 }

@@ -21,6 +21,7 @@
 #include "util/blas_core.h"
 #include "util/input_file.h"
 #include "util/output_file.h"
+#include "util/path_join.h"
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
@@ -144,7 +145,7 @@ static bool is_lora_checkpoint(const char *path, char *file, size_t len)
     ft_error err;
     snprintf(file, len, "%s", path);
     if (ft_ckpt_read_latest(path, name, sizeof name, &err) == 0)
-        snprintf(file, len, "%s/%s", path, name);
+        ft_path_join(file, len, path, name);
     if (ft_input_check(file, "an HDF5 file", &err) != 0)
         return false;
     /* a file that is not HDF5 is the session's to report, in one line: no error stack */
@@ -178,7 +179,9 @@ static int merge_lora_for_session(cli *c, int rank, char *merged, size_t len, ft
     const char *tmpdir = getenv("TMPDIR") && getenv("TMPDIR")[0] ? getenv("TMPDIR") : "/tmp";
     int pid = (int)getpid(), rc = 0;
     MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    snprintf(merged, len, "%s/ftmpi-generate-lora-%d.h5", tmpdir, pid);
+    char name[64];
+    snprintf(name, sizeof name, "ftmpi-generate-lora-%d.h5", pid);
+    ft_path_join(merged, len, tmpdir, name);
     if (rank == 0) {
         ft_h5file h;
         bool master = false;

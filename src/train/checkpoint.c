@@ -27,6 +27,7 @@
 #include "train/finite_guard.h"
 #include "util/durable.h"
 #include "util/output_file.h"
+#include "util/path_join.h"
 
 
 typedef struct field_group {
@@ -126,9 +127,9 @@ static bool all_direct(const ft_h5file *f)
 static int publish(const char *dir, const char *name, const char *tmp, ft_error *err)
 {
     char path[1100], latest[1100], latest_tmp[1100];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(latest, sizeof latest, "%s/%s", dir, FT_CKPT_LATEST);
-    snprintf(latest_tmp, sizeof latest_tmp, "%s/%s.tmp", dir, FT_CKPT_LATEST);
+    ft_path_join(path, sizeof path, dir, name);
+    ft_path_join(latest, sizeof latest, dir, FT_CKPT_LATEST);
+    ft_path_join(latest_tmp, sizeof latest_tmp, dir, FT_CKPT_LATEST ".tmp");
     if (ft_commit_file(tmp, path, err))
         return -1;
     fault_point("renamed");
@@ -170,7 +171,7 @@ int ft_checkpoint_prepare_dir(const char *dir, ft_comm *comm, ft_error *err)
     if (comm->rank == 0) {
         char probe[1100];
         ft_error probe_err;
-        snprintf(probe, sizeof probe, "%s/.ftmpi-write-test", dir);
+        ft_path_join(probe, sizeof probe, dir, ".ftmpi-write-test");
         int fd = -1;
         if (make_dirs(dir))
             snprintf(msg, sizeof msg, "cannot create: %s", strerror(errno));
@@ -246,10 +247,11 @@ static void abandon(const char *dir, const char *tmp, ft_comm *comm, ft_error *e
                          strstr(err->msg, strerror(EDQUOT)) != NULL ||
                          (statvfs(dir, &vfs) == 0 && vfs.f_bavail == 0);
         unlink(tmp);
-        char latest[512], now[700];
+        char latest[512], pointer[1100], now[1700];
         ft_error ignored;
+        ft_path_join(pointer, sizeof pointer, dir, FT_CKPT_LATEST);
         if (ft_ckpt_read_latest(dir, latest, sizeof latest, &ignored) == 0)
-            snprintf(now, sizeof now, "%s/%s still names %s", dir, FT_CKPT_LATEST, latest);
+            snprintf(now, sizeof now, "%s still names %s", pointer, latest);
         else
             snprintf(now, sizeof now, "no earlier checkpoint in %s", dir);
         if (full)
@@ -267,7 +269,7 @@ static int refuse_nonfinite(const char *dir, const ft_model_layout *layout, ft_e
                             long step, ft_error *err)
 {
     char what[1100];
-    snprintf(what, sizeof what, "%s/step-%06ld.h5", dir, step);
+    ft_ckpt_step_path(what, sizeof what, dir, step);
     return ft_guard_before_write(e, layout, what, err);
 }
 
@@ -278,9 +280,10 @@ int ft_checkpoint_save(const char *dir, const ft_run_config *cfg, const ft_model
     if (refuse_nonfinite(dir, layout, e, pos->step, err) ||
         ft_checkpoint_prepare_dir(dir, comm, err))
         return -1;
-    char name[64], tmp[1100];
+    char name[64], tmp_name[80], tmp[1100];
     snprintf(name, sizeof name, "step-%06ld.h5", pos->step);
-    snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name);
+    snprintf(tmp_name, sizeof tmp_name, "%s.tmp", name);
+    ft_path_join(tmp, sizeof tmp, dir, tmp_name);
     uint64_t *h = calloc((size_t)layout->total_tensors, sizeof *h);
     if (ft_agree(MPI_COMM_WORLD, h ? 0 : ft_fail(err, "out of host memory"), err)) {
         free(h);
@@ -343,7 +346,7 @@ int ft_checkpoint_resolve(const ft_run_config *cfg, char **path, ft_error *err)
     *path = malloc(len);
     if (!*path)
         return ft_fail(err, "out of host memory");
-    snprintf(*path, len, "%s/%s", cfg->checkpoint_dir, name);
+    ft_path_join(*path, len, cfg->checkpoint_dir, name);
     return 0;
 }
 

@@ -7,11 +7,12 @@
 #include "train/ckpt_dir.h"
 #include "util/durable.h"
 #include "util/output_file.h"
+#include "util/path_join.h"
 
 int ft_ckpt_best_read(const char *dir, char *name, size_t len, double *loss, ft_error *err)
 {
     char path[1100], line[600];
-    snprintf(path, sizeof path, "%s/%s", dir, FT_CKPT_BEST);
+    ft_path_join(path, sizeof path, dir, FT_CKPT_BEST);
     FILE *f = fopen(path, "r");
     if (!f)
         return errno == ENOENT ? 1 : ft_fail(err, "%s: cannot read: %s", path, strerror(errno));
@@ -30,7 +31,7 @@ int ft_ckpt_best_read(const char *dir, char *name, size_t len, double *loss, ft_
 int ft_ckpt_best_write(const char *dir, long step, double loss, ft_error *err)
 {
     char path[1100], tmp[1110];
-    snprintf(path, sizeof path, "%s/%s", dir, FT_CKPT_BEST);
+    ft_path_join(path, sizeof path, dir, FT_CKPT_BEST);
     FILE *f;
     /* made new: a symlink planted at best.tmp is not written through (util/output_file.h) */
     if (ft_output_tmp_name(tmp, sizeof tmp, path, err) || ft_output_fopen_tmp(tmp, &f, err))

@@ -29,6 +29,13 @@ int ft_ckpt_step_of_name(const char *name, long *step)
     return 0;
 }
 
+int ft_ckpt_step_path(char *out, size_t len, const char *dir, long step)
+{
+    char name[64];
+    snprintf(name, sizeof name, "step-%06ld.h5", step);
+    return ft_path_join(out, len, dir, name);
+}
+
 int ft_ckpt_read_latest(const char *dir, char *name, size_t len, ft_error *err)
 {
     char latest[1100];
@@ -104,16 +111,15 @@ static int list_checkpoints(const char *dir, ckpt_entry **out, int *count, ft_er
 /* The invariant: `latest` names an existing HDF5 file. */
 static int check_latest(const char *dir, ft_error *err)
 {
-    char name[512], path[1700];
+    char name[512], path[1700], latest[1100];
+    ft_path_join(latest, sizeof latest, dir, FT_CKPT_LATEST);
     int rc = ft_ckpt_read_latest(dir, name, sizeof name, err);
     if (rc)
-        return rc < 0 ? -1 : ft_fail(err, "%s/%s: missing after a checkpoint", dir,
-                                     FT_CKPT_LATEST);
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+        return rc < 0 ? -1 : ft_fail(err, "%s: missing after a checkpoint", latest);
+    ft_path_join(path, sizeof path, dir, name);
     struct stat st;
     if (stat(path, &st) || !S_ISREG(st.st_mode) || H5Fis_hdf5(path) <= 0)
-        return ft_fail(err, "%s/%s names %s, which is not a checkpoint file", dir,
-                       FT_CKPT_LATEST, path);
+        return ft_fail(err, "%s names %s, which is not a checkpoint file", latest, path);
     return 0;
 }
 
@@ -132,7 +138,7 @@ int ft_ckpt_prune(const char *dir, int keep, const char *spare, ft_error *err)
         if (!rc && i < n - keep && strcmp(v[i].name, latest) != 0 &&
             !(spare && strcmp(v[i].name, spare) == 0)) {
             char path[1700];
-            snprintf(path, sizeof path, "%s/%s", dir, v[i].name);
+            ft_path_join(path, sizeof path, dir, v[i].name);
             if (unlink(path) && errno != ENOENT)
                 rc = ft_fail(err, "%s: cannot delete an old checkpoint (keep_last %d): %s",
                              path, keep, strerror(errno));
@@ -146,7 +152,7 @@ int ft_ckpt_prune(const char *dir, int keep, const char *spare, ft_error *err)
 int ft_ckpt_lock(const char *dir, int *fd, ft_error *err)
 {
     char path[1100];
-    snprintf(path, sizeof path, "%s/.ftmpi-lock", dir);
+    ft_path_join(path, sizeof path, dir, ".ftmpi-lock");
     /* the lock file is truncated and written: a symlink planted under its name is not
      * followed (O_NOFOLLOW), a FIFO does not block the open (O_NONBLOCK) and is refused */
     *fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);

@@ -17,6 +17,11 @@
  * one (including a step that does not fit a long). */
 int ft_ckpt_step_of_name(const char *name, long *step);
 
+/* out = "<dir>/step-NNNNNN.h5" with one slash however dir ends (util/path_join.h): the
+ * name every message and the writer use for the checkpoint of `step`. 0, or -1 when it
+ * does not fit. */
+int ft_ckpt_step_path(char *out, size_t len, const char *dir, long step);
+
 /* Reads <dir>/latest into name (without the newline). Returns 1 when there is no
  * `latest` (a fresh directory), 0 when it names a plain file name, -1 (with a message
  * that does not echo unprintable bytes) when its content is not a checkpoint name. */

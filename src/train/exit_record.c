@@ -14,10 +14,13 @@
 #include "util/durable.h"
 #include "util/input_file.h"
 #include "util/output_file.h"
+#include "util/path_join.h"
 
 static int record_path(char *out, size_t len, const char *dir, const char *suffix)
 {
-    return snprintf(out, len, "%s/%s%s", dir, FT_EXIT_RECORD, suffix) < (int)len ? 0 : -1;
+    char name[64];
+    snprintf(name, sizeof name, "%s%s", FT_EXIT_RECORD, suffix);
+    return ft_path_join(out, len, dir, name);
 }
 
 int ft_exit_record_clear(const char *dir, ft_error *err)

@@ -2,6 +2,11 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+
+#include "io/peft_adapter.h"
+#include "train/ckpt_dir.h"
+#include "util/path_join.h"
 
 /* "model.layers.3", "the adapters of model.layers.3", "the embedding", "the head": where
  * a unit's tensors are. */
@@ -102,6 +107,64 @@ int ft_guard_base_after_load(ft_engine *base, const ft_model_layout *l, const ch
     return -1;
 }
 
+/* The PEFT key of the first tensor of adapter unit u in directory dir that holds NaN or
+ * Inf, into key; key stays "" when that cannot be told (the directory no longer reads).
+ * The engine's check names the unit only (one sum of squares per rank's slice); the
+ * directory's tensors are small, and are read again only here, after a refusal. Every
+ * rank reads the same bytes and finds the same key, so the message needs no exchange. */
+static void adapter_nonfinite_key(const char *dir, const ft_model_config *base, int u,
+                                  char *key, size_t len)
+{
+    ft_peft_adapter a;
+    ft_error ignored;
+    if (ft_peft_adapter_open(&a, dir, base, &ignored))
+        return;
+    if (u >= 0 && u < a.layout.n_units) {
+        const ft_unit_layout *ul = &a.layout.units[u];
+        for (int t = 0; t < ul->n_tensors && !key[0]; t++) {
+            const ft_tensor_info *ti = &ul->tensors[t];
+            float *v = malloc(ti->numel * sizeof *v + 1);
+            if (!v || ft_peft_adapter_read_tensor(&a, ti, v, &ignored)) {
+                free(v);
+                break;
+            }
+            for (size_t i = 0; i < ti->numel; i++)
+                if (!isfinite(v[i])) {
+                    snprintf(key, len, "%s", a.src[ul->first_tensor + t]->name);
+                    break;
+                }
+            free(v);
+        }
+    }
+    ft_peft_adapter_close(&a);
+}
+
+int ft_guard_adapter_after_load(ft_engine *e, const ft_model_layout *l, const char *dir,
+                                const ft_model_config *base, bool allow, FILE *out,
+                                ft_error *err)
+{
+    ft_engine_finite f;
+    char unit[160], key[512] = "", file[4200];
+    const int found = find_nonfinite(e, l, &f, unit, err);
+    if (found <= 0)
+        return found;
+    adapter_nonfinite_key(dir, base, f.unit, key, sizeof key);
+    ft_path_join(file, sizeof file, dir, FT_PEFT_WEIGHTS_NAME);
+    const char *where = key[0] ? key : unit;
+    if (allow) {
+        if (out)
+            fprintf(out, "ftmpi: warning: %s: the adapters hold NaN or Inf (first in %s); loaded "
+                         "because allow_nonfinite = true\n", file, where);
+        return 0;
+    }
+    ft_fail(err, "%s: the adapters hold NaN or Inf (first in %s): LoRA training from them "
+                 "cannot work; use a clean adapter directory (ftmpi-convert export --adapter "
+                 "writes one from a LoRA checkpoint), or set allow_nonfinite = true to load it "
+                 "anyway (to inspect it)", file, where);
+    err->flags |= FT_ERR_SHARED;
+    return -1;
+}
+
 bool ft_collapse_step(ft_collapse *c, double loss, double grad_norm, long vocab, long limit)
 {
     /* uniform logits give exactly ln V; 1e-4 relative allows for the fp32 softmax */
@@ -114,10 +177,12 @@ bool ft_collapse_step(ft_collapse *c, double loss, double grad_norm, long vocab,
 int ft_guard_nan_stop(ft_error *err, long step, double loss, double grad_norm, int skipped,
                       int max_skips, const char *checkpoint_dir, long last_ckpt_step)
 {
-    char ck[1200];
-    if (last_ckpt_step >= 0 && checkpoint_dir)
-        snprintf(ck, sizeof ck, "the last checkpoint, %s/step-%06ld.h5, holds only finite values "
-                 "(each is checked when written or loaded)", checkpoint_dir, last_ckpt_step);
+    char ck[1200], path[1100];
+    if (last_ckpt_step >= 0 && checkpoint_dir) {
+        ft_ckpt_step_path(path, sizeof path, checkpoint_dir, last_ckpt_step);
+        snprintf(ck, sizeof ck, "the last checkpoint, %s, holds only finite values (each is "
+                 "checked when written or loaded)", path);
+    }
     else
         snprintf(ck, sizeof ck, "no checkpoint was written or resumed from in this run");
     ft_fail(err, "step %ld: loss %g, grad norm %g is not finite (%d skipped steps, "

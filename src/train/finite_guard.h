@@ -33,6 +33,14 @@ int ft_guard_after_load(ft_engine *e, const ft_model_layout *l, const char *path
 int ft_guard_base_after_load(ft_engine *base, const ft_model_layout *l, const char *path,
                              bool allow, FILE *out, ft_error *err);
 
+/* After seeding a LoRA run's adapters from the PEFT directory `dir` (model.adapter): the
+ * same check and allow_nonfinite, naming dir's adapter_model.safetensors and the first
+ * tensor there holding NaN/Inf by its PEFT key (base: the base model's shape, to read
+ * the directory again). Collective. */
+int ft_guard_adapter_after_load(ft_engine *e, const ft_model_layout *l, const char *dir,
+                                const ft_model_config *base, bool allow, FILE *out,
+                                ft_error *err);
+
 /* A run whose loss sits at ln(vocab) (uniform predictions) with a zero gradient norm
  * learns nothing ever after: the parameters overflowed to the point where the softmax
  * is flat, typically from a huge learning rate. */

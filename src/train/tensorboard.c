@@ -14,6 +14,7 @@
 #include "config/run_config.h"
 #include "io/tfrecord.h"
 #include "train/metrics.h"
+#include "util/path_join.h"
 
 struct ft_tb_writer {
     FILE *f;
@@ -134,8 +135,9 @@ int ft_tb_open(ft_tb_writer **out, const char *dir, ft_error *err)
         snprintf(host, sizeof host, "localhost");
     host[sizeof host - 1] = '\0';
     /* TensorFlow's name: seconds as ten digits, then the host */
-    snprintf(w->path, sizeof w->path, "%s/events.out.tfevents.%010ld.%s", dir,
-             (long)wall_time, host);
+    char name[400];
+    snprintf(name, sizeof name, "events.out.tfevents.%010ld.%s", (long)wall_time, host);
+    ft_path_join(w->path, sizeof w->path, dir, name);
     /* appending: a run restarted within the same second continues the file; a symlink
      * planted at the name is not written through, nor anything but a regular file */
     const int fd = open(w->path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK |

@@ -484,10 +484,15 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     t->last_ckpt_step = !rc && resume_path ? t->start_step : -1;
     /* what the trained engine was loaded from: the resume checkpoint, model.weights, or with
      * LoRA the adapter directory (model.weights went into the base, checked above) */
+    const bool from_adapter_dir = !resume_path && t->base && cfg->model_adapter;
     const char *loaded = resume_path ? resume_path
                          : t->base   ? cfg->model_adapter
                                      : cfg->model_weights;
-    if (!rc && loaded) { /* never train from NaN (finite_guard.h) */
+    if (!rc && from_adapter_dir) { /* never train from NaN (finite_guard.h) */
+        rc = ft_guard_adapter_after_load(t->engine, t->train_layout, cfg->model_adapter,
+                                         &t->layout.config, cfg->allow_nonfinite, t->out, err);
+        ft_startup_mark(t->startup, "finite");
+    } else if (!rc && loaded) {
         rc = ft_guard_after_load(t->engine, t->train_layout, loaded, cfg->allow_nonfinite, t->out,
                                  &t->last_ckpt_step, err);
         ft_startup_mark(t->startup, "finite");
@@ -749,7 +754,7 @@ static int save_checkpoint(ft_trainer *t, long steps_done, ft_error *err)
         return ft_fail_context(err, "checkpoint at step %ld", steps_done);
     if (t->out) {
         char path[1100], io[96];
-        snprintf(path, sizeof path, "%s/step-%06ld.h5", cfg->checkpoint_dir, steps_done);
+        ft_ckpt_step_path(path, sizeof path, cfg->checkpoint_dir, steps_done);
         io_summary(io, sizeof io, path, now_seconds() - t0, direct);
         fprintf(t->out, "ftmpi: checkpoint %s written in %s\n", path, io);
         fflush(t->out);
@@ -812,10 +817,12 @@ static int keep_best_after_eval(ft_trainer *t, long step, double loss, long *las
     if (ft_agree(MPI_COMM_WORLD, rc, err))
         return ft_fail_context(err, "keep_best");
     t->best_eval = loss;
-    if (t->out)
-        fprintf(t->out, "ftmpi: eval loss %.4f at step %ld is the lowest so far: %s/step-%06ld.h5 "
-                        "is kept as the best (keep_best)\n", loss, step,
-                t->cfg->checkpoint_dir, step);
+    if (t->out) {
+        char path[1100];
+        ft_ckpt_step_path(path, sizeof path, t->cfg->checkpoint_dir, step);
+        fprintf(t->out, "ftmpi: eval loss %.4f at step %ld is the lowest so far: %s is kept as "
+                        "the best (keep_best)\n", loss, step, path);
+    }
     return 0;
 }
 

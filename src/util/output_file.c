@@ -1,6 +1,7 @@
 #include "util/output_file.h"
 
 #include "util/durable.h"
+#include "util/path_join.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -80,7 +81,7 @@ static int canonical_name(const char *path, char *out, size_t len)
     char real[PATH_MAX];
     if (!realpath(dir, real))
         return -1;
-    return snprintf(out, len, "%s/%s", real, base) < (int)len ? 0 : -1;
+    return ft_path_join(out, len, real, base);
 }
 
 int ft_output_not_input(const char *out, const char *out_what, const char *in,

@@ -7,10 +7,14 @@
 "$GENDATA" --rows 16 --seq-len 32 --digits 2 --seed 5 eval.h5 >/dev/null || fail "gendata"
 write_small_cfg s.cfg
 common="data.eval=eval.h5 eval_every=2 checkpoint_dir=ck keep_last=1 keep_best=true"
-# save_every 0: only the final checkpoint would exist; each new best writes its own
-run_ranks 1 s.cfg $common max_steps=4 > a.log 2>&1 || { cat a.log; fail "first run"; }
-grep -q '^ftmpi: eval loss [0-9.]* at step 2 is the lowest so far: ck/step-000002.h5' a.log ||
+# save_every 0: only the final checkpoint would exist; each new best writes its own.
+# checkpoint_dir "ck/" (a trailing slash, as shell completion types it): the messages
+# name ck/step-000002.h5, with one slash
+run_ranks 1 s.cfg $common checkpoint_dir=ck/ max_steps=4 > a.log 2>&1 || { cat a.log; fail "first run"; }
+grep -q '^ftmpi: eval loss [0-9.]* at step 2 is the lowest so far: ck/step-000002.h5 is kept as the best (keep_best)$' a.log ||
     { cat a.log; fail "no best at step 2"; }
+grep -q '^ftmpi: checkpoint ck/step-000002.h5 written in ' a.log ||
+    { cat a.log; fail "no checkpoint line naming ck/step-000002.h5"; }
 best_step() { sed -n 's/^eval *\([0-9]*\) | loss \([0-9.]*\) .*/\2 \1/p' "$@" | sort -n | head -n 1 | awk '{ print $2 }'; }
 b=$(best_step a.log)
 [ "$(cut -d' ' -f1 ck/best)" = "$(printf 'step-%06d.h5' "$b")" ] || { cat ck/best; fail "best is not step $b"; }

@@ -8,8 +8,12 @@
 #   and allow_nonfinite; allow_nonfinite = true loads it with a warning, and the error of
 #   the NaN steps that follow no longer claims that a checkpoint is clean;
 # - a LoRA run's frozen base (model.weights) holding NaN or Inf is refused the same way,
-#   naming the file and the tensor;
+#   naming the file and the tensor, and so are adapters seeded from a PEFT directory
+#   (model.adapter; written by ftmpi-convert export --adapter, one value set to NaN in
+#   adapter_model.safetensors), naming that file and the tensor's PEFT key;
 # - a NaN stop after a clean checkpoint names that checkpoint;
+# - checkpoint_dir typed with a trailing slash ("ck/", as shell completion adds it) gives
+#   one slash in every message naming a checkpoint file (ftmpi and ftmpi-generate);
 # - a collapsed run (loss ln V, gradient norm 0: final norm and lm_head zeroed) stops with
 #   exit 88 and one line after collapse_steps steps.
 . "$(dirname "$0")/../train/lib.sh"
@@ -27,7 +31,7 @@ one_line() { # LOG PATTERN WHAT: exactly one line matches, and no MPI_ABORT bann
 for zero in "zero_stage=0" "zero_stage=3 offload_optimizer=true"; do
     rm -rf ck
     # shellcheck disable=SC2086
-    run_ranks 2 s.cfg $common $zero max_steps=3 optimizer.lr=1e39 checkpoint_dir=ck save_every=1 > a.log 2>&1
+    run_ranks 2 s.cfg $common $zero max_steps=3 optimizer.lr=1e39 checkpoint_dir=ck/ save_every=1 > a.log 2>&1
     rc=$?
     [ $rc -eq 1 ] || { cat a.log; fail "diverged run ($zero): exit $rc, not 1"; }
     one_line a.log "ck/step-000001.h5: the parameters .*hold NaN or Inf (first in .*): not written" "diverged run ($zero)"
@@ -95,6 +99,41 @@ run_ranks 1 wl.cfg $common max_steps=2 model.weights=wc.h5 checkpoint_dir=lck > 
     { cat dg.log; fail "a clean LoRA base"; }
 grep -q "NaN or Inf" dg.log && { cat dg.log; fail "a clean LoRA base reported non-finite"; }
 echo "ok: a LoRA base holding Inf is refused, naming the tensor"
+# D3: a PEFT adapter directory (model.adapter) with a NaN in one lora_B tensor, on 1 rank
+# and on 2 at stage 3: one line naming the directory's safetensors file and the key
+"$B/ftmpi-convert" export -q --adapter lck/step-000002.h5 ad > x.log 2>&1 || { cat x.log; fail "export --adapter"; }
+cp -r ad adn
+# st_poison FILE KEY ELEMENT: sets element ELEMENT of tensor KEY (F32 or BF16) to NaN, in
+# place. A safetensors file is an 8-byte little-endian header length, the JSON header
+# (KEY: dtype, shape, data_offsets [begin, end) from the end of the header), the data.
+st_poison() {
+    hlen=$(od -An -tu8 -N8 "$1" | tr -d ' ')
+    set -- "$1" "$2" "$3" $(dd if="$1" bs=1 skip=8 count="$hlen" 2>/dev/null |
+        sed -n "s/.*\"$2\":{\"dtype\":\"\([A-Z0-9]*\)\",\"shape\":\[[0-9,]*\],\"data_offsets\":\[\([0-9]*\),.*/\1 \2/p")
+    [ $# -eq 5 ] || fail "st_poison: no tensor $2 in $1"
+    case $4 in
+    F32) printf '\000\000\300\177' | dd of="$1" bs=1 seek=$((8 + hlen + $5 + 4 * $3)) conv=notrunc 2>/dev/null ;;
+    BF16) printf '\300\177' | dd of="$1" bs=1 seek=$((8 + hlen + $5 + 2 * $3)) conv=notrunc 2>/dev/null ;;
+    *) fail "st_poison: dtype $4" ;;
+    esac
+}
+st_poison adn/adapter_model.safetensors base_model.model.model.layers.1.mlp.up_proj.lora_B.weight 3
+cmp -s ad/adapter_model.safetensors adn/adapter_model.safetensors && fail "st_poison changed nothing"
+run_ranks 1 wl.cfg $common max_steps=2 model.weights=wc.h5 model.adapter=ad > dc.log 2>&1 ||
+    { cat dc.log; fail "a clean adapter directory"; }
+grep -q "NaN or Inf" dc.log && { cat dc.log; fail "a clean adapter directory reported non-finite"; }
+adapter_msg="adn/adapter_model.safetensors: the adapters hold NaN or Inf (first in base_model.model.model.layers.1.mlp.up_proj.lora_B.weight)"
+for v in "1 zero_stage=0" "2 zero_stage=3"; do
+    # shellcheck disable=SC2086
+    run_ranks "${v%% *}" wl.cfg $common ${v#* } max_steps=2 model.weights=wc.h5 model.adapter=adn/ > dn.log 2>&1
+    rc=$?
+    [ $rc -eq 1 ] || { cat dn.log; fail "NaN adapter directory ($v): exit $rc, not 1"; }
+    one_line dn.log "^ftmpi: $adapter_msg: LoRA training from them cannot work; use a clean adapter directory (ftmpi-convert export --adapter writes one from a LoRA checkpoint), or set allow_nonfinite = true to load it anyway (to inspect it)$" "NaN adapter directory ($v)"
+done
+run_ranks 1 wl.cfg $common max_steps=1 model.weights=wc.h5 model.adapter=adn allow_nonfinite=true > dw.log 2>&1
+grep -q "^ftmpi: warning: $adapter_msg; loaded because allow_nonfinite = true$" dw.log ||
+    { cat dw.log; fail "NaN adapter directory with allow_nonfinite: no warning"; }
+echo "ok: a PEFT adapter directory holding NaN is refused, naming its file and the tensor"
 # the adapters of a LoRA checkpoint: named as adapters, not as the head
 "$POISON" lck/step-000002.h5 /model/model.layers.1.mlp.up_proj.lora_B.weight 3 nan || fail "poison an adapter"
 run_ranks 1 wl.cfg $common max_steps=3 model.weights=wc.h5 checkpoint_dir=lck resume=auto > da.log 2>&1
@@ -103,11 +142,12 @@ rc=$?
 one_line da.log "lck/step-000002.h5: the parameters hold NaN or Inf (first in the adapters of model.layers.1): training from it cannot work" "NaN adapter checkpoint"
 echo "ok: a LoRA checkpoint holding NaN is refused, naming the adapters' layer"
 
-# E: a NaN stop after a clean checkpoint names it
+# E: a NaN stop after a clean checkpoint names it (checkpoint_dir typed as "ck/")
 rm -rf ck
-FTMPI_FAULT=nan:3 run_ranks 2 s.cfg $common max_steps=4 checkpoint_dir=ck save_every=2 > e.log 2>&1 &&
+FTMPI_FAULT=nan:3 run_ranks 2 s.cfg $common max_steps=4 checkpoint_dir=ck/ save_every=2 > e.log 2>&1 &&
     fail "the NaN step did not stop the run"
 one_line e.log "step 3: .*is not finite .*the last checkpoint, ck/step-000002.h5, holds only finite values" "NaN stop"
+one_line e.log "^ftmpi: checkpoint ck/step-000002.h5 written in " "checkpoint line"
 echo "ok: the NaN stop names the last (clean) checkpoint"
 
 # F: collapse: the head zeroed with its moments gives loss ln V and gradient 0 forever
@@ -132,4 +172,10 @@ rc=$?
     { cat g.err; fail "generate on a NaN checkpoint: unexpected message"; }
 "$GEN" p --ids 1,2 --max-new-tokens 2 --allow-nonfinite > /dev/null 2>&1 ||
     fail "generate --allow-nonfinite refused the checkpoint"
+# the directory typed as "p/": the file is named with one slash
+"$GEN" p/ --ids 1,2 --max-new-tokens 2 > g.out 2> g.err
+rc=$?
+[ $rc -eq 1 ] || { cat g.err; fail "generate on p/: exit $rc, not 1"; }
+[ "$(wc -l < g.err)" -eq 1 ] && grep -q "^ftmpi-generate: p/step-000002.h5: /model/model.layers.1.mlp.up_proj.weight holds NaN or Inf: " g.err ||
+    { cat g.err; fail "generate on p/: unexpected message"; }
 echo "ok: ftmpi-generate refuses a NaN checkpoint in one line: $(cut -c1-100 g.err)..."

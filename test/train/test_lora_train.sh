@@ -9,8 +9,8 @@
 #    still give the losses and adapters of 1 rank, and the losses differ from no dropout;
 #  - resume is bitwise (losses, adapters and their AdamW state), for Llama, Qwen2,
 #    GPT-NeoX's fused query_key_value, and Llama with dropout;
-#  - a LoRA checkpoint does not resume a full run, nor adapters of another rank: one
-#    line, exit 2.
+#  - a LoRA checkpoint does not resume a full run, nor adapters of another rank (from a
+#    checkpoint or a PEFT directory in model.adapter): one line, exit 2.
 . "$(dirname "$0")/lib.sh"
 "$GENDATA" --rows 96 --seq-len 32 --digits 2 train.h5 >/dev/null || fail "gendata"
 write_small_cfg s.cfg
@@ -113,4 +113,10 @@ run_ranks 1 s.cfg $common lora.rank=0 checkpoint_dir=ck1 resume=auto > w.log 2>&
 run_ranks 1 s.cfg $common lora.rank=8 checkpoint_dir=ck1 resume=auto > w.log 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "adapters of rank 4, alpha 8 on .*this run's lora group asks for rank 8" w.log ||
     { cat w.log; fail "adapters of another rank resumed (exit $rc)"; }
+# nor a PEFT directory of another rank (model.adapter, typed with a trailing slash: the
+# line names its adapter_config.json with one slash)
+"$B/ftmpi-convert" export -q --adapter ck1/step-000008.h5 ad > x.log 2>&1 || { cat x.log; fail "export --adapter"; }
+run_ranks 1 s.cfg $common lora.rank=8 model.adapter=ad/ > w.log 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "^ftmpi: command line: model.adapter=ad/: ad/adapter_config.json: r 4, lora_alpha 8, target_modules q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj; the run's lora group has rank 8, alpha 8, targets .*: set the lora group to the adapter's$" w.log ||
+    { cat w.log; fail "a PEFT directory of another rank (exit $rc)"; }
 echo "LoRA trains alike on 1-3 ranks at every stage and resumes bitwise"

@@ -43,6 +43,10 @@ i=0; until grep -q "^step " j1.log; do
 done
 expect 1 "checkpoint_dir shared: in use by another running job (pid $j1 on " "a second job" \
     max_steps=1 checkpoint_dir=shared
+# the directory typed with a trailing slash (shell completion adds one): one slash in the
+# lock file's name
+expect 1 "^ftmpi: checkpoint_dir shared/: in use by another running job (pid $j1 on [^)]*holds shared/\.ftmpi-lock); give this run its own checkpoint_dir" \
+    "a second job, checkpoint_dir shared/" max_steps=1 checkpoint_dir=shared/
 kill -KILL $j1; wait $j1 2>/dev/null
 run_ranks 1 s.cfg $common max_steps=1 checkpoint_dir=shared > j3.log 2>&1 ||
     { cat j3.log; fail "the lock outlived the killed job"; }
