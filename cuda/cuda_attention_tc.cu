@@ -189,8 +189,7 @@ __global__ void __launch_bounds__(TC_THREADS)
                 ft_ldmatrix<4, false>(kf, Kt + tc_bt_pair_row(n * 8, lane, P) + ks * 16);
 #pragma unroll
                 for (int m = 0; m < MT; m++) {
-                    ft_mma_m16n8k16_bf16(s[m][n], qf[m], kf, s[m][n]);
-                    ft_mma_m16n8k16_bf16(s[m][n + 1], qf[m], kf + 2, s[m][n + 1]);
+                    tc_mma_pair(s[m][n], s[m][n + 1], qf[m], kf);
                 }
             }
         }
@@ -274,8 +273,7 @@ __global__ void __launch_bounds__(TC_THREADS)
                 ft_ldmatrix<4, true>(vf, Vt + tc_b_pair_row(j * 16, d * 8, lane, P));
 #pragma unroll
                 for (int m = 0; m < MT; m++) {
-                    ft_mma_m16n8k16_bf16(o[m][d], pa[m], vf, o[m][d]);
-                    ft_mma_m16n8k16_bf16(o[m][d + 1], pa[m], vf + 2, o[m][d + 1]);
+                    tc_mma_pair(o[m][d], o[m][d + 1], pa[m], vf);
                 }
             }
         }

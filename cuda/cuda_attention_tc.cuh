@@ -84,6 +84,15 @@ __device__ __forceinline__ int tc_b_pair_row(int k0, int c0, int lane, int pitch
     return (k0 + lane % 16) * pitch + c0 + 8 * (lane / 16);
 }
 
+/* c0 += A B0 and c1 += A B1: one A fragment against the two 8-column groups whose B
+ * fragments one ldmatrix.x4 of tc_bt_pair_row or tc_b_pair_row loaded (b[0..1], b[2..3]). */
+__device__ __forceinline__ void tc_mma_pair(float c0[4], float c1[4], const uint32_t a[4],
+                                            const uint32_t b[4])
+{
+    ft_mma_m16n8k16_bf16(c0, a, b, c0);
+    ft_mma_m16n8k16_bf16(c1, a, b + 2, c1);
+}
+
 /* 2^x by the special-function unit (one MUFU.EX2, denormal results flushed to zero:
  * probabilities under 2^-126 of the row's maximum are zero either way); the harness uses
  * libm's. ex2(-inf) = +0 and ex2(0) = 1, which the masked and first-tile paths rely on. */

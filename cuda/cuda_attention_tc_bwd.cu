@@ -120,10 +120,8 @@ __device__ __forceinline__ void tc_bwd_st_step(float (*x)[4], float (*y)[4], con
     uint32_t xf[4], yf[4];
     ft_ldmatrix<4, false>(xf, X + off);
     ft_ldmatrix<4, false>(yf, Y + off);
-    ft_mma_m16n8k16_bf16(x[n], a1, xf, x[n]);
-    ft_mma_m16n8k16_bf16(x[n + 1], a1, xf + 2, x[n + 1]);
-    ft_mma_m16n8k16_bf16(y[n], a2, yf, y[n]);
-    ft_mma_m16n8k16_bf16(y[n + 1], a2, yf + 2, y[n + 1]);
+    tc_mma_pair(x[n], x[n + 1], a1, xf);
+    tc_mma_pair(y[n], y[n + 1], a2, yf);
 }
 
 /* Both score products of N column groups over all k-steps, the warp's row fragments
@@ -213,8 +211,7 @@ __device__ __forceinline__ void tc_dq_atomic(float *dq_acc, const uint16_t *dsT,
         for (int j = 0; j < BKV / 16; j++) {
             uint32_t kf[4];
             ft_ldmatrix<4, true>(kf, Ks + tc_b_pair_row(j * 16, d * 8, lane, P));
-            ft_mma_m16n8k16_bf16(acc[0], af[j], kf, acc[0]);
-            ft_mma_m16n8k16_bf16(acc[1], af[j], kf + 2, acc[1]);
+            tc_mma_pair(acc[0], acc[1], af[j], kf);
         }
 #pragma unroll
         for (int h2 = 0; h2 < 2; h2++) {
@@ -380,10 +377,8 @@ __global__ void __launch_bounds__(TC_THREADS)
                     uint32_t of[4], qf[4];
                     ft_ldmatrix<4, true>(of, dOt + off);
                     ft_ldmatrix<4, true>(qf, Qt + off);
-                    ft_mma_m16n8k16_bf16(dva[d], pa, of, dva[d]);
-                    ft_mma_m16n8k16_bf16(dva[d + 1], pa, of + 2, dva[d + 1]);
-                    ft_mma_m16n8k16_bf16(dka[d], sa, qf, dka[d]);
-                    ft_mma_m16n8k16_bf16(dka[d + 1], sa, qf + 2, dka[d + 1]);
+                    tc_mma_pair(dva[d], dva[d + 1], pa, of);
+                    tc_mma_pair(dka[d], dka[d + 1], sa, qf);
                 }
             }
             if constexpr (FUSED)
@@ -536,8 +531,7 @@ __global__ void __launch_bounds__(TC_THREADS)
             for (int d = 0; d < DT; d += 2) {
                 uint32_t kf[4];
                 ft_ldmatrix<4, true>(kf, Kt + tc_b_pair_row(j * 16, d * 8, lane, P));
-                ft_mma_m16n8k16_bf16(dqa[d], sa, kf, dqa[d]);
-                ft_mma_m16n8k16_bf16(dqa[d + 1], sa, kf + 2, dqa[d + 1]);
+                tc_mma_pair(dqa[d], dqa[d + 1], sa, kf);
             }
         }
     }

@@ -63,6 +63,23 @@ int ft_guard_before_write(ft_engine *e, const ft_model_layout *l, const char *wh
     return -1;
 }
 
+/* The answer to NaN or Inf found on loading `file`: "<file>: <holder> NaN or Inf (first in
+ * <first>)", a warning when allow_nonfinite (0), else the error with `advice` (-1). */
+static int nonfinite_verdict(bool allow, FILE *out, ft_error *err, const char *file,
+                             const char *holder, const char *first, const char *advice)
+{
+    if (allow) {
+        if (out)
+            fprintf(out, "ftmpi: warning: %s: %s NaN or Inf (first in %s); loaded because "
+                         "allow_nonfinite = true\n", file, holder, first);
+        return 0;
+    }
+    ft_fail(err, "%s: %s NaN or Inf (first in %s): %s, or set allow_nonfinite = true to load it "
+                 "anyway (to inspect it)", file, holder, first, advice);
+    err->flags |= FT_ERR_SHARED;
+    return -1;
+}
+
 int ft_guard_after_load(ft_engine *e, const ft_model_layout *l, const char *path, bool allow,
                         FILE *out, long *last_ckpt_step, ft_error *err)
 {
@@ -71,18 +88,10 @@ int ft_guard_after_load(ft_engine *e, const ft_model_layout *l, const char *path
     const int found = find_nonfinite(e, l, &f, unit, err);
     if (found <= 0)
         return found;
-    if (allow) {
+    if (allow)
         *last_ckpt_step = -1;
-        if (out)
-            fprintf(out, "ftmpi: warning: %s: %s NaN or Inf (first in %s); loaded because "
-                         "allow_nonfinite = true\n", path, what_name(f.what), unit);
-        return 0;
-    }
-    ft_fail(err, "%s: %s NaN or Inf (first in %s): training from it cannot work; resume from "
-                 "an earlier checkpoint, or set allow_nonfinite = true to load it anyway (to "
-                 "inspect it)", path, what_name(f.what), unit);
-    err->flags |= FT_ERR_SHARED;
-    return -1;
+    return nonfinite_verdict(allow, out, err, path, what_name(f.what), unit,
+                             "training from it cannot work; resume from an earlier checkpoint");
 }
 
 int ft_guard_base_after_load(ft_engine *base, const ft_model_layout *l, const char *path,
@@ -93,18 +102,9 @@ int ft_guard_base_after_load(ft_engine *base, const ft_model_layout *l, const ch
     const int found = find_nonfinite(base, l, &f, tensor, err);
     if (found <= 0)
         return found;
-    if (allow) {
-        if (out)
-            fprintf(out, "ftmpi: warning: %s: the frozen base model's parameters hold NaN or Inf "
-                         "(first in %s); loaded because allow_nonfinite = true\n", path, tensor);
-        return 0;
-    }
-    ft_fail(err, "%s: the frozen base model's parameters hold NaN or Inf (first in %s): LoRA "
-                 "training on it cannot work; use a clean weights file (re-import the model "
-                 "with ftmpi-convert import), or set allow_nonfinite = true to load it anyway "
-                 "(to inspect it)", path, tensor);
-    err->flags |= FT_ERR_SHARED;
-    return -1;
+    return nonfinite_verdict(allow, out, err, path, "the frozen base model's parameters hold",
+                             tensor, "LoRA training on it cannot work; use a clean weights file "
+                                     "(re-import the model with ftmpi-convert import)");
 }
 
 /* The PEFT key of the first tensor of adapter unit u in directory dir that holds NaN or
@@ -151,18 +151,10 @@ int ft_guard_adapter_after_load(ft_engine *e, const ft_model_layout *l, const ch
     adapter_nonfinite_key(dir, base, f.unit, key, sizeof key);
     ft_path_join(file, sizeof file, dir, FT_PEFT_WEIGHTS_NAME);
     const char *where = key[0] ? key : unit;
-    if (allow) {
-        if (out)
-            fprintf(out, "ftmpi: warning: %s: the adapters hold NaN or Inf (first in %s); loaded "
-                         "because allow_nonfinite = true\n", file, where);
-        return 0;
-    }
-    ft_fail(err, "%s: the adapters hold NaN or Inf (first in %s): LoRA training from them "
-                 "cannot work; use a clean adapter directory (ftmpi-convert export --adapter "
-                 "writes one from a LoRA checkpoint), or set allow_nonfinite = true to load it "
-                 "anyway (to inspect it)", file, where);
-    err->flags |= FT_ERR_SHARED;
-    return -1;
+    return nonfinite_verdict(allow, out, err, file, "the adapters hold", where,
+                             "LoRA training from them cannot work; use a clean adapter "
+                             "directory (ftmpi-convert export --adapter writes one from a LoRA "
+                             "checkpoint)");
 }
 
 bool ft_collapse_step(ft_collapse *c, double loss, double grad_norm, long vocab, long limit)
