@@ -306,8 +306,8 @@ def main():
             if "make check" in cmd:
                 for m in re.findall(r"TESTS=(\S+)\.sh", cmd):
                     tl = os.path.join(build, m + ".log")
-                    if os.path.exists(tl):
-                        log += open(tl).read()
+                    if os.path.exists(tl):  # the test's own words before make's summary
+                        log = open(tl).read() + log
             caught = rc != 0
             rows.append((name, what, cmd.split(" TESTS=")[-1] if "TESTS=" in cmd else
                          ("test_cuda_ops, 4 orders" if cmd == OPS_ALL_ORDERS else
