@@ -5,10 +5,13 @@
 
 Makes a scratch worktree of HEAD, builds it once with --with-cuda-emulation, then for
 each defect: applies it (one exact textual change), rebuilds, runs the test that should
-catch it, and reports whether that test failed and the first line that says why. Exit
-status 0 when every defect was caught. The table it prints is the one in
-doc/cuda-emulation.md ("Deliberate defects"). Developer tool: it takes several minutes
-(a rebuild and a test per defect), so CI does not run it.
+catch it, and reports whether that test failed and the first line that says why (for a
+test run in every thread order, which orders failed). A defect whose text no longer occurs
+exactly once in HEAD stops the run before the build: re-target it. One that does not
+compile is reported as such, never as caught. Exit status 0 when every defect was caught.
+The table it prints has the columns of the one in doc/cuda-emulation.md ("Evidence that
+it catches bugs"), which summarises its last column. Developer tool: all 37 take about 15
+minutes on two cores (a rebuild and a test per defect), so CI does not run it.
 """
 import os
 import re
@@ -17,9 +20,20 @@ import subprocess
 import sys
 import tempfile
 
-OPS_ALL_ORDERS = "for o in forward reverse random warp-serial; do CUDAEMU_ORDER=$o ./test/cuda/test_cuda_ops || exit 1; done"
+ORDERS = ("forward", "reverse", "random", "warp-serial")
+
+
+def all_orders(test):
+    """Runs test in every thread order of the harness (not stopping at the first that
+    fails, so the table can say which orders expose the defect); fails if any does."""
+    return (f"rc=0; for o in {' '.join(ORDERS)}; do CUDAEMU_ORDER=$o ./test/cuda/{test} || "
+            "{ rc=1; echo \"defects: order $o: failed\"; }; done; exit $rc")
+
+
+OPS_ALL_ORDERS = all_orders("test_cuda_ops")
 TRAIN = "FT_CUDA_TRAIN_CASES='{}' make check TESTS=test/cuda/test_cuda_train.sh"
 ATTN_TC = "./test/cuda/test_attention_tc"
+ATTN_TC_ALL_ORDERS = all_orders("test_attention_tc")
 ATTN_CUDNN = "./test/cuda/test_attention_cudnn"
 
 # name, file, old text, new text, what the defect is, the command that must fail
@@ -40,13 +54,13 @@ DEFECTS = [
      "removed barrier: a block sum reads the warps' partial sums before all are written",
      OPS_ALL_ORDERS),
     ("bound-rmsnorm-fwd", "cuda/cuda_rmsnorm.cu",
-     "    for (int j = threadIdx.x; j < dim; j += blockDim.x)\n        yr[j] = xr[j] * rs * w[j];",
-     "    for (int j = threadIdx.x; j <= dim; j += blockDim.x)\n        yr[j] = xr[j] * rs * w[j];",
+     "    for (int j = threadIdx.x; j < dim; j += blockDim.x)\n        ft_st(yr, j, ft_ld(xr, j) * rs * ft_ld(w, j));",
+     "    for (int j = threadIdx.x; j <= dim; j += blockDim.x)\n        ft_st(yr, j, ft_ld(xr, j) * rs * ft_ld(w, j));",
      "off-by-one bound: rmsnorm forward writes one element past its row",
      OPS_ALL_ORDERS),
     ("bound-attention-tiles", "cuda/cuda_attention.cu",
-     "            o[r][c] = 0.0f;\n    }\n\n    const int nkt = (q0 + qn - 1) / BK + 1;",
-     "            o[r][c] = 0.0f;\n    }\n\n    const int nkt = (q0 + qn - 1) / BK;",
+     "            o[r][c] = 0.0f;\n    }\n\n    const int nkt = ft_mask_end_key_tile(q0, qn, BK);",
+     "            o[r][c] = 0.0f;\n    }\n\n    const int nkt = ft_mask_end_key_tile(q0, qn, BK) - 1;",
      "off-by-one bound: attention forward skips the last key tile",
      "./test/cuda/test_cuda_ops"),
     ("bound-decode-keys", "cuda/cuda_attention_decode.cu",
@@ -83,18 +97,21 @@ DEFECTS = [
      "wrong NCCL count: reduce-scatter of one element more per rank than the buffers hold",
      TRAIN.format("2:2")),
     ("cublaslt-ld", "cuda/cuda_matmul.c",
-     "    lt_check(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_32F, b_rows, b_cols, (int64_t)b_rows),",
-     "    lt_check(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_32F, b_rows, b_cols, (int64_t)b_cols),",
+     "    lt_check(cublasLtMatrixLayoutCreate(&p->la, lt_type(p->types.b), b_rows, b_cols, (int64_t)b_rows),",
+     "    lt_check(cublasLtMatrixLayoutCreate(&p->la, lt_type(p->types.b), b_rows, b_cols, (int64_t)b_cols),",
      "wrong cuBLASLt leading dimension for the first operand",
      "./test/cuda/test_cuda_ops"),
     ("window-mask", "cuda/cuda_attention_tc.cuh",
-     "(a.window == 0 || col > row - a.window)",
-     "(a.window == 0 || col >= row - a.window)",
+     # the rule itself (ft_mask_sees, backend/attention_mask.h) is the CPU reference's
+     # too: changed there, both sides would agree. The CUDA side's use of it is mutated.
+     "    bool vis = ft_mask_sees(row, col, a.window) && col < a.seq && row < a.seq;",
+     "    bool vis = (ft_mask_sees(row, col, a.window) || (a.window > 0 && col == row - a.window)) &&\n"
+     "               col < a.seq && row < a.seq;",
      "off-by-one window: tensor-core attention lets a query see one key too far back",
      ATTN_TC),
     ("skip-window-tile", "cuda/cuda_attention_tc.cuh",
-     "max(0, q0 - a.window + 1) / bk : 0;",
-     "max(0, q0 - a.window + bk) / bk : 0;",
+     "    return ft_mask_first_key_tile(q0, a.window, bk);",
+     "    return (ft_mask_first_key(q0, a.window) + bk - 1) / bk;",
      "tile skipping: the key walk starts past the tile that straddles the window's edge",
      ATTN_TC),
     ("skip-document-tile", "cuda/cuda_attention_tc.cuh",
@@ -105,14 +122,76 @@ DEFECTS = [
     ("no-document-skip", "cuda/cuda_attention_tc.cuh",
      "    return r.x <= other.y && other.x <= r.y;",
      "    return r.x <= r.y;",
-     "no document skipping: every tile below the diagonal computed and masked (results right)",
+     "no document skipping in the tile walks: every tile below the diagonal staged, each warp "
+     "then skips it (results right)",
      ATTN_TC),
     ("no-window-stop-dkdv", "cuda/cuda_attention_tc_bwd.cu",
-     "            if (tc_before_window(a, q0, k0, kn))\n"
-     "                break; /* later query tiles are further past the window */\n",
-     "",
+     "            if (qt >= nqt || tc_before_window(a, q0, k0, kn)) { /* later tiles: further out */",
+     "            if (qt >= nqt) { /* later tiles: further out */",
      "no window stop: the dK/dV pass computes query tiles past the window (results right)",
      ATTN_TC),
+    # The per-warp classification of a tile pair (tc_pair_class) and its use in the three
+    # kernels: a bare tile that needed the mask, a skip too eager, the mask everywhere.
+    ("bare-documents", "cuda/cuda_attention_tc.cuh",
+     "    const bool bare = qv == qn && kv == kn && ft_mask_tile_all_seen(q0, qn, k0, kn, a.window) &&\n"
+     "                      (!a.segment || (qr.x == qr.y && kr.x == kr.y && qr.x == kr.x));",
+     "    const bool bare = qv == qn && kv == kn && ft_mask_tile_all_seen(q0, qn, k0, kn, a.window);",
+     "warp classification: a tile pair across a document boundary taken as bare (no mask)",
+     ATTN_TC),
+    ("bare-past-end", "cuda/cuda_attention_tc.cuh",
+     "    const bool bare = qv == qn && kv == kn && ft_mask_tile_all_seen",
+     "    const bool bare = ft_mask_tile_all_seen",
+     "warp classification: a tile pair reaching past the sequence's end taken as bare",
+     ATTN_TC),
+    ("skip-diagonal-eager", "cuda/cuda_attention_tc.cuh",
+     "k0 > q0 + qv - 1 ||",
+     "k0 >= q0 + qv - 1 ||",
+     "warp classification: off-by-one causal skip, a key tile starting at the warp's last "
+     "query skipped",
+     ATTN_TC),
+    ("mask-everywhere-fwd", "cuda/cuda_attention_tc.cu",
+     "        const bool masked = cls == TC_MASKED;\n        TC_COUNT_WARP_TILE(3, masked);",
+     "        const bool masked = true;\n        TC_COUNT_WARP_TILE(3, masked);",
+     "forward: the mask evaluated on every tile, bare ones too (results right)",
+     ATTN_TC),
+    ("mask-everywhere-dq", "cuda/cuda_attention_tc_bwd.cu",
+     "        const bool masked = cls == TC_MASKED;\n        TC_COUNT_WARP_TILE(7, masked);",
+     "        const bool masked = true;\n        TC_COUNT_WARP_TILE(7, masked);",
+     "dQ pass: the mask evaluated on every tile, bare ones too (results right)",
+     ATTN_TC),
+    ("dkdv-block-keys", "cuda/cuda_attention_tc_bwd.cu",
+     "tc_pair_class(a, q0, TC_BQ, tc_segment_range(a, b, q0, qn), kw0, 16, kwr);",
+     "tc_pair_class(a, q0, TC_BQ, tc_segment_range(a, b, q0, qn), k0, 16, kwr);",
+     "dK/dV pass: each warp classifies the block's first 16 keys instead of its own",
+     ATTN_TC),
+    # The double-buffered walks: the barrier after the wait, and the prefetch's buffer.
+    ("barrier-dq-tile", "cuda/cuda_attention_tc_bwd.cu",
+     "        __syncthreads(); /* tile kt visible to all; everyone is done with the previous one */\n"
+     "        TC_COUNT_TILE(2);",
+     "        TC_COUNT_TILE(2);",
+     "removed barrier: the dQ pass reads a key tile other threads' copies have not filled",
+     ATTN_TC_ALL_ORDERS),
+    ("barrier-dkdv-tile", "cuda/cuda_attention_tc_bwd.cu",
+     "        __syncthreads(); /* tile visible to all; everyone is done with the previous one */\n"
+     "        TC_COUNT_TILE(1);",
+     "        TC_COUNT_TILE(1);",
+     "removed barrier: the dK/dV pass reads a query tile other threads' copies have not filled",
+     ATTN_TC_ALL_ORDERS),
+    ("buffer-dq-prefetch", "cuda/cuda_attention_tc_bwd.cu",
+     "tc_stage<HDMAX, TC_BK>(Ks + (buf ^ 1) * TC_BK * P,",
+     "tc_stage<HDMAX, TC_BK>(Ks + buf * TC_BK * P,",
+     "double buffering: the dQ pass prefetches the next key tile into the one in use",
+     ATTN_TC_ALL_ORDERS),
+    ("buffer-dkdv-prefetch", "cuda/cuda_attention_tc_bwd.cu",
+     "                stage_queries(buf ^ 1, gi, qt);",
+     "                stage_queries(buf, gi, qt);",
+     "double buffering: the dK/dV pass prefetches the next query tile into the one in use",
+     ATTN_TC_ALL_ORDERS),
+    ("buffer-fwd-prefetch", "cuda/cuda_attention_tc.cu",
+     "            tc_stage<HDMAX, BK>(Vs + (buf ^ 1) * BK * P,",
+     "            tc_stage<HDMAX, BK>(Vs + buf * BK * P,",
+     "double buffering: the forward prefetches the next V tile into the one in use",
+     ATTN_TC_ALL_ORDERS),
     ("sum-squares-no-sync", "cuda/cuda_backend.c",
      "    ft_cuda_check(cudaStreamSynchronize(st->stream), \"sum_squares (synchronize)\");\n",
      "",
@@ -168,18 +247,31 @@ def run(cmd, cwd, timeout=900):
 
 
 def why(log):
-    """The first line that says what caught the defect."""
-    for pat in (r"^cudaemu: .*", r".*ftmpi: CUDA backend: .*", r"^FAIL[: ].*", r".*FAIL.*"):
+    """The first line that says what caught the defect (from where it starts: a test's
+    stdout and stderr may share a line), and the thread orders that failed, if counted."""
+    failed = re.findall(r"^defects: order (\S+): failed", log, re.M)
+    orders = "" if not failed else (" (all four orders)" if len(failed) == len(ORDERS) else
+                                    " (orders: " + ", ".join(failed) + ")")
+    for pat in (r"^cudaemu: .*", r"ftmpi: CUDA backend: .*", r"^FAIL[: ].*", r".*FAIL.*"):
         for line in log.splitlines():
-            if re.match(pat, line):
-                return line.strip()[:160]
-    return "(failed; see log)"
+            m = re.search(pat, line)
+            if m:
+                return m.group(0).strip()[:160] + orders
+    return "(failed; see log)" + orders
 
 
 def main():
     keep = "--keep" in sys.argv
     names = [a for a in sys.argv[1:] if not a.startswith("--")]
     top = subprocess.check_output(["git", "rev-parse", "--show-toplevel"]).decode().strip()
+    # every selected defect must still apply to HEAD before the long build starts
+    for name, path, old, _, _, _ in DEFECTS:
+        if names and name not in names:
+            continue
+        n = subprocess.check_output(["git", "-C", top, "show", "HEAD:" + path]).decode().count(old)
+        if n != 1:
+            sys.exit(f"defects: {name}: the text to change occurs {n} times in {path} "
+                     "(HEAD), not once: re-target it at the current code")
     work = tempfile.mkdtemp(prefix="ftmpi-defects.")
     tree = os.path.join(work, "tree")
     subprocess.check_call(["git", "-C", top, "worktree", "add", "-q", "--detach", tree, "HEAD"])
@@ -200,18 +292,29 @@ def main():
             if text.count(old) != 1:
                 sys.exit(f"defects: {name}: the text to change is not in {path} exactly once")
             open(f, "w").write(text.replace(old, new))
-            rc, log = run("make -j2 >/dev/null 2>&1 && make -j2 test/cuda/test_cuda_ops "
-                          "test/cuda/test_attention_tc test/cuda/test_attention_cudnn >/dev/null 2>&1 && " + cmd, build)
+            # A defect that does not compile (-Werror included) is caught by no test: it
+            # is reported apart, never counted as caught.
+            rc, log = run("make -j2 2>&1 >/dev/null && make -j2 test/cuda/test_cuda_ops "
+                          "test/cuda/test_attention_tc test/cuda/test_attention_cudnn 2>&1 >/dev/null",
+                          build)
+            if rc:
+                open(f, "w").write(text)
+                print(log[-2000:])
+                rows.append((name, what, "-", False, "DOES NOT BUILD"))
+                print(f"BROKEN: {name}: the tree with this defect does not build", flush=True)
+                continue
+            rc, log = run(cmd, build)
             if "make check" in cmd:
                 for m in re.findall(r"TESTS=(\S+)\.sh", cmd):
                     tl = os.path.join(build, m + ".log")
-                    if os.path.exists(tl):
-                        log += open(tl).read()
+                    if os.path.exists(tl):  # the test's own words before make's summary
+                        log = open(tl).read() + log
             caught = rc != 0
-            rows.append((name, what, cmd.split(" TESTS=")[-1] if "TESTS=" in cmd else
-                         ("test_cuda_ops, 4 orders" if cmd == OPS_ALL_ORDERS else
-                          cmd.split("/")[-1]),
-                         caught, why(log) if caught else "NOT CAUGHT"))
+            test = (os.path.basename(cmd.split(" TESTS=")[-1]) if "TESTS=" in cmd else
+                    "test_cuda_ops, 4 orders" if cmd == OPS_ALL_ORDERS else
+                    "test_attention_tc, 4 orders" if cmd == ATTN_TC_ALL_ORDERS else
+                    cmd.split("/")[-1])
+            rows.append((name, what, test, caught, why(log) if caught else "NOT CAUGHT"))
             print(f"{'caught' if caught else 'MISSED'}: {name}: {rows[-1][4]}", flush=True)
             open(f, "w").write(text)
     finally:
@@ -219,10 +322,11 @@ def main():
             subprocess.call(["git", "-C", top, "worktree", "remove", "--force", tree])
             shutil.rmtree(work, ignore_errors=True)
     print()
-    print("| defect | what | test | caught by |")
-    print("|---|---|---|---|")
+    # the columns of the table in doc/cuda-emulation.md, whose last column summarises the line
+    print("| defect | test | what caught it |")
+    print("|---|---|---|")
     for name, what, test, caught, line in rows:
-        print(f"| `{name}` | {what} | {test} | {line.replace('|', '/')} |")
+        print(f"| `{name}`: {what} | {test} | {line.replace('|', '/')} |")
     sys.exit(0 if all(r[3] for r in rows) else 1)
 
 
