@@ -107,10 +107,8 @@ __global__ void __launch_bounds__(TC_THREADS)
     const int2 qr = tc_segment_range(a, b, q0, qn);
     int kt = tc_next_key_tile<BK>(a, b, qr, tc_first_key_tile(a, q0, BK) - 1, nkt);
     tc_stage<HDMAX, BQ>(Qs, qb, a.q_stride, q0, qn, a.hd);
-    if (kt < nkt) {
-        tc_stage<HDMAX, BK>(Ks, kb, a.kv_stride, kt * BK, min(BK, a.seq - kt * BK), a.hd);
-        tc_stage<HDMAX, BK>(Vs, vb, a.kv_stride, kt * BK, min(BK, a.seq - kt * BK), a.hd);
-    }
+    if (kt < nkt)
+        tc_stage_kv<HDMAX, BK>(Ks, Vs, kb, vb, a, kt);
     ft_cp_async_commit();
 
     /* this warp's rows [w0, w0 + WR) (absolute) and their documents */
@@ -143,13 +141,9 @@ __global__ void __launch_bounds__(TC_THREADS)
                                                                             lane, P) + ks * 16);
         }
         const int kt_next = tc_next_key_tile<BK>(a, b, qr, kt, nkt);
-        if (kt_next < nkt) { /* prefetch the next tile into the other buffer */
-            int nk0 = kt_next * BK;
-            tc_stage<HDMAX, BK>(Ks + (buf ^ 1) * BK * P, kb, a.kv_stride, nk0,
-                                min(BK, a.seq - nk0), a.hd);
-            tc_stage<HDMAX, BK>(Vs + (buf ^ 1) * BK * P, vb, a.kv_stride, nk0,
-                                min(BK, a.seq - nk0), a.hd);
-        }
+        if (kt_next < nkt) /* prefetch the next tile into the other buffer */
+            tc_stage_kv<HDMAX, BK>(Ks + (buf ^ 1) * BK * P, Vs + (buf ^ 1) * BK * P, kb, vb, a,
+                                   kt_next);
         ft_cp_async_commit();
         kt = kt_next;
         /* Warp-uniform: a warp none of whose rows sees any key of the tile skips it (it

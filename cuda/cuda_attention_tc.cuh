@@ -107,6 +107,17 @@ __device__ __forceinline__ float tc_exp2(float x)
 #endif
 }
 
+/* Stages key tile kt (BK keys, clipped at the sequence's end) of one head's K and V rows
+ * (kb, vb) into Kd and Vd. */
+template <int HDMAX, int BK>
+__device__ __forceinline__ void tc_stage_kv(uint16_t *Kd, uint16_t *Vd, const uint16_t *kb,
+                                            const uint16_t *vb, const TcArgs &a, int kt)
+{
+    const int k0 = kt * BK, kn = min(BK, a.seq - k0);
+    tc_stage<HDMAX, BK>(Kd, kb, a.kv_stride, k0, kn, a.hd);
+    tc_stage<HDMAX, BK>(Vd, vb, a.kv_stride, k0, kn, a.hd);
+}
+
 /* Two fp32 as the bf16 pair of one mma operand register (lo in the lower half). */
 __device__ __forceinline__ uint32_t tc_pack_bf16(float lo, float hi)
 {

@@ -257,8 +257,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     const int hk = blockIdx.y, b = blockIdx.z;
     const uint16_t *kb = k + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
     const uint16_t *vb = v + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
-    tc_stage<HDMAX, BKV>(Ks, kb, a.kv_stride, k0, kn, a.hd);
-    tc_stage<HDMAX, BKV>(Vs, vb, a.kv_stride, k0, kn, a.hd);
+    tc_stage_kv<HDMAX, BKV>(Ks, Vs, kb, vb, a, (int)blockIdx.x);
     ft_cp_async_commit();
     ft_cp_async_wait<0>();
     __syncthreads();
@@ -439,12 +438,8 @@ __global__ void __launch_bounds__(TC_THREADS)
     int kt = tc_next_key_tile<TC_BK>(a, b, qr, tc_first_key_tile(a, q0, TC_BK) - 1, nkt);
     tc_stage<HDMAX, TC_BQ>(Qs, qb, a.q_stride, q0, qn, a.hd);
     tc_stage<HDMAX, TC_BQ>(dOs, ob, a.q_stride, q0, qn, a.hd);
-    if (STAGES == 2 && kt < nkt) {
-        tc_stage<HDMAX, TC_BK>(Ks, kb, a.kv_stride, kt * TC_BK, min(TC_BK, a.seq - kt * TC_BK),
-                               a.hd);
-        tc_stage<HDMAX, TC_BK>(Vs, vb, a.kv_stride, kt * TC_BK, min(TC_BK, a.seq - kt * TC_BK),
-                               a.hd);
-    }
+    if (STAGES == 2 && kt < nkt)
+        tc_stage_kv<HDMAX, TC_BK>(Ks, Vs, kb, vb, a, kt);
     ft_cp_async_commit();
     ft_cp_async_wait<0>();
     __syncthreads();
@@ -477,8 +472,7 @@ __global__ void __launch_bounds__(TC_THREADS)
         const int k0 = kt * TC_BK, kn = min(TC_BK, a.seq - k0), buf = STAGES == 2 ? it & 1 : 0;
         if constexpr (STAGES == 1) {
             __syncthreads(); /* the previous key tile is no longer read */
-            tc_stage<HDMAX, TC_BK>(Ks, kb, a.kv_stride, k0, kn, a.hd);
-            tc_stage<HDMAX, TC_BK>(Vs, vb, a.kv_stride, k0, kn, a.hd);
+            tc_stage_kv<HDMAX, TC_BK>(Ks, Vs, kb, vb, a, kt);
             ft_cp_async_commit();
         }
         ft_cp_async_wait<0>();
@@ -486,13 +480,9 @@ __global__ void __launch_bounds__(TC_THREADS)
         TC_COUNT_TILE(2);
         const int kt_next = tc_next_key_tile<TC_BK>(a, b, qr, kt, nkt);
         if constexpr (STAGES == 2) { /* prefetch the next tile into the other buffer */
-            if (kt_next < nkt) {
-                const int nk0 = kt_next * TC_BK;
-                tc_stage<HDMAX, TC_BK>(Ks + (buf ^ 1) * TC_BK * P, kb, a.kv_stride, nk0,
-                                       min(TC_BK, a.seq - nk0), a.hd);
-                tc_stage<HDMAX, TC_BK>(Vs + (buf ^ 1) * TC_BK * P, vb, a.kv_stride, nk0,
-                                       min(TC_BK, a.seq - nk0), a.hd);
-            }
+            if (kt_next < nkt)
+                tc_stage_kv<HDMAX, TC_BK>(Ks + (buf ^ 1) * TC_BK * P, Vs + (buf ^ 1) * TC_BK * P,
+                                          kb, vb, a, kt_next);
             ft_cp_async_commit();
         }
         kt = kt_next;
