@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +15,6 @@
 #include "tokenizer/chat_template.h"
 #include "prep/prep_comm.h"
 #include "prep/prep_writer.h"
-#include "util/durable.h"
 #include "util/output_file.h"
 
 void prep_options_default(prep_options *o)
@@ -300,14 +298,7 @@ static int dump_examples(MPI_Comm comm, const prep_options *o, const read_ctx *c
         }
         first += local_count[f];
     }
-    /* test hook: FTMPI_FAULT=prep:dumped kills every rank between the dump and its rename,
-     * standing in for a job killed while writing it */
-    const char *fault = getenv("FTMPI_FAULT");
-    if (fault && strcmp(fault, "prep:dumped") == 0)
-        raise(SIGKILL);
-    rc = rank == 0 ? ft_commit_file(tmp, o->dump_examples, err) : 0;
-    if (prep_agree(comm, rc, err) == 0)
-        return 0;
+    return prep_commit_tmp(comm, tmp, o->dump_examples, "dumped", err);
 fail:
     if (rank == 0)
         unlink(tmp);

@@ -1,14 +1,12 @@
 #include "prep/prep_writer.h"
 
 #include <limits.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "io/h5file.h"
 #include "prep/prep_comm.h"
-#include "util/durable.h"
 
 /* The rank owning `row` of R rows over P ranks: the largest r with floor(R*r/P) <= row. */
 static int row_owner(int64_t row, int64_t R, int P) { return (int)(((row + 1) * P - 1) / R); }
@@ -93,15 +91,7 @@ static int write_and_commit(MPI_Comm comm, const char *path, const ft_dataset_in
             unlink(tmp);
         return -1;
     }
-    /* test hook: FTMPI_FAULT=prep:written kills every rank between the write and the
-     * rename, standing in for a job killed while writing */
-    const char *fault = getenv("FTMPI_FAULT");
-    if (fault && strcmp(fault, "prep:written") == 0)
-        raise(SIGKILL);
-    rc = rank == 0 ? ft_commit_file(tmp, path, err) : 0;
-    if (rc)
-        unlink(tmp);
-    return prep_agree(comm, rc, err);
+    return prep_commit_tmp(comm, tmp, path, "written", err);
 }
 
 /* Sends each local example of the set to the owner of its row and places what arrives in
