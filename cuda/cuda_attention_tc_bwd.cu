@@ -86,15 +86,14 @@ struct TcBwdCfg {
     /* Buffers of the walked tiles (dQ: K and V; dK/dV: Q, dO, lse and D): two (the next
      * tile in flight while the current one is used) where they fit sm_80's 163 KiB of
      * shared memory, one at head_dim 256 */
-    static constexpr int DQ_STAGES = HDMAX <= 128 ? 2 : 1;
-    static constexpr int DKDV_STAGES = HDMAX <= 128 ? 2 : 1;
-    /* dK/dV: the K and V tiles (BKV rows), DKDV_STAGES Q and dO tiles, per-query lse and
-     * D; dQ: the Q and dO tiles and DQ_STAGES K and V tiles (64 rows each) */
-    static constexpr size_t smem_dkdv = (size_t)(2 * BKV + 2 * DKDV_STAGES * TC_BQ) * P *
+    static constexpr int STAGES = HDMAX <= 128 ? 2 : 1;
+    /* dK/dV: the K and V tiles (BKV rows), STAGES Q and dO tiles, per-query lse and D;
+     * dQ: the Q and dO tiles and STAGES K and V tiles (64 rows each) */
+    static constexpr size_t smem_dkdv = (size_t)(2 * BKV + 2 * STAGES * TC_BQ) * P *
                                             sizeof(uint16_t) +
-                                        2 * DKDV_STAGES * TC_BQ * sizeof(float);
+                                        2 * STAGES * TC_BQ * sizeof(float);
     static constexpr size_t smem_dq =
-        (size_t)(2 * TC_BQ + 2 * DQ_STAGES * TC_BK) * P * sizeof(uint16_t);
+        (size_t)(2 * TC_BQ + 2 * STAGES * TC_BK) * P * sizeof(uint16_t);
     /* the one-pass backward's dK/dV kernel: also dS^T, [BKV][TC_BQ + TC_PAD] bf16 */
     static constexpr size_t smem_fused = smem_dkdv + (size_t)BKV * (TC_BQ + TC_PAD) * 2;
 };
@@ -245,7 +244,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     constexpr int DT = HDMAX / 8 / C::DSPLIT; /* 8-feature groups of dK/dV this warp owns */
     constexpr bool KV_IN_REGS = C::KV_IN_REGS;
     FT_DYNAMIC_SMEM(uint16_t, smem);
-    constexpr int STAGES = C::DKDV_STAGES;
+    constexpr int STAGES = C::STAGES;
     uint16_t *Ks = smem, *Vs = Ks + BKV * P;                          /* [BKV][P] each */
     uint16_t *Qs = Vs + BKV * P, *dOs = Qs + STAGES * TC_BQ * P;      /* [STAGES][BQ][P] */
     float *lse_s = (float *)(dOs + STAGES * TC_BQ * P), *D_s = lse_s + STAGES * TC_BQ;
@@ -419,7 +418,7 @@ __global__ void __launch_bounds__(TC_THREADS)
                      const uint16_t *__restrict__ v, TcArgs a, int heads)
 {
     constexpr int P = TcBwdCfg<HDMAX>::P, KS = HDMAX / 16, NK = TC_BK / 8, DT = HDMAX / 8;
-    constexpr int STAGES = TcBwdCfg<HDMAX>::DQ_STAGES;
+    constexpr int STAGES = TcBwdCfg<HDMAX>::STAGES;
     FT_DYNAMIC_SMEM(uint16_t, smem);
     uint16_t *Qs = smem, *dOs = Qs + TC_BQ * P;                      /* [BQ][P] each */
     uint16_t *Ks = dOs + TC_BQ * P, *Vs = Ks + STAGES * TC_BK * P; /* [STAGES][BK][P] each */
