@@ -273,24 +273,20 @@ cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t p)
     return CUDNN_STATUS_SUCCESS;
 }
 
-/* What the heuristics offer a supported graph (CUDAEMU_CUDNN_ENGINES, cudaemu.h): the
- * number of engine configs, and whether config i is on a non-deterministic engine. */
-static int64_t engines_offered(void)
+/* What the heuristics offer a supported graph (CUDAEMU_CUDNN_ENGINES, cudaemu.h). */
+enum engines_offer { OFFER_DETERMINISTIC, OFFER_NONDETERMINISTIC_FIRST, OFFER_NONDETERMINISTIC_ONLY };
+
+static enum engines_offer engines_offer(void)
 {
     const char *e = getenv("CUDAEMU_CUDNN_ENGINES");
-    if (!e || !*e || strcmp(e, "deterministic") == 0 || strcmp(e, "nondeterministic-only") == 0)
-        return 1;
+    if (!e || !*e || strcmp(e, "deterministic") == 0)
+        return OFFER_DETERMINISTIC;
     if (strcmp(e, "nondeterministic-first") == 0)
-        return 2;
+        return OFFER_NONDETERMINISTIC_FIRST;
+    if (strcmp(e, "nondeterministic-only") == 0)
+        return OFFER_NONDETERMINISTIC_ONLY;
     cudaemu_fail("CUDAEMU_CUDNN_ENGINES=%s: use deterministic, nondeterministic-first or "
                  "nondeterministic-only", e);
-}
-
-static int engine_nondeterministic(int64_t i)
-{
-    const char *e = getenv("CUDAEMU_CUDNN_ENGINES");
-    return e && (strcmp(e, "nondeterministic-only") == 0 ||
-                 (strcmp(e, "nondeterministic-first") == 0 && i == 0));
 }
 
 /* CUDNN_ATTR_ENGINECFG_ENGINE (into an engine descriptor the caller created) and
@@ -342,7 +338,9 @@ cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const p,
         cudaemu_fail("cudnnBackendGetAttribute(%d): not a finalized descriptor", (int)name);
     if (d->type == CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR && name == CUDNN_ATTR_ENGINEHEUR_RESULTS &&
         type == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
-        int64_t offered = cd_graph_supported(d->graph) ? engines_offered() : 0;
+        const enum engines_offer offer = engines_offer();
+        int64_t offered = !cd_graph_supported(d->graph) ? 0
+                          : offer == OFFER_NONDETERMINISTIC_FIRST ? 2 : 1;
         if (count)
             *count = requested == 0 || requested > offered ? offered : requested;
         for (int64_t i = 0; i < requested && i < offered; i++) {
@@ -351,7 +349,8 @@ cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const p,
                 cudaemu_fail("heuristics results: element %lld is not an engine config "
                              "descriptor", (long long)i);
             cfg->graph = d->graph;
-            cfg->nondeterministic = engine_nondeterministic(i);
+            cfg->nondeterministic = offer == OFFER_NONDETERMINISTIC_ONLY ||
+                                    (offer == OFFER_NONDETERMINISTIC_FIRST && i == 0);
             cfg->finalized = 1;
         }
         return CUDNN_STATUS_SUCCESS;
