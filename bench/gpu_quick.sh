@@ -1,56 +1,89 @@
 #!/bin/sh
 # The GPU measurements that matter most, in the order they matter, for a session with a
 # few minutes of GPU time (the device machines lent to this project give 15 minutes in
-# all, start-up included). Each step has its own time limit and its own log; a failing or
-# slow step does not stop the next one.
+# all, start-up included, and 10 minutes a command). Each step has its own time limit and
+# its own log, and all of them share one budget (GPU_QUICK_BUDGET seconds, default 460):
+# a step never gets more than what is left of it, so the script ends inside a command's
+# limit; a failing or slow step does not stop the next one.
 #   bench/gpu_quick.sh [LOGDIR]      (default: $OUT if set, else gpu-quick/)
 # On the bundle's machine: bash .gpu/run.sh env FTMPI_BUILD=build-gpu sh bench/gpu_quick.sh
 # Steps (seconds allowed):
+#   0. what the build links on this machine (cuDNN's library and version) (10);
 #   1. correctness of the kernels that changed without a GPU: test_attention_tc (the own
 #      tensor-core attention, both backwards) and test_attention_cudnn with
 #      FTMPI_CUDNN_VERBOSE=1 (whether the real cuDNN takes each graph, and a deterministic
-#      engine for it) (60 each);
-#   2. bench/gpu_attention.sh: own kernels against SDPA's FA2, the cuDNN path against SDPA's
-#      cuDNN, the two forward geometries and the two backwards (240);
-#   3. bench/head.sh cuda: the LM head against PyTorch's (90);
-#   4. bench/gpu_step.sh --shape 1b: the training step against HF + PyTorch (240).
-# Prints one "gpu_quick: <step>: ok|FAILED|TIMEOUT (Ns)" line per step, then the logs'
-# tables. Prints "no GPU" and exits 77 on a machine without one.
+#      engine for it) (45 each);
+#   2. bench/gpu_step.sh --shape 1b: the training step against HF + PyTorch (200); where
+#      it fails, again with the own attention kernels (FTMPI_CUDNN_ATTENTION=off) (150);
+#   3. bench/head.sh cuda: the LM head against PyTorch's (60);
+#   4. bench/gpu_attention.sh: own kernels against SDPA's FA2, the cuDNN path against SDPA's
+#      cuDNN, the two forward geometries and the two backwards (180);
+#   5. with what is left: test_cuda_ops (60), then compute-sanitizer's racecheck on
+#      test_attention_tc.
+# cuDNN: the machine's own libcudnn.so.9 goes first in LD_LIBRARY_PATH, ahead of a copy a
+# bundle may carry, since the library loads its engine libraries beside itself by name.
+# Prints one "gpu_quick: <step>: ok|FAILED|TIMEOUT|SKIPPED (Ns)" line per step, then the
+# logs' tables. Prints "no GPU" and exits 77 on a machine without one.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${FTMPI_BUILD:-$top/build}
 logs=${1:-${OUT:-gpu-quick}}
+budget=${GPU_QUICK_BUDGET:-460}
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 || { echo "no GPU"; exit 77; }
 mkdir -p "$logs" || exit 1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1
 date -u +"gpu_quick: %Y-%m-%d %H:%M UTC"
+start=$(date +%s)
+so=$(ldconfig -p 2>/dev/null | awk '$1 == "libcudnn.so.9" { print $NF; exit }')
+[ -n "$so" ] || so=$(find /usr/local/cuda/ /usr/lib/x86_64-linux-gnu /opt -name libcudnn.so.9 \
+    ! -path '/opt/ft/*' 2>/dev/null | head -n 1)
+[ -n "$so" ] && export LD_LIBRARY_PATH="$(dirname "$so")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
-# step NAME SECONDS COMMAND...: runs COMMAND with a time limit, its output in LOGDIR/NAME.log
+# step NAME SECONDS COMMAND...: runs COMMAND with a time limit (SECONDS, or what is left of
+# the budget if less), its output in LOGDIR/NAME.log; the last status in $last
+last=0
 step() {
     name=$1 limit=$2
     shift 2
+    left=$((budget - ($(date +%s) - start)))
+    [ "$left" -lt "$limit" ] && limit=$left
+    if [ "$limit" -lt 5 ]; then
+        echo "gpu_quick: $name: SKIPPED (the budget of ${budget}s is spent)"
+        last=1
+        return
+    fi
     t0=$(date +%s)
     timeout "$limit" "$@" > "$logs/$name.log" 2>&1
-    rc=$?
+    last=$?
     t=$(($(date +%s) - t0))
-    case $rc in
+    case $last in
         0) echo "gpu_quick: $name: ok (${t}s)" ;;
         124) echo "gpu_quick: $name: TIMEOUT after ${t}s ($logs/$name.log)" ;;
-        *) echo "gpu_quick: $name: FAILED, exit $rc (${t}s, $logs/$name.log)" ;;
+        *) echo "gpu_quick: $name: FAILED, exit $last (${t}s, $logs/$name.log)" ;;
     esac
 }
 
-step attention_tc 60 "$build/test/cuda/test_attention_tc"
-step attention_cudnn 60 env FTMPI_CUDNN_VERBOSE=1 "$build/test/cuda/test_attention_cudnn"
-step gpu_attention 240 env FTMPI_BUILD="$build" sh "$top/bench/gpu_attention.sh"
-step head 90 env FTMPI_BUILD="$build" sh "$top/bench/head.sh" cuda
-step gpu_step 240 env FTMPI_BUILD="$build" sh "$top/bench/gpu_step.sh" --shape 1b
+step linkage 10 sh -c "ldd '$build/ftmpi' | grep -E 'cudnn|cublas|nccl|cudart|not found';
+    grep -h 'define CUDNN_M' /usr/include/cudnn_version*.h /usr/local/cuda/include/cudnn_version*.h 2>/dev/null"
+step attention_tc 45 "$build/test/cuda/test_attention_tc"
+step attention_cudnn 45 env FTMPI_CUDNN_VERBOSE=1 "$build/test/cuda/test_attention_cudnn"
+step gpu_step 200 env FTMPI_BUILD="$build" GPU_STEP_LOGS="$logs" sh "$top/bench/gpu_step.sh" --shape 1b
+[ "$last" -ne 0 ] &&
+    step gpu_step_own 150 env FTMPI_BUILD="$build" FTMPI_CUDNN_ATTENTION=off sh "$top/bench/gpu_step.sh" --shape 1b
+step head 60 env FTMPI_BUILD="$build" sh "$top/bench/head.sh" cuda
+step gpu_attention 180 env FTMPI_BUILD="$build" sh "$top/bench/gpu_attention.sh"
+step cuda_ops 60 "$build/test/cuda/test_cuda_ops"
+step racecheck 120 compute-sanitizer --tool racecheck --print-limit 5 "$build/test/cuda/test_attention_tc"
 
-for name in attention_tc attention_cudnn; do
+echo "== linkage"
+cat "$logs/linkage.log"
+for name in attention_tc attention_cudnn cuda_ops racecheck; do
+    [ -f "$logs/$name.log" ] || continue
     echo "== $name"
-    grep -E "FAIL|checks|refused|skipped" "$logs/$name.log" | head -n 20
+    grep -E "FAIL|checks|refused|skipped|passed|ERROR SUMMARY|hazard" "$logs/$name.log" | head -n 20
 done
-for name in gpu_attention head gpu_step; do
+for name in gpu_step gpu_step_own head gpu_attention; do
+    [ -f "$logs/$name.log" ] || continue
     echo "== $name"
     cat "$logs/$name.log"
 done

@@ -19,7 +19,8 @@
 # PEAK_TFLOPS=x for another card). ftmpi's own printed MFU is shown beside it.
 # Peak memory: ftmpi's backend peak ("peak backend memory per rank"), PyTorch's
 # max_memory_allocated. ftmpi runs its bf16 recipe (precision = "bf16"); extra arguments go
-# to ftmpi (precision=fp32 times the fp32 path).
+# to ftmpi (precision=fp32 times the fp32 path). GPU_STEP_LOGS=DIR keeps ftmpi's log and the
+# peer's stderr there (ftmpi-SHAPE.log, torch-SHAPE.err); ftmpi's start-up line is printed.
 # Prints "no GPU" and exits 77 on a machine without one.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -77,8 +78,11 @@ data = { train = "data.h5"; };
 optimizer = { type = "adamw"; lr = 1e-5; weight_decay = 0.1; warmup_steps = 0; };
 CFG
     rm -f ftmpi-$shape.jsonl
+    keep() { [ -n "${GPU_STEP_LOGS:-}" ] && cp -f "$@" "$GPU_STEP_LOGS/" 2>/dev/null; true; }
     "$build/ftmpi" step.cfg metrics_file=ftmpi-$shape.jsonl "$@" > ftmpi-$shape.log 2>&1 ||
-        { tail -n 20 ftmpi-$shape.log; exit 1; }
+        { keep ftmpi-$shape.log; tail -n 20 ftmpi-$shape.log; exit 1; }
+    keep ftmpi-$shape.log
+    sed -n "s/^ftmpi: \(start-up\|MFU peak\)/$shape  ftmpi \1/p" ftmpi-$shape.log | head -n 2
     # the median of the steps after the first 3 (start-up, allocator warm-up)
     ft=$(sed -n 's/^step .*| tok\/s \([0-9.]*\) .*/\1/p' ftmpi-$shape.log | tail -n +4 | sort -n |
          awk '{ a[NR] = $1 } END { print NR ? a[int((NR + 1) / 2)] : 0 }')
@@ -88,6 +92,7 @@ CFG
     tied=""; [ "$TIED" = true ] && tied=--tied
     peer=$(python3 "$top/bench/gpu_step_torch.py" step data.h5 "$L" $H $NH $NKV $FFN $V $BATCH $tied \
            --steps $STEPS 2> torch-$shape.err) || { tail -n 3 torch-$shape.err; peer=""; }
+    keep torch-$shape.err
     pt=$(echo "$peer" | sed -n 's/.*tokens_per_s=\([0-9.]*\).*/\1/p')
     ptmem=$(echo "$peer" | sed -n 's/.*peak_mem_bytes=\([0-9]*\).*/\1/p')
     awk -v s="$shape" -v L="$L" -v H="$H" -v nh="$NH" -v kv="$NKV" -v ffn="$FFN" -v V="$V" -v vis="$vis" \
