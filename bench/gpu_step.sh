@@ -25,6 +25,7 @@
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${FTMPI_BUILD:-$top/build}
+build=$(cd "$build" 2>/dev/null && pwd) || { echo "gpu_step: no build directory ${FTMPI_BUILD:-$top/build}" >&2; exit 1; }
 usage() { echo "usage: bench/gpu_step.sh [--shape 1b|8b|all] [--docs N] [ftmpi KEY=VALUE ...]" >&2; exit 2; }
 shapes=all docs=0
 while [ $# -gt 0 ]; do

@@ -451,10 +451,11 @@ static void build_plan(ft_sdpa_graph *g, cudnnHandle_t h, int nondeterministic_o
     set(g, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->opgraph);
     set(g, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
     finalize(g, heur);
+    /* how many configurations there are: asked with no output array, since cuDNN answers
+     * a request for 0 elements into an array with 0 (seen on 9.14 and 9.19) */
     int64_t count = 0;
-    desc_t probe = NULL;
     TRY(g, cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, &probe));
+                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, NULL));
     if (g->status != CUDNN_STATUS_SUCCESS)
         return;
     enum { MAX_CONFIGS = 8 };

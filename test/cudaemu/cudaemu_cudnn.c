@@ -341,9 +341,11 @@ cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const p,
         const enum engines_offer offer = engines_offer();
         int64_t offered = !cd_graph_supported(d->graph) ? 0
                           : offer == OFFER_NONDETERMINISTIC_FIRST ? 2 : 1;
+        /* as the library does: the total only when no array is given; with an array, the
+         * elements written (none for a request of 0) */
         if (count)
-            *count = requested == 0 || requested > offered ? offered : requested;
-        for (int64_t i = 0; i < requested && i < offered; i++) {
+            *count = !out ? offered : requested < offered ? requested : offered;
+        for (int64_t i = 0; out && i < requested && i < offered; i++) {
             cd_desc *cfg = cd_desc_of(((void **)out)[i]);
             if (!cfg || cfg->type != CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)
                 cudaemu_fail("heuristics results: element %lld is not an engine config "

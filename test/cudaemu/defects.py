@@ -215,6 +215,12 @@ DEFECTS = [
      "        if (0 && !nondeterministic_ok && engine_nondeterministic(g, cfg[i])) {",
      "the cuDNN path takes an engine cuDNN notes as non-deterministic without being allowed",
      ATTN_CUDNN),
+    ("cudnn-count-into-array", "cuda/cuda_attention_cudnn_graph.c",
+     "CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, NULL));",
+     "CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, &count));",
+     "cuDNN: the number of engine configurations asked into an array (the library answers 0: "
+     "seen on a GPU, every graph refused)",
+     ATTN_CUDNN),
     ("sum-squares-no-sync", "cuda/cuda_backend.c",
      "    ft_cuda_check(cudaStreamSynchronize(st->stream), \"sum_squares (synchronize)\");\n",
      "",
