@@ -15,7 +15,8 @@
  * backend's stream, from the device's default pool with its release threshold
  * raised so that freed blocks stay cached: a training step re-allocates the
  * same sizes without going back to the driver), zero-filled with
- * cudaMemsetAsync. Devices without memory pools fall back to cudaMalloc.
+ * cudaMemsetAsync; a request that fails trims the pool and tries once more (dev_malloc).
+ * Devices without memory pools fall back to cudaMalloc.
  * bytes_in_use/peak_bytes count the bytes requested through alloc (a host-side
  * table maps each pointer to its size); the backend's own scratch and the
  * cuBLASLt workspace are not counted. Like the CPU backend, the accounting is
@@ -132,15 +133,25 @@ static int table_take(ft_cuda_alloc_table *t, uintptr_t key, size_t *bytes)
 
 /* ---------------------------------------------------------------- memory */
 
+/* Out of memory: NULL. With the pool, a failed request first gives the blocks the pool
+ * keeps cached back to the driver (once the frees queued on the stream have run) and tries
+ * again: a large request can then be met from them, and a request that still fails leaves
+ * nothing reserved, which other processes on the device need (a context of their own
+ * cannot even be created on a device the pool has taken: seen on an H200). */
 static void *dev_malloc(ft_cuda_state *st, size_t bytes)
 {
     void *p = NULL;
-    cudaError_t e = st->use_pool ? cudaMallocAsync(&p, bytes, st->stream) : cudaMalloc(&p, bytes);
-    if (e != cudaSuccess) {
+    for (int attempt = 0; attempt < 2; attempt++) {
+        cudaError_t e = st->use_pool ? cudaMallocAsync(&p, bytes, st->stream) : cudaMalloc(&p, bytes);
+        if (e == cudaSuccess)
+            return p;
         (void)cudaGetLastError(); /* out of memory is not sticky: clear it */
-        return NULL;
+        if (!st->use_pool)
+            return NULL;
+        ft_cuda_check(cudaStreamSynchronize(st->stream), "alloc (synchronize before trimming)");
+        ft_cuda_check(cudaMemPoolTrimTo(st->pool, 0), "alloc (cudaMemPoolTrimTo)");
     }
-    return p;
+    return NULL;
 }
 
 static void dev_free(ft_cuda_state *st, void *p)
@@ -582,10 +593,9 @@ int ft_backend_cuda_create(ft_backend **out, int device, ft_error *err)
                  "cudaDeviceGetAttribute(MemoryPoolsSupported)");
     st->use_pool = pools != 0;
     if (st->use_pool) {
-        cudaMemPool_t pool;
         uint64_t keep = UINT64_MAX;
-        CREATE_CHECK(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
-        CREATE_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+        CREATE_CHECK(cudaDeviceGetDefaultMemPool(&st->pool, device), "cudaDeviceGetDefaultMemPool");
+        CREATE_CHECK(cudaMemPoolSetAttribute(st->pool, cudaMemPoolAttrReleaseThreshold, &keep),
                      "cudaMemPoolSetAttribute(ReleaseThreshold)");
     }
     CREATE_CHECK(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking),

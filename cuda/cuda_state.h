@@ -41,7 +41,8 @@ typedef struct ft_cuda_alloc_table {
 
 typedef struct ft_cuda_state {
     cudaStream_t stream;
-    int use_pool; /* stream-ordered allocator (cudaMallocAsync) available */
+    int use_pool;        /* stream-ordered allocator (cudaMallocAsync) available */
+    cudaMemPool_t pool;  /* the device's default pool, when use_pool */
     cublasLtHandle_t lt;
     void *lt_workspace;
     ft_cuda_mm_plan plans[FT_CUDA_MM_PLANS];

@@ -8,6 +8,23 @@
 #include "comm/comm.h"
 #include "util/bf16.h"
 
+#ifdef FT_CUDA_EMULATION
+#include "../../test/cudaemu/cudaemu.h"
+/* Under the CPU execution harness device memory is host memory, so MPI would move a
+ * device buffer without complaint; on a GPU, an MPI without CUDA support faults on it
+ * (seen on an H200). The harness makes that a finding here. */
+static void host_only(const void *p, const char *who)
+{
+    void *base;
+    size_t bytes;
+    if (p && cudaemu_find_alloc(p, &base, &bytes) == 0)
+        cudaemu_fail("MPI %s given device memory %p: device buffers go through the NCCL "
+                     "communicator", who, p);
+}
+#else
+static void host_only(const void *p, const char *who) { (void)p, (void)who; }
+#endif
+
 typedef struct mpi_comm_impl {
     MPI_Comm world;
     MPI_Comm node; /* ranks sharing this node's memory: gives the node-local rank */
@@ -61,6 +78,7 @@ static int mpi_all_reduce_f32(ft_comm *c, float *buf, size_t n, ft_comm_request 
         return -1;
     const double p = c->size;
     account(c, 2.0 * (p - 1.0) / p, n * sizeof(float));
+    host_only(buf, "all_reduce");
     return MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, world_of(c),
                           &(*req)->req) == MPI_SUCCESS ? 0 : -1;
 }
@@ -72,6 +90,8 @@ static int mpi_reduce_scatter_f32(ft_comm *c, float *out, const float *in, size_
         return -1;
     const double p = c->size;
     account(c, (p - 1.0) / p, count * (size_t)c->size * sizeof(float));
+    host_only(in, "reduce_scatter");
+    host_only(out, "reduce_scatter");
     return MPI_Ireduce_scatter_block(in, out, (int)count, MPI_FLOAT, MPI_SUM, world_of(c),
                                      &(*req)->req) == MPI_SUCCESS ? 0 : -1;
 }
@@ -83,6 +103,7 @@ static int mpi_all_reduce_bf16(ft_comm *c, uint16_t *buf, size_t n, ft_comm_requ
     mpi_comm_impl *im = c->impl;
     const double p = c->size;
     account(c, 2.0 * (p - 1.0) / p, n * sizeof(uint16_t));
+    host_only(buf, "all_reduce");
     return MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, im->bf16, im->bf16_sum, im->world,
                           &(*req)->req) == MPI_SUCCESS ? 0 : -1;
 }
@@ -95,6 +116,8 @@ static int mpi_reduce_scatter_bf16(ft_comm *c, uint16_t *out, const uint16_t *in
     mpi_comm_impl *im = c->impl;
     const double p = c->size;
     account(c, (p - 1.0) / p, count * (size_t)c->size * sizeof(uint16_t));
+    host_only(in, "reduce_scatter");
+    host_only(out, "reduce_scatter");
     return MPI_Ireduce_scatter_block(in, out, (int)count, im->bf16, im->bf16_sum, im->world,
                                      &(*req)->req) == MPI_SUCCESS ? 0 : -1;
 }
@@ -106,6 +129,8 @@ static int mpi_all_gather(ft_comm *c, void *out, const void *in, size_t bytes,
         return -1;
     const double p = c->size;
     account(c, (p - 1.0) / p, bytes * (size_t)c->size);
+    host_only(in, "all_gather");
+    host_only(out, "all_gather");
     /* MPI forbids aliased buffers; the in-place form says so explicitly */
     const bool in_place = (const char *)in == (const char *)out + (size_t)c->rank * bytes;
     return MPI_Iallgather(in_place ? MPI_IN_PLACE : in, (int)bytes, MPI_BYTE, out, (int)bytes,
@@ -120,6 +145,7 @@ static int mpi_broadcast(ft_comm *c, void *buf, size_t bytes, int root, ft_comm_
         account(c, 1.0, bytes);
     else
         c->stats.n_collectives++;
+    host_only(buf, "broadcast");
     return MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, world_of(c), &(*req)->req) == MPI_SUCCESS
                ? 0 : -1;
 }

@@ -1,8 +1,9 @@
 /* bf16 attention through cuDNN (cuda/cuda_attention_cudnn*.c) against the CPU backend's
  * fp32 attention on the same bf16 values, through the backend's vtable: causal, GQA,
  * packed documents (ragged batches: documents of 23, 3 and 90 tokens, one token), sliding
- * windows with and without documents, head dims 64 and 128, forward and backward (the
- * backward from the GPU's own forward, against the CPU backward from the CPU forward).
+ * windows with and without documents, head dims 8, 24, 64, 80 and 128, forward and
+ * backward (the backward from the GPU's own forward, against the CPU backward from the
+ * CPU forward).
  *
  * With FTMPI_CUDNN_ATTENTION=force a backend must take every one of those calls to cuDNN
  * (it aborts otherwise); under the CPU execution harness the cuDNN stand-in also counts its
@@ -288,6 +289,9 @@ int main(void)
     check_case(cpu, forced, 1, 1, 201, 2, 1, 64, SEG_LONG, 100);
     check_case(cpu, forced, 1, 1, 99, 4, 2, 64, SEG_PACKED, 40);
     check_case(cpu, forced, 1, 2, 1, 2, 1, 64, SEG_NONE, 0);
+    /* small head dims (test models: a Qwen3 one with 24, the tiny one with 8) */
+    check_case(cpu, forced, 1, 2, 70, 4, 2, 24, SEG_NONE, 0);
+    check_case(cpu, forced, 1, 1, 100, 4, 2, 8, SEG_PACKED, 0);
     /* the same plan again (cached), then one for another document count */
     check_case(cpu, forced, 1, 2, 100, 4, 2, 64, SEG_PACKED, 0);
     /* declined: the own kernels answer, and right */

@@ -14,9 +14,13 @@
 #define _POSIX_C_SOURCE 200809L
 #include "backend/backend.h"
 #include "comm/comm.h"
+#include "config.h"
 #include "../common/expect_abort.h"
 
 #include <cuda_runtime.h>
+#ifdef FT_CUDA_EMULATION
+#include "cudaemu.h"
+#endif
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,6 +187,11 @@ int main(int argc, char **argv)
     void *huge = gpu->ops->alloc(gpu, total + ((size_t)1 << 30));
     check(huge == NULL && gpu->bytes_in_use == 0,
           "alloc beyond the device's memory returns NULL and counts nothing");
+#ifdef FT_CUDA_EMULATION
+    /* the pool gives back what it cached, then again after the retry failed: the fatal
+     * cases below each create a context in a process of their own on this device */
+    check(cudaemu_pool_trims() == 2, "a failed alloc trims the pool before its retry and after");
+#endif
     void *z1 = gpu->ops->alloc(gpu, 0), *z2 = gpu->ops->alloc(gpu, 0);
     check(z1 && z2 && z1 != z2, "zero-byte allocations are distinct, freeable pointers");
     gpu->ops->upload(gpu, z1, &err, 0);

@@ -358,11 +358,14 @@ static void test_training(ft_backend *be)
 {
     ft_error err;
     ft_error_clear(&err);
-    ft_comm *comm;
+    ft_comm *mpi, *comm;
     ft_model_layout layout;
     ft_engine *engine;
     ft_model_config c = test_tiny_config();
-    OK(ft_comm_mpi_create(&comm, &err));
+    /* the engine's collectives move device buffers: NCCL, as the trainer has them (an MPI
+     * without CUDA support faults on a GPU's pointers; the harness's are host memory) */
+    OK(ft_comm_mpi_create(&mpi, &err));
+    OK(ft_comm_nccl_create(&comm, be, &err));
     OK(ft_model_layout_build(&layout, &c, &err));
     ft_engine_options eo = {
         .precision = ft_precision_resolve(FT_DTYPE_BF16, FT_DTYPE_BF16, FT_DTYPE_F32),
@@ -408,6 +411,7 @@ static void test_training(ft_backend *be)
     ft_engine_free(engine);
     ft_model_layout_free(&layout);
     ft_comm_destroy(comm);
+    ft_comm_destroy(mpi);
 }
 
 int main(int argc, char **argv)

@@ -68,6 +68,8 @@ void cudaemu_check_device_range(const void *p, size_t bytes, const char *who, co
  * cudaemu_memory_reset_peak. With CUDAEMU_REPORT=1 a one-line summary is printed at exit. */
 void cudaemu_memory_usage(size_t *in_use, size_t *peak);
 void cudaemu_memory_reset_peak(void);
+/* cudaMemPoolTrimTo calls so far (the backend trims its pool when a request fails). */
+long cudaemu_pool_trims(void);
 
 /* ---------------------------------------------------------------- stream work */
 

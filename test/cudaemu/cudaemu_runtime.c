@@ -189,6 +189,22 @@ cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr 
     return pool_attr(memPool, attr, value, 1);
 }
 
+/* The harness's pool caches nothing (a freed block is returned at once), so a trim only
+ * checks its pool and is counted (cudaemu_pool_trims). */
+static long g_pool_trims;
+
+cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
+{
+    STICKY_GUARD();
+    (void)minBytesToKeep;
+    if (!memPool || memPool < &g_pools[0] || memPool >= &g_pools[MAX_POOLS])
+        return cudaemu_error(cudaErrorInvalidValue);
+    g_pool_trims++;
+    return cudaSuccess;
+}
+
+long cudaemu_pool_trims(void) { return g_pool_trims; }
+
 cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
 {
     STICKY_GUARD();
