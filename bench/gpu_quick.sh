@@ -13,6 +13,8 @@
 #      tensor-core attention, both backwards) and test_attention_cudnn with
 #      FTMPI_CUDNN_VERBOSE=1 (whether the real cuDNN takes each graph, and a deterministic
 #      engine for it) (45 each);
+#   1b. every test program of the build's test/cuda, then the 1-GPU cases of the cuda
+#      shell tests (train, resume, generate, plan): the last line of each (120);
 #   2. bench/gpu_step.sh --shape 1b: the training step against HF + PyTorch (200); where
 #      it fails, again with the own attention kernels (FTMPI_CUDNN_ATTENTION=off) (150);
 #   3. bench/head.sh cuda: the LM head against PyTorch's (60);
@@ -37,7 +39,7 @@ start=$(date +%s)
 so=$(ldconfig -p 2>/dev/null | awk '$1 == "libcudnn.so.9" { print $NF; exit }')
 [ -n "$so" ] || so=$(find /usr/local/cuda/ /usr/lib/x86_64-linux-gnu /opt -name libcudnn.so.9 \
     ! -path '/opt/ft/*' 2>/dev/null | head -n 1)
-[ -n "$so" ] && export LD_LIBRARY_PATH="$(dirname "$so")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+[ -n "$so" ] && { LD_LIBRARY_PATH="$(dirname "$so")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; export LD_LIBRARY_PATH; }
 
 # step NAME SECONDS COMMAND...: runs COMMAND with a time limit (SECONDS, or what is left of
 # the budget if less), its output in LOGDIR/NAME.log; the last status in $last
@@ -67,6 +69,16 @@ step linkage 10 sh -c "ldd '$build/ftmpi' | grep -E 'cudnn|cublas|nccl|cudart|no
     grep -h 'define CUDNN_M' /usr/include/cudnn_version*.h /usr/local/cuda/include/cudnn_version*.h 2>/dev/null"
 step attention_tc 45 "$build/test/cuda/test_attention_tc"
 step attention_cudnn 45 env FTMPI_CUDNN_VERBOSE=1 "$build/test/cuda/test_attention_cudnn"
+step gpu_tests 120 sh -c 'for t in "$0"/test/cuda/test_*; do
+        case $t in *.o|*.sh|*.log|*.trs) continue;; esac
+        [ -x "$t" ] || continue
+        out=$(timeout 25 "$t" 2>&1); rc=$?
+        echo "$(basename "$t"): exit $rc $(echo "$out" | tail -n 1)"
+    done
+    for s in test_cuda_train test_cuda_resume test_cuda_generate test_cuda_plan; do
+        timeout 60 sh "$1/test/cuda/$s.sh" > "/tmp/$s.log" 2>&1
+        echo "$s.sh: exit $? $(tail -n 1 "/tmp/$s.log")"
+    done' "$build" "$top"
 step gpu_step 200 env FTMPI_BUILD="$build" GPU_STEP_LOGS="$logs" sh "$top/bench/gpu_step.sh" --shape 1b
 [ "$last" -ne 0 ] &&
     step gpu_step_own 150 env FTMPI_BUILD="$build" FTMPI_CUDNN_ATTENTION=off sh "$top/bench/gpu_step.sh" --shape 1b
@@ -82,7 +94,7 @@ for name in attention_tc attention_cudnn cuda_ops racecheck; do
     echo "== $name"
     grep -E "FAIL|checks|refused|skipped|passed|ERROR SUMMARY|hazard" "$logs/$name.log" | head -n 20
 done
-for name in gpu_step gpu_step_own head gpu_attention; do
+for name in gpu_tests gpu_step gpu_step_own head gpu_attention; do
     [ -f "$logs/$name.log" ] || continue
     echo "== $name"
     cat "$logs/$name.log"
