@@ -80,6 +80,10 @@ int ft_engine_load(ft_engine *e, const ft_h5file *f, const char *group, ft_error
 typedef int (*ft_engine_fill_fn)(void *ctx, const ft_unit_layout *u, size_t begin, size_t end,
                                  float *dst, ft_error *err);
 int ft_engine_init_from(ft_engine *e, ft_engine_fill_fn fill, void *ctx, ft_error *err);
+/* The last initialisation or load (any of the three above), this rank: seconds spent
+ * producing the values (random numbers, file reads) and placing them (uploads, gathers,
+ * the working copies), for the start-up line. */
+void ft_engine_fill_seconds(const ft_engine *e, double *values, double *placing);
 /* Writes the fp32 master values (frozen: the working values) into existing datasets
  * of group: each rank writes its own slice (collective). */
 int ft_engine_save(ft_engine *e, const ft_h5file *f, const char *group, ft_error *err);

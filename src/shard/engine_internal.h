@@ -77,6 +77,7 @@ typedef struct grad_slot {
 
 struct ft_engine {
     ft_model_layout layout;
+    double fill_values_s, fill_placing_s; /* the last fill_from's split (engine_params.c) */
     ft_backend *be;
     ft_backend *opt_be;    /* where the optimizer runs: be, or a host CPU backend (offload) */
     ft_comm *comm;

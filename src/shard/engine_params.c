@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/world.h"
 #include "io/weights.h"
 #include "model/init.h"
 #include "shard/engine_internal.h"
@@ -197,6 +198,7 @@ static int fill_from(ft_engine *e, slice_source src, void *ctx, ft_error *err)
     if (!host)
         return ft_fail(err, "out of host memory");
     int rc = 0;
+    double values_s = 0.0, t0 = ft_world_seconds();
     if (e->opt.frozen) { /* a gathered unit would keep its old values */
         ft_engine_invalidate_gathered(e);
         rc = ft_engine_frozen_begin_fill(e, err);
@@ -208,11 +210,15 @@ static int fill_from(ft_engine *e, slice_source src, void *ctx, ft_error *err)
         float *dst = slice_target(e, eu, host);
         /* src fills [0, end-b); the padding up to the shard size is zero */
         memset(dst + (end - b), 0, (eu->shard - (end - b)) * sizeof(float));
-        rc = src(e, u, b, end, dst, ctx, err) ||
-             (e->opt.frozen ? ft_engine_frozen_adopt(e, u, dst, err)
-                            : adopt_own_slice(e, u, dst, err));
+        const double v0 = ft_world_seconds();
+        rc = src(e, u, b, end, dst, ctx, err);
+        values_s += ft_world_seconds() - v0;
+        rc = rc || (e->opt.frozen ? ft_engine_frozen_adopt(e, u, dst, err)
+                                  : adopt_own_slice(e, u, dst, err));
     }
     e->be->ops->sync(e->be);
+    e->fill_values_s = values_s;
+    e->fill_placing_s = ft_world_seconds() - t0 - values_s;
     if (e->opt.frozen) /* the load staging is not needed until another fill */
         ft_engine_frozen_end_fill(e);
     free(host);
@@ -231,6 +237,12 @@ static int random_slice(ft_engine *e, int u, size_t b, size_t end, float *dst, v
     (void)err;
     ft_model_init_range(&e->layout.units[u], b, end, r->seed, r->std, dst);
     return 0;
+}
+
+void ft_engine_fill_seconds(const ft_engine *e, double *values, double *placing)
+{
+    *values = e->fill_values_s;
+    *placing = e->fill_placing_s;
 }
 
 int ft_engine_init_random(ft_engine *e, uint64_t seed, double std, ft_error *err)

@@ -65,6 +65,17 @@ void ft_startup_mark(ft_startup_timer *s, const char *phase)
     s->last = now;
 }
 
+void ft_startup_detail(ft_startup_timer *s, const char *phase, const char *detail)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->phase[i], phase) == 0) {
+            snprintf(s->detail[i], sizeof s->detail[i], "%s", detail);
+            return;
+        }
+}
+
 void ft_startup_format(const ft_startup_timer *s, char *buf, size_t len)
 {
     double total = 0.0;
@@ -74,7 +85,10 @@ void ft_startup_format(const ft_startup_timer *s, char *buf, size_t len)
      * clock says as much about the neighbours as about ftmpi */
     size_t used = (size_t)snprintf(buf, len, "start-up %.1f s (cpu %.1f s):", total,
                                    clock_seconds(CLOCK_PROCESS_CPUTIME_ID));
-    for (int i = 0; i < s->n && used < len; i++)
+    for (int i = 0; i < s->n && used < len; i++) {
         used += (size_t)snprintf(buf + used, len - used, "%s %s %.1f s", i ? "," : "",
                                  s->phase[i], s->seconds[i]);
+        if (s->detail[i][0] && used < len)
+            used += (size_t)snprintf(buf + used, len - used, " (%s)", s->detail[i]);
+    }
 }

@@ -479,7 +479,13 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
     } else if (!rc) {
         enter_phase(t, "loading model.weights or initializing (collective)");
         rc = ft_agree_config(MPI_COMM_WORLD, load_parameters(t, err), err);
-        ft_startup_mark(t->startup, cfg->model_weights ? "load" : "init");
+        const char *phase = cfg->model_weights ? "load" : "init";
+        ft_startup_mark(t->startup, phase);
+        double values, placing;
+        ft_engine_fill_seconds(t->engine, &values, &placing);
+        char detail[64];
+        snprintf(detail, sizeof detail, "values %.1f s, placing %.1f s", values, placing);
+        ft_startup_detail(t->startup, phase, detail);
     }
     t->last_ckpt_step = !rc && resume_path ? t->start_step : -1;
     /* what the trained engine was loaded from: the resume checkpoint, model.weights, or with

@@ -8,7 +8,7 @@
 # 1 %. The shape (hidden 32, 4 heads of 64) makes attention a few % of the FLOPs, so
 # leaving it out, or counting the causal average instead of the documents, fails.
 # Without a peak on the CPU the field is "-" and one line says how to get it; the
-# start-up line names every phase.
+# start-up line names every phase, and splits init into making the values and placing them.
 . "$(dirname "$0")/lib.sh"
 command -v h5dump >/dev/null 2>&1 || skip "h5dump not found (hdf5-tools)"
 "$GENDATA" --rows 64 --seq-len 32 train.h5 >/dev/null || fail "gendata"
@@ -53,6 +53,10 @@ fi
 grep -q "| mfu - |" none.log || { cat none.log; fail "an MFU without a peak"; }
 [ "$(grep -c '^ftmpi: MFU not shown: a CPU has no datasheet peak' none.log)" -eq 1 ] ||
     { cat none.log; fail "the no-peak line"; }
-grep -Eq '^ftmpi: start-up [0-9.]+ s \(cpu [0-9.]+ s\): exec [0-9.]+ s, mpi [0-9.]+ s, config [0-9.]+ s, backend [0-9.]+ s, open [0-9.]+ s, checks [0-9.]+ s, allocate [0-9.]+ s, init [0-9.]+ s, loader [0-9.]+ s$' none.log ||
+grep -Eq '^ftmpi: start-up [0-9.]+ s \(cpu [0-9.]+ s\): exec [0-9.]+ s, mpi [0-9.]+ s, config [0-9.]+ s, backend [0-9.]+ s, open [0-9.]+ s, checks [0-9.]+ s, allocate [0-9.]+ s, init [0-9.]+ s \(values [0-9.]+ s, placing [0-9.]+ s\), loader [0-9.]+ s$' none.log ||
     { cat none.log; fail "the start-up line"; }
+# init's two parts add up to it (each printed to 0.1 s)
+sed -n 's/.* init \([0-9.]*\) s (values \([0-9.]*\) s, placing \([0-9.]*\) s).*/\1 \2 \3/p' none.log |
+    awk '{ d = $2 + $3 - $1; exit !(d > -0.15 && d < 0.15) }' ||
+    { cat none.log; fail "the start-up line: init's values and placing do not add up to it"; }
 echo "no peak: mfu -; $(grep '^ftmpi: start-up' none.log)"
