@@ -17,6 +17,7 @@ layers=${1:-2}
 [ $# -gt 0 ] && shift
 case $layers in ''|*[!0-9]*|0) echo "gpu_profile: LAYERS=$layers: expected a positive layer count" >&2; exit 2;; esac
 STEPS=${STEPS:-3}
+. "$top/bench/gpu_env.sh"
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 || { echo "no GPU"; exit 77; }
 grep -q "FT_CUDA_EMULATION 1" "$build/config.h" && { echo "gpu_profile: $build is the CPU harness build"; exit 1; }
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -n 1) ||

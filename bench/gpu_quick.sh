@@ -22,8 +22,7 @@
 #      cuDNN, the two forward geometries and the two backwards (180);
 #   5. with what is left: test_cuda_ops (60), then compute-sanitizer's racecheck on
 #      test_attention_tc.
-# cuDNN: the machine's own libcudnn.so.9 goes first in LD_LIBRARY_PATH, ahead of a copy a
-# bundle may carry, since the library loads its engine libraries beside itself by name.
+# cuDNN: the machine's own libcudnn.so.9 goes first in LD_LIBRARY_PATH (bench/gpu_env.sh).
 # Prints one "gpu_quick: <step>: ok|FAILED|TIMEOUT|SKIPPED (Ns)" line per step, then the
 # logs' tables. Prints "no GPU" and exits 77 on a machine without one.
 set -u
@@ -36,10 +35,7 @@ mkdir -p "$logs" || exit 1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1
 date -u +"gpu_quick: %Y-%m-%d %H:%M UTC"
 start=$(date +%s)
-so=$(ldconfig -p 2>/dev/null | awk '$1 == "libcudnn.so.9" { print $NF; exit }')
-[ -n "$so" ] || so=$(find /usr/local/cuda/ /usr/lib/x86_64-linux-gnu /opt -name libcudnn.so.9 \
-    ! -path '/opt/ft/*' 2>/dev/null | head -n 1)
-[ -n "$so" ] && { LD_LIBRARY_PATH="$(dirname "$so")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; export LD_LIBRARY_PATH; }
+. "$top/bench/gpu_env.sh"
 
 # step NAME SECONDS COMMAND...: runs COMMAND with a time limit (SECONDS, or what is left of
 # the budget if less), its output in LOGDIR/NAME.log; the last status in $last

@@ -8,6 +8,7 @@ set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${FTMPI_BUILD:-$top/build}
 device=${1:-cpu}
+[ "$device" = cuda ] && . "$top/bench/gpu_env.sh"
 if [ "$device" = cuda ]; then N=${2:-4096} H=${3:-2048} V=${4:-128256}; else N=${2:-1024} H=${3:-1024} V=${4:-32000}; fi
 bench=$build/bench/head_bench
 [ -x "$bench" ] || (cd "$build" && make -s bench/head_bench)
