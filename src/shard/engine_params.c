@@ -138,7 +138,8 @@ int ft_engine_publish_updated(ft_engine *e, int unit, ft_error *err)
 
 /* Takes this rank's slice of unit u's initial values (host, [S], zero-padded) and
  * makes them the engine's state on every stage. host may be the master itself
- * (slice_target). */
+ * (slice_target), or NULL where fill_through_pieces already put the slice into the
+ * device buffer this would upload it to. */
 static int adopt_own_slice(ft_engine *e, int u, const float *host, ft_error *err)
 {
     engine_unit *eu = &e->units[u];
@@ -146,7 +147,7 @@ static int adopt_own_slice(ft_engine *e, int u, const float *host, ft_error *err
     if (e->opt.zero_stage == 0 && ft_engine_hands_bits(e)) {
         /* the fp32 unit goes to the master (padded); full holds only bits */
         float *dst = e->opt.offload_optimizer ? e->dev_master : eu->master;
-        if (host != e->stage_f32) /* slice_target may have put it there */
+        if (host && host != e->stage_f32) /* slice_target may have put it there */
             be->ops->upload(be, e->stage_f32, host, eu->shard * sizeof(float));
         be->ops->sync(be);
         if (gather_f32(e, dst, e->stage_f32, eu->shard, err))
@@ -154,7 +155,7 @@ static int adopt_own_slice(ft_engine *e, int u, const float *host, ft_error *err
         if (e->opt.offload_optimizer)
             be->ops->download(be, eu->master, dst, eu->numel * sizeof(float));
     } else if (e->opt.zero_stage == 0) {
-        if (host != e->stage_f32 && host != eu->full)
+        if (host && host != e->stage_f32 && host != eu->full)
             be->ops->upload(be, e->stage_f32, host, eu->shard * sizeof(float));
         be->ops->sync(be);
         /* one rank's slice is the unit: slice_target wrote it in place */
@@ -164,7 +165,7 @@ static int adopt_own_slice(ft_engine *e, int u, const float *host, ft_error *err
             be->ops->download(be, eu->master, eu->full, eu->numel * sizeof(float));
         else if (eu->master)
             be->ops->copy(be, eu->master, eu->full, eu->numel * sizeof(float));
-    } else if (host != eu->master) {
+    } else if (host && host != eu->master) {
         e->opt_be->ops->upload(e->opt_be, eu->master, host, eu->shard * sizeof(float));
     }
     return ft_engine_publish_params(e, u, err);
@@ -191,10 +192,50 @@ static float *slice_target(ft_engine *e, engine_unit *eu, float *host)
     return host;
 }
 
+/* Elements of one piece where a unit's slice reaches a device through host memory: the
+ * host buffer is this size rather than the largest shard's. On an H200's host (a VM),
+ * first touches of a 1 GiB buffer (2 GiB for an 8B model's embedding), all threads
+ * faulting pages at once, took most of a 5.8 s (12.4 s) initialisation. The test hook
+ * FTMPI_FILL_PIECE=<elements> makes pieces small enough for test models to need many. */
+#define FILL_PIECE ((size_t)4 << 20) /* 16 MiB of fp32 */
+
+static size_t fill_piece(void)
+{
+    const char *hook = getenv("FTMPI_FILL_PIECE");
+    const long n = hook ? atol(hook) : 0;
+    return n > 0 ? (size_t)n : FILL_PIECE;
+}
+
+/* Unit u's slice [b, end) from src into the device buffer adopt_own_slice would upload it
+ * to (stage_f32 at stage 0, else the master on the optimizer's backend), a piece at a
+ * time through host[piece]; the padding up to the shard size zeroed there. The values
+ * are pure functions of their index, so pieces give the bits of one whole slice. */
+static int fill_through_pieces(ft_engine *e, int u, size_t b, size_t end, slice_source src,
+                               void *ctx, float *host, size_t piece, double *values_s,
+                               ft_error *err)
+{
+    engine_unit *eu = &e->units[u];
+    ft_backend *be = e->opt.zero_stage == 0 ? e->be : e->opt_be;
+    float *landing = e->opt.zero_stage == 0 ? e->stage_f32 : eu->master;
+    for (size_t p = b; p < end; p += piece) {
+        const size_t n = end - p < piece ? end - p : piece;
+        const double v0 = ft_world_seconds();
+        if (src(e, u, p, p + n, host, ctx, err))
+            return -1;
+        *values_s += ft_world_seconds() - v0;
+        be->ops->upload(be, landing + (p - b), host, n * sizeof(float));
+    }
+    be->ops->zero(be, landing + (end - b), (eu->shard - (end - b)) * sizeof(float));
+    return 0;
+}
+
 static int fill_from(ft_engine *e, slice_source src, void *ctx, ft_error *err)
 {
-    /* malloc'd, not touched: only the paths that stage through it fault its pages in */
-    float *host = malloc(e->max_shard * sizeof(float));
+    /* malloc'd, not touched: only the paths that stage through it fault its pages in. A
+     * frozen engine adopts whole slices from it; the others go through pieces. */
+    const size_t piece = fill_piece();
+    const size_t host_n = e->opt.frozen || e->max_shard < piece ? e->max_shard : piece;
+    float *host = malloc((host_n ? host_n : 1) * sizeof(float));
     if (!host)
         return ft_fail(err, "out of host memory");
     int rc = 0;
@@ -208,6 +249,11 @@ static int fill_from(ft_engine *e, slice_source src, void *ctx, ft_error *err)
         size_t b, end;
         ft_engine_own_range(e, eu, &b, &end);
         float *dst = slice_target(e, eu, host);
+        if (dst == host && !e->opt.frozen) { /* a device's: through host[piece] */
+            rc = fill_through_pieces(e, u, b, end, src, ctx, host, piece, &values_s, err) ||
+                 adopt_own_slice(e, u, NULL, err);
+            continue;
+        }
         /* src fills [0, end-b); the padding up to the shard size is zero */
         memset(dst + (end - b), 0, (eu->shard - (end - b)) * sizeof(float));
         const double v0 = ft_world_seconds();
