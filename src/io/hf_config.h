@@ -24,7 +24,7 @@ typedef struct ft_hf_config_info {
  * absent; optional head_dim, num_key_value_heads, tie_word_embeddings, bos/eos ids
  * (a list of eos ids keeps the first and says so in info->notes). Each family's key
  * names are the field table's (model/model_fields.h); gpt_neox and gptj add their
- * GELU and rotary fields (hf_config.c: read_gpt_neox, read_gptj).
+ * GELU and rotary fields (hf_config_family.c: read_gpt_neox, read_gptj).
  * Errors name the file and the field. */
 int ft_hf_config_read(const char *path, ft_model_config *c, ft_hf_config_info *info,
                       ft_error *err);

@@ -30,10 +30,10 @@ typedef struct ft_model_field {
     bool shape;                /* a checkpoint of another value cannot be resumed */
     double absent;             /* the value a file without the attribute means */
     /* Its key in Hugging Face's config.json, per family (index: ft_model_family);
-     * NULL where that family's config.json has no such key. io/hf_config.c reads and
-     * writes the key from here; what its value means there beyond "the field's value"
-     * (rotary_pct = rotary_dim / head_dim, hidden_act's GELU name) is that family's
-     * adapter row in hf_config.c. */
+     * NULL where that family's config.json has no such key. io/hf_config_read.c and
+     * io/hf_config_write.c read and write the key from here; what its value means
+     * there beyond "the field's value" (rotary_pct = rotary_dim / head_dim,
+     * hidden_act's GELU name) is that family's adapter row in io/hf_config_family.c. */
     const char *hf_key[FT_FAMILY_COUNT];
 } ft_model_field;
 
