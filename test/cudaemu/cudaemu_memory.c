@@ -51,6 +51,10 @@ static void report_at_exit(void)
             "cudaemu: device memory: peak %zu bytes (%.1f MiB); %zu bytes in %zu allocations "
             "still live at exit\n",
             g_peak, (double)g_peak / (1 << 20), g_in_use, g_live_blocks);
+    /* each wait stalls the host until the device drains: on a GPU the device then idles
+     * while the next kernels are launched */
+    fprintf(stderr, "cudaemu: host waits for the device: %ld; device-to-host copies: %ld\n",
+            cudaemu_host_waits(), cudaemu_device_to_host_copies());
 }
 
 static void account(size_t add, size_t sub)

@@ -582,6 +582,7 @@ static void test_h100_and_report(void **state)
     assert_int_equal(r.exit_code, 0);
     assert_non_null(strstr(r.err, "cudaemu: device memory: peak 5000 bytes"));
     assert_non_null(strstr(r.err, "5000 bytes in 1 allocations still live at exit"));
+    assert_non_null(strstr(r.err, "cudaemu: host waits for the device: "));
     free(r.err);
 }
 
