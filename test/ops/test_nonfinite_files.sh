@@ -182,6 +182,22 @@ run_ranks 1 wl.cfg $common max_steps=1 model.weights=wc.h5 model.adapter=adn all
 grep -q "^ftmpi: warning: $adapter_msg; loaded because allow_nonfinite = true$" dw.log ||
     { cat dw.log; fail "NaN adapter directory with allow_nonfinite: no warning"; }
 echo "ok: a PEFT adapter directory holding NaN is refused, naming its file and the tensor"
+# GPT-NeoX's fused query_key_value B orders its rows head by head in the file (q, k, v of
+# head 0, ...) and q, k, v in ftmpi: the file's element 66 (row 16 = head 0's first k row,
+# column 2 of rank 4) is ftmpi's element 258 (row 4 heads x 16 + 0), and the line names
+# the file's
+neox="model.family=gpt_neox model.num_key_value_heads=4 model.rotary_dim=4"
+# shellcheck disable=SC2086
+run_ranks 1 s.cfg $common $neox max_steps=1 final_weights=wn.h5 > n.log 2>&1 || { cat n.log; fail "neox base"; }
+sed 's/wl\.h5/wn.h5/' wl.cfg > wn.cfg
+run_ranks 1 wn.cfg $common max_steps=2 checkpoint_dir=nck > n.log 2>&1 || { cat n.log; fail "neox LoRA run"; }
+"$B/ftmpi-convert" export -q --adapter nck/step-000002.h5 nad > x.log 2>&1 || { cat x.log; fail "neox export --adapter"; }
+st_poison nad/adapter_model.safetensors base_model.model.gpt_neox.layers.1.attention.query_key_value.lora_B.weight 66
+run_ranks 2 wn.cfg $common max_steps=2 zero_stage=3 model.adapter=nad > n.log 2>&1
+rc=$?
+[ $rc -eq 1 ] || { cat n.log; fail "NaN neox adapter directory: exit $rc, not 1"; }
+one_line n.log "^ftmpi: nad/adapter_model.safetensors: the adapters hold NaN or Inf (first in base_model.model.gpt_neox.layers.1.attention.query_key_value.lora_B.weight, element 66): " "NaN neox adapter directory"
+echo "ok: a fused B's element is named in the file's row order"
 # the adapters of a LoRA checkpoint: named as adapters, not as the head
 "$POISON" lck/step-000002.h5 /model/model.layers.1.mlp.up_proj.lora_B.weight 3 nan || fail "poison an adapter"
 run_ranks 1 wl.cfg $common max_steps=3 model.weights=wc.h5 checkpoint_dir=lck resume=auto > da.log 2>&1
