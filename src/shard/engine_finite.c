@@ -66,35 +66,35 @@ static size_t first_nonfinite(ft_backend *be, const float *buf, size_t n, size_t
 /* Fills out->tensor and out->element for the bad unit out->unit: the lowest unit offset
  * holding NaN/Inf in any buffer of any rank. Collective. The all-reduce key is
  * numel - offset (0: none here), max-reduced; offsets are below 2^53, exact in a
- * double. When no rank finds one (sums of finite values above 1e154 overflowed), both
- * stay -1. */
+ * double. When no rank finds one (sums of finite values above 1e154 overflowed), or a
+ * rank could not search (no host memory for its staging: it still joins the all-reduce,
+ * so that no rank waits for it), both stay -1. */
 static int locate_in_unit(ft_engine *e, ft_engine_finite *out, ft_error *err)
 {
     engine_unit *eu = &e->units[out->unit];
     const size_t n = eu->opt_end - eu->opt_begin;
-    double key = 0.0;
+    double v[2] = { 0.0, 0.0 }; /* the key; 1 where a rank could not search */
     out->tensor = -1;
     out->element = -1;
-    if (n > 0) {
-        float *host = malloc(ft_min_size(SEARCH_CHUNK, n) * sizeof *host);
-        if (!host)
-            return ft_fail(err, "checking the parameters for NaN/Inf: out of host memory for "
-                                "%zu floats of staging", ft_min_size(SEARCH_CHUNK, n));
+    float *host = n > 0 ? malloc(ft_min_size(SEARCH_CHUNK, n) * sizeof *host) : NULL;
+    if (n > 0 && !host)
+        v[1] = 1.0;
+    else if (n > 0) {
         const float *buf[3];
         opt_buffers(eu, buf);
         size_t first = n; /* the earlier buffers' find bounds the later buffers' scans */
         for (int b = 0; b < 3; b++)
             if (buf[b])
                 first = first_nonfinite(e->opt_be, buf[b], n, first, host);
-        free(host);
         if (first < n)
-            key = (double)(eu->numel - (eu->opt_begin + first));
+            v[0] = (double)(eu->numel - (eu->opt_begin + first));
     }
-    if (e->comm->ops->all_reduce_f64_max(e->comm, &key, 1, err))
+    free(host);
+    if (e->comm->ops->all_reduce_f64_max(e->comm, v, 2, err))
         return -1;
-    if (key <= 0.0)
+    if (v[0] <= 0.0 || v[1] > 0.0)
         return 0;
-    const size_t offset = eu->numel - (size_t)key;
+    const size_t offset = eu->numel - (size_t)v[0];
     const ft_unit_layout *ul = &e->layout.units[out->unit];
     for (int t = 0; t < ul->n_tensors; t++) {
         size_t lo, hi;
