@@ -118,13 +118,18 @@ int ft_engine_reduce_grads(ft_engine *e, ft_error *err);
 typedef struct ft_engine_finite {
     int unit;   /* the lowest unit holding a non-finite value on any rank, -1: none */
     int what;   /* FT_ENGINE_NONFINITE_* over all units and ranks */
-    int tensor; /* a frozen engine: the unit's first such tensor (its index in the unit's
-                   layout); -1 when not known (a trainable engine) or none */
+    int tensor; /* the unit's first such tensor (its index in the unit's layout); -1 when
+                   none, or not found (a trainable engine whose only "non-finite" sums
+                   were finite values above 1e154) */
+    long long element; /* a trainable engine: the first such element of that tensor (its
+                          flat row-major index, over all ranks); -1 when not known (a
+                          frozen engine records tensors only) or none */
 } ft_engine_finite;
 
 /* Checks the master parameters and optimizer state of every rank's shard for NaN/Inf;
- * for a frozen engine, the fp32 values its last fill loaded, tensor by tensor.
- * Collective: every rank gets the same answer. */
+ * for a frozen engine, the fp32 values its last fill loaded, tensor by tensor. Finding
+ * any, a trainable engine locates the first one (lowest unit, then lowest element of the
+ * unit in any of the buffers). Collective: every rank gets the same answer. */
 int ft_engine_check_finite(ft_engine *e, ft_engine_finite *out, ft_error *err);
 
 int ft_engine_grad_norm(ft_engine *e, double *norm, ft_error *err);

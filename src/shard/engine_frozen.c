@@ -218,6 +218,7 @@ int ft_engine_frozen_check_finite(ft_engine *e, ft_engine_finite *out, ft_error 
     const long long k = (long long)key, units_left = k / (long long)K;
     out->unit = key > 0.0 ? e->layout.n_units - (int)units_left : -1;
     out->tensor = key > 0.0 ? (int)(K - 1.0) - (int)(k % (long long)K) : -1;
+    out->element = -1; /* the load records tensors only */
     out->what = key > 0.0 ? FT_ENGINE_NONFINITE_PARAMS : 0;
     return 0;
 }

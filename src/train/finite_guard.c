@@ -2,7 +2,6 @@
 
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "io/peft_adapter.h"
 #include "train/ckpt_dir.h"
@@ -31,19 +30,23 @@ static const char *what_name(int what)
 }
 
 /* The engine's finite check: -1 on error, 0 when every value is finite, 1 with the
- * first unit holding NaN/Inf named in unit[160]: by its tensor (its HF name, which says
- * the layer) where the engine knows it, else by the unit. */
+ * first NaN/Inf named in first[160]: by its tensor (its HF name, which says the layer)
+ * and, where the engine locates it (a trainable engine), the element ("model.layers.3.
+ * mlp.up_proj.weight, element 1234"), else by the unit. */
 static int find_nonfinite(ft_engine *e, const ft_model_layout *l, ft_engine_finite *f,
-                          char *unit, ft_error *err)
+                          char *first, ft_error *err)
 {
     if (ft_engine_check_finite(e, f, err))
         return -1;
     if (f->unit < 0)
         return 0;
-    if (f->tensor >= 0 && f->tensor < l->units[f->unit].n_tensors)
-        snprintf(unit, 160, "%s", l->units[f->unit].tensors[f->tensor].name);
+    if (f->tensor >= 0 && f->tensor < l->units[f->unit].n_tensors && f->element >= 0)
+        snprintf(first, 160, "%s, element %lld", l->units[f->unit].tensors[f->tensor].name,
+                 f->element);
+    else if (f->tensor >= 0 && f->tensor < l->units[f->unit].n_tensors)
+        snprintf(first, 160, "%s", l->units[f->unit].tensors[f->tensor].name);
     else
-        unit_name(l, f->unit, unit, 160);
+        unit_name(l, f->unit, first, 160);
     return 1;
 }
 
@@ -107,36 +110,31 @@ int ft_guard_base_after_load(ft_engine *base, const ft_model_layout *l, const ch
                                      "(re-import the model with ftmpi-convert import)");
 }
 
-/* The PEFT key of the first tensor of adapter unit u in directory dir that holds NaN or
- * Inf, into key; key stays "" when that cannot be told (the directory no longer reads).
- * The engine's check names the unit only (one sum of squares per rank's slice); the
- * directory's tensors are small, and are read again only here, after a refusal. Every
- * rank reads the same bytes and finds the same key, so the message needs no exchange. */
-static void adapter_nonfinite_key(const char *dir, const ft_model_config *base, int u,
-                                  char *key, size_t len)
+/* Where the first NaN/Inf the engine found in adapters seeded from a PEFT directory is in
+ * that directory's file: "<PEFT key>, element <index in the file's tensor>", into first;
+ * false when the engine did not locate it. The layouts' shapes are PEFT's ([rank, in],
+ * [out, rank]); only GPT-NeoX's fused B orders its rows differently in the file
+ * (io/peft_adapter.h), so its row is mapped back. */
+static bool adapter_nonfinite_where(const ft_model_layout *l, const ft_model_config *base,
+                                    const ft_engine_finite *f, char *first, size_t len)
 {
-    ft_peft_adapter a;
-    ft_error ignored;
-    if (ft_peft_adapter_open(&a, dir, base, &ignored))
-        return;
-    if (u >= 0 && u < a.layout.n_units) {
-        const ft_unit_layout *ul = &a.layout.units[u];
-        for (int t = 0; t < ul->n_tensors && !key[0]; t++) {
-            const ft_tensor_info *ti = &ul->tensors[t];
-            float *v = malloc(ti->numel * sizeof *v + 1);
-            if (!v || ft_peft_adapter_read_tensor(&a, ti, v, &ignored)) {
-                free(v);
+    if (f->tensor < 0 || f->tensor >= l->units[f->unit].n_tensors || f->element < 0)
+        return false;
+    const ft_tensor_info *t = &l->units[f->unit].tensors[f->tensor];
+    char key[512];
+    if (ft_peft_key(base, t->name, key, sizeof key))
+        return false;
+    long long element = f->element;
+    if (ft_peft_is_fused_b(t->name)) {
+        const long long cols = t->shape[1], row = element / cols;
+        for (long long hf = 0; hf < t->shape[0]; hf++)
+            if (ft_peft_neox_row(base, hf) == row) {
+                element = hf * cols + element % cols;
                 break;
             }
-            for (size_t i = 0; i < ti->numel; i++)
-                if (!isfinite(v[i])) {
-                    snprintf(key, len, "%s", a.src[ul->first_tensor + t]->name);
-                    break;
-                }
-            free(v);
-        }
     }
-    ft_peft_adapter_close(&a);
+    snprintf(first, len, "%s, element %lld", key, element);
+    return true;
 }
 
 int ft_guard_adapter_after_load(ft_engine *e, const ft_model_layout *l, const char *dir,
@@ -144,13 +142,13 @@ int ft_guard_adapter_after_load(ft_engine *e, const ft_model_layout *l, const ch
                                 ft_error *err)
 {
     ft_engine_finite f;
-    char unit[160], key[512] = "", file[4200];
+    char unit[160], where[640], file[4200];
     const int found = find_nonfinite(e, l, &f, unit, err);
     if (found <= 0)
         return found;
-    adapter_nonfinite_key(dir, base, f.unit, key, sizeof key);
+    if (!adapter_nonfinite_where(l, base, &f, where, sizeof where))
+        snprintf(where, sizeof where, "%s", unit);
     ft_path_join(file, sizeof file, dir, FT_PEFT_WEIGHTS_NAME);
-    const char *where = key[0] ? key : unit;
     return nonfinite_verdict(allow, out, err, file, "the adapters hold", where,
                              "LoRA training from them cannot work; use a clean adapter "
                              "directory (ftmpi-convert export --adapter writes one from a LoRA "

@@ -16,11 +16,12 @@
 
 /* Before writing the engine's state to `what` (a path or "checkpoint at step N"):
  * 0 when it is finite; else -1 with a shared error (every rank holds it) naming where the
- * NaN/Inf is and that nothing was written. Collective. */
+ * first NaN/Inf is (its tensor and element, as in "model.layers.3.mlp.up_proj.weight,
+ * element 1234") and that nothing was written. Collective. */
 int ft_guard_before_write(ft_engine *e, const ft_model_layout *l, const char *what,
                           ft_error *err);
 
-/* After loading `path` into the engine: 0 when finite, or when allow (the config's
+/* After loading `path` into the engine, naming the first NaN/Inf as above: 0 when finite, or when allow (the config's
  * allow_nonfinite, to inspect such a file) is set, which prints a warning through
  * `out` (rank 0's log, may be NULL) and sets *last_ckpt_step to -1 (no finite checkpoint
  * to name); else -1 with a shared error. Collective. */
@@ -35,8 +36,8 @@ int ft_guard_base_after_load(ft_engine *base, const ft_model_layout *l, const ch
 
 /* After seeding a LoRA run's adapters from the PEFT directory `dir` (model.adapter): the
  * same check and allow_nonfinite, naming dir's adapter_model.safetensors and the first
- * tensor there holding NaN/Inf by its PEFT key (base: the base model's shape, to read
- * the directory again). Collective. */
+ * NaN/Inf there by its tensor's PEFT key and its element in that file's tensor (base: the
+ * base model's shape, which makes the keys). Collective. */
 int ft_guard_adapter_after_load(ft_engine *e, const ft_model_layout *l, const char *dir,
                                 const ft_model_config *base, bool allow, FILE *out,
                                 ft_error *err);

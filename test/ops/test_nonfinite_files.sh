@@ -2,15 +2,21 @@
 # Non-finite values never travel through files, and the messages say what is true:
 # - a run whose update diverges (optimizer.lr = 1e39) writes no checkpoint holding NaN/Inf
 #   and moves no `latest` to one: one line (once, no MPI_ABORT banner) names the file and
-#   the unit, exit 1;
+#   the first tensor and element, exit 1;
 # - a checkpoint or weights file holding NaN or Inf (one element, content hash kept valid
-#   by test/ckpt/poison_tensor) is refused on load with one line naming the file, the unit
-#   and allow_nonfinite; allow_nonfinite = true loads it with a warning, and the error of
-#   the NaN steps that follow no longer claims that a checkpoint is clean;
+#   by test/ckpt/poison_tensor) is refused on load with one line naming the file, the
+#   tensor, the element and allow_nonfinite, on 1 rank and on 2 at ZeRO 3 (with and
+#   without the optimizer offloaded; the element is then rank 1's), on device = "cpu" and,
+#   in a build with the CUDA backend, on "cuda"; allow_nonfinite = true loads it with a
+#   warning, and the error of the NaN steps that follow no longer claims that a checkpoint
+#   is clean;
+# - an Inf planted in one element of AdamW's v survives the steps that follow (the update
+#   of that element is 0, the loss stays finite), so the next checkpoint is refused before
+#   writing, naming that tensor and element (1 rank; 2 ranks at ZeRO 3, rank 1's element);
 # - a LoRA run's frozen base (model.weights) holding NaN or Inf is refused the same way,
 #   naming the file and the tensor, and so are adapters seeded from a PEFT directory
 #   (model.adapter; written by ftmpi-convert export --adapter, one value set to NaN in
-#   adapter_model.safetensors), naming that file and the tensor's PEFT key;
+#   adapter_model.safetensors), naming that file, the tensor's PEFT key and the element;
 # - a NaN stop after a clean checkpoint names that checkpoint;
 # - checkpoint_dir typed with a trailing slash ("ck/", as shell completion adds it) gives
 #   one slash in every message naming a checkpoint file (ftmpi and ftmpi-generate);
@@ -34,27 +40,50 @@ for zero in "zero_stage=0" "zero_stage=3 offload_optimizer=true"; do
     run_ranks 2 s.cfg $common $zero max_steps=3 optimizer.lr=1e39 checkpoint_dir=ck/ save_every=1 > a.log 2>&1
     rc=$?
     [ $rc -eq 1 ] || { cat a.log; fail "diverged run ($zero): exit $rc, not 1"; }
-    one_line a.log "ck/step-000001.h5: the parameters .*hold NaN or Inf (first in .*): not written" "diverged run ($zero)"
+    one_line a.log "^ftmpi: checkpoint at step 1: ck/step-000001.h5: the parameters .*hold NaN or Inf (first in model\.[a-z_.0-9]*weight, element [0-9]*): not written" "diverged run ($zero)"
     [ ! -e ck/step-000001.h5 ] && [ ! -e ck/step-000001.h5.tmp ] && [ ! -e ck/latest ] ||
         { ls -l ck; fail "$zero: a non-finite checkpoint or latest was written"; }
-    echo "ok: $zero: a diverged update is not checkpointed: $(grep 'not written' a.log | cut -c1-110)..."
+    echo "ok: $zero: a diverged update is not checkpointed: $(grep -o 'first in [^)]*)' a.log)..."
 done
 
-# B: a checkpoint holding NaN (parameters) or Inf (optimizer state) is refused on load
+# B: a checkpoint holding NaN (parameters) or Inf (optimizer state) is refused on load,
+# naming the tensor and the element. The small model's block unit is q 4096, k 2048,
+# v 2048, o 4096, gate, up, down 10240 each, two norms 64: 43136 elements, 21568 a rank
+# on 2 ranks; up_proj starts at 22528 and down_proj at 32768, so the elements poisoned
+# below are rank 1's at ZeRO 1-3.
 run_ranks 1 s.cfg $common max_steps=2 checkpoint_dir=good > g.log 2>&1 || { cat g.log; fail "good run"; }
-refused() { # DIR PATTERN WHAT
-    run_ranks 2 s.cfg $common max_steps=3 checkpoint_dir="$1" resume=auto > r.log 2>&1
-    rc=$?
-    [ $rc -eq 1 ] || { cat r.log; fail "$3: exit $rc, not 1"; }
-    one_line r.log "$2" "$3"
-    echo "ok: $3 refused: $(grep -o 'step-000002.h5: .*' r.log | cut -c1-100)..."
+# the (ranks, settings) the refusals below run with; on device = "cuda" too where the
+# build has the CUDA backend (the CPU execution harness, or a GPU per rank)
+cases="1:zero_stage=0 2:zero_stage=3 2:zero_stage=3,offload_optimizer=true"
+if "$FTMPI" --version 2>/dev/null | grep -q "backends:.*cuda"; then
+    . "$S/test/cuda/devices.sh"
+    enough_devices 1 "device = cuda, 1 rank" && cases="$cases 1:zero_stage=0,device=cuda"
+    enough_devices 2 "device = cuda, 2 ranks" && cases="$cases 2:zero_stage=3,device=cuda"
+fi
+refused() { # DIR PATTERN WHAT: for each case (RANKS:SETTING,SETTING...), exit 1 and exactly one line matching PATTERN
+    for c in $cases; do
+        # shellcheck disable=SC2046
+        run_ranks "${c%%:*}" s.cfg $common max_steps=3 checkpoint_dir="$1" resume=auto \
+            $(echo "${c#*:}" | tr , ' ') > r.log 2>&1
+        rc=$?
+        [ $rc -eq 1 ] || { cat r.log; fail "$3 ($c): exit $rc, not 1"; }
+        one_line r.log "$2" "$3 ($c)"
+    done
+    echo "ok: $3 refused ($cases): $(grep -o 'step-000002.h5: .*' r.log | cut -c1-110)..."
 }
 cp -r good p
 "$POISON" p/step-000002.h5 /model/model.layers.1.mlp.up_proj.weight 77 nan || fail "poison"
-refused p "p/step-000002.h5: the parameters hold NaN or Inf (first in model.layers.1): training from it cannot work.*allow_nonfinite = true" "a NaN parameter"
+refused p "^ftmpi: p/step-000002.h5: the parameters hold NaN or Inf (first in model.layers.1.mlp.up_proj.weight, element 77): training from it cannot work; resume from an earlier checkpoint, or set allow_nonfinite = true to load it anyway (to inspect it)$" "a NaN parameter"
 cp -r good o
 "$POISON" o/step-000002.h5 /optim/v/model.norm.weight 3 inf || fail "poison optimizer state"
-refused o "o/step-000002.h5: the optimizer state holds NaN or Inf (first in the head" "an Inf moment"
+refused o "^ftmpi: o/step-000002.h5: the optimizer state holds NaN or Inf (first in model.norm.weight, element 3): " "an Inf moment"
+# the lowest element wins, over buffers and ranks: m's element 5 of down_proj (rank 1's)
+# under a NaN parameter later in the same tensor and an Inf moment of a later unit
+cp -r good q
+"$POISON" q/step-000002.h5 /model/model.layers.1.mlp.down_proj.weight 9000 nan &&
+    "$POISON" q/step-000002.h5 /optim/m/model.layers.1.mlp.down_proj.weight 5 inf &&
+    "$POISON" q/step-000002.h5 /optim/v/model.norm.weight 3 inf || fail "poison q"
+refused q "^ftmpi: q/step-000002.h5: the parameters and the optimizer state hold NaN or Inf (first in model.layers.1.mlp.down_proj.weight, element 5): " "NaN and Inf in several places"
 
 # C: allow_nonfinite loads it; the NaN stop that follows claims no clean checkpoint
 run_ranks 1 s.cfg $common max_steps=4 checkpoint_dir=p resume=auto allow_nonfinite=true > c.log 2>&1 &&
@@ -66,6 +95,25 @@ grep -q "is not finite .*no checkpoint was written or resumed from in this run" 
 ! grep -q "has no NaNs\|holds only finite" c.log || { cat c.log; fail "a false claim of a clean checkpoint"; }
 echo "ok: allow_nonfinite loads it with a warning; the stop claims no clean checkpoint"
 
+# C2: an Inf in one element of v (down_proj's element 100: rank 1's on 2 ranks at ZeRO 3)
+# is loaded with allow_nonfinite and stays Inf (v = b2 v + (1 - b2) g^2), while that
+# element's update m / (sqrt(v) + eps) is 0 and the loss stays finite: the next
+# checkpoint is refused before it is written, naming the tensor and the element
+for c in "1:zero_stage=0" "2:zero_stage=3" "2:zero_stage=3,offload_optimizer=true"; do
+    rm -rf v && cp -r good v
+    "$POISON" v/step-000002.h5 /optim/v/model.layers.1.mlp.down_proj.weight 100 inf || fail "poison v"
+    # shellcheck disable=SC2046
+    run_ranks "${c%%:*}" s.cfg $common max_steps=4 checkpoint_dir=v resume=auto save_every=1 \
+        allow_nonfinite=true $(echo "${c#*:}" | tr , ' ') > cw.log 2>&1
+    rc=$?
+    [ $rc -eq 1 ] || { cat cw.log; fail "an Inf moment carried to a checkpoint ($c): exit $rc, not 1"; }
+    one_line cw.log "^ftmpi: warning: v/step-000002.h5: the optimizer state holds NaN or Inf (first in model.layers.1.mlp.down_proj.weight, element 100); loaded because allow_nonfinite = true$" "the Inf moment's load ($c)"
+    one_line cw.log "^ftmpi: checkpoint at step 3: v/step-000003.h5: the optimizer state holds NaN or Inf (first in model.layers.1.mlp.down_proj.weight, element 100): not written, and \`latest\` and earlier files are left as they were; " "the Inf moment's checkpoint ($c)"
+    [ ! -e v/step-000003.h5 ] && [ "$(cat v/latest)" = "step-000002.h5" ] ||
+        { ls -l v; fail "$c: the checkpoint holding Inf was written or latest moved"; }
+done
+echo "ok: an Inf moment is refused before writing, naming the tensor and element: $(grep -o 'step-000003.h5: .*' cw.log | cut -c1-110)..."
+
 # D: a weights file holding NaN, as model.weights
 run_ranks 1 s.cfg $common max_steps=2 final_weights=w.h5 > w.log 2>&1 || { cat w.log; fail "final_weights"; }
 cp w.h5 wl.h5 && cp w.h5 wc.h5
@@ -75,7 +123,7 @@ echo 'model = { weights = "w.h5"; };' >> ws.cfg
 run_ranks 2 ws.cfg $common max_steps=2 > d.log 2>&1
 rc=$?
 [ $rc -eq 1 ] || { cat d.log; fail "NaN weights file: exit $rc, not 1"; }
-one_line d.log "w.h5: the parameters hold NaN or Inf (first in the embedding (model.embed_tokens.weight))" "NaN weights file"
+one_line d.log "w.h5: the parameters hold NaN or Inf (first in model.embed_tokens.weight, element 5)" "NaN weights file"
 echo "ok: a weights file holding NaN is refused as model.weights"
 
 # D2: the same as a LoRA run's frozen base (which no finite check saw: it trained on NaN),
@@ -122,7 +170,7 @@ cmp -s ad/adapter_model.safetensors adn/adapter_model.safetensors && fail "st_po
 run_ranks 1 wl.cfg $common max_steps=2 model.weights=wc.h5 model.adapter=ad > dc.log 2>&1 ||
     { cat dc.log; fail "a clean adapter directory"; }
 grep -q "NaN or Inf" dc.log && { cat dc.log; fail "a clean adapter directory reported non-finite"; }
-adapter_msg="adn/adapter_model.safetensors: the adapters hold NaN or Inf (first in base_model.model.model.layers.1.mlp.up_proj.lora_B.weight)"
+adapter_msg="adn/adapter_model.safetensors: the adapters hold NaN or Inf (first in base_model.model.model.layers.1.mlp.up_proj.lora_B.weight, element 3)"
 for v in "1 zero_stage=0" "2 zero_stage=3"; do
     # shellcheck disable=SC2086
     run_ranks "${v%% *}" wl.cfg $common ${v#* } max_steps=2 model.weights=wc.h5 model.adapter=adn/ > dn.log 2>&1
@@ -134,13 +182,29 @@ run_ranks 1 wl.cfg $common max_steps=1 model.weights=wc.h5 model.adapter=adn all
 grep -q "^ftmpi: warning: $adapter_msg; loaded because allow_nonfinite = true$" dw.log ||
     { cat dw.log; fail "NaN adapter directory with allow_nonfinite: no warning"; }
 echo "ok: a PEFT adapter directory holding NaN is refused, naming its file and the tensor"
+# GPT-NeoX's fused query_key_value B orders its rows head by head in the file (q, k, v of
+# head 0, ...) and q, k, v in ftmpi: the file's element 66 (row 16 = head 0's first k row,
+# column 2 of rank 4) is ftmpi's element 258 (row 4 heads x 16 + 0), and the line names
+# the file's
+neox="model.family=gpt_neox model.num_key_value_heads=4 model.rotary_dim=4"
+# shellcheck disable=SC2086
+run_ranks 1 s.cfg $common $neox max_steps=1 final_weights=wn.h5 > n.log 2>&1 || { cat n.log; fail "neox base"; }
+sed 's/wl\.h5/wn.h5/' wl.cfg > wn.cfg
+run_ranks 1 wn.cfg $common max_steps=2 checkpoint_dir=nck > n.log 2>&1 || { cat n.log; fail "neox LoRA run"; }
+"$B/ftmpi-convert" export -q --adapter nck/step-000002.h5 nad > x.log 2>&1 || { cat x.log; fail "neox export --adapter"; }
+st_poison nad/adapter_model.safetensors base_model.model.gpt_neox.layers.1.attention.query_key_value.lora_B.weight 66
+run_ranks 2 wn.cfg $common max_steps=2 zero_stage=3 model.adapter=nad > n.log 2>&1
+rc=$?
+[ $rc -eq 1 ] || { cat n.log; fail "NaN neox adapter directory: exit $rc, not 1"; }
+one_line n.log "^ftmpi: nad/adapter_model.safetensors: the adapters hold NaN or Inf (first in base_model.model.gpt_neox.layers.1.attention.query_key_value.lora_B.weight, element 66): " "NaN neox adapter directory"
+echo "ok: a fused B's element is named in the file's row order"
 # the adapters of a LoRA checkpoint: named as adapters, not as the head
 "$POISON" lck/step-000002.h5 /model/model.layers.1.mlp.up_proj.lora_B.weight 3 nan || fail "poison an adapter"
 run_ranks 1 wl.cfg $common max_steps=3 model.weights=wc.h5 checkpoint_dir=lck resume=auto > da.log 2>&1
 rc=$?
 [ $rc -eq 1 ] || { cat da.log; fail "NaN adapter checkpoint: exit $rc, not 1"; }
-one_line da.log "lck/step-000002.h5: the parameters hold NaN or Inf (first in the adapters of model.layers.1): training from it cannot work" "NaN adapter checkpoint"
-echo "ok: a LoRA checkpoint holding NaN is refused, naming the adapters' layer"
+one_line da.log "lck/step-000002.h5: the parameters hold NaN or Inf (first in model.layers.1.mlp.up_proj.lora_B.weight, element 3): training from it cannot work" "NaN adapter checkpoint"
+echo "ok: a LoRA checkpoint holding NaN is refused, naming the adapter tensor and element"
 
 # E: a NaN stop after a clean checkpoint names it (checkpoint_dir typed as "ck/")
 rm -rf ck
