@@ -15,8 +15,8 @@
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${FTMPI_BUILD:-$top/build}
-. "$top/bench/gpu_env.sh"
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 || { echo "no GPU"; exit 77; }
+. "$top/bench/gpu_env.sh"
 grep -q "FT_HAVE_CUDA 1" "$build/config.h" && ! grep -q "FT_CUDA_EMULATION 1" "$build/config.h" ||
     { echo "gpu_attention: $build is not a GPU build (./configure --with-cuda)"; exit 1; }
 bench=$build/bench/attention_tc_bench

@@ -83,8 +83,7 @@ step gpu_attention 180 env FTMPI_BUILD="$build" sh "$top/bench/gpu_attention.sh"
 step cuda_ops 60 "$build/test/cuda/test_cuda_ops"
 step racecheck 120 compute-sanitizer --tool racecheck --print-limit 5 "$build/test/cuda/test_attention_tc"
 
-echo "== linkage"
-cat "$logs/linkage.log"
+[ -f "$logs/linkage.log" ] && { echo "== linkage"; cat "$logs/linkage.log"; }
 for name in attention_tc attention_cudnn cuda_ops racecheck; do
     [ -f "$logs/$name.log" ] || continue
     echo "== $name"

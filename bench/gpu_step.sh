@@ -25,7 +25,6 @@
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${FTMPI_BUILD:-$top/build}
-build=$(cd "$build" 2>/dev/null && pwd) || { echo "gpu_step: no build directory ${FTMPI_BUILD:-$top/build}" >&2; exit 1; }
 usage() { echo "usage: bench/gpu_step.sh [--shape 1b|8b|all] [--docs N] [ftmpi KEY=VALUE ...]" >&2; exit 2; }
 shapes=all docs=0
 while [ $# -gt 0 ]; do
@@ -45,8 +44,9 @@ L8=${LAYERS_8B:-8}
 case $L8 in ''|*[!0-9]*|0) echo "gpu_step: LAYERS_8B=$L8: expected a positive layer count" >&2; exit 2;; esac
 [ "${GPU_STEP_PARSE_ONLY:-0}" = 1 ] && { echo "shapes=$shapes docs=$docs layers_8b=$L8 ftmpi_args=$*"; exit 0; }
 
-. "$top/bench/gpu_env.sh"
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 || { echo "no GPU"; exit 77; }
+. "$top/bench/gpu_env.sh"
+build=$(cd "$build" 2>/dev/null && pwd) || { echo "gpu_step: no build directory ${FTMPI_BUILD:-$top/build}" >&2; exit 1; }
 grep -q "FT_CUDA_EMULATION 1" "$build/config.h" && { echo "gpu_step: $build is the CPU harness build"; exit 1; }
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
 peak=${PEAK_TFLOPS:-}
