@@ -11,8 +11,9 @@
  * No gradient, master, moment or offload buffer exists.
  *
  * Loading and random initialisation go through engine_params.c's fill_from: each rank
- * assembles its own fp32 slice [S] of one unit at a time in host memory
- * (max_shard floats, malloc'd there), and this file makes it working storage. Where
+ * assembles its own fp32 slice [S] of one unit at a time, in place on a host backend, on
+ * a device a 16 MiB piece at a time through host memory into device_slice
+ * (ft_engine_frozen_landing), and this file makes it working storage. Where
  * the values are rounded to bf16 (precision.params bf16) the slice is staged on the
  * device in stage_f32 (4 x max_shard bytes, counted as scratch) and rounded from there
  * with the backend's f32_to_bf16, the op a trainable engine publishes with; fp32
@@ -113,6 +114,8 @@ static float *device_slice(ft_engine *e, engine_unit *eu)
         return eu->dev_shard;
     return (float *)eu->full + (size_t)e->rank * eu->shard;
 }
+
+float *ft_engine_frozen_landing(ft_engine *e, engine_unit *eu) { return device_slice(e, eu); }
 
 float *ft_engine_frozen_slice_target(ft_engine *e, engine_unit *eu, float *host)
 {

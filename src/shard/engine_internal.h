@@ -180,6 +180,8 @@ void ft_engine_frozen_allocate_scratch(ft_engine *e);
 int ft_engine_frozen_begin_fill(ft_engine *e, ft_error *err);
 void ft_engine_frozen_end_fill(ft_engine *e);
 float *ft_engine_frozen_slice_target(ft_engine *e, engine_unit *eu, float *host);
+/* Where a device backend's slice of unit eu is uploaded to before frozen_adopt. */
+float *ft_engine_frozen_landing(ft_engine *e, engine_unit *eu);
 int ft_engine_frozen_adopt(ft_engine *e, int unit, const float *slice, ft_error *err);
 const float *ft_engine_frozen_values(ft_engine *e, int unit, size_t b, size_t end, float *host);
 int ft_engine_frozen_refuse(ft_error *err, const char *what);

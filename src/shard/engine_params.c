@@ -206,17 +206,14 @@ static size_t fill_piece(void)
     return n > 0 ? (size_t)n : FILL_PIECE;
 }
 
-/* Unit u's slice [b, end) from src into the device buffer adopt_own_slice would upload it
- * to (stage_f32 at stage 0, else the master on the optimizer's backend), a piece at a
- * time through host[piece]; the padding up to the shard size zeroed there. The values
- * are pure functions of their index, so pieces give the bits of one whole slice. */
+/* Unit u's slice [b, end) from src into landing (device memory of backend be), a piece
+ * at a time through host[piece]; the padding up to the shard size zeroed there. The
+ * values are pure functions of their index, so pieces give the bits of one whole slice. */
 static int fill_through_pieces(ft_engine *e, int u, size_t b, size_t end, slice_source src,
-                               void *ctx, float *host, size_t piece, double *values_s,
-                               ft_error *err)
+                               void *ctx, float *host, size_t piece, ft_backend *be,
+                               float *landing, double *values_s, ft_error *err)
 {
     engine_unit *eu = &e->units[u];
-    ft_backend *be = e->opt.zero_stage == 0 ? e->be : e->opt_be;
-    float *landing = e->opt.zero_stage == 0 ? e->stage_f32 : eu->master;
     for (size_t p = b; p < end; p += piece) {
         const size_t n = end - p < piece ? end - p : piece;
         const double v0 = ft_world_seconds();
@@ -231,10 +228,9 @@ static int fill_through_pieces(ft_engine *e, int u, size_t b, size_t end, slice_
 
 static int fill_from(ft_engine *e, slice_source src, void *ctx, ft_error *err)
 {
-    /* malloc'd, not touched: only the paths that stage through it fault its pages in. A
-     * frozen engine adopts whole slices from it; the others go through pieces. */
+    /* malloc'd, not touched: only the paths that stage through it fault its pages in */
     const size_t piece = fill_piece();
-    const size_t host_n = e->opt.frozen || e->max_shard < piece ? e->max_shard : piece;
+    const size_t host_n = e->max_shard < piece ? e->max_shard : piece;
     float *host = malloc((host_n ? host_n : 1) * sizeof(float));
     if (!host)
         return ft_fail(err, "out of host memory");
@@ -249,9 +245,18 @@ static int fill_from(ft_engine *e, slice_source src, void *ctx, ft_error *err)
         size_t b, end;
         ft_engine_own_range(e, eu, &b, &end);
         float *dst = slice_target(e, eu, host);
-        if (dst == host && !e->opt.frozen) { /* a device's: through host[piece] */
-            rc = fill_through_pieces(e, u, b, end, src, ctx, host, piece, &values_s, err) ||
-                 adopt_own_slice(e, u, NULL, err);
+        if (dst == host) {
+            /* a device's: a piece at a time into the device buffer the slice would be
+             * uploaded to (frozen: its staging; stage 0: stage_f32; else the master) */
+            const bool to_stage = e->opt.frozen || e->opt.zero_stage == 0;
+            ft_backend *to = to_stage ? e->be : e->opt_be;
+            float *landing = e->opt.frozen              ? ft_engine_frozen_landing(e, eu)
+                             : e->opt.zero_stage == 0 ? e->stage_f32
+                                                      : eu->master;
+            rc = fill_through_pieces(e, u, b, end, src, ctx, host, piece, to, landing,
+                                     &values_s, err) ||
+                 (e->opt.frozen ? ft_engine_frozen_adopt(e, u, landing, err)
+                                : adopt_own_slice(e, u, NULL, err));
             continue;
         }
         /* src fills [0, end-b); the padding up to the shard size is zero */
