@@ -72,7 +72,7 @@ step gpu_tests 120 sh -c 'for t in "$0"/test/cuda/test_*; do
         echo "$(basename "$t"): exit $rc $(echo "$out" | tail -n 1)"
     done
     for s in test_cuda_train test_cuda_resume test_cuda_generate test_cuda_plan; do
-        timeout 60 sh "$1/test/cuda/$s.sh" > "/tmp/$s.log" 2>&1
+        FT_BUILDDIR=$0 FT_SRCDIR=$1 timeout 60 sh "$1/test/cuda/$s.sh" > "/tmp/$s.log" 2>&1
         echo "$s.sh: exit $? $(tail -n 1 "/tmp/$s.log")"
     done' "$build" "$top"
 step gpu_step 200 env FTMPI_BUILD="$build" GPU_STEP_LOGS="$logs" sh "$top/bench/gpu_step.sh" --shape 1b
