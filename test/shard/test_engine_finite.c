@@ -27,52 +27,11 @@
 #include "io/weights.h"
 #include "model/layout.h"
 #include "shard/engine.h"
+#include "../common/test_env.h"
+#include "engine_rig.h"
 
-static int rank, failures, checks;
-
-/* Every rank calls check() alike; a case fails when it fails on any rank (each rank
- * checks its own answer, so "the same on every rank" is checked too). */
-static void check(int ok, const char *fmt, ...)
-{
-    int all = ok;
-    MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    checks++;
-    if (all)
-        return;
-    failures++;
-    if (rank == 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        printf("FAIL ");
-        vprintf(fmt, ap);
-        printf("\n");
-        va_end(ap);
-    }
-}
-
-static void die(const char *what, const ft_error *err)
-{
-    fprintf(stderr, "rank %d: %s: %s\n", rank, what, err->msg);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-}
-
-typedef struct rig {
-    ft_backend *be;
-    ft_comm *comm; /* the engine's: MPI on the CPU, NCCL on CUDA */
-    ft_comm *mpi;
-} rig;
-
-/* Block units of q 1024, k 512, v 512, o 1024, gate, up, down 1536 each, two norms 32:
- * 7712 elements; up_proj starts at 4608, down_proj at 6144. */
-static ft_model_config tiny_config(void)
-{
-    ft_model_config c = { .vocab_size = 37, .hidden_size = 32, .intermediate_size = 48,
-                          .num_hidden_layers = 2, .num_attention_heads = 4,
-                          .num_key_value_heads = 2, .head_dim = 8,
-                          .max_position_embeddings = 64, .rms_norm_eps = 1e-5,
-                          .rope_theta = 30000.0, .bos_token_id = -1, .eos_token_id = -1 };
-    return c;
-}
+/* test_tiny_config's block units: q 1024, k 512, v 512, o 1024, gate, up, down 1536
+ * each, two norms 32: 7712 elements; up_proj starts at 4608, down_proj at 6144. */
 
 /* A value planted at (unit kind, layer, block or head tensor slot, element; -1: the
  * tensor's last). A list ends with slot -1. */
@@ -187,7 +146,7 @@ static void run(rig *r)
 {
     ft_error err;
     ft_model_layout l;
-    ft_model_config c = tiny_config();
+    ft_model_config c = test_tiny_config();
     if (ft_model_layout_build(&l, &c, &err))
         die("ft_model_layout_build", &err);
     write_moments(r, &l);
@@ -224,51 +183,12 @@ static void run(rig *r)
     ft_model_layout_free(&l);
 }
 
-static int setup(rig *r, bool cuda)
-{
-    ft_error err;
-    if (ft_comm_mpi_create(&r->mpi, &err))
-        die("ft_comm_mpi_create", &err);
-    r->comm = r->mpi;
-    if (!cuda) {
-        if (ft_backend_cpu_create(&r->be, &err))
-            die("ft_backend_cpu_create", &err);
-        return 0;
-    }
-    if (ft_backend_cuda_create(&r->be, r->mpi->local_rank, &err)) {
-        if (strstr(err.msg, "no usable CUDA device") || strstr(err.msg, "without CUDA"))
-            return 77;
-        die("ft_backend_cuda_create", &err);
-    }
-    if (ft_comm_nccl_create(&r->comm, r->be, &err))
-        die("ft_comm_nccl_create", &err);
-    return 0;
-}
 
 int main(int argc, char **argv)
 {
-    int provided, nranks;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    const bool cuda = argc > 1 && strcmp(argv[1], "cuda") == 0;
-    rig r = { 0 };
-    int skip = setup(&r, cuda);
-    MPI_Allreduce(MPI_IN_PLACE, &skip, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (skip) {
-        if (rank == 0)
-            printf("SKIP: no CUDA backend or device\n");
-        MPI_Finalize();
+    rig r;
+    if (rig_start(&argc, &argv, &r))
         return 77;
-    }
     run(&r);
-    if (r.comm != r.mpi)
-        ft_comm_destroy(r.comm);
-    ft_comm_destroy(r.mpi);
-    ft_backend_destroy(r.be);
-    if (rank == 0)
-        printf("%s: %d checks, %d failed (%s backend, %d ranks)\n", failures ? "FAIL" : "ok",
-               checks, failures, cuda ? "cuda" : "cpu", nranks);
-    MPI_Finalize();
-    return failures ? 1 : 0;
+    return rig_finish(&r);
 }
