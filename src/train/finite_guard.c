@@ -40,13 +40,13 @@ static int find_nonfinite(ft_engine *e, const ft_model_layout *l, ft_engine_fini
         return -1;
     if (f->unit < 0)
         return 0;
-    if (f->tensor >= 0 && f->tensor < l->units[f->unit].n_tensors && f->element >= 0)
-        snprintf(first, 160, "%s, element %lld", l->units[f->unit].tensors[f->tensor].name,
-                 f->element);
-    else if (f->tensor >= 0 && f->tensor < l->units[f->unit].n_tensors)
-        snprintf(first, 160, "%s", l->units[f->unit].tensors[f->tensor].name);
-    else
+    const ft_unit_layout *ul = &l->units[f->unit];
+    if (f->tensor < 0 || f->tensor >= ul->n_tensors)
         unit_name(l, f->unit, first, 160);
+    else if (f->element >= 0)
+        snprintf(first, 160, "%s, element %lld", ul->tensors[f->tensor].name, f->element);
+    else
+        snprintf(first, 160, "%s", ul->tensors[f->tensor].name);
     return 1;
 }
 

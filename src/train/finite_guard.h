@@ -21,10 +21,11 @@
 int ft_guard_before_write(ft_engine *e, const ft_model_layout *l, const char *what,
                           ft_error *err);
 
-/* After loading `path` into the engine, naming the first NaN/Inf as above: 0 when finite, or when allow (the config's
- * allow_nonfinite, to inspect such a file) is set, which prints a warning through
- * `out` (rank 0's log, may be NULL) and sets *last_ckpt_step to -1 (no finite checkpoint
- * to name); else -1 with a shared error. Collective. */
+/* After loading `path` into the engine, naming the first NaN/Inf as above: 0 when
+ * finite, or when allow (the config's allow_nonfinite, to inspect such a file) is set,
+ * which prints a warning through `out` (rank 0's log, may be NULL) and sets
+ * *last_ckpt_step to -1 (no finite checkpoint to name); else -1 with a shared error.
+ * Collective. */
 int ft_guard_after_load(ft_engine *e, const ft_model_layout *l, const char *path, bool allow,
                         FILE *out, long *last_ckpt_step, ft_error *err);
 
