@@ -6,7 +6,8 @@
  * the host returns as soon as the work is queued. Exceptions, documented:
  *  - upload and download return when the copy has completed, so the host buffer
  *    can be reused (or read) at once;
- *  - sum_squares returns a host double, so it waits for its own result;
+ *  - sum_squares returns a host double, so it waits for its own result (and
+ *    sum_squares_each once for all of its results);
  *  - sync waits for everything.
  * A failed launch or an asynchronous device error is fatal (the vtable has no
  * error path): the message names the op and the CUDA error, then abort().
@@ -304,6 +305,46 @@ static double cuda_sum_squares(ft_backend *be, const float *x, size_t n)
     return *st->host_result;
 }
 
+/* Each buffer's two reduction kernels write its result into a device array after the
+ * partials (which the next buffer's kernels reuse: one stream orders them); one copy
+ * into pinned memory (grown here the first time a longer list comes) brings the array
+ * back, one wait. */
+static void cuda_sum_squares_each(ft_backend *be, const float *const *x, const size_t *n,
+                                  int count, double *out)
+{
+    ft_cuda_state *st = ft_cuda_state_of(be);
+    if (count <= 0)
+        return;
+    if (count > st->host_results) {
+        const int want = (count + 63) / 64 * 64;
+        double *grown = NULL;
+        ft_cuda_check(cudaMallocHost((void **)&grown, (size_t)want * sizeof(double)),
+                      "sum_squares_each (pinned results)");
+        ft_cuda_check(cudaFreeHost(st->host_result), "sum_squares_each (pinned results)");
+        st->host_result = grown;
+        st->host_results = want;
+    }
+    size_t part = 0;
+    for (int i = 0; i < count; i++) {
+        size_t b = ft_cuda_sum_squares_scratch_bytes(n[i]);
+        part = b > part ? b : part;
+    }
+    part = (part + 255) / 256 * 256;
+    char *scratch = ft_cuda_scratch(be, part + (size_t)count * sizeof(double));
+    double *results = (double *)(scratch + part);
+    ft_cuda_check(cudaMemsetAsync(results, 0, (size_t)count * sizeof(double), st->stream),
+                  "sum_squares_each (zero)");
+    for (int i = 0; i < count; i++)
+        if (n[i] > 0)
+            ft_cuda_check(ft_cuda_launch_sum_squares(results + i, x[i], n[i], scratch, st->stream),
+                          "sum_squares_each");
+    ft_cuda_check(cudaMemcpyAsync(st->host_result, results, (size_t)count * sizeof(double),
+                                  cudaMemcpyDeviceToHost, st->stream),
+                  "sum_squares_each (copy)");
+    ft_cuda_check(cudaStreamSynchronize(st->stream), "sum_squares_each (synchronize)");
+    memcpy(out, st->host_result, (size_t)count * sizeof(double));
+}
+
 static void cuda_rmsnorm_fwd(ft_backend *be, ft_dtype dt, void *y, float *rstd, const void *x,
                              const void *w, int rows, int dim, float eps)
 {
@@ -438,6 +479,7 @@ static void cuda_adamw_step(ft_backend *be, float *param, const float *grad, flo
     c.neg_step = (float)(-(lr / bc1));
     c.bc2_sqrt = (float)sqrt(bc2);
     c.eps = p->eps;
+    c.grad_scale = p->grad_scale;
     ft_cuda_check(ft_cuda_launch_adamw(param, grad, m, v, p->bf16_out, n, c,
                                        ft_cuda_stream(be)), "adamw_step");
 }
@@ -447,7 +489,7 @@ static void cuda_sgd_step(ft_backend *be, float *param, const float *grad, float
 {
     float decay = (float)(1.0 - (double)p->lr * (double)p->weight_decay);
     ft_cuda_check(ft_cuda_launch_sgd(param, grad, momentum_buf, n, decay, p->lr, p->momentum,
-                                     ft_cuda_stream(be)),
+                                     p->grad_scale, ft_cuda_stream(be)),
                   "sgd_step");
 }
 
@@ -518,6 +560,7 @@ static const ft_backend_ops cuda_ops = {
     .add = cuda_add,
     .scale = cuda_scale,
     .sum_squares = cuda_sum_squares,
+    .sum_squares_each = cuda_sum_squares_each,
     .rmsnorm_fwd = cuda_rmsnorm_fwd,
     .rmsnorm_bwd = cuda_rmsnorm_bwd,
     .layernorm_fwd = cuda_layernorm_fwd,
@@ -601,6 +644,7 @@ int ft_backend_cuda_create(ft_backend **out, int device, ft_error *err)
     CREATE_CHECK(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking),
                  "cudaStreamCreateWithFlags");
     CREATE_CHECK(cudaMallocHost((void **)&st->host_result, sizeof(double)), "cudaMallocHost");
+    st->host_results = 1;
     CREATE_CHECK(cudaMalloc(&st->lt_workspace, FT_CUDA_LT_WORKSPACE),
                  "cudaMalloc(cuBLASLt workspace)");
     cublasStatus_t bs = cublasLtCreate(&st->lt);

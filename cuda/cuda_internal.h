@@ -75,12 +75,14 @@ typedef struct ft_cuda_adamw_coef {
     float neg_step;  /* -lr / (1 - beta1^t) */
     float bc2_sqrt;  /* sqrt(1 - beta2^t) */
     float eps;
+    float grad_scale; /* the gradient used is grad x grad_scale (clipping) */
 } ft_cuda_adamw_coef;
 cudaError_t ft_cuda_launch_adamw(float *param, const float *grad, float *m, float *v,
                                  uint16_t *bits, size_t n, ft_cuda_adamw_coef c, cudaStream_t st);
 /* momentum_buf may be NULL when mu == 0. */
 cudaError_t ft_cuda_launch_sgd(float *param, const float *grad, float *momentum_buf, size_t n,
-                               float decay, float lr, float mu, cudaStream_t st);
+                               float decay, float lr, float mu, float grad_scale,
+                               cudaStream_t st);
 
 /* ---- cuda_reduce.cu ---- */
 size_t ft_cuda_sum_squares_scratch_bytes(size_t n);

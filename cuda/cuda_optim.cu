@@ -8,13 +8,16 @@
  *   v   = v * b2 + ((1-b2) * g) * g          exp_avg_sq.mul_(b2).addcmul_(g, g, 1-b2)
  *   den = sqrt(v) / sqrt(1-b2^t) + eps
  *   p   = p + ((-lr/(1-b1^t)) * m) / den
+ * where g is the stored gradient times grad_scale (clipping's multiplier, rounded to fp32
+ * as a separate scaling pass would have stored it).
  * Every product and sum is written with an explicit round-to-nearest intrinsic
  * (__fmul_rn, __fadd_rn: never contracted into an FMA), sqrtf and '/' are the
  * IEEE-rounded versions (nvcc's default -prec-sqrt/-prec-div), so the result is
  * bit-identical to the CPU backend, which rounds after every operation too.
  *
  * SGD (dampening 0, no Nesterov) with decoupled weight decay:
- *   buf = mu * buf + g;  p = p * (1 - lr*wd) - lr * buf   (buf unused when mu == 0). */
+ *   buf = mu * buf + g;  p = p * (1 - lr*wd) - lr * buf   (buf unused when mu == 0),
+ * g likewise the stored gradient times grad_scale. */
 #include "cuda_common.cuh"
 
 #define OPT_THREADS 256
@@ -27,7 +30,7 @@ __global__ void adamw_kernel(float *__restrict__ param, const float *__restrict_
 {
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        float g = grad[i];
+        float g = __fmul_rn(grad[i], c.grad_scale);
         float pi = __fmul_rn(param[i], c.decay);
         float m0 = m[i];
         float mi = __fadd_rn(m0, __fmul_rn(c.w1, __fsub_rn(g, m0)));
@@ -43,20 +46,20 @@ __global__ void adamw_kernel(float *__restrict__ param, const float *__restrict_
 }
 
 __global__ void sgd_plain_kernel(float *__restrict__ param, const float *__restrict__ grad,
-                                 size_t n, float decay, float lr)
+                                 size_t n, float decay, float lr, float gs)
 {
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        param[i] = __fsub_rn(__fmul_rn(param[i], decay), __fmul_rn(lr, grad[i]));
+        param[i] = __fsub_rn(__fmul_rn(param[i], decay), __fmul_rn(lr, __fmul_rn(grad[i], gs)));
 }
 
 __global__ void sgd_momentum_kernel(float *__restrict__ param, const float *__restrict__ grad,
                                     float *__restrict__ buf, size_t n, float decay, float lr,
-                                    float mu)
+                                    float mu, float gs)
 {
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        float b = __fadd_rn(__fmul_rn(mu, buf[i]), grad[i]);
+        float b = __fadd_rn(__fmul_rn(mu, buf[i]), __fmul_rn(grad[i], gs));
         buf[i] = b;
         param[i] = __fsub_rn(__fmul_rn(param[i], decay), __fmul_rn(lr, b));
     }
@@ -75,15 +78,15 @@ extern "C" cudaError_t ft_cuda_launch_adamw(float *param, const float *grad, flo
 
 extern "C" cudaError_t ft_cuda_launch_sgd(float *param, const float *grad, float *momentum_buf,
                                           size_t n, float decay, float lr, float mu,
-                                          cudaStream_t st)
+                                          float grad_scale, cudaStream_t st)
 {
     if (n == 0)
         return cudaSuccess;
     unsigned grid = ft_cuda_grid_for(n, OPT_THREADS);
     if (mu == 0.0f || !momentum_buf)
-        FT_LAUNCH(sgd_plain_kernel, grid, OPT_THREADS, 0, st)(param, grad, n, decay, lr);
+        FT_LAUNCH(sgd_plain_kernel, grid, OPT_THREADS, 0, st)(param, grad, n, decay, lr, grad_scale);
     else
         FT_LAUNCH(sgd_momentum_kernel, grid, OPT_THREADS, 0, st)
-        (param, grad, momentum_buf, n, decay, lr, mu);
+        (param, grad, momentum_buf, n, decay, lr, mu, grad_scale);
     return cudaGetLastError();
 }

@@ -49,7 +49,8 @@ typedef struct ft_cuda_state {
     unsigned long mm_clock;
     void *scratch;
     size_t scratch_bytes;
-    double *host_result; /* pinned, for sum_squares */
+    double *host_result; /* pinned, for sum_squares and sum_squares_each */
+    int host_results;    /* how many doubles host_result holds */
     ft_cuda_alloc_table table;
     ft_cudnn_attn *cudnn; /* cuDNN attention: handle and plans (cuda_attention_cudnn.c) */
     ft_segment_hint segment_hint; /* host copy of the model's segment ids (segment_hint op) */

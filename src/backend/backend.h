@@ -93,12 +93,17 @@ typedef struct ft_adamw_params {
      * nearest even, as f32_to_bf16): the bf16 working copy in the same pass as the
      * update, instead of a second read of the fp32 parameters. NULL: none. */
     uint16_t *bf16_out;
+    /* The gradient used is fl(g x grad_scale): gradient clipping's multiplier applied in
+     * the update's own read of g, bitwise what scaling the buffer first would give,
+     * without that extra pass over it (the buffer is left unscaled). 1: none. */
+    float grad_scale;
 } ft_adamw_params;
 
 typedef struct ft_sgd_params {
     float lr;
     float momentum;     /* 0 disables the momentum buffer */
     float weight_decay; /* decoupled, like AdamW */
+    float grad_scale;   /* as ft_adamw_params.grad_scale */
 } ft_sgd_params;
 
 typedef struct ft_backend_ops {
@@ -122,6 +127,10 @@ typedef struct ft_backend_ops {
     void (*add)(ft_backend *be, float *y, const float *x, size_t n);      /* y += x */
     void (*scale)(ft_backend *be, float *x, float s, size_t n);           /* x *= s */
     double (*sum_squares)(ft_backend *be, const float *x, size_t n);     /* sum x^2 in fp64 */
+    /* out[i] = sum_squares(x[i], n[i]) for i < count (out on the host), each bitwise what
+     * sum_squares gives, with one wait for the device instead of one per buffer. */
+    void (*sum_squares_each)(ft_backend *be, const float *const *x, const size_t *n, int count,
+                             double *out);
 
     /* ---- transformer ops ---- */
     /* y = x * rstd * w with rstd = 1/sqrt(mean(x^2) + eps) per row; rstd saved [rows]. */

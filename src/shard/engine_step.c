@@ -69,11 +69,26 @@ int ft_engine_grad_norm(ft_engine *e, double *norm, ft_error *err)
 {
     if (e->opt.frozen)
         return ft_engine_frozen_refuse(err, "gradient norm");
-    double sq = 0.0;
-    for (int u = 0; u < e->layout.n_units; u++) {
-        engine_unit *eu = &e->units[u];
-        sq += e->be->ops->sum_squares(e->be, opt_grads(e, eu), eu->opt_end - eu->opt_begin);
+    /* Every unit's sum in one call (one wait for the device, not one per unit), added in
+     * unit order. */
+    const int nu = e->layout.n_units;
+    const float **x = calloc((size_t)nu, sizeof *x);
+    size_t *n = calloc((size_t)nu, sizeof *n);
+    double *each = calloc((size_t)nu, sizeof *each);
+    if (!x || !n || !each) {
+        free(x), free(n), free(each);
+        return ft_fail(err, "gradient norm: out of host memory");
     }
+    for (int u = 0; u < nu; u++) {
+        engine_unit *eu = &e->units[u];
+        x[u] = opt_grads(e, eu);
+        n[u] = eu->opt_end - eu->opt_begin;
+    }
+    e->be->ops->sum_squares_each(e->be, x, n, nu, each);
+    double sq = 0.0;
+    for (int u = 0; u < nu; u++)
+        sq += each[u];
+    free(x), free(n), free(each);
     /* Stage 0 holds the whole reduced gradient on every rank; the others a slice each. */
     if (e->opt.zero_stage >= 1 && e->comm->ops->all_reduce_f64_sum(e->comm, &sq, 1, err))
         return -1;
@@ -83,7 +98,7 @@ int ft_engine_grad_norm(ft_engine *e, double *norm, ft_error *err)
 
 /* Optimizer update of unit elements [lo, hi) (unit coordinates, within the opt range). */
 static void update_range(ft_engine *e, const ft_optimizer_config *o, engine_unit *eu, size_t lo,
-                         size_t hi, double lr, double wd)
+                         size_t hi, double lr, double wd, float grad_mult)
 {
     if (hi <= lo)
         return;
@@ -100,11 +115,11 @@ static void update_range(ft_engine *e, const ft_optimizer_config *o, engine_unit
         ft_adamw_params ap = { .lr = (float)lr, .beta1 = (float)o->beta1,
                                .beta2 = (float)o->beta2, .eps = (float)o->eps,
                                .weight_decay = (float)wd, .step = e->step,
-                               .bf16_out = bits ? bits + off : NULL };
+                               .bf16_out = bits ? bits + off : NULL, .grad_scale = grad_mult };
         be->ops->adamw_step(be, p, g, eu->m + off, eu->v + off, hi - lo, &ap);
     } else {
         ft_sgd_params sp = { .lr = (float)lr, .momentum = (float)o->momentum,
-                             .weight_decay = (float)wd };
+                             .weight_decay = (float)wd, .grad_scale = grad_mult };
         be->ops->sgd_step(be, p, g, eu->m + off, hi - lo, &sp);
     }
 }
@@ -115,18 +130,19 @@ int ft_engine_step(ft_engine *e, const ft_optimizer_config *o, double lr, double
     if (e->opt.frozen)
         return ft_engine_frozen_refuse(err, "optimizer step");
     e->step++;
+    /* The multiplier reaches the update kernels (one read of the gradient, not a scaling
+     * pass before them); the gradient buffers keep their unscaled values. */
+    const float mult = (float)grad_mult;
     for (int u = 0; u < e->layout.n_units; u++) {
         engine_unit *eu = &e->units[u];
-        const size_t n = eu->opt_end - eu->opt_begin;
-        if (grad_mult != 1.0)
-            e->be->ops->scale(e->be, opt_grads(e, eu), (float)grad_mult, n);
         /* Weight decay on the 2-D weights, which lead every unit; none on norms. */
         const size_t decay_end = e->layout.units[u].decay_numel;
         const size_t split = decay_end < eu->opt_begin ? eu->opt_begin
                              : decay_end > eu->opt_end ? eu->opt_end : decay_end;
-        update_range(e, o, eu, eu->opt_begin, split, lr, o->weight_decay);
-        update_range(e, o, eu, split, eu->opt_end, lr, 0.0);
-        e->be->ops->sync(e->be);
+        update_range(e, o, eu, eu->opt_begin, split, lr, o->weight_decay, mult);
+        update_range(e, o, eu, split, eu->opt_end, lr, 0.0, mult);
+        /* No wait here: publishing is ordered after the update on the device's stream,
+         * and the stages that hand a shared staging buffer to the transport wait there. */
         if ((o->type == FT_OPT_ADAMW ? ft_engine_publish_updated(e, u, err)
                                      : ft_engine_publish_params(e, u, err)))
             return -1;

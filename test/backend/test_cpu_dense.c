@@ -129,6 +129,18 @@ static void test_sum_squares(void **state)
     float big[3] = {4096.0f, 1.0f, 1.0f};
     float *db = bt_upload(be, big, 3);
     assert_true(be->ops->sum_squares(be, db, 3) == 16777218.0);
+    /* sum_squares_each: every buffer's sum_squares, bitwise, empty ones included */
+    const size_t ns[3] = {3, 0, 3000017};
+    float *xs = malloc(ns[2] * 4);
+    bt_fill_uniform(xs, ns[2], &r, -3, 3);
+    float *dxs = bt_upload(be, xs, ns[2]);
+    const float *bufs[3] = {db, db, dxs};
+    double each[3];
+    be->ops->sum_squares_each(be, bufs, ns, 3, each);
+    assert_true(each[0] == 16777218.0 && each[1] == 0.0);
+    assert_true(each[2] == be->ops->sum_squares(be, dxs, ns[2]));
+    be->ops->free(be, dxs);
+    free(xs);
     be->ops->free(be, db);
     ft_backend_destroy(be);
 }

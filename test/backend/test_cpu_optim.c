@@ -4,6 +4,7 @@
  *    vectorised lerp uses an FMA, so m may differ by an ulp).
  *  - A double-precision textbook AdamW over 20 steps: |err| <= 1e-5 max|ref|.
  *  - SGD momentum against a scalar reference, and decoupled weight decay.
+ *  - grad_scale (clipping's multiplier in the update) bitwise a scaling pass before it.
  * The golden numbers were produced by (parameters rounded to fp32 first):
  *   f32 = lambda x: float(np.float32(x))
  *   p0 = torch.tensor([0.5 - 0.137 * i for i in range(8)], dtype=torch.float32)
@@ -71,7 +72,7 @@ static void test_adamw_matches_pytorch(void **state)
     for (int step = 1; step <= 5; step++) {
         golden_grad(g, step);
         be->ops->upload(be, dg, g, sizeof g);
-        ft_adamw_params hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, step, NULL};
+        ft_adamw_params hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, step, NULL, 1.0f};
         be->ops->adamw_step(be, dp, dg, dm, dv, N_GOLDEN, &hp);
     }
     bt_download(be, p, dp, N_GOLDEN), bt_download(be, m, dm, N_GOLDEN), bt_download(be, v, dv, N_GOLDEN);
@@ -102,7 +103,7 @@ static void test_adamw_matches_double_reference(void **state)
     for (int t = 1; t <= 20; t++) {
         bt_fill_uniform(g, n, &rng, -0.1f, 0.1f);
         be->ops->upload(be, dg, g, n * 4);
-        ft_adamw_params hp = {lr, b1, b2, eps, wd, t, NULL};
+        ft_adamw_params hp = {lr, b1, b2, eps, wd, t, NULL, 1.0f};
         be->ops->adamw_step(be, dp, dg, dm, dv, n, &hp);
         double bc1 = 1 - pow(b1, t), bc2 = 1 - pow(b2, t);
         for (size_t i = 0; i < n; i++) {
@@ -135,7 +136,7 @@ static void test_adamw_bf16_out(void **state)
     for (int k = 0; k < 2; k++) {
         float *dp = bt_upload(be, p, n), *dm = bt_upload(be, NULL, n), *dv = bt_upload(be, NULL, n);
         for (int t = 1; t <= 3; t++) {
-            ft_adamw_params hp = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t, k == 1 ? dbits : NULL};
+            ft_adamw_params hp = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t, k == 1 ? dbits : NULL, 1.0f};
             be->ops->adamw_step(be, dp, dg, dm, dv, n, &hp);
         }
         float *bufs[3] = {dp, dm, dv};
@@ -170,7 +171,7 @@ static void test_sgd_matches_pytorch(void **state)
     for (int step = 1; step <= 5; step++) {
         golden_grad(g, step);
         be->ops->upload(be, dg, g, sizeof g);
-        ft_sgd_params hp = {0.05f, 0.9f, 0.0f};
+        ft_sgd_params hp = {0.05f, 0.9f, 0.0f, 1.0f};
         be->ops->sgd_step(be, dp, dg, dbuf, N_GOLDEN, &hp);
     }
     bt_download(be, p, dp, N_GOLDEN);
@@ -186,7 +187,7 @@ static void test_sgd_decoupled_decay(void **state)
     ft_backend *be = bt_backend_create();
     float p[3] = {1.0f, -2.0f, 0.5f}, g[3] = {0.5f, 0.25f, -1.0f}, got[3], buf[3];
     float *dp = bt_upload(be, p, 3), *dg = bt_upload(be, g, 3), *dbuf = bt_upload(be, NULL, 3);
-    ft_sgd_params hp = {0.5f, 0.5f, 0.5f}; /* decay factor 0.75, all exact in binary */
+    ft_sgd_params hp = {0.5f, 0.5f, 0.5f, 1.0f}; /* decay factor 0.75, all exact in binary */
     be->ops->sgd_step(be, dp, dg, dbuf, 3, &hp);
     be->ops->sgd_step(be, dp, dg, dbuf, 3, &hp);
     bt_download(be, got, dp, 3), bt_download(be, buf, dbuf, 3);
@@ -196,13 +197,81 @@ static void test_sgd_decoupled_decay(void **state)
         assert_true(got[i] == p2);
         assert_true(buf[i] == 1.5f * g[i]);
     }
-    ft_sgd_params plain = {0.5f, 0.0f, 0.0f};
+    ft_sgd_params plain = {0.5f, 0.0f, 0.0f, 1.0f};
     be->ops->upload(be, dp, p, sizeof p);
     be->ops->sgd_step(be, dp, dg, NULL, 3, &plain);
     bt_download(be, got, dp, 3);
     for (int i = 0; i < 3; i++)
         assert_true(got[i] == p[i] - 0.5f * g[i]);
     be->ops->free(be, dp), be->ops->free(be, dg), be->ops->free(be, dbuf);
+    ft_backend_destroy(be);
+}
+
+/* grad_scale s: the update of g x s is bitwise the update of a buffer scaled by s first
+ * (what clipping did before the multiplier reached the kernels), and g stays unscaled;
+ * AdamW with and without the bf16 copy, SGD with and without momentum. */
+static void test_grad_scale_fused(void **state)
+{
+    (void)state;
+    ft_backend *be = bt_backend_create();
+    bt_rng rng = bt_rng_make(11);
+    const size_t n = 40009;
+    const float s = 0.3127f; /* g x s rounds: the fused product must round alike */
+    float *p = malloc(n * 4), *g = malloc(n * 4), *out[2][3], *g_after = malloc(n * 4);
+    uint16_t *bits[2] = {malloc(n * 2), malloc(n * 2)};
+    bt_fill_uniform(p, n, &rng, -1, 1);
+    bt_fill_uniform(g, n, &rng, -3, 3);
+    for (int opt = 0; opt < 4; opt++) { /* adamw, adamw + bits, sgd, sgd + momentum */
+        for (int fused = 0; fused < 2; fused++) {
+            float *dp = bt_upload(be, p, n), *dg = bt_upload(be, g, n);
+            float *dm = bt_upload(be, NULL, n), *dv = bt_upload(be, NULL, n);
+            uint16_t *dbits = be->ops->alloc(be, n * 2);
+            for (int t = 1; t <= 2; t++) {
+                float *gi = dg;
+                if (!fused) { /* the scaling pass, on a copy so that dg stays g */
+                    gi = bt_upload(be, g, n);
+                    be->ops->scale(be, gi, s, n);
+                }
+                const float gs = fused ? s : 1.0f;
+                if (opt < 2) {
+                    ft_adamw_params ap = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t,
+                                          opt == 1 ? dbits : NULL, gs};
+                    be->ops->adamw_step(be, dp, gi, dm, dv, n, &ap);
+                } else {
+                    ft_sgd_params sp = {0.05f, opt == 3 ? 0.9f : 0.0f, 0.01f, gs};
+                    be->ops->sgd_step(be, dp, gi, opt == 3 ? dm : NULL, n, &sp);
+                }
+                if (gi != dg)
+                    be->ops->free(be, gi);
+            }
+            float *bufs[3] = {dp, dm, dv};
+            for (int b = 0; b < 3; b++) {
+                out[fused][b] = malloc(n * 4);
+                bt_download(be, out[fused][b], bufs[b], n);
+            }
+            be->ops->download(be, bits[fused], dbits, n * 2);
+            if (fused) {
+                bt_download(be, g_after, dg, n);
+                assert_memory_equal(g_after, g, n * 4);
+            }
+            be->ops->free(be, dp), be->ops->free(be, dg), be->ops->free(be, dm);
+            be->ops->free(be, dv), be->ops->free(be, dbits);
+        }
+        for (int b = 0; b < 3; b++) {
+            assert_memory_equal(out[0][b], out[1][b], n * 4);
+            free(out[0][b]), free(out[1][b]);
+        }
+        if (opt == 1)
+            assert_memory_equal(bits[0], bits[1], n * 2);
+    }
+    /* and it is not the identity: scaling changes the result */
+    float *dp = bt_upload(be, p, n), *dg = bt_upload(be, g, n), *got = malloc(n * 4);
+    ft_sgd_params sp = {0.05f, 0.0f, 0.0f, s};
+    be->ops->sgd_step(be, dp, dg, NULL, n, &sp);
+    bt_download(be, got, dp, n);
+    assert_true(got[0] == p[0] - 0.05f * (g[0] * s));
+    be->ops->free(be, dp), be->ops->free(be, dg);
+    free(p), free(g), free(g_after), free(bits[0]), free(bits[1]), free(got);
     ft_backend_destroy(be);
 }
 
@@ -214,6 +283,7 @@ int main(void)
         cmocka_unit_test(test_adamw_bf16_out),
         cmocka_unit_test(test_sgd_matches_pytorch),
         cmocka_unit_test(test_sgd_decoupled_decay),
+        cmocka_unit_test(test_grad_scale_fused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

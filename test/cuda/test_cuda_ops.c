@@ -22,6 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef FT_CUDA_EMULATION
+#include "cudaemu.h"
+#endif
+
 static ft_backend *cpu, *gpu;
 static int failures;
 static int checks;
@@ -295,6 +299,38 @@ static void test_vector_ops(void)
         free(x), free(y), free(rc), free(rg);
     }
     report("sum_squares n=0", gpu->ops->sum_squares(gpu, NULL, 0) == 0.0, NULL);
+
+    /* sum_squares_each: each result bitwise sum_squares', empty buffers included, and
+     * (on the harness, which counts them) one host wait for all of them once its pinned
+     * buffer has grown */
+    {
+        const size_t ns[4] = { 70001, 0, 5, 1 << 20 };
+        const float *xs[4];
+        float *bufs[4];
+        double each[4], alone[4];
+        for (int i = 0; i < 4; i++) {
+            float *h = host_random(ns[i] ? ns[i] : 1, -2, 2);
+            bufs[i] = be_dup(gpu, h, (ns[i] ? ns[i] : 1) * 4);
+            xs[i] = bufs[i];
+            alone[i] = gpu->ops->sum_squares(gpu, bufs[i], ns[i]);
+            free(h);
+        }
+        gpu->ops->sum_squares_each(gpu, xs, ns, 4, each); /* the first call grows its buffer */
+#ifdef FT_CUDA_EMULATION
+        long waits0 = cudaemu_host_waits();
+#endif
+        gpu->ops->sum_squares_each(gpu, xs, ns, 4, each);
+#ifdef FT_CUDA_EMULATION
+        report("sum_squares_each waits once", cudaemu_host_waits() - waits0 == 1, "%ld waits",
+               cudaemu_host_waits() - waits0);
+#endif
+        for (int i = 0; i < 4; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "sum_squares_each[%d] == sum_squares", i);
+            report(what, each[i] == alone[i], "%.17g vs %.17g", each[i], alone[i]);
+            gpu->ops->free(gpu, bufs[i]);
+        }
+    }
 }
 
 /* ---------------------------------------------------------------- rmsnorm, rope */
@@ -860,7 +896,9 @@ static void test_optim(void)
     for (long step = 1; step <= 3; step++) {
         float *g = host_random(n, -1, 1);
         float *cg = be_dup(cpu, g, n * 4), *gg = be_dup(gpu, g, n * 4);
-        ft_adamw_params ap = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, NULL};
+        /* step 2 clips: the multiplier applied in the update's read of g */
+        ft_adamw_params ap = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, NULL,
+                              step == 2 ? 0.3127f : 1.0f};
         ap.bf16_out = step == 3 ? cbits : NULL; /* the last step also rounds to bf16 */
         cpu->ops->adamw_step(cpu, cp, cg, cm, cv, n, &ap);
         ap.bf16_out = step == 3 ? gbits : NULL;
@@ -891,7 +929,7 @@ static void test_optim(void)
         char what[64];
         float *g = host_random(n, -1, 1);
         float *cg = be_dup(cpu, g, n * 4), *gg = be_dup(gpu, g, n * 4);
-        ft_sgd_params sp = {0.05f, with_mom ? 0.9f : 0.0f, 0.01f};
+        ft_sgd_params sp = {0.05f, with_mom ? 0.9f : 0.0f, 0.01f, 0.6143f};
         for (int step = 0; step < 2; step++) {
             cpu->ops->sgd_step(cpu, cp, cg, with_mom ? cm : NULL, n, &sp);
             gpu->ops->sgd_step(gpu, gp, gg, with_mom ? gm : NULL, n, &sp);

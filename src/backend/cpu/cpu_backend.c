@@ -176,6 +176,7 @@ static const ft_backend_ops cpu_ops = {
     .add = ft_cpu_add,
     .scale = ft_cpu_scale,
     .sum_squares = ft_cpu_sum_squares,
+    .sum_squares_each = ft_cpu_sum_squares_each,
     .rmsnorm_fwd = ft_cpu_widen_rmsnorm_fwd,
     .rmsnorm_bwd = ft_cpu_widen_rmsnorm_bwd,
     .layernorm_fwd = ft_cpu_widen_layernorm_fwd,

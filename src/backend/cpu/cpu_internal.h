@@ -42,6 +42,8 @@ void ft_cpu_matmul(ft_backend *be, float *c, const float *a, const float *b, int
 void ft_cpu_add(ft_backend *be, float *y, const float *x, size_t n);
 void ft_cpu_scale(ft_backend *be, float *x, float s, size_t n);
 double ft_cpu_sum_squares(ft_backend *be, const float *x, size_t n);
+void ft_cpu_sum_squares_each(ft_backend *be, const float *const *x, const size_t *n, int count,
+                             double *out);
 
 /* cpu_gemm_bf16.c: c = alpha op(a) op(b) + beta c with a, b bf16 and c stored as ct
  * (fp32 or bf16), on AVX512-BF16. Returns -1 (nothing written) when this build or CPU

@@ -71,3 +71,10 @@ double ft_cpu_sum_squares(ft_backend *be, const float *x, size_t n)
         total += partial[c];
     return total;
 }
+
+void ft_cpu_sum_squares_each(ft_backend *be, const float *const *x, const size_t *n, int count,
+                             double *out)
+{
+    for (int i = 0; i < count; i++)
+        out[i] = ft_cpu_sum_squares(be, x[i], n[i]);
+}

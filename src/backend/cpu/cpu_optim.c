@@ -29,9 +29,12 @@ typedef struct adamw_coef {
     float decay, w1, beta2, w2, neg_step, bc2_sqrt, eps;
 } adamw_coef;
 
-/* One element's update (the header's formulas); returns the new parameter. */
-static inline float adamw_update(const adamw_coef *c, float *param, float g, float *m, float *v)
+/* One element's update (the header's formulas) with gradient g_raw x scale (clipping);
+ * returns the new parameter. */
+static inline float adamw_update(const adamw_coef *c, float *param, float g_raw, float scale,
+                                 float *m, float *v)
 {
+    const float g = g_raw * scale;
     float pi = *param * c->decay;
     float mi = *m + c->w1 * (g - *m);
     float vi = *v * c->beta2 + (c->w2 * g) * g;
@@ -53,16 +56,17 @@ void ft_cpu_adamw_step(ft_backend *be, float *param, const float *grad, float *m
                            .w2 = (float)(1.0 - b2), .neg_step = (float)(-(lr / bc1)),
                            .bc2_sqrt = (float)sqrt(bc2), .eps = p->eps };
     uint16_t *bits = p->bf16_out;
+    const float s = p->grad_scale;
     if (!bits) {
 #pragma omp parallel for simd schedule(static) if (n >= FT_CPU_PAR_MIN)
         for (size_t i = 0; i < n; i++)
-            adamw_update(&c, &param[i], grad[i], &m[i], &v[i]);
+            adamw_update(&c, &param[i], grad[i], s, &m[i], &v[i]);
         return;
     }
     /* with the bf16 working copy in the same pass */
 #pragma omp parallel for simd schedule(static) if (n >= FT_CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++)
-        bits[i] = ft_f32_to_bf16(adamw_update(&c, &param[i], grad[i], &m[i], &v[i]));
+        bits[i] = ft_f32_to_bf16(adamw_update(&c, &param[i], grad[i], s, &m[i], &v[i]));
 }
 
 void ft_cpu_sgd_step(ft_backend *be, float *param, const float *grad, float *momentum_buf,
@@ -70,16 +74,16 @@ void ft_cpu_sgd_step(ft_backend *be, float *param, const float *grad, float *mom
 {
     const float decay = (float)(1.0 - (double)p->lr * (double)p->weight_decay);
     const float lr = p->lr;
-    const float mu = p->momentum;
+    const float mu = p->momentum, s = p->grad_scale;
     if (mu == 0.0f || !momentum_buf) {
 #pragma omp parallel for simd schedule(static) if (n >= FT_CPU_PAR_MIN)
         for (size_t i = 0; i < n; i++)
-            param[i] = param[i] * decay - lr * grad[i];
+            param[i] = param[i] * decay - lr * (grad[i] * s);
         return;
     }
 #pragma omp parallel for simd schedule(static) if (n >= FT_CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
-        float b = mu * momentum_buf[i] + grad[i];
+        float b = mu * momentum_buf[i] + grad[i] * s;
         momentum_buf[i] = b;
         param[i] = param[i] * decay - lr * b;
     }
