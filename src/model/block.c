@@ -43,6 +43,7 @@ void ft_block_params_bind(const ft_unit_layout *u, ft_dtype dt, const void *flat
 void ft_block_grads_bind(const ft_unit_layout *u, ft_dtype gt, void *flat, ft_block_grads *g)
 {
     g->lora = NULL;
+    g->first = false;
     for (int i = 0; i < FT_BLK_N_TENSORS; i++)
         g->g[i] = flat && u->slot[i] >= 0 ? (char *)flat + u->tensors[u->slot[i]].offset * ft_dtype_size(gt)
                                   : NULL;
@@ -180,8 +181,9 @@ static void linear_fwd(const ft_block_ctx *bc, void *z, const void *a, const voi
 }
 
 /* Backward of projection proj (an ft_block_tensor) given dz:
- * dW[out,in] += dz^T a (fp32 accumulation, stored as the gradient type; none for a
- * frozen block), the adapter's terms, and da[N,in] (+)= dz[N,out] W (+ du A) unless da
+ * dW[out,in] += dz^T a (fp32 accumulation, stored as the gradient type; = when g->first,
+ * each 2-D weight having this one GEMM a micro-batch; none for a frozen block), the
+ * adapter's terms, and da[N,in] (+)= dz[N,out] W (+ du A) unless da
  * is NULL (nobody reads it: block.h, skip_input_grad).
  * Everything that reads a comes first: da may then overwrite a (the MLP's down
  * projection reuses the SwiGLU output's buffer for its gradient). */
@@ -192,7 +194,7 @@ static void linear_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_bloc
     ft_backend *be = bc->be;
     if (g->g[proj])
         be->ops->matmul(be, gemm_to_grad(bc), g->g[proj], dz, a, out, in, n, true, false, 1.0f,
-                        1.0f);
+                        g->first ? 0.0f : 1.0f);
     if (g->lora)
         ft_block_lora_bwd_weights(bc, p, g, acts, proj, dz, a);
     if (!da)

@@ -61,6 +61,9 @@ typedef struct ft_block_params {
 typedef struct ft_block_grads {
     void *g[FT_BLK_N_TENSORS];
     ft_lora_grads *lora;
+    /* The 2-D weights' gradients hold no value yet (ft_param_source.grads_first): their
+     * GEMMs write them (beta 0) instead of adding. ft_block_grads_bind clears it. */
+    bool first;
 } ft_block_grads;
 
 typedef struct ft_block_ctx ft_block_ctx;

@@ -115,10 +115,13 @@ double ft_head_forward_backward(ft_model *m, const ft_head_params *p, ft_head_gr
         const void *xg = ft_model_at(m, xs, (size_t)g0 * H);
         be->ops->matmul(be, ft_model_gemm(m), ft_model_at(m, dxs, (size_t)g0 * H), m->dlogits,
                         p->w_out, grows, H, V, false, false, 1.0f, 0.0f);
-        if (g->w_out) /* a frozen head (LoRA) has no weight gradient */
+        if (g->w_out) /* a frozen head (LoRA) has no weight gradient; the first group
+                         writes an unset one */
             be->ops->matmul(be, ft_model_gemm_to_grad(m), g->w_out, m->dlogits, xg, V, H, grows,
-                            true, false, 1.0f, 1.0f);
+                            true, false, 1.0f, g->w_out_first && g0 == 0 ? 0.0f : 1.0f);
     }
+    if (train && g->w_out && g->w_out_first && n == 0) /* no row wrote it */
+        be->ops->zero(be, g->w_out, (size_t)V * H * m->gsize);
     if (train) {
         if (packed) { /* rows without a target get dxpack's zero row n */
             be->ops->zero(be, ft_model_at(m, m->pack.dx, (size_t)n * H), (size_t)H * m->esize);

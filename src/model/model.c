@@ -483,6 +483,14 @@ static ft_head_grads bind_head_grads(const ft_model *m, void *hg, void *emb_g)
     return g;
 }
 
+/* The unit's gradient for a caller that writes its 2-D weights' part itself: *first as
+ * ft_param_source.grads_first, false from a source without it (grads() accumulates). */
+static void *grads_to_write(const ft_param_source *src, int unit, bool *first)
+{
+    *first = false;
+    return src->grads_first ? src->grads_first(src->ctx, unit, first) : src->grads(src->ctx, unit);
+}
+
 static double run_head(ft_model *m, const ft_param_source *src, float grad_scale, int train,
                        void *dx)
 {
@@ -493,8 +501,17 @@ static double run_head(ft_model *m, const ft_param_source *src, float grad_scale
     const ft_head_params p = bind_head(m, hp, tied ? src->acquire(src->ctx, 0) : NULL);
     ft_head_grads g = { 0 };
     const bool head_grads = train && !m->frozen;
-    if (head_grads)
-        g = bind_head_grads(m, src->grads(src->ctx, hu), tied ? src->grads(src->ctx, 0) : NULL);
+    if (head_grads) { /* w_out is the 2-D part of its unit: the head unit's, or the tied
+                         embedding's (whose own backward then adds to what the head wrote) */
+        bool first;
+        if (tied) {
+            void *emb = grads_to_write(src, 0, &first);
+            g = bind_head_grads(m, src->grads(src->ctx, hu), emb);
+        } else {
+            g = bind_head_grads(m, grads_to_write(src, hu, &first), NULL);
+        }
+        g.w_out_first = first;
+    }
     double loss = ft_head_forward_backward(m, &p, &g, m->block_in[lay->config.num_hidden_layers],
                                            dx, grad_scale, train);
     if (head_grads)
@@ -536,7 +553,10 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
         bound_adapters ba;
         bc.skip_input_grad = l == 0 && m->frozen; /* a frozen embedding takes no gradient */
         ft_block_params_bind(&lay->units[u], m->dt, src->acquire(src->ctx, u), &p);
-        ft_block_grads_bind(&lay->units[u], m->gt, m->frozen ? NULL : src->grads(src->ctx, u), &g);
+        bool first = false;
+        ft_block_grads_bind(&lay->units[u], m->gt,
+                            m->frozen ? NULL : grads_to_write(src, u, &first), &g);
+        g.first = first; /* the block's GEMMs write its 2-D weights' gradients */
         bind_adapters(m, l, &ba, &p, &g);
         ft_block_acts *a = acts_for(m, l);
         if (m->opt.activation_checkpointing) /* recompute from the saved input; the output

@@ -31,6 +31,13 @@ typedef struct ft_param_source {
     /* Returns the unit's gradient accumulator (flat, stored as grad_dtype) on the
      * backend. */
     void *(*grads)(void *ctx, int unit);
+    /* Optional (NULL: use grads). grads() for a caller that writes the unit's 2-D weights'
+     * gradients (the unit's leading decay_numel elements) itself: *first is true when this
+     * is the unit's first request since its gradient was reset (each step; at ZeRO stages
+     * 2-3 each micro-batch), and then that part holds no value yet: every element of it
+     * must be written (the weight-gradient GEMMs with beta 0) before anything adds to it.
+     * The rest of the unit is zero as with grads(). */
+    void *(*grads_first)(void *ctx, int unit, bool *first);
     void (*release)(void *ctx, int unit);
     /* Called once per micro-batch when unit's gradient contribution is complete. */
     void (*grad_done)(void *ctx, int unit);

@@ -91,6 +91,7 @@ typedef struct ft_head_params {
 } ft_head_params;
 typedef struct ft_head_grads {
     void *w_out, *b_out, *w_norm, *b_norm;
+    bool w_out_first; /* w_out holds no value yet: written, not added to (grads_first) */
 } ft_head_grads;
 
 /* Final norm into m->xf; logits = x W^T (+ b) of rows of x (model dtype) into an

@@ -181,6 +181,7 @@ int ft_engine_create(ft_engine **out, const ft_model_layout *layout, ft_backend 
     e->rank = comm->rank;
     e->size = comm->size;
     e->opt_be = be;
+    e->unset_mode = ft_engine_unset_mode_from_env();
     if (e->opt.offload_optimizer && ft_backend_cpu_create(&e->opt_be, err)) {
         free(e);
         return ft_fail_context(err, "offload_optimizer");

@@ -46,6 +46,7 @@ typedef struct engine_unit {
     float *m, *v;      /* optimizer state over the opt range */
     float *grad_full;  /* stages 0-1: [n_pad] */
     float *grad_shard; /* stages 2-3: [S] */
+    int grad_unset;    /* stages 0-1: grad_full's 2-D part holds no value yet (engine_unset.c) */
     int loaded_nonfinite; /* frozen: the first tensor whose loaded own slice held NaN/Inf
                              on this rank, -1 none (engine_frozen.c) */
 } engine_unit;
@@ -73,6 +74,7 @@ typedef struct grad_slot {
     uint16_t *bits_full;  /* bf16 reduction of an fp32 full: the values sent */
     uint16_t *bits_shard; /* bf16 reduction: the values received */
     ft_comm_request *req;
+    int unset;          /* the 2-D part holds no value yet (engine_unset.c) */
 } grad_slot;
 
 struct ft_engine {
@@ -104,10 +106,26 @@ struct ft_engine {
     unsigned long clock;
     int failed;            /* a collective failed inside a source callback */
     int dry_run;           /* ft_engine_estimate: count, do not allocate */
+    int unset_mode;        /* ft_unset_mode: what a gradient reset leaves in the 2-D part */
     ft_error error;
 };
 
 void *ft_engine_alloc(ft_engine *e, size_t bytes, size_t *counter);
+
+/* Gradient resets that leave the 2-D weights' part unset for a writer (engine_unset.c). */
+typedef enum {
+    FT_UNSET_LEAVE,  /* the previous values stay there (the default) */
+    FT_UNSET_NEVER,  /* zero everything (FTMPI_GRADS_ZERO_ALL=1) */
+    FT_UNSET_POISON  /* NaN there (test hook FTMPI_GRADS_POISON_UNSET=1) */
+} ft_unset_mode;
+int ft_engine_unset_mode_from_env(void);
+/* Resets unit's gradient full[n_pad] (esize bytes an element): the tail zeroed, the 2-D
+ * part unset (*unset = 1) unless the mode or the unit has none. */
+void ft_engine_reset_grad(ft_engine *e, int unit, void *full, size_t esize, int *unset);
+/* Zeroes the 2-D part if it is unset, so that adding to it is right. */
+void ft_engine_settle_grad(ft_engine *e, int unit, void *full, size_t esize, int *unset);
+/* Stages 0-1: settles every unit (before gradients are reduced or measured). */
+void ft_engine_settle_all_grads(ft_engine *e);
 
 /* The model takes bf16 bits (the mixed-precision recipe). */
 static inline int ft_engine_hands_bits(const ft_engine *e)

@@ -566,6 +566,8 @@ int ft_engine_download_params(ft_engine *e, int unit, float *host, ft_error *err
 void ft_engine_download_grads(ft_engine *e, int unit, float *host)
 {
     engine_unit *eu = &e->units[unit];
-    if (eu->grad_full)
-        e->be->ops->download(e->be, host, eu->grad_full, eu->numel * sizeof(float));
+    if (!eu->grad_full)
+        return;
+    ft_engine_settle_grad(e, unit, eu->grad_full, sizeof(float), &eu->grad_unset);
+    e->be->ops->download(e->be, host, eu->grad_full, eu->numel * sizeof(float));
 }

@@ -6,8 +6,8 @@
  * until the slot is needed again (a unit used twice in a row, like the embedding of a
  * tied head, is not gathered twice).
  *
- * Stages 2-3 give the model a zeroed transient full-unit gradient on first grads(u)
- * and reduce-scatter it into the rank's gradient shard on grad_done(u), nonblocking;
+ * Stages 2-3 give the model a transient full-unit gradient on first grads(u) (zeroed, or
+ * with its 2-D part unset for grads_first: engine_unset.c) and reduce-scatter it into the rank's gradient shard on grad_done(u), nonblocking;
  * the sum into the shard happens when the slot is next needed or at flush.
  *
  * Collectives are started in the same order on every rank because every rank runs the
@@ -147,6 +147,11 @@ static void finish_reduce(ft_engine *e, grad_slot *g)
     g->unit = -1;
 }
 
+static size_t grad_esize(const ft_engine *e)
+{
+    return ft_engine_bf16_grad_staging(e) ? sizeof(uint16_t) : sizeof(float);
+}
+
 static grad_slot *open_grad_slot(ft_engine *e, int unit)
 {
     grad_slot *pick = NULL;
@@ -162,8 +167,7 @@ static grad_slot *open_grad_slot(ft_engine *e, int unit)
         return NULL;
     }
     finish_reduce(e, pick);
-    const size_t esize = ft_engine_bf16_grad_staging(e) ? sizeof(uint16_t) : sizeof(float);
-    e->be->ops->zero(e->be, pick->full, e->units[unit].padded * esize);
+    ft_engine_reset_grad(e, unit, pick->full, grad_esize(e), &pick->unset);
     pick->unit = unit;
     pick->open = 1;
     return pick;
@@ -212,13 +216,37 @@ static void src_release(void *ctx, int unit)
         s->refs--;
 }
 
+/* The unit's gradient and where its "2-D part unset" flag lives. */
+static void *grads_and_flag(ft_engine *e, int unit, int **unset)
+{
+    if (e->opt.zero_stage <= 1) {
+        *unset = &e->units[unit].grad_unset;
+        return e->units[unit].grad_full;
+    }
+    grad_slot *g = open_grad_slot(e, unit);
+    *unset = g ? &g->unset : NULL;
+    return g ? g->full : NULL;
+}
+
 static void *src_grads(void *ctx, int unit)
 {
     ft_engine *e = ctx;
-    if (e->opt.zero_stage <= 1)
-        return e->units[unit].grad_full;
-    grad_slot *g = open_grad_slot(e, unit);
-    return g ? g->full : NULL;
+    int *unset;
+    void *full = grads_and_flag(e, unit, &unset);
+    if (full) /* an accumulator: zeroed if the 2-D part was left unset */
+        ft_engine_settle_grad(e, unit, full, grad_esize(e), unset);
+    return full;
+}
+
+static void *src_grads_first(void *ctx, int unit, bool *first)
+{
+    ft_engine *e = ctx;
+    int *unset;
+    void *full = grads_and_flag(e, unit, &unset);
+    *first = full && *unset; /* the caller overwrites the 2-D part */
+    if (full)
+        *unset = 0;
+    return full;
 }
 
 static void src_grad_done(void *ctx, int unit)
@@ -256,7 +284,9 @@ ft_param_source ft_engine_param_source(ft_engine *e)
 {
     /* a frozen engine has no gradients: the model must not ask for them */
     return (ft_param_source){ .ctx = e, .plan = src_plan, .acquire = src_acquire,
-                              .grads = e->opt.frozen ? NULL : src_grads, .release = src_release,
+                              .grads = e->opt.frozen ? NULL : src_grads,
+                              .grads_first = e->opt.frozen ? NULL : src_grads_first,
+                              .release = src_release,
                               .grad_done = e->opt.frozen ? NULL : src_grad_done,
                               .grad_dtype = ft_engine_bf16_grad_staging(e) ? FT_DTYPE_BF16
                                                                            : FT_DTYPE_F32 };

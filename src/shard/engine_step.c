@@ -11,8 +11,8 @@ void ft_engine_zero_grads(ft_engine *e)
     ft_engine_flush_grads(e, NULL);
     for (int u = 0; u < e->layout.n_units; u++) {
         engine_unit *eu = &e->units[u];
-        if (eu->grad_full)
-            e->be->ops->zero(e->be, eu->grad_full, eu->padded * sizeof(float));
+        if (eu->grad_full) /* the 2-D part unset for the first micro-batch's GEMMs */
+            ft_engine_reset_grad(e, u, eu->grad_full, sizeof(float), &eu->grad_unset);
         else
             e->be->ops->zero(e->be, eu->grad_shard, eu->shard * sizeof(float));
     }
@@ -24,6 +24,7 @@ int ft_engine_reduce_grads(ft_engine *e, ft_error *err)
         return ft_engine_frozen_refuse(err, "reducing gradients");
     if (e->opt.zero_stage >= 2)
         return ft_engine_flush_grads(e, err);
+    ft_engine_settle_all_grads(e); /* a unit no micro-batch wrote is zero */
     if (e->size == 1)
         return 0;
     e->be->ops->sync(e->be);
@@ -69,6 +70,7 @@ int ft_engine_grad_norm(ft_engine *e, double *norm, ft_error *err)
 {
     if (e->opt.frozen)
         return ft_engine_frozen_refuse(err, "gradient norm");
+    ft_engine_settle_all_grads(e);
     /* Every unit's sum in one call (one wait for the device, not one per unit), added in
      * unit order. */
     const int nu = e->layout.n_units;

@@ -288,7 +288,8 @@ static void test_bf16_params_are_bf16(void **state)
 /* The backend's matmul, counting the head's GEMMs (the only ones with vocab-wide
  * operands: V = 37 is none of the tiny model's other widths). */
 static const ft_backend_ops *real_ops;
-static int head_dw_accumulations; /* dW[V, H] += ... */
+static int head_dw_accumulations; /* dW[V, H] (+)= ...: the GEMMs that write dW */
+static float head_dw_first_beta;  /* beta of the first of them */
 static long head_logit_rows;      /* rows of logits[rows, V] computed */
 static int tiny_vocab;
 
@@ -296,8 +297,8 @@ static void counting_matmul(ft_backend *be, ft_gemm_types t, void *c, const void
                             const void *b, int m, int n, int k, bool trans_a, bool trans_b,
                             float alpha, float beta)
 {
-    if (m == tiny_vocab && beta != 0.0f)
-        head_dw_accumulations++;
+    if (m == tiny_vocab && trans_a && head_dw_accumulations++ == 0)
+        head_dw_first_beta = beta;
     if (n == tiny_vocab && trans_b)
         head_logit_rows += m;
     real_ops->matmul(be, t, c, a, b, m, n, k, trans_a, trans_b, alpha, beta);
@@ -345,6 +346,8 @@ static void test_head_weight_grad_once(void **state)
                "%ld targets\n", groups[k], head_dw_accumulations, want, head_logit_rows, targets);
         assert_int_equal(nt, targets);
         assert_int_equal(head_dw_accumulations, want);
+        /* the engine left dW unset at the reset: the first GEMM writes it, the rest add */
+        assert_true(head_dw_first_beta == 0.0f);
         assert_int_equal(head_logit_rows, targets); /* rows without a target: no logits */
         ft_model_free(m);
     }
@@ -365,6 +368,43 @@ static void test_head_weight_grad_once(void **state)
     rig_down(&r);
 }
 
+/* A micro-batch without a single target after one with targets, each starting from a
+ * reset: the head computes no logits and writes no dW GEMM, so its dW (which the reset
+ * left holding the first micro-batch's values, untied or tied to the embedding) must be
+ * zeroed by the head itself; every gradient is then exactly zero. */
+static void test_no_target_gradients_zero(void **state)
+{
+    (void)state;
+    for (int tied = 0; tied < 2; tied++) {
+        rig r;
+        ft_model_config c = test_tiny_config();
+        c.tie_word_embeddings = tied;
+        rig_up(&r, c, FT_DTYPE_F32);
+        rows x;
+        random_rows(&x, 3, 16, c.vocab_size, 5, 0);
+        ft_model *m = make_model(&r, 3, 16, 1);
+        ft_engine_zero_grads(r.engine);
+        grads_of(&r, m, &x, 0);
+        float **before = snapshot_grads(&r);
+        double norm = 0.0;
+        for (size_t i = 0; i < r.layout.units[0].numel; i++)
+            norm += fabs(before[0][i]);
+        assert_true(norm > 0.0); /* the first micro-batch wrote the embedding's gradient */
+        memset(x.mask, 0, sizeof x.mask);
+        ft_engine_zero_grads(r.engine);
+        grads_of(&r, m, &x, 0);
+        float **g = snapshot_grads(&r);
+        for (int u = 0; u < r.layout.n_units; u++)
+            for (size_t i = 0; i < r.layout.units[u].numel; i++)
+                if (g[u][i] != 0.0f)
+                    fail_msg("tied %d: unit %d element %zu: %g, want 0", tied, u, i, g[u][i]);
+        free_snapshot(&r, before);
+        free_snapshot(&r, g);
+        ft_model_free(m);
+        rig_down(&r);
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -374,6 +414,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_document_masking_equals_separate),
         cmocka_unit_test(test_bf16_params_are_bf16),
         cmocka_unit_test(test_head_weight_grad_once),
+        cmocka_unit_test(test_no_target_gradients_zero),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     MPI_Finalize();
