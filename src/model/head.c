@@ -42,8 +42,8 @@ void ft_head_logits(ft_model *m, const ft_head_params *p, float *logits, const v
 /* The rows of this micro-batch that have a target, as device index lists:
  * live[i] = the i-th such row; inv[r] = its position in live, or n (a zero row of
  * dxpack) for a row without target; their targets and weights packed alike.
- * Returns the number of live rows. */
-static int pack_live_rows(ft_model *m)
+ * Returns the number of live rows (none uploaded when all or none are live). */
+static int pack_rows(ft_model *m)
 {
     ft_backend *be = m->be;
     const int N = m->in.tokens;
@@ -70,8 +70,13 @@ static int pack_live_rows(ft_model *m)
     return n;
 }
 
-double ft_head_forward_backward(ft_model *m, const ft_head_params *p, ft_head_grads *g,
-                                const void *x, void *dx, float grad_scale, int train)
+int ft_head_pack_live_rows(ft_model *m)
+{
+    return m->pack.n = pack_rows(m);
+}
+
+void ft_head_forward_backward(ft_model *m, const ft_head_params *p, ft_head_grads *g,
+                              const void *x, void *dx, float grad_scale, int train)
 {
     ft_backend *be = m->be;
     const ft_model_config *c = &m->layout.config;
@@ -80,7 +85,7 @@ double ft_head_forward_backward(ft_model *m, const ft_head_params *p, ft_head_gr
     const bool in_place = m->dt == FT_DTYPE_F32; /* dlogits overwrite the fp32 logits */
 
     ft_head_norm(m, p, x);
-    const int n = pack_live_rows(m);
+    const int n = m->pack.n;
     const bool packed = n > 0 && n < N;
     /* Inputs of the packed rows: all rows, or the gathered live ones. */
     const void *xs = m->xf;
@@ -133,11 +138,19 @@ double ft_head_forward_backward(ft_model *m, const ft_head_params *p, ft_head_gr
         ft_model_norm_bwd(m, dx, g->w_norm, g->b_norm, m->dxf, x, p->w_norm, m->mean_f, m->rstd_f,
                           N);
     }
+}
 
+double ft_head_loss_sum(ft_model *m)
+{
     /* The host staging buffer is reused for the per-row losses (packed rows first:
      * the zeros of rows without target do not change a sum). */
-    float *loss_host = m->host_f32 + N;
-    be->ops->download(be, loss_host, m->row_loss, (size_t)n * sizeof(float));
+    const int n = m->pack.n;
+    if (n == 0) { /* nothing to read back; still wait, as the callers' one wait */
+        m->be->ops->sync(m->be);
+        return 0.0;
+    }
+    float *loss_host = m->host_f32 + m->in.tokens;
+    m->be->ops->download(m->be, loss_host, m->row_loss, (size_t)n * sizeof(float));
     double sum = 0.0;
     for (int r = 0; r < n; r++)
         sum += loss_host[r];

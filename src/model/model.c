@@ -341,6 +341,7 @@ static int stage_batch(ft_model *m, const ft_host_batch *b, long *n_targets, ft_
     m->in.has_segments = b->segment != NULL;
     m->attn.batch = B;
     be->ops->segment_hint(be, m->in.segment, seg, m->attn); /* no read-back per attention */
+    ft_head_pack_live_rows(m); /* the head's index lists now, not mid-pass */
     *n_targets = count;
     return 0;
 }
@@ -491,8 +492,8 @@ static void *grads_to_write(const ft_param_source *src, int unit, bool *first)
     return src->grads_first ? src->grads_first(src->ctx, unit, first) : src->grads(src->ctx, unit);
 }
 
-static double run_head(ft_model *m, const ft_param_source *src, float grad_scale, int train,
-                       void *dx)
+static void run_head(ft_model *m, const ft_param_source *src, float grad_scale, int train,
+                     void *dx)
 {
     const ft_model_layout *lay = &m->layout;
     const int hu = ft_layout_head_unit(lay);
@@ -512,14 +513,13 @@ static double run_head(ft_model *m, const ft_param_source *src, float grad_scale
         }
         g.w_out_first = first;
     }
-    double loss = ft_head_forward_backward(m, &p, &g, m->block_in[lay->config.num_hidden_layers],
-                                           dx, grad_scale, train);
+    ft_head_forward_backward(m, &p, &g, m->block_in[lay->config.num_hidden_layers], dx,
+                             grad_scale, train);
     if (head_grads)
         src->grad_done(src->ctx, hu);
     if (tied)
         src->release(src->ctx, 0);
     src->release(src->ctx, hu);
-    return loss;
 }
 
 int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_batch *b,
@@ -543,7 +543,7 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
     announce_plan(m, src, 1);
     forward_blocks(m, src);
     void *dy = m->dres[0], *dx = m->dres[1];
-    *loss_sum = run_head(m, src, grad_scale, 1, dy);
+    run_head(m, src, grad_scale, 1, dy);
 
     ft_block_ctx bc = block_ctx(m);
     for (int l = L - 1; l >= 0; l--) {
@@ -580,7 +580,7 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
         src->release(src->ctx, 0);
     }
     m->lora_dropout.p = 0.0;
-    be->ops->sync(be);
+    *loss_sum = ft_head_loss_sum(m); /* the micro-batch's one wait, after all its work */
     return 0;
 }
 
@@ -591,7 +591,8 @@ int ft_model_eval_micro(ft_model *m, const ft_param_source *src, const ft_host_b
         return -1;
     announce_plan(m, src, 0);
     forward_blocks(m, src);
-    *loss_sum = run_head(m, src, 0.0f, 0, NULL);
+    run_head(m, src, 0.0f, 0, NULL);
+    *loss_sum = ft_head_loss_sum(m);
     return 0;
 }
 

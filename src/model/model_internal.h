@@ -49,6 +49,7 @@ struct ft_model {
         int32_t *live, *inv, *targets; /* [max_tokens] */
         float *weights;                /* [max_tokens] */
         void *x, *dx;                  /* [max_tokens, H]: scratch.dh, scratch.dxn */
+        int n;                         /* live rows of the staged batch (stage_batch) */
     } pack;
     int32_t *host_pack;          /* [4 max_tokens] host staging of pack's index lists */
 
@@ -94,17 +95,26 @@ typedef struct ft_head_grads {
     bool w_out_first; /* w_out holds no value yet: written, not added to (grads_first) */
 } ft_head_grads;
 
+/* The staged batch's rows that have a target (host copies from stage_batch) as the
+ * device index lists of m->pack, uploaded with the batch so that the head makes no
+ * host round trip in the middle of a pass; sets and returns m->pack.n. */
+int ft_head_pack_live_rows(ft_model *m);
+/* The sum of the head's per-row losses of the last pass: the one wait for the device
+ * per micro-batch, at its end. */
+double ft_head_loss_sum(ft_model *m);
+
 /* Final norm into m->xf; logits = x W^T (+ b) of rows of x (model dtype) into an
  * fp32 [rows, vocab] buffer. */
 void ft_head_norm(ft_model *m, const ft_head_params *p, const void *x);
 void ft_head_logits(ft_model *m, const ft_head_params *p, float *logits, const void *x, int rows);
 
-/* Head forward: final norm, logits in chunks, cross-entropy. With train != 0 also the
- * backward: dx (overwrite) and parameter grads (g may be NULL without train), the
- * output weight's gradient accumulated once per group of head_group_rows target
- * rows. Returns the loss sum. */
-double ft_head_forward_backward(ft_model *m, const ft_head_params *p, ft_head_grads *g,
-                                const void *x, void *dx, float grad_scale, int train);
+/* Head forward: final norm, logits in chunks, cross-entropy (the per-row losses stay
+ * on the device: ft_head_loss_sum). With train != 0 also the backward: dx (overwrite)
+ * and parameter grads (g may be NULL without train), the output weight's gradient
+ * accumulated once per group of head_group_rows target rows. Over the rows that
+ * ft_head_pack_live_rows staged. */
+void ft_head_forward_backward(ft_model *m, const ft_head_params *p, ft_head_grads *g,
+                              const void *x, void *dx, float grad_scale, int train);
 
 /* The GEMM types of the model's matmuls: everything in the model's dtype (the
  * logits' fp32 product: model/head_logits.h). */
