@@ -280,6 +280,10 @@ static void mlp_fwd(const ft_block_ctx *bc, const ft_block_params *p, const void
         ft_block_lora_fwd(bc, p, a, FT_BLK_GATE, a->gate, n);
         be->ops->swiglu_fwd(be, bc->dt, a->act, a->gate, a->up, (size_t)N * I);
     }
+    if (bc->rebuild_only) { /* nobody reads the output: only an adapter's u */
+        ft_block_lora_keep_u(bc, p, a, FT_BLK_DOWN, a->act);
+        return;
+    }
     linear_fwd(bc, y, a->act, p->w[FT_BLK_DOWN], N, H, I, 1.0f);
     add_bias(bc, y, p->w[FT_BLK_DOWN_BIAS], N, H);
     ft_block_lora_fwd(bc, p, a, FT_BLK_DOWN, y, a->act);
@@ -330,20 +334,26 @@ void ft_block_forward(const ft_block_ctx *bc, const ft_block_params *p, const vo
     add_bias(bc, a->v, p->w[FT_BLK_V_BIAS], N, KV);
     ft_block_lora_fwd(bc, p, a, FT_BLK_V, a->v, a->xn1);
     attend(bc, a->att, a->lse, a->q, a->k, a->v);
-    be->ops->copy(be, a->h, x, (size_t)N * H * ft_dtype_size(bc->dt));
-    linear_fwd(bc, a->h, a->att, p->w[FT_BLK_O], N, H, Q, 1.0f);
-    add_bias(bc, a->h, p->w[FT_BLK_O_BIAS], N, H);
-    ft_block_lora_fwd(bc, p, a, FT_BLK_O, a->h, a->att);
+    const bool parallel = ft_model_parallel_residual(c);
+    if (bc->rebuild_only && parallel) { /* h only feeds y (the MLP reads x) */
+        ft_block_lora_keep_u(bc, p, a, FT_BLK_O, a->att);
+    } else {
+        be->ops->copy(be, a->h, x, (size_t)N * H * ft_dtype_size(bc->dt));
+        linear_fwd(bc, a->h, a->att, p->w[FT_BLK_O], N, H, Q, 1.0f);
+        add_bias(bc, a->h, p->w[FT_BLK_O_BIAS], N, H);
+        ft_block_lora_fwd(bc, p, a, FT_BLK_O, a->h, a->att);
+    }
 
     /* the MLP's input: Norm2(h), Norm2(x) (parallel), or Norm1(x) itself (shared) */
     const void *xn2 = a->xn1;
     if (!fam->shared_norm) {
-        const void *mlp_in = ft_model_parallel_residual(c) ? x : a->h;
+        const void *mlp_in = parallel ? x : a->h;
         norm_fwd(bc, a->xn2, a->mean2, a->rstd2, mlp_in, p->w[FT_BLK_MLP_NORM],
                           p->w[FT_BLK_MLP_NORM_BIAS], N);
         xn2 = a->xn2;
     }
-    be->ops->copy(be, y, a->h, (size_t)N * H * ft_dtype_size(bc->dt));
+    if (!bc->rebuild_only)
+        be->ops->copy(be, y, a->h, (size_t)N * H * ft_dtype_size(bc->dt));
     mlp_fwd(bc, p, xn2, a, y);
 }
 

@@ -95,6 +95,12 @@ struct ft_block_ctx {
      * v; with a parallel residual the MLP's too) and those norms' backward; dx is left
      * unwritten. A block whose norms train still computes it (their gradients need it). */
     bool skip_input_grad;
+    /* Forward only: a recompute for the backward (activation checkpointing), which
+     * rebuilds only what the backward reads and leaves y unwritten: the MLP's down
+     * projection, whose output nobody reads, is skipped (2 N H I FLOPs, a sixth of a
+     * Llama block's forward), and with a parallel residual the attention's output
+     * projection too; an adapter there still rebuilds its u. */
+    bool rebuild_only;
 };
 
 /* Allocates one set of activations for `tokens` rows (the family's buffers only,
@@ -113,7 +119,8 @@ void ft_block_params_bind(const ft_unit_layout *u, ft_dtype dt, const void *flat
                           ft_block_params *p);
 void ft_block_grads_bind(const ft_unit_layout *u, ft_dtype gt, void *flat, ft_block_grads *g);
 
-/* y = block(x) over b->tokens rows (y must not alias x); activations into a. */
+/* y = block(x) over b->tokens rows (y must not alias x); activations into a (with
+ * rebuild_only, only those, and y is not written). */
 void ft_block_forward(const ft_block_ctx *b, const ft_block_params *p, const void *x, void *y,
                       ft_block_acts *a);
 /* dx = d(loss)/dx given dy (overwrite; see skip_input_grad), parameter grads accumulate

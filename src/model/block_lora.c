@@ -65,23 +65,37 @@ static const void *b_rows(const ft_block_ctx *bc, const ft_lora_params *l, const
     return (const char *)l->b[v->site] + (size_t)(v->row0 * l->rank) * ft_dtype_size(bc->dt);
 }
 
+/* u[N, r] = drop(a) A^T where the view opens its site. */
+static void make_u(const ft_block_ctx *bc, const ft_lora_params *l, ft_block_acts *acts,
+                   const lora_view *v, const void *a)
+{
+    if (!v->opens)
+        return;
+    const ft_gemm_types t = { bc->dt, bc->dt, bc->dt };
+    bc->be->ops->matmul(bc->be, t, acts->lora_u[v->site], adapter_input(bc, l, v, a),
+                        l->a[v->site], bc->tokens, l->rank, (int)v->in, false, true, 1.0f, 0.0f);
+}
+
+void ft_block_lora_keep_u(const ft_block_ctx *bc, const ft_block_params *p, ft_block_acts *acts,
+                          int proj, const void *a)
+{
+    lora_view v;
+    if (lora_view_of(bc, p, proj, &v))
+        make_u(bc, p->lora, acts, &v, a);
+}
+
 void ft_block_lora_fwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_acts *acts,
                        int proj, void *z, const void *a)
 {
     lora_view v;
     if (!lora_view_of(bc, p, proj, &v))
         return;
-    ft_backend *be = bc->be;
     const ft_lora_params *l = p->lora;
     const ft_gemm_types t = { bc->dt, bc->dt, bc->dt };
-    const int N = bc->tokens, r = l->rank;
-    void *u = acts->lora_u[v.site];
-    if (v.opens) /* u[N, r] = drop(a) A^T */
-        be->ops->matmul(be, t, u, adapter_input(bc, l, &v, a), l->a[v.site], N, r, (int)v.in,
-                        false, true, 1.0f, 0.0f);
+    make_u(bc, l, acts, &v, a);
     /* z[N, out] += s u B^T */
-    be->ops->matmul(be, t, z, u, b_rows(bc, l, &v), N, (int)v.out, r, false, true, l->scale,
-                    1.0f);
+    bc->be->ops->matmul(bc->be, t, z, acts->lora_u[v.site], b_rows(bc, l, &v), bc->tokens,
+                        (int)v.out, l->rank, false, true, l->scale, 1.0f);
 }
 
 void ft_block_lora_bwd_weights(const ft_block_ctx *bc, const ft_block_params *p,

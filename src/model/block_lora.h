@@ -12,6 +12,11 @@
 void ft_block_lora_fwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_acts *acts,
                        int proj, void *z, const void *a);
 
+/* The forward's u = a A^T alone (no term added to z): what a recompute that skips the
+ * projection itself keeps for the backward. */
+void ft_block_lora_keep_u(const ft_block_ctx *bc, const ft_block_params *p, ft_block_acts *acts,
+                          int proj, const void *a);
+
 /* Backward, first half (before the base projection's da overwrites anything, since
  * the MLP's down projection writes da over its input a):
  *   dB += s dz^T u,  du (+)= s dz B,  and once the site's du is complete dA += du^T a. */

@@ -559,9 +559,12 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
         g.first = first; /* the block's GEMMs write its 2-D weights' gradients */
         bind_adapters(m, l, &ba, &p, &g);
         ft_block_acts *a = acts_for(m, l);
-        if (m->opt.activation_checkpointing) /* recompute from the saved input; the output
-                                                 goes to dx, which is free until backward */
+        if (m->opt.activation_checkpointing) { /* recompute from the saved input what the
+                                                   backward reads (dx: unwritten) */
+            bc.rebuild_only = true;
             ft_block_forward(&bc, &p, m->block_in[l], dx, a);
+            bc.rebuild_only = false;
+        }
         ft_block_backward(&bc, &p, &g, m->block_in[l], a, dy, dx);
         release_adapters(m, l, true);
         if (!m->frozen)

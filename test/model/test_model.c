@@ -189,26 +189,71 @@ static void test_gradient_fd(void **state)
     }
 }
 
+/* The backend's matmul, counted (the recompute's GEMMs). */
+static const ft_backend_ops *counted_ops;
+static long matmul_calls;
+
+static void counting_all_matmul(ft_backend *be, ft_gemm_types t, void *c, const void *a,
+                                const void *b, int m, int n, int k, bool trans_a, bool trans_b,
+                                float alpha, float beta)
+{
+    matmul_calls++;
+    counted_ops->matmul(be, t, c, a, b, m, n, k, trans_a, trans_b, alpha, beta);
+}
+
+/* With activation checkpointing the gradients are bitwise those without, for every
+ * block wiring; the recompute rebuilds only what the backward reads: every forward GEMM
+ * but the MLP's down projection (and with a parallel residual the attention's output
+ * projection), so it costs exactly that many GEMMs fewer than a whole forward. */
 static void test_checkpointing_identical(void **state)
 {
     (void)state;
-    rig r;
-    rig_up(&r, test_tiny_config(), FT_DTYPE_F32);
-    rows x;
-    random_rows(&x, 3, 16, 37, 9, 1);
-    float **g[2];
-    for (int ckpt = 0; ckpt < 2; ckpt++) {
-        ft_model *m = make_model(&r, 3, 16, ckpt);
-        ft_engine_zero_grads(r.engine);
-        grads_of(&r, m, &x, 1);
-        g[ckpt] = snapshot_grads(&r);
-        ft_model_free(m);
+    for (int f = 0; f < 4; f++) {
+        ft_model_config c = test_tiny_config();
+        int skipped = 1; /* forward GEMMs per block the recompute leaves out */
+        if (f == 1) {
+            c.family = FT_FAMILY_QWEN3;
+            c.head_dim = 12;
+        } else if (f >= 2) { /* GPT-NeoX, parallel residual; GPT-J, one shared norm */
+            c.family = f == 2 ? FT_FAMILY_GPT_NEOX : FT_FAMILY_GPTJ;
+            c.num_key_value_heads = c.num_attention_heads;
+            c.rotary_dim = 4;
+            c.parallel_residual = f == 2;
+            c.attention_bias = f == 2;
+            c.gelu_tanh = f == 3;
+            skipped = 2;
+        }
+        const int fwd_gemms = f >= 2 ? 6 : 7; /* q k v o (gate) up down */
+        rig r;
+        rig_up(&r, c, FT_DTYPE_F32);
+        ft_backend_ops counting = *r.be->ops;
+        counting.matmul = counting_all_matmul;
+        counted_ops = r.be->ops;
+        r.be->ops = &counting;
+        rows x;
+        random_rows(&x, 3, 16, 37, 9, 1);
+        float **g[2];
+        long calls[2];
+        for (int ckpt = 0; ckpt < 2; ckpt++) {
+            ft_model *m = make_model(&r, 3, 16, ckpt);
+            ft_engine_zero_grads(r.engine);
+            matmul_calls = 0;
+            grads_of(&r, m, &x, 1);
+            calls[ckpt] = matmul_calls;
+            g[ckpt] = snapshot_grads(&r);
+            ft_model_free(m);
+        }
+        for (int u = 0; u < r.layout.n_units; u++)
+            assert_memory_equal(g[0][u], g[1][u], r.layout.units[u].numel * sizeof(float));
+        const long want = (long)c.num_hidden_layers * (fwd_gemms - skipped);
+        printf("wiring %d: %ld GEMMs, %ld with checkpointing (recompute %ld, want %ld)\n", f,
+               calls[0], calls[1], calls[1] - calls[0], want);
+        assert_int_equal(calls[1] - calls[0], want);
+        free_snapshot(&r, g[0]);
+        free_snapshot(&r, g[1]);
+        r.be->ops = counted_ops;
+        rig_down(&r);
     }
-    for (int u = 0; u < r.layout.n_units; u++)
-        assert_memory_equal(g[0][u], g[1][u], r.layout.units[u].numel * sizeof(float));
-    free_snapshot(&r, g[0]);
-    free_snapshot(&r, g[1]);
-    rig_down(&r);
 }
 
 static void test_document_masking_equals_separate(void **state)
