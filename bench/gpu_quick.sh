@@ -17,6 +17,8 @@
 #      shell tests (train, resume, generate, plan): the last line of each (120);
 #   2. bench/gpu_step.sh --shape 1b: the training step against HF + PyTorch (200); where
 #      it fails, again with the own attention kernels (FTMPI_CUDNN_ATTENTION=off) (150);
+#      then ftmpi alone with FTMPI_GRADS_ZERO_ALL=1 (gradient resets zeroing everything, the
+#      GEMMs adding to the zeros: what the unset 2-D part saves) (60);
 #   3. bench/head.sh cuda: the LM head against PyTorch's (60);
 #   4. bench/gpu_attention.sh: own kernels against SDPA's FA2, the cuDNN path against SDPA's
 #      cuDNN, the two forward geometries and the two backwards (180);
@@ -78,6 +80,8 @@ step gpu_tests 120 sh -c 'for t in "$0"/test/cuda/test_*; do
 step gpu_step 200 env FTMPI_BUILD="$build" GPU_STEP_LOGS="$logs" sh "$top/bench/gpu_step.sh" --shape 1b
 [ "$last" -ne 0 ] &&
     step gpu_step_own 150 env FTMPI_BUILD="$build" FTMPI_CUDNN_ATTENTION=off sh "$top/bench/gpu_step.sh" --shape 1b
+step grads_zero_all 60 env FTMPI_BUILD="$build" GPU_STEP_PEER=0 FTMPI_GRADS_ZERO_ALL=1 \
+    sh "$top/bench/gpu_step.sh" --shape 1b
 step head 60 env FTMPI_BUILD="$build" sh "$top/bench/head.sh" cuda
 step gpu_attention 180 env FTMPI_BUILD="$build" sh "$top/bench/gpu_attention.sh"
 step cuda_ops 60 "$build/test/cuda/test_cuda_ops"
@@ -89,7 +93,7 @@ for name in attention_tc attention_cudnn cuda_ops racecheck; do
     echo "== $name"
     grep -E "FAIL|checks|refused|skipped|passed|ERROR SUMMARY|hazard" "$logs/$name.log" | head -n 20
 done
-for name in gpu_tests gpu_step gpu_step_own head gpu_attention; do
+for name in gpu_tests gpu_step gpu_step_own grads_zero_all head gpu_attention; do
     [ -f "$logs/$name.log" ] || continue
     echo "== $name"
     cat "$logs/$name.log"

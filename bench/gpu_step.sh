@@ -21,6 +21,7 @@
 # max_memory_allocated. ftmpi runs its bf16 recipe (precision = "bf16"); extra arguments go
 # to ftmpi (precision=fp32 times the fp32 path). GPU_STEP_LOGS=DIR keeps ftmpi's log and the
 # peer's stderr there (ftmpi-SHAPE.log, torch-SHAPE.err); ftmpi's start-up line is printed.
+# GPU_STEP_PEER=0 runs ftmpi alone (an A/B of ftmpi settings; the peer's row says "not run").
 # Prints "no GPU" and exits 77 on a machine without one.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -92,21 +93,24 @@ CFG
     # exact bytes: the metrics file (the log rounds to MiB/GiB)
     ftmem=$(sed -n 's/.*"kind":"peak_memory".*"backend_bytes":\([0-9]*\).*/\1/p' ftmpi-$shape.jsonl)
     tied=""; [ "$TIED" = true ] && tied=--tied
-    peer=$(python3 "$top/bench/gpu_step_torch.py" step data.h5 "$L" $H $NH $NKV $FFN $V $BATCH $tied \
-           --steps $STEPS 2> torch-$shape.err) || { tail -n 3 torch-$shape.err; peer=""; }
-    keep torch-$shape.err
+    peer=""
+    if [ "${GPU_STEP_PEER:-1}" != 0 ]; then
+        peer=$(python3 "$top/bench/gpu_step_torch.py" step data.h5 "$L" $H $NH $NKV $FFN $V $BATCH \
+               $tied --steps $STEPS 2> torch-$shape.err) || { tail -n 3 torch-$shape.err; peer=""; }
+        keep torch-$shape.err
+    fi
     pt=$(echo "$peer" | sed -n 's/.*tokens_per_s=\([0-9.]*\).*/\1/p')
     ptmem=$(echo "$peer" | sed -n 's/.*peak_mem_bytes=\([0-9]*\).*/\1/p')
     awk -v s="$shape" -v L="$L" -v H="$H" -v nh="$NH" -v kv="$NKV" -v ffn="$FFN" -v V="$V" -v vis="$vis" \
         -v peak="$peak" -v ft="${ft:-0}" -v ftmfu="${ftmfu:--}" -v ftmem="${ftmem:-0}" -v pt="${pt:-0}" \
-        -v ptmem="${ptmem:-0}" 'BEGIN {
+        -v ptmem="${ptmem:-0}" -v peer_run="$([ "${GPU_STEP_PEER:-1}" != 0 ] && echo 1 || echo 0)" 'BEGIN {
         hd = H / nh
         n = L * (H * (nh + 2 * kv) * hd + nh * hd * H + 3 * H * ffn) + V * H  # matmul weights
         per_tok = 6 * n + 12 * L * nh * hd * vis
         mfu_ft = ft * per_tok / (peak * 1e12) * 100; mfu_pt = pt * per_tok / (peak * 1e12) * 100
         printf "%-5s %-11s %10.0f %7.1f%% %12s%% %10.2f\n", s, "ftmpi", ft, mfu_ft, ftmfu, ftmem / 2^30
         if (pt > 0) printf "%-5s %-11s %10.0f %7.1f%% %13s %10.2f\n", s, "HF+PyTorch", pt, mfu_pt, "-", ptmem / 2^30
-        else printf "%-5s %-11s %10s\n", s, "HF+PyTorch", "failed"
+        else printf "%-5s %-11s %10s\n", s, "HF+PyTorch", peer_run ? "failed" : "not run"
         r_tok = pt > 0 ? sprintf("%.2f", ft / pt) : "-"; r_mem = ptmem > 0 ? sprintf("%.2f", ftmem / ptmem) : "-"
         printf "%-5s %-11s %10s %8s %13s %10s   (model %.2f GFLOP/token, N %.3f B)\n", s, "ftmpi/HF", r_tok,
                r_tok, "", r_mem, per_tok / 1e9, n / 1e9 }'
