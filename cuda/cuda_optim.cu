@@ -84,7 +84,8 @@ extern "C" cudaError_t ft_cuda_launch_sgd(float *param, const float *grad, float
         return cudaSuccess;
     unsigned grid = ft_cuda_grid_for(n, OPT_THREADS);
     if (mu == 0.0f || !momentum_buf)
-        FT_LAUNCH(sgd_plain_kernel, grid, OPT_THREADS, 0, st)(param, grad, n, decay, lr, grad_scale);
+        FT_LAUNCH(sgd_plain_kernel, grid, OPT_THREADS, 0, st)
+        (param, grad, n, decay, lr, grad_scale);
     else
         FT_LAUNCH(sgd_momentum_kernel, grid, OPT_THREADS, 0, st)
         (param, grad, momentum_buf, n, decay, lr, mu, grad_scale);

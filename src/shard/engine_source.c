@@ -7,8 +7,9 @@
  * tied head, is not gathered twice).
  *
  * Stages 2-3 give the model a transient full-unit gradient on first grads(u) (zeroed, or
- * with its 2-D part unset for grads_first: engine_unset.c) and reduce-scatter it into the rank's gradient shard on grad_done(u), nonblocking;
- * the sum into the shard happens when the slot is next needed or at flush.
+ * with its 2-D part unset for grads_first: engine_unset.c) and reduce-scatter it into
+ * the rank's gradient shard on grad_done(u), nonblocking; the sum into the shard happens
+ * when the slot is next needed or at flush.
  *
  * Collectives are started in the same order on every rank because every rank runs the
  * same sequence of model calls and this code's choices depend only on that sequence.
