@@ -22,6 +22,7 @@
 # to ftmpi (precision=fp32 times the fp32 path). GPU_STEP_LOGS=DIR keeps ftmpi's log and the
 # peer's stderr there (ftmpi-SHAPE.log, torch-SHAPE.err); ftmpi's start-up line is printed.
 # GPU_STEP_PEER=0 runs ftmpi alone (an A/B of ftmpi settings; the peer's row says "not run").
+# ftmpi runs with profile_phases = true: its last step's time by phase is printed too.
 # Prints "no GPU" and exits 77 on a machine without one.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -73,7 +74,7 @@ for shape in $shapes; do
     vis=$(echo "$info" | sed -n 's/.*avg_visible=\([0-9.]*\).*/\1/p')
     cat > step.cfg <<CFG
 device = "cuda"; precision = "bf16"; max_steps = $STEPS; seed = 1; micro_batch_size = $BATCH; global_batch_size = $BATCH;
-activation_checkpointing = true; grad_clip = 1.0; log_every = 1;
+activation_checkpointing = true; grad_clip = 1.0; log_every = 1; profile_phases = true;
 model = { vocab_size = $V; hidden_size = $H; intermediate_size = $FFN; num_hidden_layers = $L;
           num_attention_heads = $NH; num_key_value_heads = $NKV; max_position_embeddings = $T;
           rope_theta = 500000.0; tie_word_embeddings = $TIED; };
@@ -86,6 +87,8 @@ CFG
         { keep ftmpi-$shape.log; tail -n 20 ftmpi-$shape.log; exit 1; }
     keep ftmpi-$shape.log
     sed -n "s/^ftmpi: \(start-up\|MFU peak\)/$shape  ftmpi \1/p" ftmpi-$shape.log | head -n 2
+    # the last step's time by phase (the device's time: events on ftmpi's stream)
+    sed -n "s/^ftmpi: \(step [0-9]* by phase\)/$shape  ftmpi \1/p" ftmpi-$shape.log | tail -n 1
     # the median of the steps after the first 3 (start-up, allocator warm-up)
     ft=$(sed -n 's/^step .*| tok\/s \([0-9.]*\) .*/\1/p' ftmpi-$shape.log | tail -n +4 | sort -n |
          awk '{ a[NR] = $1 } END { print NR ? a[int((NR + 1) / 2)] : 0 }')

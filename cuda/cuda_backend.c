@@ -512,6 +512,7 @@ static void cuda_state_release(ft_cuda_state *st)
     ft_cudnn_attention_release(st->cudnn);
     st->cudnn = NULL;
     ft_segment_hint_release(&st->segment_hint);
+    ft_cuda_phase_times_release(&st->phases);
     ft_cuda_matmul_release(st);
     /* Blocks still allocated are returned to the pool: nothing else can use
      * them once the backend is gone. */
@@ -561,6 +562,9 @@ static const ft_backend_ops cuda_ops = {
     .scale = cuda_scale,
     .sum_squares = cuda_sum_squares,
     .sum_squares_each = cuda_sum_squares_each,
+    .phase_begin = ft_cuda_phase_begin,
+    .phase_end = ft_cuda_phase_end,
+    .phase_collect = ft_cuda_phase_collect,
     .rmsnorm_fwd = cuda_rmsnorm_fwd,
     .rmsnorm_bwd = cuda_rmsnorm_bwd,
     .layernorm_fwd = cuda_layernorm_fwd,

@@ -8,6 +8,7 @@
 
 #include "cuda_internal.h"
 #include "cuda_attention_cudnn.h"
+#include "cuda_phase_time.h"
 #include "cuda_segment_hint.h"
 
 /* cuBLASLt workspace: 32 MiB is what NVIDIA recommends for Hopper (split-K and
@@ -54,6 +55,7 @@ typedef struct ft_cuda_state {
     ft_cuda_alloc_table table;
     ft_cudnn_attn *cudnn; /* cuDNN attention: handle and plans (cuda_attention_cudnn.c) */
     ft_segment_hint segment_hint; /* host copy of the model's segment ids (segment_hint op) */
+    ft_cuda_phase_times phases;   /* step-phase timing (cuda_phase_time.c) */
 } ft_cuda_state;
 
 static inline ft_cuda_state *ft_cuda_state_of(const ft_backend *be)

@@ -106,6 +106,20 @@ typedef struct ft_sgd_params {
     float grad_scale;   /* as ft_adamw_params.grad_scale */
 } ft_sgd_params;
 
+/* Where a step's time goes (profile_phases): spans of the backend's work, summed per
+ * phase over the step's micro-batches (backend/phase_time.h has the helpers). */
+typedef enum ft_phase {
+    FT_PHASE_FORWARD,   /* the embedding and the blocks' forward */
+    FT_PHASE_HEAD,      /* final norm, LM head and loss, forward and backward */
+    FT_PHASE_RECOMPUTE, /* the checkpointed blocks' forward again */
+    FT_PHASE_BACKWARD,  /* the blocks' and the embedding's backward (and ZeRO 2-3's
+                           reduce-scatters started there) */
+    FT_PHASE_REDUCE,    /* the gradient reduction at the end of the micro-batches */
+    FT_PHASE_NORM,      /* the global gradient norm */
+    FT_PHASE_OPTIMIZER, /* the update and publishing the working parameters */
+    FT_PHASE_COUNT
+} ft_phase;
+
 typedef struct ft_backend_ops {
     /* ---- memory ---- */
     void *(*alloc)(ft_backend *be, size_t bytes); /* zero-filled; NULL on failure */
@@ -267,6 +281,16 @@ typedef struct ft_backend_ops {
     void (*f32_to_bf16)(ft_backend *be, uint16_t *dst, const float *src, size_t n);
     void (*bf16_to_f32)(ft_backend *be, float *dst, const uint16_t *src, size_t n);
 
+    /* ---- step-phase timing (optional: NULL when a backend has none) ---- */
+    /* A span of phase p opens and closes at the point of the backend's work these calls
+     * are made at (CUDA: events on its stream, so the device's time; CPU: the wall clock,
+     * its ops being synchronous). phase_collect waits for the work, adds each phase's
+     * spans since the last collect into ms[FT_PHASE_COUNT] (milliseconds; zeroed first)
+     * and forgets them. Spans of one phase do not nest. */
+    void (*phase_begin)(ft_backend *be, ft_phase p);
+    void (*phase_end)(ft_backend *be, ft_phase p);
+    void (*phase_collect)(ft_backend *be, double *ms);
+
     void (*destroy)(ft_backend *be);
 } ft_backend_ops;
 
@@ -282,6 +306,7 @@ struct ft_backend {
     size_t memory_total; /* the device's memory (host RAM for the CPU); 0 unknown */
     size_t bytes_in_use;
     size_t peak_bytes;  /* high-water mark of alloc()'d bytes */
+    bool time_phases;   /* the model and the trainer mark phases (profile_phases) */
     void *impl;         /* implementation state, owned by the backend */
 };
 

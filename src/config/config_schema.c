@@ -107,6 +107,7 @@ const ft_config_key ft_config_keys[] = {
     FLOAT("progress_every", progress_every, 0, 0.0, INF, 30.0, "seconds between progress lines when the output is not a terminal (mpirun or Slurm writing a file); printed only when no step line came in that time; 0: no progress lines"),
     STRING("tensorboard_dir", tensorboard_dir, 0, NULL, NULL, "write TensorBoard event files (events.out.tfevents.<time>.<host>) into this directory (rank 0): loss, eval loss, lr, grad norm, tokens/s, MFU, peak memory per step; none: no event files"),
     BOOL("log_ranks", log_ranks, 0, 0, "print every rank's host, node-local rank and device at start-up"),
+    BOOL("profile_phases", profile_phases, 0, 0, "after each step line, where rank 0's step went by phase (forward, head, recompute, backward, reduce, norm, optimizer, other), in ms of the device's time on a GPU (events on its stream: no host waits added) and of the wall clock on the CPU; also \"phases\" records in the metrics file"),
     BOOL("allow_tokenizer_mismatch", allow_tokenizer_mismatch, 0, 0, "train or evaluate even when model.weights, data.train, data.eval or the resume checkpoint record different tokenizer fingerprints (doc/formats.md); false refuses such a run at start-up"),
     STRING("final_weights", final_weights, 0, NULL, NULL, "write the trained weights (fp32 master values) to this HDF5 weights file at the end; each rank writes its own slice into NAME.tmp (space reserved first), renamed when complete; refused at start-up when it is model.weights, data.train or data.eval"),
 

@@ -88,6 +88,7 @@ typedef struct ft_run_config {
     char *metrics_file;
     double peak_tflops;    /* 0: the device's datasheet row (train/mfu.c), if any */
     bool log_ranks;
+    bool profile_phases;   /* train/step_phases.h */
     bool allow_tokenizer_mismatch; /* train/tok_check.h */
     bool progress;
     double progress_every; /* seconds between progress lines off a terminal; 0: none */

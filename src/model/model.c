@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/phase_time.h"
 #include "model/model_internal.h"
 #include "model/rope_tables.h"
 
@@ -541,9 +542,13 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
                                              .seed = m->opt.lora_dropout_seed,
                                              .row0 = (uint64_t)b->first_sample * (uint64_t)b->seq_len };
     announce_plan(m, src, 1);
+    ft_phase_begin(be, FT_PHASE_FORWARD);
     forward_blocks(m, src);
+    ft_phase_end(be, FT_PHASE_FORWARD);
     void *dy = m->dres[0], *dx = m->dres[1];
+    ft_phase_begin(be, FT_PHASE_HEAD);
     run_head(m, src, grad_scale, 1, dy);
+    ft_phase_end(be, FT_PHASE_HEAD);
 
     ft_block_ctx bc = block_ctx(m);
     for (int l = L - 1; l >= 0; l--) {
@@ -561,11 +566,15 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
         ft_block_acts *a = acts_for(m, l);
         if (m->opt.activation_checkpointing) { /* recompute from the saved input what the
                                                    backward reads (dx: unwritten) */
+            ft_phase_begin(be, FT_PHASE_RECOMPUTE);
             bc.rebuild_only = true;
             ft_block_forward(&bc, &p, m->block_in[l], dx, a);
             bc.rebuild_only = false;
+            ft_phase_end(be, FT_PHASE_RECOMPUTE);
         }
+        ft_phase_begin(be, FT_PHASE_BACKWARD);
         ft_block_backward(&bc, &p, &g, m->block_in[l], a, dy, dx);
+        ft_phase_end(be, FT_PHASE_BACKWARD);
         release_adapters(m, l, true);
         if (!m->frozen)
             src->grad_done(src->ctx, u);
@@ -576,11 +585,13 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
     }
 
     if (!m->frozen) { /* a frozen embedding takes no gradient */
+        ft_phase_begin(be, FT_PHASE_BACKWARD);
         src->acquire(src->ctx, 0);
         be->ops->embedding_bwd(be, m->dt, m->gt, src->grads(src->ctx, 0), dy, m->in.ids,
                                m->in.tokens, H);
         src->grad_done(src->ctx, 0);
         src->release(src->ctx, 0);
+        ft_phase_end(be, FT_PHASE_BACKWARD);
     }
     m->lora_dropout.p = 0.0;
     *loss_sum = ft_head_loss_sum(m); /* the micro-batch's one wait, after all its work */

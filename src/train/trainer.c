@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend/phase_time.h"
 #include "config/config_lora.h"
 #include "io/peft_adapter.h"
 #include "io/weights_identity.h"
@@ -30,6 +31,7 @@
 #include "train/preflight.h"
 #include "train/run_length.h"
 #include "train/signals.h"
+#include "train/step_phases.h"
 #include "train/tensorboard.h"
 #include "train/watchdog.h"
 #include "train/weights_out.h"
@@ -365,6 +367,7 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
             return ft_fail_context(err, "device \"cuda\" on rank %d (node-local rank %d)",
                                    comm->rank, comm->local_rank);
     }
+    t->be->time_phases = cfg->profile_phases;
     ft_startup_mark(t->startup, "backend");
     enter_phase(t, "opening model.weights and data.train (collective)");
     /* start-up facts every rank meets alike end the job with one line and exit 2 */
@@ -650,13 +653,17 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
             return -1;
         loss_sum += ls;
     }
+    ft_phase_begin(t->be, FT_PHASE_REDUCE);
     if (ft_engine_reduce_grads(t->engine, err) ||
         t->comm->ops->all_reduce_f64_sum(t->comm, &loss_sum, 1, err))
         return -1;
+    ft_phase_end(t->be, FT_PHASE_REDUCE);
 
     double norm;
+    ft_phase_begin(t->be, FT_PHASE_NORM);
     if (ft_engine_grad_norm(t->engine, &norm, err))
         return -1;
+    ft_phase_end(t->be, FT_PHASE_NORM);
     /* Clip as torch.nn.utils.clip_grad_norm_: scale by clip / (norm + 1e-6) when above. */
     double mult = 1.0;
     if (cfg->grad_clip > 0.0 && norm > cfg->grad_clip)
@@ -667,8 +674,12 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
      * the step is skipped. Both values are global, so all ranks decide alike. */
     st->skipped = !isfinite(st->loss) || !isfinite(norm);
     ft_watchdog_progress(t->watchdog, "in the optimizer step");
+    ft_phase_begin(t->be, FT_PHASE_OPTIMIZER);
     if (!st->skipped && ft_engine_step(t->engine, &cfg->optimizer, lr, mult, err))
         return -1;
+    ft_phase_end(t->be, FT_PHASE_OPTIMIZER);
+    if (ft_phase_timing(t->be))
+        t->be->ops->phase_collect(t->be, st->phase_ms);
 
     st->grad_norm = norm;
     st->lr = lr;
@@ -936,6 +947,9 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
             r.peak_mem_mib = peak_mib(t);
             if (t->out)
                 log_step(t, &r, st.comm_wait);
+            if (ft_phase_timing(t->be) && t->comm->rank == 0)
+                ft_step_phases_report(t->out, t->metrics, step + 1, st.phase_ms, st.seconds,
+                                      t->be->device >= 0);
         } else {
             r.peak_mem_mib = NAN;
         }

@@ -79,6 +79,7 @@ typedef struct ft_step_stats {
     int skipped;         /* non-finite loss or gradient: no update was applied */
     double comm_wait;    /* seconds this rank blocked waiting for collectives */
     int64_t visible_keys; /* (query, key) pairs the masks let through, all ranks' rows */
+    double phase_ms[FT_PHASE_COUNT]; /* this rank's time by phase (profile_phases) */
 } ft_step_stats;
 
 /* eval_only: the run writes no checkpoint, so it neither takes checkpoint_dir's lock

@@ -21,7 +21,14 @@ typedef enum ft_cpu_isa {
 typedef struct ft_cpu_state {
     ft_cpu_isa isa;
     bool bf16_gemm; /* bf16 x bf16 GEMMs on VDPBF16PS (cpu_gemm_bf16.c) */
+    double phase_open[FT_PHASE_COUNT]; /* ms: where each phase's open span began */
+    double phase_ms[FT_PHASE_COUNT];   /* ms summed since the last collect */
 } ft_cpu_state;
+
+/* Step-phase timing by the wall clock (cpu_phase_time.c). */
+void ft_cpu_phase_begin(ft_backend *be, ft_phase p);
+void ft_cpu_phase_end(ft_backend *be, ft_phase p);
+void ft_cpu_phase_collect(ft_backend *be, double *ms);
 
 static inline ft_cpu_isa ft_cpu_isa_of(const ft_backend *be)
 {
