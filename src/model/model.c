@@ -564,8 +564,10 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
         g.first = first; /* the block's GEMMs write its 2-D weights' gradients */
         bind_adapters(m, l, &ba, &p, &g);
         ft_block_acts *a = acts_for(m, l);
-        if (m->opt.activation_checkpointing) { /* recompute from the saved input what the
-                                                   backward reads (dx: unwritten) */
+        /* With checkpointing, recompute from the saved input what the backward reads
+         * (dx: unwritten); the last block's activations are still those of the forward
+         * (the one shared set; the head uses its own buffers), so it needs none. */
+        if (m->opt.activation_checkpointing && l < L - 1) {
             ft_phase_begin(be, FT_PHASE_RECOMPUTE);
             bc.rebuild_only = true;
             ft_block_forward(&bc, &p, m->block_in[l], dx, a);
