@@ -289,26 +289,10 @@ static void cuda_scale(ft_backend *be, float *x, float s, size_t n)
     ft_cuda_check(ft_cuda_launch_scale(x, s, n, ft_cuda_stream(be)), "scale");
 }
 
-static double cuda_sum_squares(ft_backend *be, const float *x, size_t n)
-{
-    ft_cuda_state *st = ft_cuda_state_of(be);
-    if (n == 0)
-        return 0.0;
-    size_t part = (ft_cuda_sum_squares_scratch_bytes(n) + 255) / 256 * 256;
-    char *scratch = ft_cuda_scratch(be, part + sizeof(double));
-    double *result = (double *)(scratch + part);
-    ft_cuda_check(ft_cuda_launch_sum_squares(result, x, n, scratch, st->stream), "sum_squares");
-    ft_cuda_check(cudaMemcpyAsync(st->host_result, result, sizeof(double), cudaMemcpyDeviceToHost,
-                                  st->stream),
-                  "sum_squares (copy)");
-    ft_cuda_check(cudaStreamSynchronize(st->stream), "sum_squares (synchronize)");
-    return *st->host_result;
-}
-
 /* Each buffer's two reduction kernels write its result into a device array after the
  * partials (which the next buffer's kernels reuse: one stream orders them); one copy
  * into pinned memory (grown here the first time a longer list comes) brings the array
- * back, one wait. */
+ * back, one wait. An empty buffer's result is 0, set on the host. */
 static void cuda_sum_squares_each(ft_backend *be, const float *const *x, const size_t *n,
                                   int count, double *out)
 {
@@ -332,17 +316,25 @@ static void cuda_sum_squares_each(ft_backend *be, const float *const *x, const s
     part = (part + 255) / 256 * 256;
     char *scratch = ft_cuda_scratch(be, part + (size_t)count * sizeof(double));
     double *results = (double *)(scratch + part);
-    ft_cuda_check(cudaMemsetAsync(results, 0, (size_t)count * sizeof(double), st->stream),
-                  "sum_squares_each (zero)");
     for (int i = 0; i < count; i++)
         if (n[i] > 0)
             ft_cuda_check(ft_cuda_launch_sum_squares(results + i, x[i], n[i], scratch, st->stream),
-                          "sum_squares_each");
+                          "sum_squares");
     ft_cuda_check(cudaMemcpyAsync(st->host_result, results, (size_t)count * sizeof(double),
                                   cudaMemcpyDeviceToHost, st->stream),
-                  "sum_squares_each (copy)");
-    ft_cuda_check(cudaStreamSynchronize(st->stream), "sum_squares_each (synchronize)");
-    memcpy(out, st->host_result, (size_t)count * sizeof(double));
+                  "sum_squares (copy)");
+    ft_cuda_check(cudaStreamSynchronize(st->stream), "sum_squares (synchronize)");
+    for (int i = 0; i < count; i++)
+        out[i] = n[i] > 0 ? st->host_result[i] : 0.0;
+}
+
+static double cuda_sum_squares(ft_backend *be, const float *x, size_t n)
+{
+    if (n == 0)
+        return 0.0;
+    double sum;
+    cuda_sum_squares_each(be, &x, &n, 1, &sum);
+    return sum;
 }
 
 static void cuda_rmsnorm_fwd(ft_backend *be, ft_dtype dt, void *y, float *rstd, const void *x,
