@@ -70,9 +70,9 @@ static int pack_rows(ft_model *m)
     return n;
 }
 
-int ft_head_pack_live_rows(ft_model *m)
+void ft_head_pack_live_rows(ft_model *m)
 {
-    return m->pack.n = pack_rows(m);
+    m->pack.n = pack_rows(m);
 }
 
 void ft_head_forward_backward(ft_model *m, const ft_head_params *p, ft_head_grads *g,

@@ -97,8 +97,8 @@ typedef struct ft_head_grads {
 
 /* The staged batch's rows that have a target (host copies from stage_batch) as the
  * device index lists of m->pack, uploaded with the batch so that the head makes no
- * host round trip in the middle of a pass; sets and returns m->pack.n. */
-int ft_head_pack_live_rows(ft_model *m);
+ * host round trip in the middle of a pass; sets m->pack.n, their count. */
+void ft_head_pack_live_rows(ft_model *m);
 /* The sum of the head's per-row losses of the last pass: the one wait for the device
  * per micro-batch, at its end. */
 double ft_head_loss_sum(ft_model *m);
