@@ -580,6 +580,7 @@ static const ft_backend_ops cuda_ops = {
     .sgd_step = cuda_sgd_step,
     .f32_to_bf16 = cuda_f32_to_bf16,
     .bf16_to_f32 = cuda_bf16_to_f32,
+    .normal_fill = ft_cuda_normal_fill,
     .destroy = cuda_destroy,
 };
 

@@ -84,6 +84,19 @@ cudaError_t ft_cuda_launch_sgd(float *param, const float *grad, float *momentum_
                                float decay, float lr, float mu, float grad_scale,
                                cudaStream_t st);
 
+/* ---- cuda_normal.cu (the host side: cuda_normal_fill.c) ----
+ * dst[i] = std * normal(key, first + i) rounded to float by util/rng_normal_math.h; the
+ * index i of each value it cannot vouch for goes to unsure[atomicAdd(n_unsure)] while
+ * the slot is below cap (*n_unsure counts them all: zero it first). */
+cudaError_t ft_cuda_launch_normal_fill(float *dst, size_t n, uint64_t key, uint64_t first,
+                                       double std, unsigned *n_unsure, uint32_t *unsure,
+                                       unsigned cap, cudaStream_t st);
+/* dst[idx[k]] = val[k] for k < count */
+cudaError_t ft_cuda_launch_scatter_f32(float *dst, const uint32_t *idx, const float *val,
+                                       unsigned count, cudaStream_t st);
+void ft_cuda_normal_fill(ft_backend *be, float *dst, size_t n, uint64_t seed, uint64_t stream,
+                         uint64_t first, double std);
+
 /* ---- cuda_reduce.cu ---- */
 size_t ft_cuda_sum_squares_scratch_bytes(size_t n);
 /* Writes sum x^2 (fp64) to *result_dev (device memory, may lie inside scratch's

@@ -281,6 +281,12 @@ typedef struct ft_backend_ops {
     void (*f32_to_bf16)(ft_backend *be, uint16_t *dst, const float *src, size_t n);
     void (*bf16_to_f32)(ft_backend *be, float *dst, const uint16_t *src, size_t n);
 
+    /* ---- initial values ---- */
+    /* dst[i] = (float)(std * ft_rng_normal(seed, stream, first + i)) for i < n, bitwise
+     * (util/rng_fill.h): a device makes them in its own memory. */
+    void (*normal_fill)(ft_backend *be, float *dst, size_t n, uint64_t seed, uint64_t stream,
+                        uint64_t first, double std);
+
     /* ---- step-phase timing (optional: NULL when a backend has none) ---- */
     /* A span of phase p opens and closes at the point of the backend's work these calls
      * are made at (CUDA: events on its stream, so the device's time; CPU: the wall clock,

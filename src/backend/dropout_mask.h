@@ -2,7 +2,7 @@
  * CUDA kernel and the tests read it, so the two backends cannot drift apart).
  *
  * Element (row, col) is kept iff the top 32 bits of
- *     h = mix(mix(seed ^ mix(row)) + col)          (mix: SplitMix64's finaliser)
+ *     h = mix(mix(seed ^ mix(row)) + col)          (mix: util/rng.h's ft_mix64)
  * are >= threshold, threshold = round(p 2^32): a pure function of (seed, row, col),
  * the value util/rng.h's ft_rng_u64(seed, row, col) gives. Nothing is stored and no
  * generator state advances, so the backward recomputes the forward's mask from the
@@ -19,6 +19,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "util/rng.h"
+
 #ifdef __CUDACC__
 #define FT_DROPOUT_FN static inline __host__ __device__
 #else
@@ -32,24 +34,16 @@ typedef struct ft_dropout_mask {
     float scale;        /* kept values are multiplied by it: 1 / (1 - p) */
 } ft_dropout_mask;
 
-FT_DROPOUT_FN uint64_t ft_dropout_mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 /* The part of the hash shared by a row: mix(seed ^ mix(row0 + i)) of local row i. */
 FT_DROPOUT_FN uint64_t ft_dropout_row_key(const ft_dropout_mask *m, uint64_t i)
 {
-    return ft_dropout_mix64(m->seed ^ ft_dropout_mix64(m->row0 + i));
+    return ft_mix64(m->seed ^ ft_mix64(m->row0 + i));
 }
 
 /* Whether column col of the row with key row_key is kept. */
 FT_DROPOUT_FN bool ft_dropout_keep(const ft_dropout_mask *m, uint64_t row_key, uint64_t col)
 {
-    return (uint32_t)(ft_dropout_mix64(row_key + col) >> 32) >= m->threshold;
+    return (uint32_t)(ft_mix64(row_key + col) >> 32) >= m->threshold;
 }
 
 /* The mask of drop probability p (0 <= p < 1) for seed, rows numbered from row0. */

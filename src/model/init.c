@@ -6,10 +6,6 @@
 #include "util/rng.h"
 #include "util/rng_fill.h"
 
-/* Elements per OpenMP work item: large enough to amortise the scheduling, small enough
- * to balance a block's tensors between the threads. */
-#define INIT_CHUNK ((size_t)1 << 16)
-
 void ft_model_init_range(const ft_unit_layout *u, size_t begin, size_t end, uint64_t seed,
                          double std, float *dst)
 {
@@ -29,15 +25,38 @@ void ft_model_init_range(const ft_unit_layout *u, size_t begin, size_t end, uint
                 dst[i - begin] = bias ? 0.0f : 1.0f;
             continue;
         }
-        /* every element is a pure function of (seed, name, index), so the split between
-         * threads cannot change a value: the same bits as one thread */
-        const uint64_t stream = ft_rng_name_stream(ti->name);
-        const long chunks = (long)((hi - lo + INIT_CHUNK - 1) / INIT_CHUNK);
-#pragma omp parallel for schedule(static) if (chunks > 1)
-        for (long c = 0; c < chunks; c++) {
-            const size_t a = lo + (size_t)c * INIT_CHUNK;
-            const size_t n = hi - a < INIT_CHUNK ? hi - a : INIT_CHUNK;
-            ft_rng_normal_fill_f32(seed, stream, a - ti->offset, n, std, dst + (a - begin));
-        }
+        ft_rng_normal_fill_f32_threads(seed, ft_rng_name_stream(ti->name), lo - ti->offset,
+                                       hi - lo, std, dst + (lo - begin));
+    }
+}
+
+/* [begin, end) of unit u into be's dst through host[0 .. host_n), piece by piece */
+static void init_through_host(ft_backend *be, const ft_unit_layout *u, size_t begin, size_t end,
+                              uint64_t seed, double std, float *dst, float *host, size_t host_n)
+{
+    for (size_t p = begin; p < end; p += host_n) {
+        const size_t n = end - p < host_n ? end - p : host_n;
+        ft_model_init_range(u, p, p + n, seed, std, host);
+        be->ops->upload(be, dst + (p - begin), host, n * sizeof(float));
+    }
+}
+
+void ft_model_init_range_on(ft_backend *be, const ft_unit_layout *u, size_t begin, size_t end,
+                            uint64_t seed, double std, float *dst, float *host, size_t host_n)
+{
+    if (u->kind == FT_UNIT_ADAPTER) { /* small, and made by its own rule */
+        init_through_host(be, u, begin, end, seed, std, dst, host, host_n);
+        return;
+    }
+    for (int t = 0; t < u->n_tensors; t++) {
+        const ft_tensor_info *ti = &u->tensors[t];
+        size_t lo, hi;
+        if (!ft_tensor_overlap(ti, begin, end, &lo, &hi))
+            continue;
+        if (ti->ndim == 2) /* the bulk of the model: made where it is kept */
+            be->ops->normal_fill(be, dst + (lo - begin), hi - lo, seed,
+                                 ft_rng_name_stream(ti->name), lo - ti->offset, std);
+        else /* a vector of ones or zeros: hidden-size elements */
+            init_through_host(be, u, lo, hi, seed, std, dst + (lo - begin), host, host_n);
     }
 }

@@ -226,7 +226,30 @@ static int fill_through_pieces(ft_engine *e, int u, size_t b, size_t end, slice_
     return 0;
 }
 
-static int fill_from(ft_engine *e, slice_source src, void *ctx, ft_error *err)
+/* A source that writes unit u's slice [b, end) itself into landing, memory of backend
+ * be, with host[0 .. host_n) to stage what it makes on the host (the random values: a
+ * device makes them where they are kept). */
+typedef int (*slice_device_source)(ft_engine *e, int u, size_t b, size_t end, ft_backend *be,
+                                   float *landing, float *host, size_t host_n, void *ctx,
+                                   ft_error *err);
+
+/* fill_through_pieces for a source that writes device memory itself */
+static int fill_on_device(ft_engine *e, int u, size_t b, size_t end, slice_device_source dev,
+                          void *ctx, float *host, size_t piece, ft_backend *be, float *landing,
+                          double *values_s, ft_error *err)
+{
+    const double v0 = ft_world_seconds();
+    if (dev(e, u, b, end, be, landing, host, piece, ctx, err))
+        return -1;
+    *values_s += ft_world_seconds() - v0;
+    be->ops->zero(be, landing + (end - b), (e->units[u].shard - (end - b)) * sizeof(float));
+    return 0;
+}
+
+/* Every unit's own slice from src (or, landing in device memory, from dev when the
+ * source has one), then published. */
+static int fill_from(ft_engine *e, slice_source src, slice_device_source dev, void *ctx,
+                     ft_error *err)
 {
     /* malloc'd, not touched: only the paths that stage through it fault its pages in */
     const size_t piece = fill_piece();
@@ -253,8 +276,10 @@ static int fill_from(ft_engine *e, slice_source src, void *ctx, ft_error *err)
             float *landing = e->opt.frozen              ? ft_engine_frozen_landing(e, eu)
                              : e->opt.zero_stage == 0 ? e->stage_f32
                                                       : eu->master;
-            rc = fill_through_pieces(e, u, b, end, src, ctx, host, piece, to, landing,
-                                     &values_s, err) ||
+            rc = (dev ? fill_on_device(e, u, b, end, dev, ctx, host, host_n, to, landing,
+                                       &values_s, err)
+                      : fill_through_pieces(e, u, b, end, src, ctx, host, host_n, to, landing,
+                                            &values_s, err)) ||
                  (e->opt.frozen ? ft_engine_frozen_adopt(e, u, landing, err)
                                 : adopt_own_slice(e, u, NULL, err));
             continue;
@@ -290,6 +315,16 @@ static int random_slice(ft_engine *e, int u, size_t b, size_t end, float *dst, v
     return 0;
 }
 
+static int random_slice_on(ft_engine *e, int u, size_t b, size_t end, ft_backend *be,
+                           float *landing, float *host, size_t host_n, void *ctx, ft_error *err)
+{
+    const random_ctx *r = ctx;
+    (void)err;
+    ft_model_init_range_on(be, &e->layout.units[u], b, end, r->seed, r->std, landing, host,
+                           host_n);
+    return 0;
+}
+
 void ft_engine_fill_seconds(const ft_engine *e, double *values, double *placing)
 {
     *values = e->fill_values_s;
@@ -299,7 +334,7 @@ void ft_engine_fill_seconds(const ft_engine *e, double *values, double *placing)
 int ft_engine_init_random(ft_engine *e, uint64_t seed, double std, ft_error *err)
 {
     random_ctx r = { seed, std };
-    return fill_from(e, random_slice, &r, err);
+    return fill_from(e, random_slice, random_slice_on, &r, err);
 }
 
 typedef struct fill_ctx {
@@ -317,7 +352,7 @@ static int caller_slice(ft_engine *e, int u, size_t b, size_t end, float *dst, v
 int ft_engine_init_from(ft_engine *e, ft_engine_fill_fn fill, void *ctx, ft_error *err)
 {
     fill_ctx f = { fill, ctx };
-    return fill_from(e, caller_slice, &f, err);
+    return fill_from(e, caller_slice, NULL, &f, err);
 }
 
 typedef struct file_ctx {
@@ -362,7 +397,7 @@ static int file_slice(ft_engine *e, int u, size_t b, size_t end, float *dst, voi
 int ft_engine_load(ft_engine *e, const ft_h5file *f, const char *group, ft_error *err)
 {
     file_ctx fc = { f, group, NULL };
-    return fill_from(e, file_slice, &fc, err);
+    return fill_from(e, file_slice, NULL, &fc, err);
 }
 
 /* ---------------------------------------------------------------- checkpoint state */
@@ -470,7 +505,7 @@ int ft_engine_read_field(ft_engine *e, const ft_h5file *f, const char *group,
         return ft_engine_frozen_refuse(err, "reading the master or optimizer state");
     if (field == FT_STATE_PARAMS || field == FT_STATE_MASTER) {
         file_ctx fc = { f, group, hashes };
-        return fill_from(e, file_slice, &fc, err);
+        return fill_from(e, file_slice, NULL, &fc, err);
     }
     /* stage 0 reads whole units (replicated state), the others their slice; straight
      * into the moment buffer when it is host memory */

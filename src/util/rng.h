@@ -11,8 +11,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* What is inline here also compiles for the device (the CUDA backend's initial values,
+ * the dropout mask), so that both sides hash with the same code. */
+#ifdef __CUDACC__
+#define FT_RNG_FN static inline __host__ __device__
+#else
+#define FT_RNG_FN static inline
+#endif
+
 /* SplitMix64 finaliser: a bijective 64-bit mix with good avalanche. */
-static inline uint64_t ft_mix64(uint64_t x)
+FT_RNG_FN uint64_t ft_mix64(uint64_t x)
 {
     x += 0x9e3779b97f4a7c15ull;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -20,13 +28,13 @@ static inline uint64_t ft_mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
-static inline uint64_t ft_rng_u64(uint64_t seed, uint64_t stream, uint64_t index)
+FT_RNG_FN uint64_t ft_rng_u64(uint64_t seed, uint64_t stream, uint64_t index)
 {
     return ft_mix64(ft_mix64(seed ^ ft_mix64(stream)) + index);
 }
 
 /* Uniform in (0, 1): 53 random bits, never 0 (safe for log). */
-static inline double ft_rng_uniform(uint64_t seed, uint64_t stream, uint64_t index)
+FT_RNG_FN double ft_rng_uniform(uint64_t seed, uint64_t stream, uint64_t index)
 {
     return ((double)(ft_rng_u64(seed, stream, index) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }

@@ -4,128 +4,49 @@
 #include <string.h>
 
 #include "util/rng.h"
-
-/* ln(x) for x in [2^-54, 1): x = m 2^e with m in [sqrt(1/2), sqrt(2)), ln m = 2 atanh(s),
- * s = (m - 1)/(m + 1), |s| <= 0.1716, by its series to s^23 (the next term is below
- * 1e-18 relative). m - 1 is exact, so values near 1 keep their relative accuracy. */
-static inline double fast_log(double x)
-{
-    uint64_t bits;
-    memcpy(&bits, &x, sizeof bits);
-    int e = (int)((bits >> 52) & 0x7ff) - 1023;
-    bits = (bits & 0x000fffffffffffffull) | 0x3ff0000000000000ull; /* m in [1, 2) */
-    double m;
-    memcpy(&m, &bits, sizeof m);
-    const int big = m > 1.4142135623730951; /* selects, not a branch: the loop vectorises */
-    m = big ? m * 0.5 : m;
-    e += big;
-    const double s = (m - 1.0) / (m + 1.0), z = s * s;
-    double p = 1.0 / 23;
-    p = p * z + 1.0 / 21;
-    p = p * z + 1.0 / 19;
-    p = p * z + 1.0 / 17;
-    p = p * z + 1.0 / 15;
-    p = p * z + 1.0 / 13;
-    p = p * z + 1.0 / 11;
-    p = p * z + 1.0 / 9;
-    p = p * z + 1.0 / 7;
-    p = p * z + 1.0 / 5;
-    p = p * z + 1.0 / 3;
-    /* ln 2 in two parts: e * LN2_HI is exact for |e| < 2^11 */
-    const double LN2_HI = 6.93147180369123816490e-01, LN2_LO = 1.90821492927058770002e-10;
-    return e * LN2_HI + (e * LN2_LO + 2.0 * s * (1.0 + z * p));
-}
-
-/* cos(x) for x in [0, 2 pi]: r = x - k pi/2 (k = 0..4, pi/2 in three parts so r is
- * exact to ~1e-19 absolute), then +-cos r or +-sin r by Taylor series on |r| <= pi/4
- * (next terms below 1e-17). Absolute error below 1e-16. */
-static inline double fast_cos(double x)
-{
-    const double PIO2_1 = 1.57079632673412561417e+00, PIO2_2 = 6.07710050650619224932e-11,
-                 PIO2_3 = 2.02226624879595063154e-21;
-    const int k = (int)(x * 0.63661977236758134308 + 0.5);
-    const double r = ((x - k * PIO2_1) - k * PIO2_2) - k * PIO2_3, z = r * r;
-    double c = -1.0 / 20922789888000.0;                 /* -1/16! */
-    c = c * z + 1.0 / 87178291200.0;                    /*  1/14! */
-    c = c * z - 1.0 / 479001600.0;                      /* -1/12! */
-    c = c * z + 1.0 / 3628800.0;                        /*  1/10! */
-    c = c * z - 1.0 / 40320.0;
-    c = c * z + 1.0 / 720.0;
-    c = c * z - 1.0 / 24.0;
-    c = c * z + 0.5;
-    c = 1.0 - z * c; /* written as 1 - z (1/2 - z/24 + ...): */
-    double sn = 1.0 / 355687428096000.0;                /*  1/17! */
-    sn = sn * z - 1.0 / 1307674368000.0;                /* -1/15! */
-    sn = sn * z + 1.0 / 6227020800.0;                   /*  1/13! */
-    sn = sn * z - 1.0 / 39916800.0;                     /* -1/11! */
-    sn = sn * z + 1.0 / 362880.0;
-    sn = sn * z - 1.0 / 5040.0;
-    sn = sn * z + 1.0 / 120.0;
-    sn = sn * z - 1.0 / 6.0;
-    sn = r + r * z * sn;
-    /* k = 0: cos r, 1: -sin r, 2: -cos r, 3: sin r */
-    const double v = (k & 1) ? sn : c;
-    return ((k + 1) & 2) ? -v : v;
-}
-
-/* sqrt(x) for positive normal x as x / sqrt(x): the bit-level first guess of 1/sqrt(x)
- * (within 3.5 %) and four Newton steps, each squaring the relative error (0.035,
- * 2e-3, 5e-6, 3e-11, 1e-21), so rounding (a few ulp) is what is left. libm's sqrt
- * would do as well, but may set errno, which keeps a loop that calls it scalar. */
-static inline double fast_sqrt(double x)
-{
-    uint64_t bits;
-    memcpy(&bits, &x, sizeof bits);
-    bits = 0x5fe6eb50c7b537a9ull - (bits >> 1);
-    double r;
-    memcpy(&r, &bits, sizeof r);
-    const double h = 0.5 * x;
-    r = r * (1.5 - h * r * r);
-    r = r * (1.5 - h * r * r);
-    r = r * (1.5 - h * r * r);
-    r = r * (1.5 - h * r * r);
-    return x * r;
-}
-
-/* True when every double within delta of y rounds to the same float as y. */
-static inline int rounds_safely(double y, float f, double delta)
-{
-    uint32_t b;
-    memcpy(&b, &f, sizeof b);
-    if ((b & 0x7f800000u) == 0 || (b & 0x7f800000u) == 0x7f800000u)
-        return 0; /* zero, subnormal or not finite: leave it to the reference */
-    uint32_t up = b + 1, down = b - 1; /* the float neighbours away from and toward 0 */
-    float fu, fd;
-    memcpy(&fu, &up, sizeof fu);
-    memcpy(&fd, &down, sizeof fd);
-    const double mid_out = 0.5 * ((double)f + (double)fu), mid_in = 0.5 * ((double)f + (double)fd);
-    return fabs(y - mid_out) > delta && fabs(y - mid_in) > delta;
-}
+#include "util/rng_normal_math.h"
 
 void ft_rng_normal_fill_f32(uint64_t seed, uint64_t stream, uint64_t first, size_t n,
                             double std, float *dst)
 {
     /* ft_rng_u64's key, once per call rather than twice per value */
     const uint64_t key = ft_mix64(seed ^ ft_mix64(stream));
-    const double unit = 1.0 / 9007199254740992.0;
     enum { BLOCK = 256 };
     double y[BLOCK];
     for (size_t b = 0; b < n; b += BLOCK) {
         const size_t len = n - b < BLOCK ? n - b : BLOCK;
         /* branch-free, so that it runs in SIMD lanes */
 #pragma omp simd
-        for (size_t j = 0; j < len; j++) {
-            const uint64_t idx = first + b + j;
-            /* the uniforms of ft_rng_uniform(seed, stream, 2 idx) and (.., 2 idx + 1) */
-            const double u1 = ((double)(ft_mix64(key + 2 * idx) >> 11) + 0.5) * unit;
-            const double u2 = ((double)(ft_mix64(key + 2 * idx + 1) >> 11) + 0.5) * unit;
-            y[j] = std * (fast_sqrt(-2.0 * fast_log(u1)) * fast_cos(2.0 * M_PI * u2));
-        }
+        for (size_t j = 0; j < len; j++)
+            y[j] = ft_rng_normal_fast(key, first + b + j, std);
         for (size_t j = 0; j < len; j++) {
             const float f = (float)y[j];
-            dst[b + j] = rounds_safely(y[j], f, 1e-12 * (fabs(y[j]) + fabs(std)))
+            dst[b + j] = ft_rng_normal_is_sure(y[j], f, std)
                              ? f
-                             : (float)(std * ft_rng_normal(seed, stream, first + b + j));
+                             : ft_rng_normal_f32(seed, stream, first + b + j, std);
         }
+    }
+}
+
+float ft_rng_normal_f32(uint64_t seed, uint64_t stream, uint64_t index, double std)
+{
+    return (float)(std * ft_rng_normal(seed, stream, index));
+}
+
+/* Elements per OpenMP work item: large enough to amortise the scheduling, small enough
+ * to balance a block's tensors between the threads. */
+#define FILL_CHUNK ((size_t)1 << 16)
+
+void ft_rng_normal_fill_f32_threads(uint64_t seed, uint64_t stream, uint64_t first, size_t n,
+                                    double std, float *dst)
+{
+    /* every element is a pure function of (seed, stream, index), so the split between
+     * threads cannot change a value: the same bits as one thread */
+    const long chunks = (long)((n + FILL_CHUNK - 1) / FILL_CHUNK);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+    for (long c = 0; c < chunks; c++) {
+        const size_t a = (size_t)c * FILL_CHUNK;
+        const size_t len = n - a < FILL_CHUNK ? n - a : FILL_CHUNK;
+        ft_rng_normal_fill_f32(seed, stream, first + a, len, std, dst + a);
     }
 }

@@ -19,4 +19,12 @@
 void ft_rng_normal_fill_f32(uint64_t seed, uint64_t stream, uint64_t first, size_t n,
                             double std, float *dst);
 
+/* The same, split between the OpenMP threads (bitwise the same floats). */
+void ft_rng_normal_fill_f32_threads(uint64_t seed, uint64_t stream, uint64_t first, size_t n,
+                                    double std, float *dst);
+
+/* One value of the reference: (float)(std * ft_rng_normal(seed, stream, index)). What
+ * the fills fall back to, and what a device's fill patches its unsure values with. */
+float ft_rng_normal_f32(uint64_t seed, uint64_t stream, uint64_t index, double std);
+
 #endif

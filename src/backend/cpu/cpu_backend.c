@@ -21,6 +21,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "util/rng_fill.h"
+
 #define FT_CPU_ALIGN 64
 
 typedef struct cpu_block_header {
@@ -149,6 +151,13 @@ static void cpu_sync(ft_backend *be)
     /* Every CPU op has finished when it returns. */
 }
 
+static void cpu_normal_fill(ft_backend *be, float *dst, size_t n, uint64_t seed, uint64_t stream,
+                            uint64_t first, double std)
+{
+    (void)be;
+    ft_rng_normal_fill_f32_threads(seed, stream, first, n, std, dst);
+}
+
 /* The attention kernels read the segment ids where they are (host memory): nothing to do. */
 static void cpu_segment_hint(ft_backend *be, const int32_t *segment, const int32_t *segment_host,
                              ft_attn_shape s)
@@ -203,6 +212,7 @@ static const ft_backend_ops cpu_ops = {
     .sgd_step = ft_cpu_sgd_step,
     .f32_to_bf16 = ft_cpu_f32_to_bf16,
     .bf16_to_f32 = ft_cpu_bf16_to_f32,
+    .normal_fill = cpu_normal_fill,
     .destroy = cpu_destroy,
 };
 
