@@ -8,6 +8,7 @@
  *
  * Exit status: 0 pass, 1 failure, 77 (SKIP) without a CUDA device. */
 #include "backend/backend.h"
+#include "cuda_test_backends.h"
 #include "util/bf16.h"
 
 #include <cuda_runtime.h>
@@ -82,17 +83,9 @@ static void check(ft_dtype dt, int rows, int cols, double p, uint64_t row0, bool
 
 int main(void)
 {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        printf("SKIP: no CUDA device\n");
-        return 77;
-    }
-    ft_error err;
-    ft_error_clear(&err);
-    if (ft_backend_cpu_create(&cpu, &err) || ft_backend_cuda_create(&gpu, 0, &err)) {
-        fprintf(stderr, "backends: %s\n", err.msg);
-        return 1;
-    }
+    const int rc = cuda_test_backends(&cpu, &gpu);
+    if (rc)
+        return rc;
     const ft_dtype dts[2] = { FT_DTYPE_F32, FT_DTYPE_BF16 };
     for (int d = 0; d < 2; d++) {
         check(dts[d], 37, 129, 0.1, 0, false, false);

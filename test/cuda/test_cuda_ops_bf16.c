@@ -15,6 +15,7 @@
  *
  * Exit status: 0 pass, 1 failure, 77 (SKIP) without a CUDA device. */
 #include "backend/backend.h"
+#include "cuda_test_backends.h"
 #include "util/bf16.h"
 
 #include <cuda_runtime.h>
@@ -393,17 +394,9 @@ static void test_decode(void)
 
 int main(void)
 {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        printf("SKIP: no CUDA device\n");
-        return 77;
-    }
-    ft_error err;
-    ft_error_clear(&err);
-    if (ft_backend_cpu_create(&cpu, &err) || ft_backend_cuda_create(&gpu, 0, &err)) {
-        fprintf(stderr, "backends: %s\n", err.msg);
-        return 1;
-    }
+    const int rc = cuda_test_backends(&cpu, &gpu);
+    if (rc)
+        return rc;
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
             test_matmul(37, 29, 45, ta, tb, 0.0f);
