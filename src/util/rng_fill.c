@@ -12,19 +12,21 @@ void ft_rng_normal_fill_f32(uint64_t seed, uint64_t stream, uint64_t first, size
     /* ft_rng_u64's key, once per call rather than twice per value */
     const uint64_t key = ft_mix64(seed ^ ft_mix64(stream));
     enum { BLOCK = 256 };
-    double y[BLOCK];
+    int sure[BLOCK];
     for (size_t b = 0; b < n; b += BLOCK) {
         const size_t len = n - b < BLOCK ? n - b : BLOCK;
-        /* branch-free, so that it runs in SIMD lanes */
+        float *out = dst + b;
+        /* branch-free, values and their check alike, so that it runs in SIMD lanes */
 #pragma omp simd
-        for (size_t j = 0; j < len; j++)
-            y[j] = ft_rng_normal_fast(key, first + b + j, std);
         for (size_t j = 0; j < len; j++) {
-            const float f = (float)y[j];
-            dst[b + j] = ft_rng_normal_is_sure(y[j], f, std)
-                             ? f
-                             : ft_rng_normal_f32(seed, stream, first + b + j, std);
+            const double y = ft_rng_normal_fast(key, first + b + j, std);
+            const float f = (float)y;
+            sure[j] = ft_rng_normal_is_sure(y, f, std);
+            out[j] = f;
         }
+        for (size_t j = 0; j < len; j++)
+            if (!sure[j])
+                out[j] = ft_rng_normal_f32(seed, stream, first + b + j, std);
     }
 }
 

@@ -99,19 +99,21 @@ FT_RNG_FN double ft_rng_fast_sqrt(double x)
     return x * r;
 }
 
-/* True when every double within delta of y rounds to the same float as y. */
+/* True when every double within delta of y rounds to the same float as y. Free of
+ * branches (& not &&), so that the host's loop over it runs in SIMD lanes. */
 FT_RNG_FN int ft_rng_rounds_safely(double y, float f, double delta)
 {
     uint32_t b;
     memcpy(&b, &f, sizeof b);
-    if ((b & 0x7f800000u) == 0 || (b & 0x7f800000u) == 0x7f800000u)
-        return 0; /* zero, subnormal or not finite: leave it to the reference */
+    const uint32_t e = b & 0x7f800000u;
+    /* zero, subnormal or not finite: left to the reference */
+    const int normal = (e != 0) & (e != 0x7f800000u);
     uint32_t up = b + 1, down = b - 1; /* the float neighbours away from and toward 0 */
     float fu, fd;
     memcpy(&fu, &up, sizeof fu);
     memcpy(&fd, &down, sizeof fd);
     const double mid_out = 0.5 * ((double)f + (double)fu), mid_in = 0.5 * ((double)f + (double)fd);
-    return fabs(y - mid_out) > delta && fabs(y - mid_in) > delta;
+    return normal & (fabs(y - mid_out) > delta) & (fabs(y - mid_in) > delta);
 }
 
 /* 2 pi u2 as ft_rng_normal writes it, with M_PI's double (math.h need not define it) */
