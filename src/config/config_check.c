@@ -181,6 +181,10 @@ static int check_cross_keys(ft_config_state *st, ft_error *err)
     if (check_run_length(st, err) < 0 || check_keep_best(st, err) < 0 ||
         check_eval_prompts(st, err) < 0)
         return -1;
+    if (c->checkpoint_layers > 0 && !c->activation_checkpointing) /* else silently nothing */
+        return ft_config_fail_at(st, key("checkpoint_layers"), err,
+                                 "needs activation_checkpointing = true (it says how many blocks "
+                                 "recompute)");
     /* GPT-J's one shared norm feeds attention and MLP: its block is parallel whatever the
      * key says, and a false that is silently ignored would mislead */
     const ft_config_key *pr = key("model.parallel_residual");

@@ -86,6 +86,8 @@ static void resolve_options(ft_model *m)
     const long tokens = (long)m->opt.max_batch * m->opt.seq_len;
     resolve_head_rows(&m->opt, (size_t)m->layout.config.vocab_size,
                       tokens > 0 ? (size_t)tokens : 1, m->dt != FT_DTYPE_F32);
+    const int L = m->layout.config.num_hidden_layers, k = m->opt.checkpoint_layers;
+    m->recomputed = !m->opt.activation_checkpointing ? 0 : k > 0 && k < L ? k : L;
 }
 
 /* Allocates (or, in a dry run, counts) every buffer; returns nonzero on failure. */
@@ -111,7 +113,7 @@ static int allocate_buffers(ft_model *m)
 
     m->block_in = calloc((size_t)L + 1, sizeof *m->block_in);
     m->plan = calloc(2 * (size_t)L + 4, sizeof *m->plan);
-    m->n_act_sets = opt->activation_checkpointing ? 1 : (L > 0 ? L : 1);
+    m->n_act_sets = m->recomputed > 0 ? 1 + L - m->recomputed : (L > 0 ? L : 1);
     m->acts = calloc((size_t)m->n_act_sets, sizeof *m->acts);
     m->host_i32 = malloc(4 * N * sizeof(int32_t));
     m->host_f32 = malloc(2 * N * sizeof(float));
@@ -351,7 +353,9 @@ static int stage_batch(ft_model *m, const ft_host_batch *b, long *n_targets, ft_
 
 static ft_block_acts *acts_for(ft_model *m, int layer)
 {
-    return m->opt.activation_checkpointing ? &m->acts[0] : &m->acts[layer];
+    if (layer < m->recomputed)
+        return &m->acts[0];
+    return &m->acts[m->recomputed > 0 ? 1 + layer - m->recomputed : layer];
 }
 
 /* Tells the source the order of this pass's acquires: embedding, blocks, head (and
@@ -564,10 +568,11 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
         g.first = first; /* the block's GEMMs write its 2-D weights' gradients */
         bind_adapters(m, l, &ba, &p, &g);
         ft_block_acts *a = acts_for(m, l);
-        /* With checkpointing, recompute from the saved input what the backward reads
-         * (dx: unwritten); the last block's activations are still those of the forward
-         * (the one shared set; the head uses its own buffers), so it needs none. */
-        if (m->opt.activation_checkpointing && l < L - 1) {
+        /* A checkpointed block recomputes from its saved input what the backward reads
+         * (dx: unwritten), all but the last of them: the set they share still holds
+         * that one's forward activations (the later blocks and the head have their
+         * own buffers), so it needs none. */
+        if (l < m->recomputed - 1) {
             ft_phase_begin(be, FT_PHASE_RECOMPUTE);
             bc.rebuild_only = true;
             ft_block_forward(&bc, &p, m->block_in[l], dx, a);

@@ -75,6 +75,10 @@ typedef struct ft_model_options {
     int max_batch;                 /* micro-batch rows the buffers are sized for */
     int seq_len;
     bool activation_checkpointing; /* keep only block inputs; recompute in backward */
+    /* With activation_checkpointing: blocks 0 .. checkpoint_layers-1 recompute their
+     * activations in the backward and the later ones keep theirs (memory for time,
+     * a set of activations a block); 0, or the layer count or more: every block. */
+    int checkpoint_layers;
     /* The LM head's memory (head.c): the dlogits of head_group_rows target rows are
      * kept together so that the output weight's gradient is one GEMM per group, and
      * fp32 logits are computed head_chunk_rows at a time. 0 derives them from

@@ -33,8 +33,11 @@ struct ft_model {
 
     int *plan;                   /* [2L+4] unit order of the current pass */
     void **block_in;             /* [L+1] saved input of every block (plus the head input) */
-    ft_block_acts *acts;         /* [L] without checkpointing, [1] with */
+    /* [L] without checkpointing; with it one set that the recomputed blocks share, then
+     * one for each later block: [1 + L - recomputed] */
+    ft_block_acts *acts;
     int n_act_sets;
+    int recomputed;              /* blocks 0 .. recomputed-1 share acts[0] (0: none) */
     ft_block_scratch scratch;
     void *dres[2];               /* residual-stream gradient ping-pong */
     void *xf, *dxf;              /* head: final-norm output and its gradient */

@@ -57,6 +57,7 @@ ft_model_options ft_run_model_options(const ft_run_config *cfg, int T, double de
 {
     return (ft_model_options){ .max_batch = cfg->micro_batch_size, .seq_len = T,
                                .activation_checkpointing = cfg->activation_checkpointing,
+                               .checkpoint_layers = cfg->checkpoint_layers,
                                .head_budget_bytes = ft_run_head_budget(cfg, device_bytes),
                                .dtype = cfg->numerics.activations };
 }
@@ -142,6 +143,10 @@ int ft_plan_print(FILE *out, const ft_run_config *cfg, const ft_plan_options *po
         ft_plan_lora_print_trained(out, &pm);
     fprintf(out, "GiB per rank (rank 0; activations in %s); * = this config; fits = device "
                  "total <= %.1f GiB\n", ft_dtype_name(cfg->numerics.activations), po->device_gib);
+    if (cfg->checkpoint_layers > 0 && cfg->checkpoint_layers < mc.num_hidden_layers)
+        fprintf(out, "ckpt on: blocks 0-%d of %d recompute, the others keep their activations "
+                     "(checkpoint_layers = %d)\n",
+                cfg->checkpoint_layers - 1, mc.num_hidden_layers, cfg->checkpoint_layers);
     if (ft_plan_models_lora(&pm))
         ft_plan_lora_print_header(out);
     else

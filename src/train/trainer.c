@@ -177,13 +177,20 @@ static void print_memory(ft_trainer *t, const ft_engine_memory *mem)
                          (double)mem->host };
     static const char *const keys[] = { "params", "grads", "optimizer", "gathered",
                                         "staging", "activations", "host" };
-    char h[7][32];
+    char h[7][32], ckpt[64];
     for (int i = 0; i < 7; i++)
         ft_format_bytes(h[i], sizeof h[i], v[i]);
+    const int L = t->layout.config.num_hidden_layers, k = t->cfg->checkpoint_layers;
+    if (!t->cfg->activation_checkpointing)
+        snprintf(ckpt, sizeof ckpt, "off");
+    else if (k > 0 && k < L)
+        snprintf(ckpt, sizeof ckpt, "on for blocks 0-%d of %d", k - 1, L);
+    else
+        snprintf(ckpt, sizeof ckpt, "on");
     fprintf(t->out,
             "ftmpi: memory per rank: params %s, grads %s, optimizer %s, gathered units %s, "
             "staging %s, activations %s (checkpointing %s)\n",
-            h[0], h[1], h[2], h[3], h[4], h[5], t->cfg->activation_checkpointing ? "on" : "off");
+            h[0], h[1], h[2], h[3], h[4], h[5], ckpt);
     if (t->cfg->offload_optimizer)
         fprintf(t->out, "ftmpi: optimizer offloaded: %s of master weights and moments in "
                         "host memory\n", h[6]);

@@ -276,6 +276,8 @@ static const bad_case bad_cases[] = {
     {"minimal.cfg", "optimizer.warmup_steps=1000", -1, "optimizer.warmup_steps=1000: 1000 is greater than max_steps (100)"},
     {"minimal.cfg", "num_epochs=2", -1, "num_epochs=2: give max_steps or num_epochs, not both"},
     {"minimal.cfg", "keep_best=true", -1, "keep_best=true: needs checkpoint_dir"},
+    {"minimal.cfg", "checkpoint_layers=4", -1, "checkpoint_layers=4: needs activation_checkpointing = true"},
+    {"minimal.cfg", "checkpoint_layers=-1", -1, "checkpoint_layers=-1: -1 is out of range (must be >= 0)"},
     {"minimal.cfg", "eval_prompts=[\"a\", \"\"]", -1, "eval_prompts=[\"a\", \"\"]: element 2 is not a non-empty string"},
     {"minimal.cfg", "eval_prompts=(\"a\", 3)", -1, "element 2 is not a non-empty string"},
     {"minimal.cfg", "eval_prompts=\"a\"", -1, "expected a list of strings"},

@@ -49,11 +49,13 @@ static void rig_down(rig *r)
     ft_backend_destroy(r->be);
 }
 
+/* ckpt: 0 none, 1 every block, k > 1 the first k - 1 blocks (checkpoint_layers) */
 static ft_model *make_model_head(rig *r, int batch, int T, int ckpt, int group, int chunk)
 {
     ft_error err;
     ft_model *m;
     ft_model_options mo = { .max_batch = batch, .seq_len = T, .activation_checkpointing = ckpt,
+                            .checkpoint_layers = ckpt > 1 ? ckpt - 1 : 0,
                             .head_group_rows = group, .head_chunk_rows = chunk };
     TEST_CHECK_OK(ft_model_create(&m, &r->layout, r->be, &mo, &err), &err);
     return m;
@@ -202,10 +204,11 @@ static void counting_all_matmul(ft_backend *be, ft_gemm_types t, void *c, const 
 }
 
 /* With activation checkpointing the gradients are bitwise those without, for every
- * block wiring; the recompute rebuilds only what the backward reads: every forward GEMM
- * but the MLP's down projection (and with a parallel residual the attention's output
- * projection), for every block but the last (whose activations the forward left), so
- * it costs exactly that many GEMMs. */
+ * block wiring and for checkpointing of every block or of the first 1 or 2 of 3
+ * (checkpoint_layers); the recompute rebuilds only what the backward reads: every
+ * forward GEMM but the MLP's down projection (and with a parallel residual the
+ * attention's output projection), for every checkpointed block but the last (whose
+ * activations the forward left), so it costs exactly that many GEMMs. */
 static void test_checkpointing_identical(void **state)
 {
     (void)state;
@@ -234,9 +237,10 @@ static void test_checkpointing_identical(void **state)
         r.be->ops = &counting;
         rows x;
         random_rows(&x, 3, 16, 37, 9, 1);
-        float **g[2];
-        long calls[2];
-        for (int ckpt = 0; ckpt < 2; ckpt++) {
+        /* none, every block, the first 1 block, the first 2 */
+        float **g[4];
+        long calls[4];
+        for (int ckpt = 0; ckpt < 4; ckpt++) {
             ft_model *m = make_model(&r, 3, 16, ckpt);
             ft_engine_zero_grads(r.engine);
             matmul_calls = 0;
@@ -245,15 +249,20 @@ static void test_checkpointing_identical(void **state)
             g[ckpt] = snapshot_grads(&r);
             ft_model_free(m);
         }
-        for (int u = 0; u < r.layout.n_units; u++)
-            assert_memory_equal(g[0][u], g[1][u], r.layout.units[u].numel * sizeof(float));
-        /* every block but the last, whose forward activations are still there */
-        const long want = (long)(c.num_hidden_layers - 1) * (fwd_gemms - skipped);
-        printf("wiring %d: %ld GEMMs, %ld with checkpointing (recompute %ld, want %ld)\n", f,
-               calls[0], calls[1], calls[1] - calls[0], want);
-        assert_int_equal(calls[1] - calls[0], want);
-        free_snapshot(&r, g[0]);
-        free_snapshot(&r, g[1]);
+        for (int ckpt = 1; ckpt < 4; ckpt++) {
+            for (int u = 0; u < r.layout.n_units; u++)
+                assert_memory_equal(g[0][u], g[ckpt][u], r.layout.units[u].numel * sizeof(float));
+            /* the checkpointed blocks but the last of them, whose forward activations are
+             * still there */
+            const int checkpointed = ckpt == 1 ? c.num_hidden_layers : ckpt - 1;
+            const long want = (long)(checkpointed - 1) * (fwd_gemms - skipped);
+            printf("wiring %d: %ld GEMMs, %ld with %d of %d blocks checkpointed (recompute %ld, "
+                   "want %ld)\n", f, calls[0], calls[ckpt], checkpointed, c.num_hidden_layers,
+                   calls[ckpt] - calls[0], want);
+            assert_int_equal(calls[ckpt] - calls[0], want);
+        }
+        for (int ckpt = 0; ckpt < 4; ckpt++)
+            free_snapshot(&r, g[ckpt]);
         r.be->ops = counted_ops;
         rig_down(&r);
     }

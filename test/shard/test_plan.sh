@@ -19,6 +19,10 @@ check() { # N ARGS...
 }
 check 1 zero_stage=0 activation_checkpointing=false
 check 1 zero_stage=0 activation_checkpointing=true micro_batch_size=4
+# the first 2 of 4 blocks checkpointed: one set of activations for both, one for each other
+check 1 zero_stage=0 model.num_hidden_layers=4 activation_checkpointing=true checkpoint_layers=2
+grep -q 'ckpt on: blocks 0-1 of 4 recompute' plan.log || { cat plan.log; fail "the plan does not say which blocks recompute"; }
+grep -q 'checkpointing on for blocks 0-1 of 4' run.log || { cat run.log; fail "the run does not say which blocks recompute"; }
 # the families' extra buffers (qwen3: q/k before their norms) are planned too
 check 1 zero_stage=0 activation_checkpointing=false model.family=qwen3 model.head_dim=24
 # LayerNorm means, GELU without a gate, GPT-J's shared norm (no second norm's buffers)
