@@ -3,7 +3,10 @@
  * NULL):
  *   lse      = log(sum_j exp(z_j))  (stable: relative to the running max)
  *   loss     = w * (lse - z_t)
- *   dlogit_j = w * grad_scale * (exp(z_j - lse) - [j == t])   (overwrites z)
+ *   dlogit_j = w * grad_scale * (exp(z_j - lse) - [j == t])
+ * dlogits are stored as T: fp32 (in place over z when the caller passes the logits) or
+ * bf16, the fp32 value rounded once (ft_st), so bf16 dlogits are the bits a cast of the
+ * fp32 ones would give.
  * Rows with w == 0 get zero loss and zero gradient; their target is not read.
  *
  * Pass 1 (online logsumexp): each thread walks its strided elements keeping a
@@ -16,18 +19,21 @@
 
 #include <math.h>
 
-__global__ void cross_entropy_kernel(float *__restrict__ logits, float *__restrict__ row_loss,
+/* logits and dlogits may be the same fp32 buffer: no __restrict__ on them */
+template <typename T>
+__global__ void cross_entropy_kernel(const float *logits, T *dlogits, float *__restrict__ row_loss,
                                      const int32_t *__restrict__ targets,
                                      const float *__restrict__ weight, int vocab, float grad_scale)
 {
     __shared__ float redf[32];
     __shared__ double redd[32];
     size_t r = blockIdx.x;
-    float *z = logits + r * vocab;
+    const float *z = logits + r * vocab;
+    T *out = dlogits + r * vocab;
     float w = weight ? weight[r] : 1.0f;
     if (w == 0.0f) {
         for (int j = threadIdx.x; j < vocab; j += blockDim.x)
-            z[j] = 0.0f;
+            ft_st(out, j, 0.0f);
         if (threadIdx.x == 0)
             row_loss[r] = 0.0f;
         return;
@@ -54,11 +60,12 @@ __global__ void cross_entropy_kernel(float *__restrict__ logits, float *__restri
     float coef = w * grad_scale;
     for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
         float g = coef * expf(z[j] - lse);
-        z[j] = j == t ? g - coef : g;
+        ft_st(out, j, j == t ? g - coef : g);
     }
 }
 
-extern "C" cudaError_t ft_cuda_launch_cross_entropy(float *logits, float *row_loss,
+extern "C" cudaError_t ft_cuda_launch_cross_entropy(const float *logits, void *dlogits,
+                                                    ft_dtype dt, float *row_loss,
                                                     const int32_t *targets, const float *weight,
                                                     int rows, int vocab, float grad_scale,
                                                     cudaStream_t st)
@@ -66,7 +73,8 @@ extern "C" cudaError_t ft_cuda_launch_cross_entropy(float *logits, float *row_lo
     if (rows <= 0 || vocab <= 0)
         return cudaSuccess;
     int threads = vocab >= 16384 ? 1024 : vocab >= 2048 ? 512 : 128;
-    FT_LAUNCH(cross_entropy_kernel, rows, threads, 0, st)(logits, row_loss, targets, weight, vocab,
-                                                   grad_scale);
+    FT_WITH_STORAGE(dt, T,
+                    FT_LAUNCH(cross_entropy_kernel<T>, rows, threads, 0, st)(
+                        logits, (T *)dlogits, row_loss, targets, weight, vocab, grad_scale));
     return cudaGetLastError();
 }

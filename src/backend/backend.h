@@ -264,12 +264,15 @@ typedef struct ft_backend_ops {
                           const void *dout, const int32_t *ids, int tokens, int dim);
 
     /* Cross-entropy on a chunk of rows, fused with its gradient.
-     * In: logits [rows, vocab]. Out: logits is replaced by
-     * dlogits = weight[r] * grad_scale * (softmax - onehot(target)), and
+     * In: logits [rows, vocab], fp32. Out: dlogits [rows, vocab] stored as dt =
+     * weight[r] * grad_scale * (softmax - onehot(target)), each element rounded once
+     * (fp32: dlogits may be logits itself, in place; bf16: the bits the f32_to_bf16 of
+     * the fp32 result would give, without that result being stored), and
      * row_loss[r] = weight[r] * (logsumexp - logit[target]) (overwrite).
      * Rows with weight 0 produce zero gradient and zero loss; their target is not read. */
-    void (*cross_entropy)(ft_backend *be, float *logits, float *row_loss, const int32_t *targets,
-                          const float *weight, int rows, int vocab, float grad_scale);
+    void (*cross_entropy)(ft_backend *be, const float *logits, void *dlogits, ft_dtype dt,
+                          float *row_loss, const int32_t *targets, const float *weight, int rows,
+                          int vocab, float grad_scale);
 
     /* ---- optimizers over flat fp32 buffers ---- */
     void (*adamw_step)(ft_backend *be, float *param, const float *grad, float *m, float *v,

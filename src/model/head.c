@@ -19,10 +19,12 @@
  *
  * Logits and the loss are fp32 in every recipe. In fp32 the group's logits buffer
  * is its dlogits buffer. With bf16 each chunk's fp32 logits live in a small buffer,
- * and the chunk's dlogits are rounded once to bf16 into the group's buffer, the
- * operand of the two backward GEMMs (whose operands share a type; dW accumulates in
- * fp32 inside the GEMM). GPT-J's lm_head bias is added to the fp32 logits and its
- * gradient is the column sums of the fp32 dlogits.
+ * and the cross-entropy writes the chunk's dlogits rounded once to bf16 straight into
+ * the group's buffer, the operand of the two backward GEMMs (whose operands share a
+ * type; dW accumulates in fp32 inside the GEMM): no fp32 dlogits are stored and read
+ * back. GPT-J's lm_head bias is added to the fp32 logits and its gradient is the
+ * column sums of the fp32 dlogits: with it the chunk's fp32 dlogits are made in place
+ * and then rounded.
  */
 #include <stdbool.h>
 
@@ -104,16 +106,19 @@ void ft_head_forward_backward(ft_model *m, const ft_head_params *p, ft_head_grad
         for (int r0 = g0; r0 < g0 + grows; r0 += chunk) {
             const int rows = g0 + grows - r0 < chunk ? g0 + grows - r0 : chunk;
             float *logits = in_place ? (float *)m->dlogits + (size_t)(r0 - g0) * V : m->logits;
+            void *group_rows = ft_model_at(m, m->dlogits, (size_t)(r0 - g0) * V);
+            /* the fp32 dlogits are wanted for themselves only by a bias's gradient */
+            const bool fp32_first = in_place || (train && g->b_out);
             ft_head_logits(m, p, logits, ft_model_at(m, xs, (size_t)r0 * H), rows);
-            be->ops->cross_entropy(be, logits, m->row_loss + r0, targets + r0, weights + r0,
-                                   rows, V, grad_scale);
+            be->ops->cross_entropy(be, logits, fp32_first ? logits : group_rows,
+                                   fp32_first ? FT_DTYPE_F32 : m->dt, m->row_loss + r0,
+                                   targets + r0, weights + r0, rows, V, grad_scale);
             if (!train)
                 continue;
             if (g->b_out)
                 be->ops->bias_grad(be, FT_DTYPE_F32, m->gt, g->b_out, logits, rows, V);
-            if (!in_place)
-                be->ops->f32_to_bf16(be, ft_model_at(m, m->dlogits, (size_t)(r0 - g0) * V),
-                                     logits, (size_t)rows * V);
+            if (!in_place && fp32_first)
+                be->ops->f32_to_bf16(be, group_rows, logits, (size_t)rows * V);
         }
         if (!train)
             continue;

@@ -1,7 +1,9 @@
 /* Fused cross-entropy: row losses against a double logsumexp
  * (|err| <= 1e-5 max|ref| + 1e-6), dlogits against finite differences of
  * L = grad_scale * sum_r loss_r (|err| <= 1e-4 max|g| + 1e-7), zero-weight rows
- * (zero loss and gradient, target never read), and huge logits. */
+ * (zero loss and gradient, target never read), and huge logits; dlogits written
+ * elsewhere than in place are the in-place ones bitwise, as fp32 or rounded to bf16,
+ * and leave the logits alone. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -56,7 +58,8 @@ static void check_ce(int rows, int vocab, float offset, bool with_weight)
     float *d_logits = bt_upload(be, logits, n), *d_loss = bt_upload(be, NULL, rows);
     float *d_w = with_weight ? bt_upload(be, weight, rows) : NULL;
     int32_t *d_t = bt_upload_i32(be, targets, rows);
-    be->ops->cross_entropy(be, d_logits, d_loss, d_t, d_w, rows, vocab, grad_scale);
+    be->ops->cross_entropy(be, d_logits, d_logits, FT_DTYPE_F32, d_loss, d_t, d_w, rows, vocab,
+                           grad_scale);
     bt_download(be, got, d_logits, n);
     bt_download(be, loss, d_loss, rows);
 
@@ -85,6 +88,40 @@ static void check_ce(int rows, int vocab, float offset, bool with_weight)
     ft_backend_destroy(be);
 }
 
+/* Out of place, fp32 and bf16, against in place: the same bits (bf16: rounded once). */
+static void test_ce_out_of_place(void **state)
+{
+    (void)state;
+    ft_backend *be = bt_backend_create();
+    const int rows = 5, vocab = 4099;
+    const size_t n = (size_t)rows * vocab;
+    bt_rng rng = bt_rng_make(77);
+    float *logits = malloc(n * 4), *w = malloc(rows * 4);
+    int32_t *t = malloc(rows * 4);
+    bt_fill_uniform(logits, n, &rng, -5, 5);
+    for (int r = 0; r < rows; r++) {
+        w[r] = r == 3 ? 0.0f : 1.0f;
+        t[r] = bt_rng_int(&rng, vocab);
+    }
+    float *a = bt_upload(be, logits, n), *b = bt_upload(be, logits, n);
+    float *loss = bt_upload(be, NULL, rows), *out32 = bt_upload(be, NULL, n);
+    float *dw = bt_upload(be, w, rows);
+    int32_t *dt = bt_upload_i32(be, t, rows);
+    uint16_t *out16 = be->ops->alloc(be, n * 2), *cast = be->ops->alloc(be, n * 2);
+    be->ops->cross_entropy(be, a, out16, FT_DTYPE_BF16, loss, dt, dw, rows, vocab, 0.5f);
+    be->ops->cross_entropy(be, a, out32, FT_DTYPE_F32, loss, dt, dw, rows, vocab, 0.5f);
+    assert_memory_equal(a, logits, n * 4); /* untouched */
+    be->ops->cross_entropy(be, b, b, FT_DTYPE_F32, loss, dt, dw, rows, vocab, 0.5f);
+    assert_memory_equal(out32, b, n * 4);
+    be->ops->f32_to_bf16(be, cast, b, n);
+    assert_memory_equal(out16, cast, n * 2);
+    be->ops->free(be, a), be->ops->free(be, b), be->ops->free(be, loss);
+    be->ops->free(be, out32), be->ops->free(be, dw), be->ops->free(be, dt);
+    be->ops->free(be, out16), be->ops->free(be, cast);
+    free(logits), free(w), free(t);
+    ft_backend_destroy(be);
+}
+
 static void test_ce_small(void **state)
 {
     (void)state;
@@ -110,6 +147,7 @@ int main(void)
         cmocka_unit_test(test_ce_small),
         cmocka_unit_test(test_ce_large_logits),
         cmocka_unit_test(test_ce_no_weight_parallel),
+        cmocka_unit_test(test_ce_out_of_place),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

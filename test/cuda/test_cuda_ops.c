@@ -862,8 +862,30 @@ static void test_cross_entropy_case(int rows, int vocab, int with_weight)
     float *cw = with_weight ? be_dup(cpu, w, (size_t)rows * 4) : NULL;
     float *gw = with_weight ? be_dup(gpu, w, (size_t)rows * 4) : NULL;
     float *cl = cpu->ops->alloc(cpu, (size_t)rows * 4), *gl = gpu->ops->alloc(gpu, (size_t)rows * 4);
-    cpu->ops->cross_entropy(cpu, cz, cl, ctg, cw, rows, vocab, 0.25f);
-    gpu->ops->cross_entropy(gpu, gz, gl, gtg, gw, rows, vocab, 0.25f);
+    /* bf16 dlogits first (the logits are still intact): each backend's must be the bits of
+     * its own fp32 dlogits (the in-place call below) rounded by its f32_to_bf16 */
+    uint16_t *c16 = cpu->ops->alloc(cpu, n * 2), *g16 = gpu->ops->alloc(gpu, n * 2);
+    cpu->ops->cross_entropy(cpu, cz, c16, FT_DTYPE_BF16, cl, ctg, cw, rows, vocab, 0.25f);
+    gpu->ops->cross_entropy(gpu, gz, g16, FT_DTYPE_BF16, gl, gtg, gw, rows, vocab, 0.25f);
+    float *l16c = be_fetch(cpu, cl, (size_t)rows * 4), *l16g = be_fetch(gpu, gl, (size_t)rows * 4);
+    cpu->ops->cross_entropy(cpu, cz, cz, FT_DTYPE_F32, cl, ctg, cw, rows, vocab, 0.25f);
+    gpu->ops->cross_entropy(gpu, gz, gz, FT_DTYPE_F32, gl, gtg, gw, rows, vocab, 0.25f);
+    for (int side = 0; side < 2; side++) {
+        ft_backend *be = side ? gpu : cpu;
+        uint16_t *direct = side ? g16 : c16, *cast = be->ops->alloc(be, n * 2);
+        be->ops->f32_to_bf16(be, cast, side ? gz : cz, n);
+        void *a = be_fetch(be, direct, n * 2), *b = be_fetch(be, cast, n * 2);
+        void *la = side ? l16g : l16c, *lb = be_fetch(be, side ? gl : cl, (size_t)rows * 4);
+        snprintf(what, sizeof what, "cross_entropy %s bf16 dlogits == cast of fp32, rows=%d",
+                 be->name, rows);
+        bitwise(what, a, b, n * 2);
+        snprintf(what, sizeof what, "cross_entropy %s loss with bf16 dlogits == with fp32, rows=%d",
+                 be->name, rows);
+        bitwise(what, la, lb, (size_t)rows * 4);
+        be->ops->free(be, cast), be->ops->free(be, direct);
+        free(a), free(b), free(lb);
+    }
+    free(l16c), free(l16g);
     float *r1 = be_fetch(cpu, cz, n * 4), *r2 = be_fetch(gpu, gz, n * 4);
     snprintf(what, sizeof what, "cross_entropy dlogits rows=%d vocab=%d weight=%s", rows, vocab,
              with_weight ? "yes" : "NULL");
