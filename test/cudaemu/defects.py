@@ -10,7 +10,7 @@ test run in every thread order, which orders failed). A defect whose text no lon
 exactly once in HEAD stops the run before the build: re-target it. One that does not
 compile is reported as such, never as caught. Exit status 0 when every defect was caught.
 The table it prints has the columns of the one in doc/cuda-emulation.md ("Evidence that
-it catches bugs"), which summarises its last column. Developer tool: all 42 take about 15
+it catches bugs"), which summarises its last column. Developer tool: all 45 take about 15
 minutes on two cores (a rebuild and a test per defect), so CI does not run it.
 """
 import os
@@ -35,6 +35,8 @@ TRAIN = "FT_CUDA_TRAIN_CASES='{}' make check TESTS=test/cuda/test_cuda_train.sh"
 ATTN_TC = "./test/cuda/test_attention_tc"
 ATTN_TC_ALL_ORDERS = all_orders("test_attention_tc")
 ATTN_CUDNN = "./test/cuda/test_attention_cudnn"
+NORMAL_FILL = ("make test/cuda/test_cuda_normal_fill >/dev/null 2>&1 && "
+               "./test/cuda/test_cuda_normal_fill")
 
 # name, file, old text, new text, what the defect is, the command that must fail
 DEFECTS = [
@@ -266,6 +268,21 @@ DEFECTS = [
      "            if (i <= len)\n                l[i] = st[i];",
      "cuDNN: the statistics scatter writes one row past each document into the next",
      ATTN_CUDNN),
+    ("normal-fill-bound", "cuda/cuda_normal.cu",
+     "i < n; i += stride) {\n        const double y",
+     "i <= n; i += stride) {\n        const double y",
+     "off-by-one bound: the initial values' kernel writes one value past its range",
+     NORMAL_FILL),
+    ("normal-fill-slice-offset", "cuda/cuda_normal_fill.c",
+     "ft_rng_normal_f32(seed, stream, first + a + host_idx[k], std)",
+     "ft_rng_normal_f32(seed, stream, first + host_idx[k], std)",
+     "initial values: a later slice's unsure values replaced by the first slice's",
+     NORMAL_FILL),
+    ("ce-bf16-as-fp32", "cuda/cuda_cross_entropy.cu",
+     "    FT_WITH_STORAGE(dt, T,\n                    FT_LAUNCH(cross_entropy_kernel<T>",
+     "    FT_WITH_STORAGE(FT_DTYPE_F32, T,\n                    FT_LAUNCH(cross_entropy_kernel<T>",
+     "cross-entropy: bf16 dlogits written as fp32 (twice the bytes, past the buffer)",
+     OPS_ALL_ORDERS),
 ]
 
 
@@ -341,6 +358,7 @@ def main():
             caught = rc != 0
             test = (os.path.basename(cmd.split(" TESTS=")[-1]) if "TESTS=" in cmd else
                     "test_cuda_ops, 4 orders" if cmd == OPS_ALL_ORDERS else
+                    "test_cuda_normal_fill" if cmd == NORMAL_FILL else
                     "test_attention_tc, 4 orders" if cmd == ATTN_TC_ALL_ORDERS else
                     cmd.split("/")[-1])
             rows.append((name, what, test, caught, why(log) if caught else "NOT CAUGHT"))
