@@ -5,17 +5,26 @@
 #define FT_TEST_CUDA_TEST_BACKENDS_H
 
 #include <cuda_runtime.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "backend/backend.h"
 
-static inline int cuda_test_backends(ft_backend **cpu, ft_backend **gpu)
+/* Whether a CUDA device is visible; says SKIP when none is. */
+static inline bool cuda_test_have_device(void)
 {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
         printf("SKIP: no CUDA device\n");
-        return 77;
+        return false;
     }
+    return true;
+}
+
+static inline int cuda_test_backends(ft_backend **cpu, ft_backend **gpu)
+{
+    if (!cuda_test_have_device())
+        return 77;
     ft_error err;
     ft_error_clear(&err);
     if (ft_backend_cpu_create(cpu, &err) || ft_backend_cuda_create(gpu, 0, &err)) {

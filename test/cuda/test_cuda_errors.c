@@ -16,6 +16,7 @@
 #include "comm/comm.h"
 #include "config.h"
 #include "../common/expect_abort.h"
+#include "cuda_test_backends.h"
 
 #include <cuda_runtime.h>
 #ifdef FT_CUDA_EMULATION
@@ -168,11 +169,8 @@ int main(int argc, char **argv)
     self_path = argv[0];
     if (argc > 2 && strcmp(argv[1], "--case") == 0)
         return run_case(argv[2]);
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        printf("SKIP: no CUDA device\n");
+    if (!cuda_test_have_device())
         return 77;
-    }
     ft_error err;
     ft_error_clear(&err);
     if (ft_backend_cuda_create(&gpu, 0, &err) != 0) {
