@@ -117,6 +117,53 @@ static int print_rows(FILE *out, const ft_run_config *cfg, const ft_plan_options
     return 0;
 }
 
+/* The device total of the config with checkpointing as given (ckpt 0: off; else the
+ * first ckpt blocks); -1 on error. */
+static double device_total(const ft_run_config *cfg, const ft_plan_options *po,
+                           const ft_plan_models *pm, int T, int ckpt, ft_error *err)
+{
+    const double GiB = 1024.0 * 1024.0 * 1024.0;
+    const ft_engine_options eo = ft_run_engine_options(cfg);
+    ft_model_options mo = ft_run_model_options(cfg, T, po->device_gib * GiB);
+    mo.activation_checkpointing = ckpt > 0;
+    mo.checkpoint_layers = ckpt;
+    ft_plan_parts parts;
+    if (ft_plan_parts_estimate(pm, &eo, &mo, po->world_size, &parts, err))
+        return -1.0;
+    return (double)ft_plan_parts_device(&parts);
+}
+
+/* The fewest checkpointed blocks with which the config's stage and offload fit the
+ * device: every block kept costs one set of activations and saves one recompute, so
+ * this is the fastest checkpointing that fits. 1 block is no saving (it keeps its set
+ * for the backward), so the candidates are none, then 2 .. L. */
+static int print_fit(FILE *out, const ft_run_config *cfg, const ft_plan_options *po,
+                     const ft_plan_models *pm, int T, int L, ft_error *err)
+{
+    const double GiB = 1024.0 * 1024.0 * 1024.0, limit = po->device_gib * GiB;
+    fprintf(out, "fastest fit at stage %d%s: ", cfg->zero_stage,
+            cfg->offload_optimizer ? " with offload" : "");
+    for (int k = 0; k <= L; k += k == 0 ? 2 : 1) {
+        const double d = device_total(cfg, po, pm, T, k, err);
+        if (d < 0)
+            return -1;
+        if (d > limit)
+            continue;
+        if (k == 0)
+            fprintf(out, "activation_checkpointing = false (device %.2f GiB)\n", d / GiB);
+        else if (k < L)
+            fprintf(out, "activation_checkpointing = true; checkpoint_layers = %d (blocks 0-%d "
+                         "of %d recompute; device %.2f GiB)\n", k, k - 1, L, d / GiB);
+        else
+            fprintf(out, "activation_checkpointing = true, every block (device %.2f GiB)\n",
+                    d / GiB);
+        return 0;
+    }
+    fprintf(out, "none: even with every block checkpointed the device total is over %.1f "
+                 "GiB (see the other stages and offload)\n", po->device_gib);
+    return 0;
+}
+
 int ft_plan_print(FILE *out, const ft_run_config *cfg, const ft_plan_options *po, ft_error *err)
 {
     ft_model_config mc;
@@ -152,7 +199,8 @@ int ft_plan_print(FILE *out, const ft_run_config *cfg, const ft_plan_options *po
     else
         fprintf(out, "  stage offload ckpt |   params    grads optimizer gathered activations |"
                      "   device     host | fits\n");
-    int rc = print_rows(out, cfg, po, &pm, T, err);
+    int rc = print_rows(out, cfg, po, &pm, T, err) ||
+             print_fit(out, cfg, po, &pm, T, mc.num_hidden_layers, err);
     if (ft_plan_models_lora(&pm))
         ft_model_layout_free(&adapters);
     ft_model_layout_free(&layout);

@@ -23,6 +23,24 @@ check 1 zero_stage=0 activation_checkpointing=true micro_batch_size=4
 check 1 zero_stage=0 model.num_hidden_layers=4 activation_checkpointing=true checkpoint_layers=2
 grep -q 'ckpt on: blocks 0-1 of 4 recompute' plan.log || { cat plan.log; fail "the plan does not say which blocks recompute"; }
 grep -q 'checkpointing on for blocks 0-1 of 4' run.log || { cat run.log; fail "the run does not say which blocks recompute"; }
+# the fastest checkpointing that fits: with the device memory between the totals of 3 and
+# of 2 checkpointed blocks (the run above: 2), the plan names 3; above all totals, none;
+# below all, that none fits
+total() { "$FTMPI" --plan small.cfg model.num_hidden_layers=4 activation_checkpointing=true "$@" |
+    sed -n 's/.*(this config: device total \([0-9]*\) bytes).*/\1/p'; }
+t2=$(total checkpoint_layers=2) t3=$(total checkpoint_layers=3) t0=$(total activation_checkpointing=false)
+t4=$(total)
+[ "$t0" -gt "$t2" ] && [ "$t2" -gt "$t3" ] && [ "$t3" -gt "$t4" ] ||
+    fail "activation totals should fall with more checkpointed blocks: $t0 $t2 $t3 $t4"
+fit() { # GIB: the plan's last line
+    "$FTMPI" --plan small.cfg model.num_hidden_layers=4 --device-memory "$1" | tail -n 1; }
+between=$(awk -v a="$t2" -v b="$t3" 'BEGIN { printf "%.9f", (a + b) / 2 / 1073741824 }')
+fit "$between" | grep -q 'checkpoint_layers = 3 (blocks 0-2 of 4 recompute' ||
+    { fit "$between"; fail "the fastest fit at $between GiB should be checkpoint_layers = 3"; }
+fit 80 | grep -q 'fastest fit at stage 0: activation_checkpointing = false' ||
+    { fit 80; fail "at 80 GiB the fastest fit is no checkpointing"; }
+fit 0.0001 | grep -q 'none: even with every block checkpointed' ||
+    { fit 0.0001; fail "at 0.0001 GiB nothing fits"; }
 # the families' extra buffers (qwen3: q/k before their norms) are planned too
 check 1 zero_stage=0 activation_checkpointing=false model.family=qwen3 model.head_dim=24
 # LayerNorm means, GELU without a gate, GPT-J's shared norm (no second norm's buffers)
