@@ -215,8 +215,9 @@ int ft_model_create(ft_model **out, const ft_model_layout *layout, ft_backend *b
         size_t want = m->act_bytes;
         ft_model_free(m);
         return ft_fail(err, "model: cannot allocate activations on the %s backend (%zu MiB "
-                       "allocated before failing); reduce micro_batch_size or seq_len, or enable "
-                       "activation_checkpointing", be->name, want >> 20);
+                       "allocated before failing); reduce micro_batch_size or seq_len, or "
+                       "checkpoint more blocks (activation_checkpointing, checkpoint_layers: "
+                       "ftmpi --plan names the fastest setting that fits)", be->name, want >> 20);
     }
 
     float *cos_h = malloc((size_t)opt->seq_len * half * sizeof(float));
