@@ -48,7 +48,7 @@ void ft_cuda_normal_fill(ft_backend *be, float *dst, size_t n, uint64_t seed, ui
     if (n == 0)
         return;
     const cudaStream_t st = ft_cuda_stream(be);
-    const uint64_t key = ft_mix64(seed ^ ft_mix64(stream));
+    const uint64_t key = ft_rng_key(seed, stream);
     const size_t slice = fill_slice();
     const size_t cap = unsure_cap(n < slice ? n : slice);
     /* device: the count, then the indices, then the replacement values */

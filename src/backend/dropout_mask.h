@@ -37,13 +37,13 @@ typedef struct ft_dropout_mask {
 /* The part of the hash shared by a row: mix(seed ^ mix(row0 + i)) of local row i. */
 FT_DROPOUT_FN uint64_t ft_dropout_row_key(const ft_dropout_mask *m, uint64_t i)
 {
-    return ft_mix64(m->seed ^ ft_mix64(m->row0 + i));
+    return ft_rng_key(m->seed, m->row0 + i);
 }
 
 /* Whether column col of the row with key row_key is kept. */
 FT_DROPOUT_FN bool ft_dropout_keep(const ft_dropout_mask *m, uint64_t row_key, uint64_t col)
 {
-    return (uint32_t)(ft_mix64(row_key + col) >> 32) >= m->threshold;
+    return (uint32_t)(ft_rng_key_u64(row_key, col) >> 32) >= m->threshold;
 }
 
 /* The mask of drop probability p (0 <= p < 1) for seed, rows numbered from row0. */

@@ -28,15 +28,33 @@ FT_RNG_FN uint64_t ft_mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
+/* The key of (seed, stream): what every value of the stream shares, so that code making
+ * many of them (the normal fills) computes it once. */
+FT_RNG_FN uint64_t ft_rng_key(uint64_t seed, uint64_t stream)
+{
+    return ft_mix64(seed ^ ft_mix64(stream));
+}
+
+/* The bits of value index of the stream whose key is key. */
+FT_RNG_FN uint64_t ft_rng_key_u64(uint64_t key, uint64_t index)
+{
+    return ft_mix64(key + index);
+}
+
 FT_RNG_FN uint64_t ft_rng_u64(uint64_t seed, uint64_t stream, uint64_t index)
 {
-    return ft_mix64(ft_mix64(seed ^ ft_mix64(stream)) + index);
+    return ft_rng_key_u64(ft_rng_key(seed, stream), index);
 }
 
 /* Uniform in (0, 1): 53 random bits, never 0 (safe for log). */
+FT_RNG_FN double ft_rng_key_uniform(uint64_t key, uint64_t index)
+{
+    return ((double)(ft_rng_key_u64(key, index) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
 FT_RNG_FN double ft_rng_uniform(uint64_t seed, uint64_t stream, uint64_t index)
 {
-    return ((double)(ft_rng_u64(seed, stream, index) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    return ft_rng_key_uniform(ft_rng_key(seed, stream), index);
 }
 
 /* The stream of a named tensor: FNV-1a 64 of the name (so a tensor's values depend on

@@ -1,8 +1,5 @@
 #include "util/rng_fill.h"
 
-#include <math.h>
-#include <string.h>
-
 #include "util/rng.h"
 #include "util/rng_normal_math.h"
 
@@ -10,7 +7,7 @@ void ft_rng_normal_fill_f32(uint64_t seed, uint64_t stream, uint64_t first, size
                             double std, float *dst)
 {
     /* ft_rng_u64's key, once per call rather than twice per value */
-    const uint64_t key = ft_mix64(seed ^ ft_mix64(stream));
+    const uint64_t key = ft_rng_key(seed, stream);
     enum { BLOCK = 256 };
     int sure[BLOCK];
     for (size_t b = 0; b < n; b += BLOCK) {

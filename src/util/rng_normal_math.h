@@ -120,13 +120,12 @@ FT_RNG_FN int ft_rng_rounds_safely(double y, float f, double delta)
 #define FT_RNG_PI 3.14159265358979323846
 
 /* std * (Box-Muller normal of counter index idx) by the polynomials, where
- * key = ft_mix64(seed ^ ft_mix64(stream)): the uniforms are those of
+ * key = ft_rng_key(seed, stream): the uniforms are those of
  * ft_rng_uniform(seed, stream, 2 idx) and (.., 2 idx + 1). */
 FT_RNG_FN double ft_rng_normal_fast(uint64_t key, uint64_t idx, double std)
 {
-    const double unit = 1.0 / 9007199254740992.0;
-    const double u1 = ((double)(ft_mix64(key + 2 * idx) >> 11) + 0.5) * unit;
-    const double u2 = ((double)(ft_mix64(key + 2 * idx + 1) >> 11) + 0.5) * unit;
+    const double u1 = ft_rng_key_uniform(key, 2 * idx);
+    const double u2 = ft_rng_key_uniform(key, 2 * idx + 1);
     return std * (ft_rng_fast_sqrt(-2.0 * ft_rng_fast_log(u1)) *
                   ft_rng_fast_cos(2.0 * FT_RNG_PI * u2));
 }

@@ -26,7 +26,7 @@ static int failures, checks;
  * device's list carries), as the kernel decides it. */
 static size_t unsure_count(uint64_t seed, uint64_t stream, uint64_t first, size_t n, double std)
 {
-    const uint64_t key = ft_mix64(seed ^ ft_mix64(stream));
+    const uint64_t key = ft_rng_key(seed, stream);
     size_t c = 0;
     for (size_t i = 0; i < n; i++) {
         const double y = ft_rng_normal_fast(key, first + i, std);
