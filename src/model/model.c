@@ -86,8 +86,17 @@ static void resolve_options(ft_model *m)
     const long tokens = (long)m->opt.max_batch * m->opt.seq_len;
     resolve_head_rows(&m->opt, (size_t)m->layout.config.vocab_size,
                       tokens > 0 ? (size_t)tokens : 1, m->dt != FT_DTYPE_F32);
-    const int L = m->layout.config.num_hidden_layers, k = m->opt.checkpoint_layers;
-    m->recomputed = !m->opt.activation_checkpointing ? 0 : k > 0 && k < L ? k : L;
+    m->recomputed = ft_model_checkpointed_blocks(m->opt.activation_checkpointing,
+                                                 m->opt.checkpoint_layers,
+                                                 m->layout.config.num_hidden_layers);
+}
+
+int ft_model_checkpointed_blocks(bool activation_checkpointing, int checkpoint_layers,
+                                 int layers)
+{
+    if (!activation_checkpointing)
+        return 0;
+    return checkpoint_layers > 0 && checkpoint_layers < layers ? checkpoint_layers : layers;
 }
 
 /* Allocates (or, in a dry run, counts) every buffer; returns nonzero on failure. */

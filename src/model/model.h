@@ -108,6 +108,12 @@ int ft_model_create(ft_model **out, const ft_model_layout *layout, ft_backend *b
 void ft_model_set_adapters(ft_model *m, const ft_param_source *adapters);
 void ft_model_free(ft_model *m);
 
+/* How many blocks, from the first, recompute their activations in the backward: 0
+ * without activation checkpointing, else checkpoint_layers with 0 or more than the
+ * layer count meaning every block (ft_model_options). */
+int ft_model_checkpointed_blocks(bool activation_checkpointing, int checkpoint_layers,
+                                 int layers);
+
 /* Bytes of activation and scratch memory the model allocated on the backend. */
 size_t ft_model_activation_bytes(const ft_model *m);
 /* What ft_model_create would allocate, without allocating (the memory planner). */

@@ -190,10 +190,11 @@ int ft_plan_print(FILE *out, const ft_run_config *cfg, const ft_plan_options *po
         ft_plan_lora_print_trained(out, &pm);
     fprintf(out, "GiB per rank (rank 0; activations in %s); * = this config; fits = device "
                  "total <= %.1f GiB\n", ft_dtype_name(cfg->numerics.activations), po->device_gib);
-    if (cfg->checkpoint_layers > 0 && cfg->checkpoint_layers < mc.num_hidden_layers)
+    const int ckpt = ft_model_checkpointed_blocks(cfg->activation_checkpointing,
+                                                  cfg->checkpoint_layers, mc.num_hidden_layers);
+    if (ckpt > 0 && ckpt < mc.num_hidden_layers)
         fprintf(out, "ckpt on: blocks 0-%d of %d recompute, the others keep their activations "
-                     "(checkpoint_layers = %d)\n",
-                cfg->checkpoint_layers - 1, mc.num_hidden_layers, cfg->checkpoint_layers);
+                     "(checkpoint_layers = %d)\n", ckpt - 1, mc.num_hidden_layers, ckpt);
     if (ft_plan_models_lora(&pm))
         ft_plan_lora_print_header(out);
     else

@@ -180,10 +180,12 @@ static void print_memory(ft_trainer *t, const ft_engine_memory *mem)
     char h[7][32], ckpt[64];
     for (int i = 0; i < 7; i++)
         ft_format_bytes(h[i], sizeof h[i], v[i]);
-    const int L = t->layout.config.num_hidden_layers, k = t->cfg->checkpoint_layers;
-    if (!t->cfg->activation_checkpointing)
+    const int L = t->layout.config.num_hidden_layers;
+    const int k = ft_model_checkpointed_blocks(t->cfg->activation_checkpointing,
+                                               t->cfg->checkpoint_layers, L);
+    if (k == 0)
         snprintf(ckpt, sizeof ckpt, "off");
-    else if (k > 0 && k < L)
+    else if (k < L)
         snprintf(ckpt, sizeof ckpt, "on for blocks 0-%d of %d", k - 1, L);
     else
         snprintf(ckpt, sizeof ckpt, "on");
