@@ -24,7 +24,9 @@
 #      cuDNN, the two forward geometries and the two backwards (180);
 #   5. with what is left: test_cuda_ops (60), then compute-sanitizer's racecheck on
 #      test_attention_tc, then ftmpi's step alone with half its 16 blocks checkpointed
-#      (checkpoint_layers=8: what memory buys back of the recompute) (60).
+#      (checkpoint_layers=8: what memory buys back of the recompute) (60), then with every
+#      block checkpointed but keeping its attention (checkpoint_keep_attention=true: the
+#      recompute without the q, k, v projections and attention) (60).
 # cuDNN: the machine's own libcudnn.so.9 goes first in LD_LIBRARY_PATH (bench/gpu_env.sh).
 # Prints one "gpu_quick: <step>: ok|FAILED|TIMEOUT|SKIPPED (Ns)" line per step, then the
 # logs' tables. Prints "no GPU" and exits 77 on a machine without one.
@@ -89,6 +91,8 @@ step cuda_ops 60 "$build/test/cuda/test_cuda_ops"
 step racecheck 120 compute-sanitizer --tool racecheck --print-limit 5 "$build/test/cuda/test_attention_tc"
 step ckpt_half 60 env FTMPI_BUILD="$build" GPU_STEP_PEER=0 \
     sh "$top/bench/gpu_step.sh" --shape 1b checkpoint_layers=8
+step ckpt_keep_attention 60 env FTMPI_BUILD="$build" GPU_STEP_PEER=0 \
+    sh "$top/bench/gpu_step.sh" --shape 1b checkpoint_keep_attention=true
 
 [ -f "$logs/linkage.log" ] && { echo "== linkage"; cat "$logs/linkage.log"; }
 for name in attention_tc attention_cudnn cuda_ops racecheck; do
@@ -96,7 +100,7 @@ for name in attention_tc attention_cudnn cuda_ops racecheck; do
     echo "== $name"
     grep -E "FAIL|checks|refused|skipped|passed|ERROR SUMMARY|hazard" "$logs/$name.log" | head -n 20
 done
-for name in gpu_tests gpu_step gpu_step_own grads_zero_all ckpt_half head gpu_attention; do
+for name in gpu_tests gpu_step gpu_step_own grads_zero_all ckpt_half ckpt_keep_attention head gpu_attention; do
     [ -f "$logs/$name.log" ] || continue
     echo "== $name"
     cat "$logs/$name.log"

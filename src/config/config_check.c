@@ -185,6 +185,10 @@ static int check_cross_keys(ft_config_state *st, ft_error *err)
         return ft_config_fail_at(st, key("checkpoint_layers"), err,
                                  "needs activation_checkpointing = true (it says how many blocks "
                                  "recompute)");
+    if (c->checkpoint_keep_attention && !c->activation_checkpointing)
+        return ft_config_fail_at(st, key("checkpoint_keep_attention"), err,
+                                 "needs activation_checkpointing = true (it says what the "
+                                 "recomputing blocks keep)");
     /* GPT-J's one shared norm feeds attention and MLP: its block is parallel whatever the
      * key says, and a false that is silently ignored would mislead */
     const ft_config_key *pr = key("model.parallel_residual");

@@ -49,52 +49,106 @@ void ft_block_grads_bind(const ft_unit_layout *u, ft_dtype gt, void *flat, ft_bl
                                   : NULL;
 }
 
+/* Allocation through the caller's function, stopping at the first failure. */
+typedef struct acts_taker {
+    ft_block_alloc_fn alloc;
+    void *ctx;
+    int failed;
+} acts_taker;
+
+static void *take(acts_taker *t, size_t bytes)
+{
+    void *p = NULL;
+    if (!t->failed && !(p = t->alloc(t->ctx, bytes)))
+        t->failed = 1;
+    return p;
+}
+
+/* The adapter sites whose u the q, k, v projections compute. */
+static bool feeds_qkv(int site)
+{
+    return site == FT_LORA_Q || site == FT_LORA_K || site == FT_LORA_V || site == FT_LORA_QKV;
+}
+
+/* q, (k, v,) att, lse and the qk_norm forms: what attention reads and writes. */
+static void take_attention(acts_taker *t, ft_block_acts *a, const ft_model_config *c,
+                           ft_dtype dt, size_t N, bool with_kv)
+{
+    const size_t es = ft_dtype_size(dt), f4 = sizeof(float);
+    const size_t nh = c->num_attention_heads, nkv = c->num_key_value_heads;
+    const size_t Q = nh * c->head_dim, KV = nkv * c->head_dim;
+    a->q = take(t, N * Q * es);
+    if (with_kv) {
+        a->k = take(t, N * KV * es);
+        a->v = take(t, N * KV * es);
+    }
+    a->att = take(t, N * Q * es);
+    a->lse = take(t, N * nh * f4);
+    if (ft_model_family_of(c)->qk_norm) {
+        a->q_raw = take(t, N * Q * es);
+        a->k_raw = take(t, N * KV * es);
+        a->rstd_q = take(t, N * nh * f4);
+        a->rstd_k = take(t, N * nkv * f4);
+    }
+}
+
 int ft_block_acts_alloc(ft_block_acts *a, const ft_model_config *c, ft_dtype dt, size_t tokens,
                         bool with_kv, ft_block_alloc_fn alloc, void *alloc_ctx)
 {
     const ft_family_info *fam = ft_model_family_of(c);
     const size_t N = tokens, es = ft_dtype_size(dt), f4 = sizeof(float);
     const size_t H = c->hidden_size, I = c->intermediate_size;
-    const size_t nh = c->num_attention_heads, nkv = c->num_key_value_heads;
-    const size_t Q = nh * c->head_dim, KV = nkv * c->head_dim;
-    int failed = 0;
-#define TAKE(ptr, bytes)                                 \
-    do {                                                 \
-        if (!failed && !((ptr) = alloc(alloc_ctx, (bytes)))) \
-            failed = 1;                                  \
-    } while (0)
+    acts_taker t = { alloc, alloc_ctx, 0 };
     *a = (ft_block_acts){ 0 };
-    TAKE(a->xn1, N * H * es);
-    TAKE(a->rstd1, N * f4);
-    TAKE(a->q, N * Q * es);
-    if (with_kv) {
-        TAKE(a->k, N * KV * es);
-        TAKE(a->v, N * KV * es);
-    }
-    TAKE(a->att, N * Q * es);
-    TAKE(a->lse, N * nh * f4);
-    TAKE(a->h, N * H * es);
+    a->xn1 = take(&t, N * H * es);
+    a->rstd1 = take(&t, N * f4);
+    take_attention(&t, a, c, dt, N, with_kv);
+    a->h = take(&t, N * H * es);
     if (!fam->shared_norm) {
-        TAKE(a->xn2, N * H * es);
-        TAKE(a->rstd2, N * f4);
+        a->xn2 = take(&t, N * H * es);
+        a->rstd2 = take(&t, N * f4);
     }
     if (fam->layernorm) {
-        TAKE(a->mean1, N * f4);
+        a->mean1 = take(&t, N * f4);
         if (!fam->shared_norm)
-            TAKE(a->mean2, N * f4);
+            a->mean2 = take(&t, N * f4);
     }
     if (!fam->gelu_mlp)
-        TAKE(a->gate, N * I * es);
-    TAKE(a->up, N * I * es);
-    TAKE(a->act, N * I * es);
-    if (fam->qk_norm) {
-        TAKE(a->q_raw, N * Q * es);
-        TAKE(a->k_raw, N * KV * es);
-        TAKE(a->rstd_q, N * nh * f4);
-        TAKE(a->rstd_k, N * nkv * f4);
-    }
-#undef TAKE
-    return failed;
+        a->gate = take(&t, N * I * es);
+    a->up = take(&t, N * I * es);
+    a->act = take(&t, N * I * es);
+    return t.failed;
+}
+
+int ft_block_attention_acts_alloc(ft_block_acts *a, const ft_model_config *c,
+                                  const ft_lora_config *lora, ft_dtype dt, size_t tokens,
+                                  ft_block_alloc_fn alloc, void *alloc_ctx)
+{
+    acts_taker t = { alloc, alloc_ctx, 0 };
+    *a = (ft_block_acts){ 0 };
+    take_attention(&t, a, c, dt, tokens, true);
+    for (int s = 0; s < FT_LORA_N_SITES && lora; s++)
+        if (feeds_qkv(s) && ft_lora_has_site(lora, (ft_lora_site)s))
+            a->lora_u[s] = take(&t, tokens * (size_t)lora->rank * ft_dtype_size(dt));
+    return t.failed;
+}
+
+void ft_block_acts_with_attention(ft_block_acts *view, const ft_block_acts *shared,
+                                  const ft_block_acts *kept)
+{
+    *view = *shared;
+    view->q = kept->q;
+    view->k = kept->k;
+    view->v = kept->v;
+    view->att = kept->att;
+    view->lse = kept->lse;
+    view->q_raw = kept->q_raw;
+    view->k_raw = kept->k_raw;
+    view->rstd_q = kept->rstd_q;
+    view->rstd_k = kept->rstd_k;
+    for (int s = 0; s < FT_LORA_N_SITES; s++)
+        if (feeds_qkv(s))
+            view->lora_u[s] = kept->lora_u[s];
 }
 
 void ft_block_acts_free(ft_backend *be, ft_block_acts *a)
@@ -314,18 +368,13 @@ static void mlp_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_g
     linear_bwd(bc, p, g, a, FT_BLK_UP, dn, s->dup, n, N, I, H, beta_dn);
 }
 
-void ft_block_forward(const ft_block_ctx *bc, const ft_block_params *p, const void *x, void *y,
-                      ft_block_acts *a)
+/* q, k, v from Norm1's output a->xn1 (with their adapters' u) and attention over them
+ * into a->att, a->lse: the part a recompute skips when the set kept it (attention_kept). */
+static void self_attention_fwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_acts *a)
 {
-    ft_backend *be = bc->be;
     const ft_model_config *c = bc->config;
-    const ft_family_info *fam = ft_model_family_of(c);
     const int N = bc->tokens, H = c->hidden_size;
-    const int Q = c->num_attention_heads * c->head_dim;
     const int KV = c->num_key_value_heads * c->head_dim;
-
-    norm_fwd(bc, a->xn1, a->mean1, a->rstd1, x, p->w[FT_BLK_ATTN_NORM],
-                      p->w[FT_BLK_ATTN_NORM_BIAS], N);
     project_rotate(bc, p, a, FT_BLK_Q, a->q, a->q_raw, a->rstd_q, a->xn1, p->w[FT_BLK_Q_BIAS],
                    p->w[FT_BLK_Q_NORM], c->num_attention_heads);
     project_rotate(bc, p, a, FT_BLK_K, a->k, a->k_raw, a->rstd_k, a->xn1, p->w[FT_BLK_K_BIAS],
@@ -334,6 +383,21 @@ void ft_block_forward(const ft_block_ctx *bc, const ft_block_params *p, const vo
     add_bias(bc, a->v, p->w[FT_BLK_V_BIAS], N, KV);
     ft_block_lora_fwd(bc, p, a, FT_BLK_V, a->v, a->xn1);
     attend(bc, a->att, a->lse, a->q, a->k, a->v);
+}
+
+void ft_block_forward(const ft_block_ctx *bc, const ft_block_params *p, const void *x, void *y,
+                      ft_block_acts *a)
+{
+    ft_backend *be = bc->be;
+    const ft_model_config *c = bc->config;
+    const ft_family_info *fam = ft_model_family_of(c);
+    const int N = bc->tokens, H = c->hidden_size;
+    const int Q = c->num_attention_heads * c->head_dim;
+
+    norm_fwd(bc, a->xn1, a->mean1, a->rstd1, x, p->w[FT_BLK_ATTN_NORM],
+                      p->w[FT_BLK_ATTN_NORM_BIAS], N);
+    if (!(bc->rebuild_only && bc->attention_kept))
+        self_attention_fwd(bc, p, a);
     const bool parallel = ft_model_parallel_residual(c);
     if (bc->rebuild_only && parallel) { /* h only feeds y (the MLP reads x) */
         ft_block_lora_keep_u(bc, p, a, FT_BLK_O, a->att);

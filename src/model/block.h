@@ -101,6 +101,11 @@ struct ft_block_ctx {
      * Llama block's forward), and with a parallel residual the attention's output
      * projection too; an adapter there still rebuilds its u. */
     bool rebuild_only;
+    /* With rebuild_only: the set's attention part (ft_block_attention_acts_alloc) still
+     * holds this block's forward, so the recompute repeats Norm1 (whose output the
+     * q, k, v weight gradients read) and goes on at the output projection: the q, k, v
+     * projections and attention itself are not repeated. */
+    bool attention_kept;
 };
 
 /* Allocates one set of activations for `tokens` rows (the family's buffers only,
@@ -111,6 +116,16 @@ typedef void *(*ft_block_alloc_fn)(void *alloc_ctx, size_t bytes);
 int ft_block_acts_alloc(ft_block_acts *a, const ft_model_config *c, ft_dtype dt, size_t tokens,
                         bool with_kv, ft_block_alloc_fn alloc, void *alloc_ctx);
 void ft_block_acts_free(ft_backend *be, ft_block_acts *a);
+/* The attention part of a set alone, what a recomputed block keeps under
+ * checkpoint_keep_attention (block ctx: attention_kept): q, k, v, att, lse, with
+ * qk_norm q_raw, k_raw, rstd_q, rstd_k, and with lora (may be NULL) the u of the
+ * adapters that feed q, k or v; everything else NULL. Freed by ft_block_acts_free. */
+int ft_block_attention_acts_alloc(ft_block_acts *a, const ft_model_config *c,
+                                  const ft_lora_config *lora, ft_dtype dt, size_t tokens,
+                                  ft_block_alloc_fn alloc, void *alloc_ctx);
+/* *view = *shared with the attention part (above) of kept: a recomputed block's set. */
+void ft_block_acts_with_attention(ft_block_acts *view, const ft_block_acts *shared,
+                                  const ft_block_acts *kept);
 /* Adds the adapters' u buffers of the targeted sites to a (freed with it). */
 int ft_block_lora_acts_alloc(ft_block_acts *a, const ft_lora_config *lora, ft_dtype dt,
                              size_t tokens, ft_block_alloc_fn alloc, void *alloc_ctx);

@@ -99,6 +99,29 @@ int ft_model_checkpointed_blocks(bool activation_checkpointing, int checkpoint_l
     return checkpoint_layers > 0 && checkpoint_layers < layers ? checkpoint_layers : layers;
 }
 
+double ft_model_recompute_flops(const ft_model_config *c, long tokens, int seq_len,
+                                bool keep_attention)
+{
+    const double N = (double)tokens, H = c->hidden_size, I = c->intermediate_size;
+    const double Q = (double)c->num_attention_heads * c->head_dim;
+    const double KV = (double)c->num_key_value_heads * c->head_dim;
+    const ft_family_info *fam = ft_model_family_of(c);
+    /* what the recompute of ft_block_forward runs (block.h, rebuild_only): the MLP
+     * without its down projection, the output projection unless the residual is
+     * parallel, q, k, v and attention unless kept */
+    double flops = 2.0 * N * H * I * (fam->gelu_mlp ? 1.0 : 2.0);
+    if (!ft_model_parallel_residual(c))
+        flops += 2.0 * N * Q * H;
+    if (!keep_attention) {
+        const double T = seq_len;
+        const double W = c->sliding_window > 0 && c->sliding_window < T ? c->sliding_window : T;
+        /* the mean of min(i + 1, W) over positions i < T: (T + 1) / 2 without a window */
+        const double keys = W - W * (W - 1.0) / (2.0 * T);
+        flops += 2.0 * N * H * (Q + 2.0 * KV) + 4.0 * N * keys * Q;
+    }
+    return flops;
+}
+
 /* Allocates (or, in a dry run, counts) every buffer; returns nonzero on failure. */
 static int allocate_buffers(ft_model *m)
 {
@@ -124,16 +147,23 @@ static int allocate_buffers(ft_model *m)
     m->plan = calloc(2 * (size_t)L + 4, sizeof *m->plan);
     m->n_act_sets = m->recomputed > 0 ? 1 + L - m->recomputed : (L > 0 ? L : 1);
     m->acts = calloc((size_t)m->n_act_sets, sizeof *m->acts);
+    m->n_kept = opt->checkpoint_keep_attention && m->recomputed > 1 ? m->recomputed - 1 : 0;
+    m->kept = calloc(m->n_kept > 0 ? (size_t)m->n_kept : 1, sizeof *m->kept);
     m->host_i32 = malloc(4 * N * sizeof(int32_t));
     m->host_f32 = malloc(2 * N * sizeof(float));
     m->host_pack = malloc(4 * N * sizeof(int32_t));
-    if (!m->block_in || !m->plan || !m->acts || !m->host_i32 || !m->host_f32 || !m->host_pack)
+    if (!m->block_in || !m->plan || !m->acts || !m->kept || !m->host_i32 || !m->host_f32 || !m->host_pack)
         failed = 1;
     for (int l = 0; l <= L && !failed; l++)
         m->block_in[l] = alloc_act(m, N * H, &failed);
     for (int i = 0; i < m->n_act_sets && !failed; i++) {
         acts_alloc aa = { m, 0 };
         failed = ft_block_acts_alloc(&m->acts[i], c, m->dt, N, true, alloc_for_block, &aa);
+    }
+    for (int l = 0; l < m->n_kept && !failed; l++) {
+        acts_alloc aa = { m, 0 };
+        failed = ft_block_attention_acts_alloc(&m->kept[l], c, opt->lora, m->dt, N,
+                                               alloc_for_block, &aa);
     }
 
     ft_block_scratch *s = &m->scratch;
@@ -259,6 +289,9 @@ void ft_model_free(ft_model *m)
     if (m->acts)
         for (int i = 0; i < m->n_act_sets; i++)
             ft_block_acts_free(be, &m->acts[i]);
+    if (m->kept)
+        for (int l = 0; l < m->n_kept; l++)
+            ft_block_acts_free(be, &m->kept[l]);
     void **s = (void **)&m->scratch;
     for (size_t i = 0; i < sizeof m->scratch / sizeof(void *); i++)
         be->ops->free(be, s[i]);
@@ -273,6 +306,7 @@ void ft_model_free(ft_model *m)
     free(m->plan);
     free(m->adapter_plan);
     free(m->acts);
+    free(m->kept);
     free(m->host_i32);
     free(m->host_f32);
     free(m->host_pack);
@@ -361,8 +395,15 @@ static int stage_batch(ft_model *m, const ft_host_batch *b, long *n_targets, ft_
 
 /* ---------------------------------------------------------------- passes */
 
-static ft_block_acts *acts_for(ft_model *m, int layer)
+/* Layer's set of activations: its own, or the one the recomputed blocks share, which
+ * with kept attention parts is a view (into *view) of that set with the layer's own
+ * attention part. */
+static ft_block_acts *acts_for(ft_model *m, int layer, ft_block_acts *view)
 {
+    if (layer < m->n_kept) {
+        ft_block_acts_with_attention(view, &m->acts[0], &m->kept[layer]);
+        return view;
+    }
     if (layer < m->recomputed)
         return &m->acts[0];
     return &m->acts[m->recomputed > 0 ? 1 + layer - m->recomputed : layer];
@@ -461,7 +502,8 @@ static void forward_blocks(ft_model *m, const ft_param_source *src)
         bound_adapters ba;
         ft_block_params_bind(&lay->units[u], m->dt, src->acquire(src->ctx, u), &p);
         bind_adapters(m, l, &ba, &p, NULL);
-        ft_block_forward(&bc, &p, m->block_in[l], m->block_in[l + 1], acts_for(m, l));
+        ft_block_acts view;
+        ft_block_forward(&bc, &p, m->block_in[l], m->block_in[l + 1], acts_for(m, l, &view));
         release_adapters(m, l, false);
         src->release(src->ctx, u);
     }
@@ -577,7 +619,7 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
                             m->frozen ? NULL : grads_to_write(src, u, &first), &g);
         g.first = first; /* the block's GEMMs write its 2-D weights' gradients */
         bind_adapters(m, l, &ba, &p, &g);
-        ft_block_acts *a = acts_for(m, l);
+        ft_block_acts view, *a = acts_for(m, l, &view);
         /* A checkpointed block recomputes from its saved input what the backward reads
          * (dx: unwritten), all but the last of them: the set they share still holds
          * that one's forward activations (the later blocks and the head have their
@@ -585,8 +627,9 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
         if (l < m->recomputed - 1) {
             ft_phase_begin(be, FT_PHASE_RECOMPUTE);
             bc.rebuild_only = true;
+            bc.attention_kept = l < m->n_kept;
             ft_block_forward(&bc, &p, m->block_in[l], dx, a);
-            bc.rebuild_only = false;
+            bc.rebuild_only = bc.attention_kept = false;
             ft_phase_end(be, FT_PHASE_RECOMPUTE);
         }
         ft_phase_begin(be, FT_PHASE_BACKWARD);

@@ -79,6 +79,11 @@ typedef struct ft_model_options {
      * activations in the backward and the later ones keep theirs (memory for time,
      * a set of activations a block); 0, or the layer count or more: every block. */
     int checkpoint_layers;
+    /* With activation_checkpointing: each block that recomputes keeps its attention's
+     * q, k, v, output and log-sum-exp (ft_block_attention_acts_alloc), so the recompute
+     * skips the q, k, v projections and attention: N (2 Q + 2 KV) more values a block
+     * for about a quarter less recompute (ft_model_recompute_flops). */
+    bool checkpoint_keep_attention;
     /* The LM head's memory (head.c): the dlogits of head_group_rows target rows are
      * kept together so that the output weight's gradient is one GEMM per group, and
      * fp32 logits are computed head_chunk_rows at a time. 0 derives them from
@@ -113,6 +118,13 @@ void ft_model_free(ft_model *m);
  * layer count meaning every block (ft_model_options). */
 int ft_model_checkpointed_blocks(bool activation_checkpointing, int checkpoint_layers,
                                  int layers);
+
+/* The FLOPs one block's recompute costs for `tokens` tokens in rows of seq_len (the
+ * matmuls' multiply-adds times 2 and attention's two products over the keys a query
+ * sees, causal and windowed, without documents), with or without the attention part
+ * kept (checkpoint_keep_attention): what the planner weighs checkpointing by. */
+double ft_model_recompute_flops(const ft_model_config *c, long tokens, int seq_len,
+                                bool keep_attention);
 
 /* Bytes of activation and scratch memory the model allocated on the backend. */
 size_t ft_model_activation_bytes(const ft_model *m);

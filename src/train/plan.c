@@ -58,6 +58,7 @@ ft_model_options ft_run_model_options(const ft_run_config *cfg, int T, double de
     return (ft_model_options){ .max_batch = cfg->micro_batch_size, .seq_len = T,
                                .activation_checkpointing = cfg->activation_checkpointing,
                                .checkpoint_layers = cfg->checkpoint_layers,
+                               .checkpoint_keep_attention = cfg->checkpoint_keep_attention,
                                .head_budget_bytes = ft_run_head_budget(cfg, device_bytes),
                                .dtype = cfg->numerics.activations };
 }
@@ -118,49 +119,74 @@ static int print_rows(FILE *out, const ft_run_config *cfg, const ft_plan_options
 }
 
 /* The device total of the config with checkpointing as given (ckpt 0: off; else the
- * first ckpt blocks); -1 on error. */
+ * first ckpt blocks, keep: with checkpoint_keep_attention); -1 on error. */
 static double device_total(const ft_run_config *cfg, const ft_plan_options *po,
-                           const ft_plan_models *pm, int T, int ckpt, ft_error *err)
+                           const ft_plan_models *pm, int T, int ckpt, bool keep, ft_error *err)
 {
     const double GiB = 1024.0 * 1024.0 * 1024.0;
     const ft_engine_options eo = ft_run_engine_options(cfg);
     ft_model_options mo = ft_run_model_options(cfg, T, po->device_gib * GiB);
     mo.activation_checkpointing = ckpt > 0;
     mo.checkpoint_layers = ckpt;
+    mo.checkpoint_keep_attention = keep;
     ft_plan_parts parts;
     if (ft_plan_parts_estimate(pm, &eo, &mo, po->world_size, &parts, err))
         return -1.0;
     return (double)ft_plan_parts_device(&parts);
 }
 
-/* The fewest checkpointed blocks with which the config's stage and offload fit the
- * device: every block kept costs one set of activations and saves one recompute, so
- * this is the fastest checkpointing that fits. 1 block is no saving (it keeps its set
- * for the backward), so the candidates are none, then 2 .. L. */
+/* The fastest checkpointing with which the config's stage and offload fit the device:
+ * of the settings that fit, the one whose recompute costs the fewest FLOPs a micro-batch
+ * (ft_model_recompute_flops; on a tie the smaller device total). The candidates: none,
+ * then the first k = 2 .. L blocks recomputing (k = 1 saves nothing: that block keeps
+ * its set for the backward), with and without their attention kept. Each block kept
+ * whole costs a set of activations and saves its recompute; a kept attention part costs
+ * about a seventh of a set and saves a fifth to a quarter of a recompute. */
 static int print_fit(FILE *out, const ft_run_config *cfg, const ft_plan_options *po,
-                     const ft_plan_models *pm, int T, int L, ft_error *err)
+                     const ft_plan_models *pm, int T, ft_error *err)
 {
     const double GiB = 1024.0 * 1024.0 * 1024.0, limit = po->device_gib * GiB;
+    const ft_model_config *mc = &pm->model->config;
+    const int L = mc->num_hidden_layers;
+    const long tokens = (long)cfg->micro_batch_size * T;
+    const double per_block[2] = { ft_model_recompute_flops(mc, tokens, T, false),
+                                  ft_model_recompute_flops(mc, tokens, T, true) };
+    int best_k = -1;
+    bool best_keep = false;
+    double best_cost = 0.0, best_device = 0.0;
+    for (int k = 0; k <= L; k += k == 0 ? 2 : 1)
+        for (int keep = 0; keep <= (k > 0); keep++) {
+            const double cost = k > 0 ? (k - 1) * per_block[keep] : 0.0;
+            if (best_k >= 0 && cost > best_cost)
+                continue;
+            const double d = device_total(cfg, po, pm, T, k, keep, err);
+            if (d < 0)
+                return -1;
+            if (d > limit || (best_k >= 0 && cost == best_cost && d >= best_device))
+                continue;
+            best_k = k;
+            best_keep = keep;
+            best_cost = cost;
+            best_device = d;
+        }
     fprintf(out, "fastest fit at stage %d%s: ", cfg->zero_stage,
             cfg->offload_optimizer ? " with offload" : "");
-    for (int k = 0; k <= L; k += k == 0 ? 2 : 1) {
-        const double d = device_total(cfg, po, pm, T, k, err);
-        if (d < 0)
-            return -1;
-        if (d > limit)
-            continue;
-        if (k == 0)
-            fprintf(out, "activation_checkpointing = false (device %.2f GiB)\n", d / GiB);
-        else if (k < L)
-            fprintf(out, "activation_checkpointing = true; checkpoint_layers = %d (blocks 0-%d "
-                         "of %d recompute; device %.2f GiB)\n", k, k - 1, L, d / GiB);
-        else
-            fprintf(out, "activation_checkpointing = true, every block (device %.2f GiB)\n",
-                    d / GiB);
+    if (best_k < 0) {
+        fprintf(out, "none: even with every block checkpointed the device total is over %.1f "
+                     "GiB (see the other stages and offload)\n", po->device_gib);
         return 0;
     }
-    fprintf(out, "none: even with every block checkpointed the device total is over %.1f "
-                 "GiB (see the other stages and offload)\n", po->device_gib);
+    const char *keep = best_keep ? "; checkpoint_keep_attention = true" : "";
+    const char *kept = best_keep ? ", attention kept" : "";
+    if (best_k == 0)
+        fprintf(out, "activation_checkpointing = false (device %.2f GiB)\n", best_device / GiB);
+    else if (best_k < L)
+        fprintf(out, "activation_checkpointing = true; checkpoint_layers = %d%s (blocks 0-%d "
+                     "of %d recompute%s; device %.2f GiB)\n", best_k, keep, best_k - 1, L, kept,
+                best_device / GiB);
+    else
+        fprintf(out, "activation_checkpointing = true%s (every block recomputes%s; device "
+                     "%.2f GiB)\n", keep, kept, best_device / GiB);
     return 0;
 }
 
@@ -201,7 +227,7 @@ int ft_plan_print(FILE *out, const ft_run_config *cfg, const ft_plan_options *po
         fprintf(out, "  stage offload ckpt |   params    grads optimizer gathered activations |"
                      "   device     host | fits\n");
     int rc = print_rows(out, cfg, po, &pm, T, err) ||
-             print_fit(out, cfg, po, &pm, T, mc.num_hidden_layers, err);
+             print_fit(out, cfg, po, &pm, T, err);
     if (ft_plan_models_lora(&pm))
         ft_model_layout_free(&adapters);
     ft_model_layout_free(&layout);

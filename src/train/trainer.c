@@ -177,18 +177,19 @@ static void print_memory(ft_trainer *t, const ft_engine_memory *mem)
                          (double)mem->host };
     static const char *const keys[] = { "params", "grads", "optimizer", "gathered",
                                         "staging", "activations", "host" };
-    char h[7][32], ckpt[64];
+    char h[7][32], ckpt[80];
     for (int i = 0; i < 7; i++)
         ft_format_bytes(h[i], sizeof h[i], v[i]);
     const int L = t->layout.config.num_hidden_layers;
     const int k = ft_model_checkpointed_blocks(t->cfg->activation_checkpointing,
                                                t->cfg->checkpoint_layers, L);
+    const char *kept = t->cfg->checkpoint_keep_attention ? ", attention kept" : "";
     if (k == 0)
         snprintf(ckpt, sizeof ckpt, "off");
     else if (k < L)
-        snprintf(ckpt, sizeof ckpt, "on for blocks 0-%d of %d", k - 1, L);
+        snprintf(ckpt, sizeof ckpt, "on for blocks 0-%d of %d%s", k - 1, L, kept);
     else
-        snprintf(ckpt, sizeof ckpt, "on");
+        snprintf(ckpt, sizeof ckpt, "on%s", kept);
     fprintf(t->out,
             "ftmpi: memory per rank: params %s, grads %s, optimizer %s, gathered units %s, "
             "staging %s, activations %s (checkpointing %s)\n",

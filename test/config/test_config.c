@@ -278,6 +278,7 @@ static const bad_case bad_cases[] = {
     {"minimal.cfg", "keep_best=true", -1, "keep_best=true: needs checkpoint_dir"},
     {"minimal.cfg", "checkpoint_layers=4", -1, "checkpoint_layers=4: needs activation_checkpointing = true"},
     {"minimal.cfg", "checkpoint_layers=-1", -1, "checkpoint_layers=-1: -1 is out of range (must be >= 0)"},
+    {"minimal.cfg", "checkpoint_keep_attention=true", -1, "checkpoint_keep_attention=true: needs activation_checkpointing = true"},
     {"minimal.cfg", "eval_prompts=[\"a\", \"\"]", -1, "eval_prompts=[\"a\", \"\"]: element 2 is not a non-empty string"},
     {"minimal.cfg", "eval_prompts=(\"a\", 3)", -1, "element 2 is not a non-empty string"},
     {"minimal.cfg", "eval_prompts=\"a\"", -1, "expected a list of strings"},

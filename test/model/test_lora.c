@@ -182,11 +182,13 @@ static ft_host_batch batch_of(rows *x, int V)
                             .loss_mask = x->mask, .segment = x->segment };
 }
 
+/* ckpt: 0 none, 1 activation checkpointing, 2 also keeping the attention parts */
 static ft_model *lora_model(lora_rig *r, int ckpt, host_src *ad)
 {
     ft_error err;
     ft_model *m;
     ft_model_options mo = { .max_batch = 2, .seq_len = 16, .activation_checkpointing = ckpt,
+                            .checkpoint_keep_attention = ckpt == 2,
                             .head_group_rows = 8, .head_chunk_rows = 5, .lora = &r->lora,
                             .adapter_layout = &r->adapters };
     TEST_CHECK_OK(ft_model_create(&m, &r->base, r->be, &mo, &err), &err);
@@ -280,22 +282,25 @@ static void check_family(ft_model_family fam)
     }
     assert_true(norm > 1e-8); /* the comparison compared something */
 
-    /* activation checkpointing: the same bits */
+    /* activation checkpointing, with and without the attention parts kept (the q, k, v
+     * sites' u among them): the same bits */
     float **g1 = alloc_units(&r.adapters);
     for (int u = 0; u < r.adapters.n_units; u++)
         memcpy(g1[u], r.ad_g[u], r.adapters.units[u].numel * sizeof(float));
-    zero_units(&r.adapters, r.ad_g);
-    ft_model *mc = lora_model(&r, 1, &ad);
-    double loss_ckpt;
-    TEST_CHECK_OK(ft_model_train_micro(mc, &bs, &b, 1.0f, &loss_ckpt, &nt, &err), &err);
-    assert_true(loss_ckpt == loss_lora);
-    for (int u = 0; u < r.adapters.n_units; u++)
-        assert_memory_equal(g1[u], r.ad_g[u], r.adapters.units[u].numel * sizeof(float));
+    for (int ckpt = 1; ckpt <= 2; ckpt++) {
+        zero_units(&r.adapters, r.ad_g);
+        ft_model *mc = lora_model(&r, ckpt, &ad);
+        double loss_ckpt;
+        TEST_CHECK_OK(ft_model_train_micro(mc, &bs, &b, 1.0f, &loss_ckpt, &nt, &err), &err);
+        assert_true(loss_ckpt == loss_lora);
+        for (int u = 0; u < r.adapters.n_units; u++)
+            assert_memory_equal(g1[u], r.ad_g[u], r.adapters.units[u].numel * sizeof(float));
+        ft_model_free(mc);
+    }
 
     free_units(&r.adapters, g1);
     free(logits_lora);
     free(logits_merged);
-    ft_model_free(mc);
     ft_model_free(mm);
     ft_model_free(m);
     rig_down(&r);

@@ -49,16 +49,24 @@ static void rig_down(rig *r)
     ft_backend_destroy(r->be);
 }
 
-/* ckpt: 0 none, 1 every block, k > 1 the first k - 1 blocks (checkpoint_layers) */
-static ft_model *make_model_head(rig *r, int batch, int T, int ckpt, int group, int chunk)
+/* ckpt: 0 none, 1 every block, k > 1 the first k - 1 blocks (checkpoint_layers);
+ * keep: checkpoint_keep_attention */
+static ft_model *make_model_opts(rig *r, int batch, int T, int ckpt, bool keep, int group,
+                                 int chunk)
 {
     ft_error err;
     ft_model *m;
     ft_model_options mo = { .max_batch = batch, .seq_len = T, .activation_checkpointing = ckpt,
                             .checkpoint_layers = ckpt > 1 ? ckpt - 1 : 0,
+                            .checkpoint_keep_attention = keep,
                             .head_group_rows = group, .head_chunk_rows = chunk };
     TEST_CHECK_OK(ft_model_create(&m, &r->layout, r->be, &mo, &err), &err);
     return m;
+}
+
+static ft_model *make_model_head(rig *r, int batch, int T, int ckpt, int group, int chunk)
+{
+    return make_model_opts(r, batch, T, ckpt, false, group, chunk);
 }
 
 /* Several head groups of several chunks, partial ones too. */
@@ -193,7 +201,7 @@ static void test_gradient_fd(void **state)
 
 /* The backend's matmul, counted (the recompute's GEMMs). */
 static const ft_backend_ops *counted_ops;
-static long matmul_calls;
+static long matmul_calls, attention_calls;
 
 static void counting_all_matmul(ft_backend *be, ft_gemm_types t, void *c, const void *a,
                                 const void *b, int m, int n, int k, bool trans_a, bool trans_b,
@@ -203,15 +211,30 @@ static void counting_all_matmul(ft_backend *be, ft_gemm_types t, void *c, const 
     counted_ops->matmul(be, t, c, a, b, m, n, k, trans_a, trans_b, alpha, beta);
 }
 
+static void counting_attention_fwd(ft_backend *be, ft_dtype dt, void *out, float *lse,
+                                   const void *q, const void *k, const void *v,
+                                   const int32_t *segment, ft_attn_shape s)
+{
+    attention_calls++;
+    counted_ops->attention_fwd(be, dt, out, lse, q, k, v, segment, s);
+}
+
 /* With activation checkpointing the gradients are bitwise those without, for every
- * block wiring and for checkpointing of every block or of the first 1 or 2 of 3
- * (checkpoint_layers); the recompute rebuilds only what the backward reads: every
- * forward GEMM but the MLP's down projection (and with a parallel residual the
- * attention's output projection), for every checkpointed block but the last (whose
- * activations the forward left), so it costs exactly that many GEMMs. */
+ * block wiring, for checkpointing of every block or of the first 1 or 2 of 3
+ * (checkpoint_layers), with and without the attention parts kept
+ * (checkpoint_keep_attention); the recompute rebuilds only what the backward reads:
+ * every forward GEMM but the MLP's down projection (and with a parallel residual the
+ * attention's output projection), and with the attention kept none of q, k, v and no
+ * attention, for every checkpointed block but the last (whose activations the forward
+ * left), so it costs exactly that many GEMMs and attention calls. */
 static void test_checkpointing_identical(void **state)
 {
     (void)state;
+    /* none, every block, the first 1 block, the first 2; the last two kept */
+    static const struct { int ckpt; bool keep; } runs[] = {
+        { 0, false }, { 1, false }, { 2, false }, { 3, false }, { 1, true }, { 3, true },
+    };
+    enum { RUNS = sizeof runs / sizeof runs[0] };
     for (int f = 0; f < 4; f++) {
         ft_model_config c = test_tiny_config();
         int skipped = 1; /* forward GEMMs per block the recompute leaves out */
@@ -233,36 +256,41 @@ static void test_checkpointing_identical(void **state)
         rig_up(&r, c, FT_DTYPE_F32);
         ft_backend_ops counting = *r.be->ops;
         counting.matmul = counting_all_matmul;
+        counting.attention_fwd = counting_attention_fwd;
         counted_ops = r.be->ops;
         r.be->ops = &counting;
         rows x;
         random_rows(&x, 3, 16, 37, 9, 1);
-        /* none, every block, the first 1 block, the first 2 */
-        float **g[4];
-        long calls[4];
-        for (int ckpt = 0; ckpt < 4; ckpt++) {
-            ft_model *m = make_model(&r, 3, 16, ckpt);
+        float **g[RUNS];
+        long gemms[RUNS], attends[RUNS];
+        for (int i = 0; i < RUNS; i++) {
+            ft_model *m = make_model_opts(&r, 3, 16, runs[i].ckpt, runs[i].keep, 8, 5);
             ft_engine_zero_grads(r.engine);
-            matmul_calls = 0;
+            matmul_calls = attention_calls = 0;
             grads_of(&r, m, &x, 1);
-            calls[ckpt] = matmul_calls;
-            g[ckpt] = snapshot_grads(&r);
+            gemms[i] = matmul_calls;
+            attends[i] = attention_calls;
+            g[i] = snapshot_grads(&r);
             ft_model_free(m);
         }
-        for (int ckpt = 1; ckpt < 4; ckpt++) {
+        for (int i = 1; i < RUNS; i++) {
             for (int u = 0; u < r.layout.n_units; u++)
-                assert_memory_equal(g[0][u], g[ckpt][u], r.layout.units[u].numel * sizeof(float));
+                assert_memory_equal(g[0][u], g[i][u], r.layout.units[u].numel * sizeof(float));
             /* the checkpointed blocks but the last of them, whose forward activations are
              * still there */
-            const int checkpointed = ckpt == 1 ? c.num_hidden_layers : ckpt - 1;
-            const long want = (long)(checkpointed - 1) * (fwd_gemms - skipped);
-            printf("wiring %d: %ld GEMMs, %ld with %d of %d blocks checkpointed (recompute %ld, "
-                   "want %ld)\n", f, calls[0], calls[ckpt], checkpointed, c.num_hidden_layers,
-                   calls[ckpt] - calls[0], want);
-            assert_int_equal(calls[ckpt] - calls[0], want);
+            const int ckpt = runs[i].ckpt, keep = runs[i].keep;
+            const int recomputing = (ckpt == 1 ? c.num_hidden_layers : ckpt - 1) - 1;
+            const long want = (long)recomputing * (fwd_gemms - skipped - (keep ? 3 : 0));
+            const long want_att = keep ? 0 : recomputing;
+            printf("wiring %d: %ld GEMMs, %ld with %d of %d blocks recomputing%s (recompute "
+                   "%ld, want %ld; attention %ld, want %ld)\n", f, gemms[0], gemms[i],
+                   recomputing, c.num_hidden_layers, keep ? ", attention kept" : "",
+                   gemms[i] - gemms[0], want, attends[i] - attends[0], want_att);
+            assert_int_equal(gemms[i] - gemms[0], want);
+            assert_int_equal(attends[i] - attends[0], want_att);
         }
-        for (int ckpt = 0; ckpt < 4; ckpt++)
-            free_snapshot(&r, g[ckpt]);
+        for (int i = 0; i < RUNS; i++)
+            free_snapshot(&r, g[i]);
         r.be->ops = counted_ops;
         rig_down(&r);
     }

@@ -23,20 +23,33 @@ check 1 zero_stage=0 activation_checkpointing=true micro_batch_size=4
 check 1 zero_stage=0 model.num_hidden_layers=4 activation_checkpointing=true checkpoint_layers=2
 grep -q 'ckpt on: blocks 0-1 of 4 recompute' plan.log || { cat plan.log; fail "the plan does not say which blocks recompute"; }
 grep -q 'checkpointing on for blocks 0-1 of 4' run.log || { cat run.log; fail "the run does not say which blocks recompute"; }
-# the fastest checkpointing that fits: with the device memory between the totals of 3 and
-# of 2 checkpointed blocks (the run above: 2), the plan names 3; above all totals, none;
-# below all, that none fits
+# the recomputing blocks 0 and 1 keep their attention parts: planned exactly too
+check 1 zero_stage=0 model.num_hidden_layers=4 activation_checkpointing=true checkpoint_layers=3 checkpoint_keep_attention=true
+grep -q 'checkpointing on for blocks 0-2 of 4, attention kept' run.log || { cat run.log; fail "the run does not say that attention is kept"; }
+# the fastest checkpointing that fits: the least recompute (FLOPs) among the settings
+# that fit. This model's totals: none > 2 blocks > 3 blocks with kept attention > 3 blocks >
+# 4 blocks + kept > 4 blocks; its recompute: 2 blocks with kept attention < 2 blocks < 3
+# with kept attention < 3 blocks (the attention part is a third of its recompute)
 total() { "$FTMPI" --plan small.cfg model.num_hidden_layers=4 activation_checkpointing=true "$@" |
     sed -n 's/.*(this config: device total \([0-9]*\) bytes).*/\1/p'; }
 t2=$(total checkpoint_layers=2) t3=$(total checkpoint_layers=3) t0=$(total activation_checkpointing=false)
-t4=$(total)
-[ "$t0" -gt "$t2" ] && [ "$t2" -gt "$t3" ] && [ "$t3" -gt "$t4" ] ||
-    fail "activation totals should fall with more checkpointed blocks: $t0 $t2 $t3 $t4"
+t4=$(total) t3k=$(total checkpoint_layers=3 checkpoint_keep_attention=true)
+t4k=$(total checkpoint_keep_attention=true)
+[ "$t0" -gt "$t2" ] && [ "$t2" -gt "$t3k" ] && [ "$t3k" -gt "$t3" ] && [ "$t3" -gt "$t4k" ] &&
+    [ "$t4k" -gt "$t4" ] ||
+    fail "activation totals should fall with more checkpointed blocks and fewer kept: $t0 $t2 $t3k $t3 $t4k $t4"
 fit() { # GIB: the plan's last line
     "$FTMPI" --plan small.cfg model.num_hidden_layers=4 --device-memory "$1" | tail -n 1; }
-between=$(awk -v a="$t2" -v b="$t3" 'BEGIN { printf "%.9f", (a + b) / 2 / 1073741824 }')
-fit "$between" | grep -q 'checkpoint_layers = 3 (blocks 0-2 of 4 recompute' ||
-    { fit "$between"; fail "the fastest fit at $between GiB should be checkpoint_layers = 3"; }
+gib_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.9f", (a + b) / 2 / 1073741824 }'; }
+# between 2 blocks and 3 with kept attention: 3 with kept attention (less recompute than 3
+# without, or 4 with or without)
+between=$(gib_between "$t2" "$t3k")
+fit "$between" | grep -q 'checkpoint_layers = 3; checkpoint_keep_attention = true (blocks 0-2 of 4 recompute, attention kept' ||
+    { fit "$between"; fail "the fastest fit at $between GiB should be checkpoint_layers = 3 with kept attention"; }
+# between 4 blocks and 4 with kept attention: only every block without it fits
+between=$(gib_between "$t4k" "$t4")
+fit "$between" | grep -q 'activation_checkpointing = true (every block recomputes; device' ||
+    { fit "$between"; fail "the fastest fit at $between GiB should be every block without kept attention"; }
 fit 80 | grep -q 'fastest fit at stage 0: activation_checkpointing = false' ||
     { fit 80; fail "at 80 GiB the fastest fit is no checkpointing"; }
 fit 0.0001 | grep -q 'none: even with every block checkpointed' ||
