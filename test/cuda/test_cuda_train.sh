@@ -34,6 +34,15 @@ for c in $cases; do
     compare "cuda, $n ranks, stage $stage" cpu.log cpu.h5 gpu.log gpu.h5
 done
 [ -n "${FT_CUDA_TRAIN_CASES:-}" ] && exit 0
+# The recompute of a block that kept its attention part (checkpoint_keep_attention) skips
+# q, k, v and attention on the device too: the same bits as the full recompute
+run_ranks 1 small.cfg $common device=cuda final_weights=full.h5 > full.log 2>&1 ||
+    { cat full.log; fail "cuda, full recompute"; }
+run_ranks 1 small.cfg $common device=cuda checkpoint_keep_attention=true final_weights=kept.h5 \
+    > kept.log 2>&1 || { cat kept.log; fail "cuda, attention kept"; }
+[ "$(losses full.log)" = "$(losses kept.log)" ] && h5diff full.h5 kept.h5 /model /model > diff.log 2>&1 ||
+    { head -20 diff.log; fail "cuda: keeping attention through the recompute changed the result"; }
+echo "cuda, checkpoint_keep_attention: bitwise the full recompute"
 # Initial values reach the device a piece of host memory at a time (FTMPI_FILL_PIECE,
 # elements; the default, 16 MiB, is more than any unit here): pieces of 997 elements, a
 # size that splits every tensor at odd places, must give the bits of whole slices, from
