@@ -1,6 +1,6 @@
 /* Everything one process needs to generate: backend, parameters, codec (tokenizer or
  * byte tokens), sampler and a decoder whose KV cache grows to the longest request.
- * The command line (src/tools/ftmpi_generate.c) fills the options; batch mode and
+ * The command line (src/tools/ftmpi_generate_cli.c) fills the options; batch mode and
  * single prompts both go through ft_gen_session_run.
  *
  * Ownership: the session owns all of it; ft_gen_session_close frees everything. */
