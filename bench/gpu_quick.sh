@@ -25,8 +25,8 @@
 #   5. with what is left: test_cuda_ops (60), then compute-sanitizer's racecheck on
 #      test_attention_tc, then ftmpi's step alone with half its 16 blocks checkpointed
 #      (checkpoint_layers=8: what memory buys back of the recompute) (60), then with every
-#      block checkpointed but keeping its attention (checkpoint_keep_attention=true: the
-#      recompute without the q, k, v projections and attention) (60).
+#      block checkpointed but keeping its attention half (checkpoint_keep_attention=true:
+#      only the MLP half recomputed) (60).
 # cuDNN: the machine's own libcudnn.so.9 goes first in LD_LIBRARY_PATH (bench/gpu_env.sh).
 # Prints one "gpu_quick: <step>: ok|FAILED|TIMEOUT|SKIPPED (Ns)" line per step, then the
 # logs' tables. Prints "no GPU" and exits 77 on a machine without one.

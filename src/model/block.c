@@ -64,10 +64,12 @@ static void *take(acts_taker *t, size_t bytes)
     return p;
 }
 
-/* The adapter sites whose u the q, k, v projections compute. */
-static bool feeds_qkv(int site)
+/* The adapter sites of the attention half (q, k, v and the output projection): their u
+ * is kept with the attention part. */
+static bool attention_site(int site)
 {
-    return site == FT_LORA_Q || site == FT_LORA_K || site == FT_LORA_V || site == FT_LORA_QKV;
+    return site == FT_LORA_Q || site == FT_LORA_K || site == FT_LORA_V ||
+           site == FT_LORA_QKV || site == FT_LORA_O;
 }
 
 /* q, (k, v,) att, lse and the qk_norm forms: what attention reads and writes. */
@@ -127,8 +129,10 @@ int ft_block_attention_acts_alloc(ft_block_acts *a, const ft_model_config *c,
     acts_taker t = { alloc, alloc_ctx, 0 };
     *a = (ft_block_acts){ 0 };
     take_attention(&t, a, c, dt, tokens, true);
+    if (!ft_model_parallel_residual(c)) /* h feeds Norm2 (parallel: only y, not rebuilt) */
+        a->h = take(&t, tokens * (size_t)c->hidden_size * ft_dtype_size(dt));
     for (int s = 0; s < FT_LORA_N_SITES && lora; s++)
-        if (feeds_qkv(s) && ft_lora_has_site(lora, (ft_lora_site)s))
+        if (attention_site(s) && ft_lora_has_site(lora, (ft_lora_site)s))
             a->lora_u[s] = take(&t, tokens * (size_t)lora->rank * ft_dtype_size(dt));
     return t.failed;
 }
@@ -146,8 +150,9 @@ void ft_block_acts_with_attention(ft_block_acts *view, const ft_block_acts *shar
     view->k_raw = kept->k_raw;
     view->rstd_q = kept->rstd_q;
     view->rstd_k = kept->rstd_k;
+    view->h = kept->h ? kept->h : shared->h;
     for (int s = 0; s < FT_LORA_N_SITES; s++)
-        if (feeds_qkv(s))
+        if (attention_site(s))
             view->lora_u[s] = kept->lora_u[s];
 }
 
@@ -369,7 +374,8 @@ static void mlp_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_g
 }
 
 /* q, k, v from Norm1's output a->xn1 (with their adapters' u) and attention over them
- * into a->att, a->lse: the part a recompute skips when the set kept it (attention_kept). */
+ * into a->att, a->lse: with the output projection, what a recompute skips when the set
+ * kept it (attention_kept). */
 static void self_attention_fwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_acts *a)
 {
     const ft_model_config *c = bc->config;
@@ -396,10 +402,14 @@ void ft_block_forward(const ft_block_ctx *bc, const ft_block_params *p, const vo
 
     norm_fwd(bc, a->xn1, a->mean1, a->rstd1, x, p->w[FT_BLK_ATTN_NORM],
                       p->w[FT_BLK_ATTN_NORM_BIAS], N);
-    if (!(bc->rebuild_only && bc->attention_kept))
+    const bool kept = bc->rebuild_only && bc->attention_kept;
+    if (!kept)
         self_attention_fwd(bc, p, a);
     const bool parallel = ft_model_parallel_residual(c);
-    if (bc->rebuild_only && parallel) { /* h only feeds y (the MLP reads x) */
+    if (kept) {
+        /* h and the output projection's u are kept too: the MLP half is all there is to
+         * rebuild */
+    } else if (bc->rebuild_only && parallel) { /* h only feeds y (the MLP reads x) */
         ft_block_lora_keep_u(bc, p, a, FT_BLK_O, a->att);
     } else {
         be->ops->copy(be, a->h, x, (size_t)N * H * ft_dtype_size(bc->dt));

@@ -102,9 +102,9 @@ struct ft_block_ctx {
      * projection too; an adapter there still rebuilds its u. */
     bool rebuild_only;
     /* With rebuild_only: the set's attention part (ft_block_attention_acts_alloc) still
-     * holds this block's forward, so the recompute repeats Norm1 (whose output the
-     * q, k, v weight gradients read) and goes on at the output projection: the q, k, v
-     * projections and attention itself are not repeated. */
+     * holds this block's forward, so the recompute repeats the norms (Norm1's output
+     * feeds the q, k, v weight gradients, Norm2's the MLP) and the MLP half: the q, k,
+     * v and output projections and attention itself are not repeated. */
     bool attention_kept;
 };
 
@@ -118,8 +118,10 @@ int ft_block_acts_alloc(ft_block_acts *a, const ft_model_config *c, ft_dtype dt,
 void ft_block_acts_free(ft_backend *be, ft_block_acts *a);
 /* The attention part of a set alone, what a recomputed block keeps under
  * checkpoint_keep_attention (block ctx: attention_kept): q, k, v, att, lse, with
- * qk_norm q_raw, k_raw, rstd_q, rstd_k, and with lora (may be NULL) the u of the
- * adapters that feed q, k or v; everything else NULL. Freed by ft_block_acts_free. */
+ * qk_norm q_raw, k_raw, rstd_q, rstd_k, the residual after attention h (not with a
+ * parallel residual, whose recompute needs none), and with lora (may be NULL) the u of
+ * the adapters on q, k, v and the output projection; everything else NULL. Freed by
+ * ft_block_acts_free. */
 int ft_block_attention_acts_alloc(ft_block_acts *a, const ft_model_config *c,
                                   const ft_lora_config *lora, ft_dtype dt, size_t tokens,
                                   ft_block_alloc_fn alloc, void *alloc_ctx);

@@ -107,10 +107,10 @@ double ft_model_recompute_flops(const ft_model_config *c, long tokens, int seq_l
     const double KV = (double)c->num_key_value_heads * c->head_dim;
     const ft_family_info *fam = ft_model_family_of(c);
     /* what the recompute of ft_block_forward runs (block.h, rebuild_only): the MLP
-     * without its down projection, the output projection unless the residual is
-     * parallel, q, k, v and attention unless kept */
+     * without its down projection; unless the attention half is kept, q, k, v,
+     * attention and (unless the residual is parallel) the output projection */
     double flops = 2.0 * N * H * I * (fam->gelu_mlp ? 1.0 : 2.0);
-    if (!ft_model_parallel_residual(c))
+    if (!keep_attention && !ft_model_parallel_residual(c))
         flops += 2.0 * N * Q * H;
     if (!keep_attention) {
         const double T = seq_len;

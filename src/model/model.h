@@ -79,10 +79,11 @@ typedef struct ft_model_options {
      * activations in the backward and the later ones keep theirs (memory for time,
      * a set of activations a block); 0, or the layer count or more: every block. */
     int checkpoint_layers;
-    /* With activation_checkpointing: each block that recomputes keeps its attention's
-     * q, k, v, output and log-sum-exp (ft_block_attention_acts_alloc), so the recompute
-     * skips the q, k, v projections and attention: N (2 Q + 2 KV) more values a block
-     * for about a quarter less recompute (ft_model_recompute_flops). */
+    /* With activation_checkpointing: each block that recomputes keeps its attention
+     * half's activations (q, k, v, attention's output and log-sum-exp, the residual
+     * after it: ft_block_attention_acts_alloc), so the recompute is the MLP half's: N
+     * (2 Q + 2 KV + H) more values a block for about a third less recompute
+     * (ft_model_recompute_flops). */
     bool checkpoint_keep_attention;
     /* The LM head's memory (head.c): the dlogits of head_group_rows target rows are
      * kept together so that the output weight's gradient is one GEMM per group, and

@@ -221,12 +221,13 @@ static void counting_attention_fwd(ft_backend *be, ft_dtype dt, void *out, float
 
 /* With activation checkpointing the gradients are bitwise those without, for every
  * block wiring, for checkpointing of every block or of the first 1 or 2 of 3
- * (checkpoint_layers), with and without the attention parts kept
+ * (checkpoint_layers), with and without the attention halves kept
  * (checkpoint_keep_attention); the recompute rebuilds only what the backward reads:
  * every forward GEMM but the MLP's down projection (and with a parallel residual the
- * attention's output projection), and with the attention kept none of q, k, v and no
- * attention, for every checkpointed block but the last (whose activations the forward
- * left), so it costs exactly that many GEMMs and attention calls. */
+ * attention's output projection), with the attention half kept only the MLP's gate and
+ * up projections and no attention, for every checkpointed block but the last (whose
+ * activations the forward left), so it costs exactly that many GEMMs and attention
+ * calls. */
 static void test_checkpointing_identical(void **state)
 {
     (void)state;
@@ -280,7 +281,8 @@ static void test_checkpointing_identical(void **state)
              * still there */
             const int ckpt = runs[i].ckpt, keep = runs[i].keep;
             const int recomputing = (ckpt == 1 ? c.num_hidden_layers : ckpt - 1) - 1;
-            const long want = (long)recomputing * (fwd_gemms - skipped - (keep ? 3 : 0));
+            const int mlp_in_gemms = f >= 2 ? 1 : 2; /* (gate) up */
+            const long want = (long)recomputing * (keep ? mlp_in_gemms : fwd_gemms - skipped);
             const long want_att = keep ? 0 : recomputing;
             printf("wiring %d: %ld GEMMs, %ld with %d of %d blocks recomputing%s (recompute "
                    "%ld, want %ld; attention %ld, want %ld)\n", f, gemms[0], gemms[i],

@@ -29,7 +29,8 @@ grep -q 'checkpointing on for blocks 0-2 of 4, attention kept' run.log || { cat 
 # the fastest checkpointing that fits: the least recompute (FLOPs) among the settings
 # that fit. This model's totals: none > 2 blocks > 3 blocks with kept attention > 3 blocks >
 # 4 blocks + kept > 4 blocks; its recompute: 2 blocks with kept attention < 2 blocks < 3
-# with kept attention < 3 blocks (the attention part is a third of its recompute)
+# with kept attention < 4 with kept attention < 3 blocks (the attention half is nearly
+# half of its recompute)
 total() { "$FTMPI" --plan small.cfg model.num_hidden_layers=4 activation_checkpointing=true "$@" |
     sed -n 's/.*(this config: device total \([0-9]*\) bytes).*/\1/p'; }
 t2=$(total checkpoint_layers=2) t3=$(total checkpoint_layers=3) t0=$(total activation_checkpointing=false)
