@@ -2,10 +2,10 @@
 # The GPU benchmark scripts, on a machine without a GPU (they run only where one is lent,
 # for minutes at a time, so a script that breaks must break here first):
 #  - every bench/*.sh parses (sh -n);
-#  - gpu_step, gpu_attention, gpu_profile and gpu_quick say "no GPU" and exit 77 where
-#    nvidia-smi lists no device;
-#  - gpu_step's and gpu_profile's arguments: what they accept, and one line and exit 2
-#    for what they do not;
+#  - gpu_step, gpu_attention, gpu_profile, gpu_attention_profile and gpu_quick say "no GPU"
+#    and exit 77 where nvidia-smi lists no device;
+#  - gpu_step's, gpu_profile's and gpu_attention_profile's arguments: what they accept,
+#    and one line and exit 2 for what they do not;
 #  - gpu_quick's shared budget: with a GPU (a stand-in nvidia-smi) and a budget too
 #    small for any step, each step says it was skipped, within the budget, and nothing
 #    runs;
@@ -22,7 +22,7 @@ printf '#!/bin/sh\necho "No devices were found" >&2\nexit 6\n' > nogpu/nvidia-sm
 printf '#!/bin/sh\ncase "$*" in *query*) echo "Stand-in GPU, 580";; *) echo "GPU 0: Stand-in GPU";; esac\n' \
     > gpu/nvidia-smi
 chmod +x nogpu/nvidia-smi gpu/nvidia-smi
-for s in gpu_step gpu_attention gpu_profile gpu_quick; do
+for s in gpu_step gpu_attention gpu_profile gpu_attention_profile gpu_quick; do
     out=$(PATH="$PWD/nogpu:$PATH" sh "$S/bench/$s.sh" 2>&1)
     rc=$?
     [ $rc -eq 77 ] && [ "$out" = "no GPU" ] || fail "$s.sh without a GPU: exit $rc, '$out' (want 77, 'no GPU')"
@@ -42,6 +42,8 @@ out=$(GPU_STEP_PARSE_ONLY=1 LAYERS_8B=0 sh "$S/bench/gpu_step.sh" 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "LAYERS_8B=0" || fail "gpu_step LAYERS_8B=0: exit $rc, '$out'"
 out=$(PATH="$PWD/gpu:$PATH" sh "$S/bench/gpu_profile.sh" two 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "LAYERS=two" || fail "gpu_profile two: exit $rc, '$out'"
+out=$(PATH="$PWD/gpu:$PATH" sh "$S/bench/gpu_attention_profile.sh" 64 x 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "HEAD_DIM=x" || fail "gpu_attention_profile 64 x: exit $rc, '$out'"
 
 # gpu_quick's budget: 3 s leaves less than the 5 s a step needs, so every step is skipped
 out=$(PATH="$PWD/gpu:$PATH" GPU_QUICK_BUDGET=3 FTMPI_BUILD="$PWD/none" sh "$S/bench/gpu_quick.sh" "$PWD/logs" 2>&1)
