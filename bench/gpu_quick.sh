@@ -26,7 +26,8 @@
 #      test_attention_tc, then ftmpi's step alone with half its 16 blocks checkpointed
 #      (checkpoint_layers=8: what memory buys back of the recompute) (60), then with every
 #      block checkpointed but keeping its attention half (checkpoint_keep_attention=true:
-#      only the MLP half recomputed) (60).
+#      only the MLP half recomputed) (60), then Nsight Compute inside the own attention
+#      kernels at head_dim 128 (bench/gpu_attention_profile.sh) (90).
 # cuDNN: the machine's own libcudnn.so.9 goes first in LD_LIBRARY_PATH (bench/gpu_env.sh).
 # Prints one "gpu_quick: <step>: ok|FAILED|TIMEOUT|SKIPPED (Ns)" line per step, then the
 # logs' tables. Prints "no GPU" and exits 77 on a machine without one.
@@ -93,6 +94,8 @@ step ckpt_half 60 env FTMPI_BUILD="$build" GPU_STEP_PEER=0 \
     sh "$top/bench/gpu_step.sh" --shape 1b checkpoint_layers=8
 step ckpt_keep_attention 60 env FTMPI_BUILD="$build" GPU_STEP_PEER=0 \
     sh "$top/bench/gpu_step.sh" --shape 1b checkpoint_keep_attention=true
+step attention_profile 90 env FTMPI_BUILD="$build" OUT="$logs/attention-profile" \
+    sh "$top/bench/gpu_attention_profile.sh" 128
 
 [ -f "$logs/linkage.log" ] && { echo "== linkage"; cat "$logs/linkage.log"; }
 for name in attention_tc attention_cudnn cuda_ops racecheck; do
@@ -100,7 +103,7 @@ for name in attention_tc attention_cudnn cuda_ops racecheck; do
     echo "== $name"
     grep -E "FAIL|checks|refused|skipped|passed|ERROR SUMMARY|hazard" "$logs/$name.log" | head -n 20
 done
-for name in gpu_tests gpu_step gpu_step_own grads_zero_all ckpt_half ckpt_keep_attention head gpu_attention; do
+for name in gpu_tests gpu_step gpu_step_own grads_zero_all ckpt_half ckpt_keep_attention head gpu_attention attention_profile; do
     [ -f "$logs/$name.log" ] || continue
     echo "== $name"
     cat "$logs/$name.log"
