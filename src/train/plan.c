@@ -221,6 +221,9 @@ int ft_plan_print(FILE *out, const ft_run_config *cfg, const ft_plan_options *po
     if (ckpt > 0 && ckpt < mc.num_hidden_layers)
         fprintf(out, "ckpt on: blocks 0-%d of %d recompute, the others keep their activations "
                      "(checkpoint_layers = %d)\n", ckpt - 1, mc.num_hidden_layers, ckpt);
+    if (cfg->checkpoint_keep_attention)
+        fprintf(out, "ckpt on: the recomputing blocks keep their attention halves "
+                     "(checkpoint_keep_attention)\n");
     if (ft_plan_models_lora(&pm))
         ft_plan_lora_print_header(out);
     else

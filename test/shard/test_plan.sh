@@ -26,6 +26,7 @@ grep -q 'checkpointing on for blocks 0-1 of 4' run.log || { cat run.log; fail "t
 # the recomputing blocks 0 and 1 keep their attention parts: planned exactly too
 check 1 zero_stage=0 model.num_hidden_layers=4 activation_checkpointing=true checkpoint_layers=3 checkpoint_keep_attention=true
 grep -q 'checkpointing on for blocks 0-2 of 4, attention kept' run.log || { cat run.log; fail "the run does not say that attention is kept"; }
+grep -q 'ckpt on: the recomputing blocks keep their attention halves' plan.log || { cat plan.log; fail "the plan does not say that attention is kept"; }
 # the fastest checkpointing that fits: the least recompute (FLOPs) among the settings
 # that fit. This model's totals: none > 2 blocks > 3 blocks with kept attention > 3 blocks >
 # 4 blocks + kept > 4 blocks; its recompute: 2 blocks with kept attention < 2 blocks < 3
