@@ -152,7 +152,8 @@ static int allocate_buffers(ft_model *m)
     m->host_i32 = malloc(4 * N * sizeof(int32_t));
     m->host_f32 = malloc(2 * N * sizeof(float));
     m->host_pack = malloc(4 * N * sizeof(int32_t));
-    if (!m->block_in || !m->plan || !m->acts || !m->kept || !m->host_i32 || !m->host_f32 || !m->host_pack)
+    if (!m->block_in || !m->plan || !m->acts || !m->kept || !m->host_i32 || !m->host_f32 ||
+        !m->host_pack)
         failed = 1;
     for (int l = 0; l <= L && !failed; l++)
         m->block_in[l] = alloc_act(m, N * H, &failed);
