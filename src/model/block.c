@@ -72,6 +72,16 @@ static bool attention_site(int site)
            site == FT_LORA_QKV || site == FT_LORA_O;
 }
 
+/* The adapters' u [tokens, rank] of the targeted sites (attention_only: those of the
+ * attention half). */
+static void take_lora_u(acts_taker *t, ft_block_acts *a, const ft_lora_config *lora, ft_dtype dt,
+                        size_t tokens, bool attention_only)
+{
+    for (int s = 0; s < FT_LORA_N_SITES; s++)
+        if ((!attention_only || attention_site(s)) && ft_lora_has_site(lora, (ft_lora_site)s))
+            a->lora_u[s] = take(t, tokens * (size_t)lora->rank * ft_dtype_size(dt));
+}
+
 /* q, (k, v,) att, lse and the qk_norm forms: what attention reads and writes. */
 static void take_attention(acts_taker *t, ft_block_acts *a, const ft_model_config *c,
                            ft_dtype dt, size_t N, bool with_kv)
@@ -131,9 +141,8 @@ int ft_block_attention_acts_alloc(ft_block_acts *a, const ft_model_config *c,
     take_attention(&t, a, c, dt, tokens, true);
     if (!ft_model_parallel_residual(c)) /* h feeds Norm2 (parallel: only y, not rebuilt) */
         a->h = take(&t, tokens * (size_t)c->hidden_size * ft_dtype_size(dt));
-    for (int s = 0; s < FT_LORA_N_SITES && lora; s++)
-        if (attention_site(s) && ft_lora_has_site(lora, (ft_lora_site)s))
-            a->lora_u[s] = take(&t, tokens * (size_t)lora->rank * ft_dtype_size(dt));
+    if (lora)
+        take_lora_u(&t, a, lora, dt, tokens, true);
     return t.failed;
 }
 
@@ -173,11 +182,9 @@ void ft_block_acts_free(ft_backend *be, ft_block_acts *a)
 int ft_block_lora_acts_alloc(ft_block_acts *a, const ft_lora_config *lora, ft_dtype dt,
                              size_t tokens, ft_block_alloc_fn alloc, void *alloc_ctx)
 {
-    for (int s = 0; s < FT_LORA_N_SITES; s++)
-        if (ft_lora_has_site(lora, (ft_lora_site)s) &&
-            !(a->lora_u[s] = alloc(alloc_ctx, tokens * (size_t)lora->rank * ft_dtype_size(dt))))
-            return 1;
-    return 0;
+    acts_taker t = { alloc, alloc_ctx, 0 };
+    take_lora_u(&t, a, lora, dt, tokens, false);
+    return t.failed;
 }
 
 /* The GEMM types: everything in the context's dtype; a weight gradient's product

@@ -110,9 +110,9 @@ double ft_model_recompute_flops(const ft_model_config *c, long tokens, int seq_l
      * without its down projection; unless the attention half is kept, q, k, v,
      * attention and (unless the residual is parallel) the output projection */
     double flops = 2.0 * N * H * I * (fam->gelu_mlp ? 1.0 : 2.0);
-    if (!keep_attention && !ft_model_parallel_residual(c))
-        flops += 2.0 * N * Q * H;
     if (!keep_attention) {
+        if (!ft_model_parallel_residual(c))
+            flops += 2.0 * N * Q * H;
         const double T = seq_len;
         const double W = c->sliding_window > 0 && c->sliding_window < T ? c->sliding_window : T;
         /* the mean of min(i + 1, W) over positions i < T: (T + 1) / 2 without a window */

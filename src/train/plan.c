@@ -139,9 +139,9 @@ static double device_total(const ft_run_config *cfg, const ft_plan_options *po,
  * of the settings that fit, the one whose recompute costs the fewest FLOPs a micro-batch
  * (ft_model_recompute_flops; on a tie the smaller device total). The candidates: none,
  * then the first k = 2 .. L blocks recomputing (k = 1 saves nothing: that block keeps
- * its set for the backward), with and without their attention kept. Each block kept
- * whole costs a set of activations and saves its recompute; a kept attention part costs
- * about a seventh of a set and saves a fifth to a quarter of a recompute. */
+ * its set for the backward), with and without their attention halves kept. Each block
+ * kept whole costs a set of activations and saves its recompute; a kept attention half
+ * costs about a fifth of a set and saves about a third of a recompute. */
 static int print_fit(FILE *out, const ft_run_config *cfg, const ft_plan_options *po,
                      const ft_plan_models *pm, int T, ft_error *err)
 {

@@ -34,8 +34,9 @@ for c in $cases; do
     compare "cuda, $n ranks, stage $stage" cpu.log cpu.h5 gpu.log gpu.h5
 done
 [ -n "${FT_CUDA_TRAIN_CASES:-}" ] && exit 0
-# The recompute of a block that kept its attention part (checkpoint_keep_attention) skips
-# q, k, v and attention on the device too: the same bits as the full recompute
+# The recompute of a block that kept its attention half (checkpoint_keep_attention) skips
+# q, k, v, attention and the output projection on the device too: the same bits as the
+# full recompute
 run_ranks 1 small.cfg $common device=cuda final_weights=full.h5 > full.log 2>&1 ||
     { cat full.log; fail "cuda, full recompute"; }
 run_ranks 1 small.cfg $common device=cuda checkpoint_keep_attention=true final_weights=kept.h5 \
