@@ -19,7 +19,8 @@
 #      it fails, again with the own attention kernels (FTMPI_CUDNN_ATTENTION=off) (150);
 #      then ftmpi alone with FTMPI_GRADS_ZERO_ALL=1 (gradient resets zeroing everything, the
 #      GEMMs adding to the zeros: what the unset 2-D part saves) (60);
-#   3. bench/head.sh cuda: the LM head against PyTorch's (60);
+#   3. bench/head.sh cuda: the LM head against PyTorch's (60); bench/gpu_profile.sh 2: the
+#      step's kernel times by kind under Nsight Compute (120);
 #   4. bench/gpu_attention.sh: own kernels against SDPA's FA2, the cuDNN path against SDPA's
 #      cuDNN, the two forward geometries and the two backwards (180);
 #   5. with what is left: test_cuda_ops (60), then compute-sanitizer's racecheck on
@@ -28,6 +29,8 @@
 #      block checkpointed but keeping its attention half (checkpoint_keep_attention=true:
 #      only the MLP half recomputed) (60), then Nsight Compute inside the own attention
 #      kernels at head_dim 128 (bench/gpu_attention_profile.sh) (90).
+# GPU_QUICK_STEPS="name ..." runs only the steps named (the names of the lines printed),
+# in the order above, for a session that measured the others already.
 # cuDNN: the machine's own libcudnn.so.9 goes first in LD_LIBRARY_PATH (bench/gpu_env.sh).
 # Prints one "gpu_quick: <step>: ok|FAILED|TIMEOUT|SKIPPED (Ns)" line per step, then the
 # logs' tables. Prints "no GPU" and exits 77 on a machine without one.
@@ -49,6 +52,7 @@ last=0
 step() {
     name=$1 limit=$2
     shift 2
+    case " ${GPU_QUICK_STEPS:-$name} " in *" $name "*) ;; *) last=0; return;; esac
     left=$((budget - ($(date +%s) - start)))
     [ "$left" -lt "$limit" ] && limit=$left
     if [ "$limit" -lt 5 ]; then
@@ -87,6 +91,7 @@ step gpu_step 200 env FTMPI_BUILD="$build" GPU_STEP_LOGS="$logs" sh "$top/bench/
 step grads_zero_all 60 env FTMPI_BUILD="$build" GPU_STEP_PEER=0 FTMPI_GRADS_ZERO_ALL=1 \
     sh "$top/bench/gpu_step.sh" --shape 1b
 step head 60 env FTMPI_BUILD="$build" sh "$top/bench/head.sh" cuda
+step profile 120 env FTMPI_BUILD="$build" sh "$top/bench/gpu_profile.sh" 2
 step gpu_attention 180 env FTMPI_BUILD="$build" sh "$top/bench/gpu_attention.sh"
 step cuda_ops 60 "$build/test/cuda/test_cuda_ops"
 step racecheck 120 compute-sanitizer --tool racecheck --print-limit 5 "$build/test/cuda/test_attention_tc"
@@ -103,7 +108,7 @@ for name in attention_tc attention_cudnn cuda_ops racecheck; do
     echo "== $name"
     grep -E "FAIL|checks|refused|skipped|passed|ERROR SUMMARY|hazard" "$logs/$name.log" | head -n 20
 done
-for name in gpu_tests gpu_step gpu_step_own grads_zero_all ckpt_half ckpt_keep_attention head gpu_attention attention_profile; do
+for name in gpu_tests gpu_step gpu_step_own grads_zero_all ckpt_half ckpt_keep_attention head gpu_attention attention_profile profile; do
     [ -f "$logs/$name.log" ] || continue
     echo "== $name"
     cat "$logs/$name.log"
