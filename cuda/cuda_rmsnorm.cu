@@ -5,7 +5,10 @@
  *   dw_j += sum over rows of dy_j * x_j * rstd
  *
  * Forward and dx: one block per row (the row's reduction is a block reduction
- * with a fixed shape, hence reproducible).
+ * with a fixed shape, hence reproducible). Where the row length is a multiple of 8 and
+ * every buffer 16-byte aligned, a thread takes 8 consecutive values at a time (16-byte
+ * accesses, ft_ld8/ft_st8; vec = 1) with dim / 8 threads up to 512, else one value at a
+ * time; the choice depends on the shapes and pointers only, so a run is reproducible.
  * dw is a sum over rows. Instead of float atomics (whose order varies run to
  * run) it is computed in two deterministic passes:
  *  1. rmsnorm_dw_partial_kernel: grid (column strips of 32, row chunks of
@@ -25,8 +28,14 @@
 #define RMS_DW_X 32
 #define RMS_DW_Y 8
 
-static int rms_threads(int dim)
+/* threads per row: one per 8-value group on the 8-wide path (a multiple of 32, at most
+ * 512), else by the row length */
+static int rms_threads(int dim, int vec)
 {
+    if (vec) {
+        int groups = (dim / FT_VEC + FT_WARP - 1) / FT_WARP * FT_WARP;
+        return groups > 512 ? 512 : groups;
+    }
     if (dim >= 2048)
         return 512;
     if (dim >= 512)
@@ -37,29 +46,51 @@ static int rms_threads(int dim)
 template <typename T>
 __global__ void rmsnorm_fwd_kernel(T *__restrict__ y, float *__restrict__ rstd,
                                    const T *__restrict__ x, const T *__restrict__ w, int dim,
-                                   float eps)
+                                   float eps, int vec)
 {
     __shared__ float red[32];
     size_t r = blockIdx.x;
     const T *xr = x + r * dim;
     T *yr = y + r * dim;
     float ss = 0.0f;
-    for (int j = threadIdx.x; j < dim; j += blockDim.x) {
-        float v = ft_ld(xr, j);
-        ss = fmaf(v, v, ss);
+    if (vec) {
+        for (int j = threadIdx.x * FT_VEC; j < dim; j += blockDim.x * FT_VEC) {
+            float v[FT_VEC];
+            ft_ld8(xr, j, v);
+#pragma unroll
+            for (int e = 0; e < FT_VEC; e++)
+                ss = fmaf(v[e], v[e], ss);
+        }
+    } else {
+        for (int j = threadIdx.x; j < dim; j += blockDim.x) {
+            float v = ft_ld(xr, j);
+            ss = fmaf(v, v, ss);
+        }
     }
     ss = ft_block_sum(ss, red);
     float rs = 1.0f / sqrtf(ss / (float)dim + eps);
     if (threadIdx.x == 0)
         rstd[r] = rs;
-    for (int j = threadIdx.x; j < dim; j += blockDim.x)
-        ft_st(yr, j, ft_ld(xr, j) * rs * ft_ld(w, j));
+    if (vec) {
+        for (int j = threadIdx.x * FT_VEC; j < dim; j += blockDim.x * FT_VEC) {
+            float v[FT_VEC], g[FT_VEC];
+            ft_ld8(xr, j, v);
+            ft_ld8(w, j, g);
+#pragma unroll
+            for (int e = 0; e < FT_VEC; e++)
+                v[e] = v[e] * rs * g[e];
+            ft_st8(yr, j, v);
+        }
+    } else {
+        for (int j = threadIdx.x; j < dim; j += blockDim.x)
+            ft_st(yr, j, ft_ld(xr, j) * rs * ft_ld(w, j));
+    }
 }
 
 template <typename T>
 __global__ void rmsnorm_dx_kernel(T *__restrict__ dx, const T *__restrict__ dy,
                                   const T *__restrict__ x, const T *__restrict__ w,
-                                  const float *__restrict__ rstd, int dim)
+                                  const float *__restrict__ rstd, int dim, int vec)
 {
     __shared__ float red[32];
     size_t r = blockIdx.x;
@@ -67,13 +98,39 @@ __global__ void rmsnorm_dx_kernel(T *__restrict__ dx, const T *__restrict__ dy,
     T *dxr = dx + r * dim;
     float rs = rstd[r];
     float c = 0.0f;
-    for (int j = threadIdx.x; j < dim; j += blockDim.x)
-        c = fmaf(ft_ld(dyr, j) * ft_ld(w, j), ft_ld(xr, j), c);
+    if (vec) {
+        for (int j = threadIdx.x * FT_VEC; j < dim; j += blockDim.x * FT_VEC) {
+            float d[FT_VEC], g[FT_VEC], v[FT_VEC];
+            ft_ld8(dyr, j, d);
+            ft_ld8(w, j, g);
+            ft_ld8(xr, j, v);
+#pragma unroll
+            for (int e = 0; e < FT_VEC; e++)
+                c = fmaf(d[e] * g[e], v[e], c);
+        }
+    } else {
+        for (int j = threadIdx.x; j < dim; j += blockDim.x)
+            c = fmaf(ft_ld(dyr, j) * ft_ld(w, j), ft_ld(xr, j), c);
+    }
     c = ft_block_sum(c, red);
     float coef = rs * rs * rs * c / (float)dim;
-    for (int j = threadIdx.x; j < dim; j += blockDim.x)
-        ft_st(dxr, j,
-              ft_ld(dxr, j) + (rs * ft_ld(w, j) * ft_ld(dyr, j) - ft_ld(xr, j) * coef));
+    if (vec) {
+        for (int j = threadIdx.x * FT_VEC; j < dim; j += blockDim.x * FT_VEC) {
+            float d[FT_VEC], g[FT_VEC], v[FT_VEC], o[FT_VEC];
+            ft_ld8(dyr, j, d);
+            ft_ld8(w, j, g);
+            ft_ld8(xr, j, v);
+            ft_ld8(dxr, j, o);
+#pragma unroll
+            for (int e = 0; e < FT_VEC; e++)
+                o[e] = o[e] + (rs * g[e] * d[e] - v[e] * coef);
+            ft_st8(dxr, j, o);
+        }
+    } else {
+        for (int j = threadIdx.x; j < dim; j += blockDim.x)
+            ft_st(dxr, j,
+                  ft_ld(dxr, j) + (rs * ft_ld(w, j) * ft_ld(dyr, j) - ft_ld(xr, j) * coef));
+    }
 }
 
 template <typename T>
@@ -120,9 +177,10 @@ extern "C" cudaError_t ft_cuda_launch_rmsnorm_fwd(ft_dtype dt, void *y, float *r
 {
     if (rows <= 0 || dim <= 0)
         return cudaSuccess;
+    int vec = dim % FT_VEC == 0 && ft_aligned16(y, x, w);
     FT_WITH_STORAGE(dt, T,
-                    FT_LAUNCH(rmsnorm_fwd_kernel<T>, rows, rms_threads(dim), 0, st)(
-                        (T *)y, rstd, (const T *)x, (const T *)w, dim, eps));
+                    FT_LAUNCH(rmsnorm_fwd_kernel<T>, rows, rms_threads(dim, vec), 0, st)(
+                        (T *)y, rstd, (const T *)x, (const T *)w, dim, eps, vec));
     return cudaGetLastError();
 }
 
@@ -145,9 +203,10 @@ extern "C" cudaError_t ft_cuda_launch_rmsnorm_bwd(ft_dtype dt, ft_dtype gt, void
     float *partial = (float *)scratch;
     dim3 grid((unsigned)((dim + RMS_DW_X - 1) / RMS_DW_X), (unsigned)chunks);
     cudaError_t e = cudaSuccess;
+    int vec = dim % FT_VEC == 0 && ft_aligned16(dx, dy, x, w);
     FT_WITH_STORAGE(dt, T, {
-        FT_LAUNCH(rmsnorm_dx_kernel<T>, rows, rms_threads(dim), 0, st)(
-            (T *)dx, (const T *)dy, (const T *)x, (const T *)w, rstd, dim);
+        FT_LAUNCH(rmsnorm_dx_kernel<T>, rows, rms_threads(dim, vec), 0, st)(
+            (T *)dx, (const T *)dy, (const T *)x, (const T *)w, rstd, dim, vec);
         e = cudaGetLastError();
         if (e == cudaSuccess) {
             FT_LAUNCH(rmsnorm_dw_partial_kernel<T>, grid, dim3(RMS_DW_X, RMS_DW_Y), 0, st)(

@@ -156,6 +156,25 @@ static void test_rmsnorm(int rows, int dim, ft_dtype gt)
     free(x), free(w), free(dy), free(dx), free(dw), free(zeros), free(rs_host);
 }
 
+/* The 8-wide path of the elementwise kernels (every buffer 16-byte aligned) and their
+ * one-value-at-a-time path (every buffer one bf16 off that alignment) must give the same
+ * bits: out_g (n bf16, computed by the 8-wide path) against out_1, the same op's result
+ * for elements 1..n-1 written one element into a second buffer. */
+static void same_bits_off_alignment(const char *what, const void *out_g, const void *out_1,
+                                    size_t n)
+{
+    uint16_t *a = malloc(n * 2), *b = malloc(n * 2);
+    gpu->ops->sync(gpu);
+    gpu->ops->download(gpu, a, out_g, n * 2);
+    gpu->ops->download(gpu, b, out_1, n * 2);
+    size_t differ = 0;
+    for (size_t i = 1; i < n; i++)
+        differ += a[i] != b[i];
+    report(what, differ == 0, (double)differ, (double)(n - 1));
+    free(a);
+    free(b);
+}
+
 static void test_elementwise(void)
 {
     const int rows = 37, dim = 96, heads = 3, hd = 32;
@@ -167,10 +186,21 @@ static void test_elementwise(void)
     cpu->ops->swiglu_fwd(cpu, FT_DTYPE_BF16, O.c, G.c, U.c, n);
     gpu->ops->swiglu_fwd(gpu, FT_DTYPE_BF16, O.g, G.g, U.g, n);
     compare("swiglu_fwd", O, 1, UNIT);
+    uint16_t *o1 = gpu->ops->alloc(gpu, n * 2), *dg1 = gpu->ops->alloc(gpu, n * 2);
+    uint16_t *du1 = gpu->ops->alloc(gpu, n * 2);
+    gpu->ops->swiglu_fwd(gpu, FT_DTYPE_BF16, o1 + 1, (uint16_t *)G.g + 1, (uint16_t *)U.g + 1,
+                         n - 1);
+    same_bits_off_alignment("swiglu_fwd: 8-wide path == one at a time (bits differing)", O.g,
+                            o1, n);
     cpu->ops->swiglu_bwd(cpu, FT_DTYPE_BF16, DG.c, DU.c, D.c, G.c, U.c, n);
     gpu->ops->swiglu_bwd(gpu, FT_DTYPE_BF16, DG.g, DU.g, D.g, G.g, U.g, n);
     compare("swiglu_bwd dgate", DG, 1, UNIT);
     compare("swiglu_bwd dup", DU, 1, UNIT);
+    gpu->ops->swiglu_bwd(gpu, FT_DTYPE_BF16, dg1 + 1, du1 + 1, (uint16_t *)D.g + 1,
+                         (uint16_t *)G.g + 1, (uint16_t *)U.g + 1, n - 1);
+    same_bits_off_alignment("swiglu_bwd dgate: 8-wide path == one at a time", DG.g, dg1, n);
+    same_bits_off_alignment("swiglu_bwd dup: 8-wide path == one at a time", DU.g, du1, n);
+    gpu->ops->free(gpu, o1), gpu->ops->free(gpu, dg1), gpu->ops->free(gpu, du1);
     cpu->ops->bias_add(cpu, FT_DTYPE_BF16, FT_DTYPE_BF16, U.c, B.c, rows, dim);
     gpu->ops->bias_add(gpu, FT_DTYPE_BF16, FT_DTYPE_BF16, U.g, B.g, rows, dim);
     compare("bias_add", U, 1, UNIT);
