@@ -11,7 +11,10 @@
  * adjacent, which is as good). The products and sums are rounded one by one
  * (__fmul_rn, no FMA contraction), like the CPU backend: results are bit-identical.
  * x is fp32 or bf16 (one template: widened, rotated in fp32, rounded once); the
- * angles are fp32 tables. */
+ * angles are fp32 tables. Half-split heads whose pair count and head_dim are multiples
+ * of 8, with 16-byte aligned buffers (every Llama, Qwen and Mistral shape), take the
+ * 8-wide path: a thread rotates 8 consecutive pairs with 16-byte accesses (ft_ld8/ft_st8)
+ * and the same arithmetic, so both paths give the same bits. */
 #include "cuda_common.cuh"
 
 #define ROPE_THREADS 256
@@ -39,6 +42,38 @@ __global__ void rope_kernel(T *__restrict__ x, const float *__restrict__ cos_tab
     }
 }
 
+/* The 8-wide path of the half-split layout: item idx is the 8 pairs from i = 8 (idx % (half /
+ * 8)) of head idx / (half / 8). */
+template <typename T>
+__global__ void rope_half_split_vec_kernel(T *__restrict__ x, const float *__restrict__ cos_table,
+                                           const float *__restrict__ sin_table,
+                                           const int32_t *__restrict__ pos, size_t items,
+                                           int n_heads, int head_dim, int half, float sign)
+{
+    int groups = half / FT_VEC;
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < items; idx += stride) {
+        int i = (int)(idx % groups) * FT_VEC;
+        size_t th = idx / groups; /* token * n_heads + head */
+        size_t trow = (size_t)pos[th / n_heads] * half;
+        T *xh = x + th * head_dim;
+        float a[FT_VEC], b[FT_VEC], c[FT_VEC], s[FT_VEC];
+        ft_ld8(xh, i, a);
+        ft_ld8(xh, i + half, b);
+        ft_ld8(cos_table, trow + i, c);
+        ft_ld8(sin_table, trow + i, s);
+#pragma unroll
+        for (int e = 0; e < FT_VEC; e++) {
+            float se = sign * s[e];
+            float ra = __fsub_rn(__fmul_rn(a[e], c[e]), __fmul_rn(b[e], se));
+            float rb = __fadd_rn(__fmul_rn(a[e], se), __fmul_rn(b[e], c[e]));
+            a[e] = ra, b[e] = rb;
+        }
+        ft_st8(xh, i, a);
+        ft_st8(xh, i + half, b);
+    }
+}
+
 extern "C" cudaError_t ft_cuda_launch_rope(ft_dtype dt, void *x, const float *cos_table,
                                            const float *sin_table, const int32_t *pos,
                                            int tokens, int n_heads, ft_rope_shape r, int inverse,
@@ -47,6 +82,17 @@ extern "C" cudaError_t ft_cuda_launch_rope(ft_dtype dt, void *x, const float *co
     if (tokens <= 0 || n_heads <= 0 || r.rot_dim < 2)
         return cudaSuccess;
     size_t pairs = (size_t)tokens * (size_t)n_heads * (size_t)(r.rot_dim / 2);
+    int half = r.rot_dim / 2;
+    if (!r.interleaved && half % FT_VEC == 0 && r.head_dim % FT_VEC == 0 &&
+        ft_aligned16(x, cos_table, sin_table)) {
+        size_t items = pairs / FT_VEC;
+        FT_WITH_STORAGE(dt, T,
+                        FT_LAUNCH(rope_half_split_vec_kernel<T>,
+                                  ft_cuda_grid_for(items, ROPE_THREADS), ROPE_THREADS, 0, st)(
+                            (T *)x, cos_table, sin_table, pos, items, n_heads, r.head_dim, half,
+                            inverse ? -1.0f : 1.0f));
+        return cudaGetLastError();
+    }
     FT_WITH_STORAGE(dt, T,
                     FT_LAUNCH(rope_kernel<T>, ft_cuda_grid_for(pairs, ROPE_THREADS), ROPE_THREADS,
                               0, st)((T *)x, cos_table, sin_table, pos, pairs, n_heads,
