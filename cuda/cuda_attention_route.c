@@ -2,7 +2,7 @@
  *
  *   fp32                          the fp32 flash attention (cuda_attention.cu) and decode
  *   bf16, cuDNN takes it          cuDNN's fused attention (cuda_attention_cudnn.c): builds
- *                                 with cuDNN >= 9, head_dim a multiple of 8 up to 128,
+ *                                 with cuDNN >= 9, head_dim a multiple of 8, 16 to 128,
  *                                 documents as contiguous runs of ids, and an engine for
  *                                 the graph; FTMPI_CUDNN_ATTENTION=off|force switches
  *   bf16, tensor-core shape       the mma.sync kernels (cuda_attention_tc*.cu): q, k, v,
