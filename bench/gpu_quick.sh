@@ -37,6 +37,9 @@
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${FTMPI_BUILD:-$top/build}
+# absolute: the cuda shell tests run from a directory of their own (a relative build
+# directory made them skip "no CUDA backend" on an H100)
+build=$(cd "$build" 2>/dev/null && pwd) || build=${FTMPI_BUILD:-$top/build}
 logs=${1:-${OUT:-gpu-quick}}
 budget=${GPU_QUICK_BUDGET:-460}
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 || { echo "no GPU"; exit 77; }
