@@ -14,7 +14,7 @@
 #      FTMPI_CUDNN_VERBOSE=1 (whether the real cuDNN takes each graph, and a deterministic
 #      engine for it) (45 each);
 #   1b. every test program of the build's test/cuda, then the 1-GPU cases of the cuda
-#      shell tests (train, resume, generate, plan): the last line of each (120);
+#      shell tests (train, resume, generate, plan): the last line of each (180);
 #   2. bench/gpu_step.sh --shape 1b: the training step against HF + PyTorch (200); where
 #      it fails, again with the own attention kernels (FTMPI_CUDNN_ATTENTION=off) (150);
 #      then ftmpi alone with FTMPI_GRADS_ZERO_ALL=1 (gradient resets zeroing everything, the
@@ -78,7 +78,7 @@ step linkage 10 sh -c "ldd '$build/ftmpi' | grep -E 'cudnn|cublas|nccl|cudart|no
     grep -h 'define CUDNN_M' /usr/include/cudnn_version*.h /usr/local/cuda/include/cudnn_version*.h 2>/dev/null"
 step attention_tc 45 "$build/test/cuda/test_attention_tc"
 step attention_cudnn 45 env FTMPI_CUDNN_VERBOSE=1 "$build/test/cuda/test_attention_cudnn"
-step gpu_tests 120 sh -c 'for t in "$0"/test/cuda/test_*; do
+step gpu_tests 180 sh -c 'for t in "$0"/test/cuda/test_*; do
         case $t in *.o|*.sh|*.log|*.trs) continue;; esac
         [ -x "$t" ] || continue
         out=$(timeout 25 "$t" 2>&1); rc=$?

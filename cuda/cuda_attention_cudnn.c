@@ -273,9 +273,13 @@ static int docs_for(ft_cudnn_attn *c, ft_backend *be, const int32_t *segment, ft
 }
 
 /* What cuDNN is not asked to do: head dims its fused kernels do not take, empty calls,
- * offsets beyond int32. Head dims under 16 too: on an H100 (cuDNN 9, 2026-11-28) the
- * backward of a ragged graph at head_dim 8 returned dQ off by 50x the bf16 tolerance while
- * dK, dV and the forward were right; no model has such heads, the own kernels take them. */
+ * offsets beyond int32. Head dims under 16 too, and with documents (a ragged graph) head
+ * dims that are not a multiple of 16: on an H100 (cuDNN 9, 2026-11-28) the ragged
+ * backward at head_dim 8 and 24 returned dQ 50x the bf16 tolerance off while dK, dV and
+ * the forward were right (16, 64, 80 and 128 right, and 24 without documents); the own
+ * kernels take those shapes. */
+static int ragged_shape_ok(ft_attn_shape s) { return s.head_dim % 16 == 0; }
+
 static int shape_ok(ft_attn_shape s)
 {
     size_t q_elems = (size_t)s.batch * s.seq_len * s.n_heads * s.head_dim;
@@ -382,6 +386,8 @@ static const ft_sdpa_graph *prepare(ft_backend *be, ft_cudnn_attn **cp, const in
         why = "no cuDNN handle";
     else if (!shape_ok(s))
         why = "shape (head_dim must be a multiple of 8 from 16 to 128)";
+    else if (segment && !ragged_shape_ok(s))
+        why = "documents with head_dim not a multiple of 16";
     else if (segment && (docs = docs_for(c, be, segment, s, hinted_table)) != 0)
         why = docs > 0 ? "documents that are not contiguous runs of ids"
                        : "out of memory for the document table";

@@ -3,7 +3,8 @@
  *   fp32                          the fp32 flash attention (cuda_attention.cu) and decode
  *   bf16, cuDNN takes it          cuDNN's fused attention (cuda_attention_cudnn.c): builds
  *                                 with cuDNN >= 9, head_dim a multiple of 8, 16 to 128,
- *                                 documents as contiguous runs of ids, and an engine for
+ *                                 documents as contiguous runs of ids (head_dim then a
+ *                                 multiple of 16), and an engine for
  *                                 the graph; FTMPI_CUDNN_ATTENTION=off|force switches
  *   bf16, tensor-core shape       the mma.sync kernels (cuda_attention_tc*.cu): q, k, v,
  *                                 out, dout read and out, dq, dk, dv written as bf16, each

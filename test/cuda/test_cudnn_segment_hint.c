@@ -362,6 +362,9 @@ static void test_training(ft_backend *be)
     ft_model_layout layout;
     ft_engine *engine;
     ft_model_config c = test_tiny_config();
+    /* head_dim 16: cuDNN is not given the tiny shape's 8 (cuda_attention_cudnn.c) */
+    c.hidden_size = 64;
+    c.head_dim = 16;
     /* the engine's collectives move device buffers: NCCL, as the trainer has them (an MPI
      * without CUDA support faults on a GPU's pointers; the harness's are host memory) */
     OK(ft_comm_mpi_create(&mpi, &err));
