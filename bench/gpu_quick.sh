@@ -30,7 +30,10 @@
 #      only the MLP half recomputed) (60), then Nsight Compute inside the own attention
 #      kernels at head_dim 128 (bench/gpu_attention_profile.sh) (90).
 # GPU_QUICK_STEPS="name ..." runs only the steps named (the names of the lines printed),
-# in the order above, for a session that measured the others already.
+# in the order above, for a session that measured the others already. One step runs only
+# when named there: first_run, scripts/gpu-first-run.sh on the build (compute-sanitizer's
+# four tools on test_cuda_ops, the test programs and cuda shell tests, two training
+# steps under memcheck: several minutes) (540).
 # cuDNN: the machine's own libcudnn.so.9 goes first in LD_LIBRARY_PATH (bench/gpu_env.sh).
 # Prints one "gpu_quick: <step>: ok|FAILED|TIMEOUT|SKIPPED (Ns)" line per step, then the
 # logs' tables. Prints "no GPU" and exits 77 on a machine without one.
@@ -104,6 +107,9 @@ step ckpt_keep_attention 60 env FTMPI_BUILD="$build" GPU_STEP_PEER=0 \
     sh "$top/bench/gpu_step.sh" --shape 1b checkpoint_keep_attention=true
 step attention_profile 90 env FTMPI_BUILD="$build" OUT="$logs/attention-profile" \
     sh "$top/bench/gpu_attention_profile.sh" 128
+case " ${GPU_QUICK_STEPS:-} " in
+*" first_run "*) step first_run 540 env FTMPI_BUILD_DIR="$build" sh "$top/scripts/gpu-first-run.sh" ;;
+esac
 
 [ -f "$logs/linkage.log" ] && { echo "== linkage"; cat "$logs/linkage.log"; }
 for name in attention_tc attention_cudnn cuda_ops racecheck; do
@@ -111,7 +117,7 @@ for name in attention_tc attention_cudnn cuda_ops racecheck; do
     echo "== $name"
     grep -E "FAIL|checks|refused|skipped|passed|ERROR SUMMARY|hazard" "$logs/$name.log" | head -n 20
 done
-for name in gpu_tests gpu_step gpu_step_own grads_zero_all ckpt_half ckpt_keep_attention head gpu_attention attention_profile profile; do
+for name in gpu_tests gpu_step gpu_step_own grads_zero_all ckpt_half ckpt_keep_attention head gpu_attention attention_profile profile first_run; do
     [ -f "$logs/$name.log" ] || continue
     echo "== $name"
     cat "$logs/$name.log"

@@ -61,6 +61,10 @@ out=$(PATH="$PWD/gpu:$PATH" GPU_QUICK_BUDGET=3 GPU_QUICK_STEPS="head profile" FT
     sh "$S/bench/gpu_quick.sh" "$PWD/logs" 2>&1)
 [ "$(echo "$out" | grep 'SKIPPED' | sed 's/: SKIPPED.*//' | tr '\n' ' ')" = "gpu_quick: head gpu_quick: profile " ] ||
     { echo "$out"; fail "gpu_quick: GPU_QUICK_STEPS=\"head profile\" did not run exactly those two"; }
+out=$(PATH="$PWD/gpu:$PATH" GPU_QUICK_BUDGET=3 GPU_QUICK_STEPS="first_run" FTMPI_BUILD="$PWD/none" \
+    sh "$S/bench/gpu_quick.sh" "$PWD/logs" 2>&1)
+[ "$(echo "$out" | grep -c 'SKIPPED')" -eq 1 ] && echo "$out" | grep -q "first_run: SKIPPED" ||
+    { echo "$out"; fail "gpu_quick: GPU_QUICK_STEPS=first_run did not reach the opt-in step alone"; }
 
 # gpu_env.sh: a libcudnn.so.9 under /opt is found by the same search the scripts use
 # only where ldconfig knows none; here a stand-in ldconfig names one
