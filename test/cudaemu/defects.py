@@ -10,7 +10,7 @@ test run in every thread order, which orders failed). A defect whose text no lon
 exactly once in HEAD stops the run before the build: re-target it. One that does not
 compile is reported as such, never as caught. Exit status 0 when every defect was caught.
 The table it prints has the columns of the one in doc/cuda-emulation.md ("Evidence that
-it catches bugs"), which summarises its last column. Developer tool: all 45 take about 15
+it catches bugs"), which summarises its last column. Developer tool: all 47 take about 15
 minutes on two cores (a rebuild and a test per defect), so CI does not run it.
 """
 import os
@@ -56,9 +56,9 @@ DEFECTS = [
      "removed barrier: a block sum reads the warps' partial sums before all are written",
      OPS_ALL_ORDERS),
     ("bound-rmsnorm-fwd", "cuda/cuda_rmsnorm.cu",
-     "    for (int j = threadIdx.x; j < dim; j += blockDim.x)\n        ft_st(yr, j, ft_ld(xr, j) * rs * ft_ld(w, j));",
-     "    for (int j = threadIdx.x; j <= dim; j += blockDim.x)\n        ft_st(yr, j, ft_ld(xr, j) * rs * ft_ld(w, j));",
-     "off-by-one bound: rmsnorm forward writes one element past its row",
+     "        for (int j = threadIdx.x * FT_VEC; j < dim; j += blockDim.x * FT_VEC) {\n            float v[FT_VEC], g[FT_VEC];",
+     "        for (int j = threadIdx.x * FT_VEC; j <= dim; j += blockDim.x * FT_VEC) {\n            float v[FT_VEC], g[FT_VEC];",
+     "off-by-one bound: rmsnorm forward's 8-wide path writes a group past its row",
      OPS_ALL_ORDERS),
     ("bound-attention-tiles", "cuda/cuda_attention.cu",
      "            o[r][c] = 0.0f;\n    }\n\n    const int nkt = ft_mask_end_key_tile(q0, qn, BK);",
@@ -278,6 +278,16 @@ DEFECTS = [
      "ft_rng_normal_f32(seed, stream, first + host_idx[k], std)",
      "initial values: a later slice's unsure values replaced by the first slice's",
      NORMAL_FILL),
+    ("vec-bf16-pair-order", "cuda/cuda_storage.cuh",
+     "        v[2 * k] = __uint_as_float(w[k] << 16);\n        v[2 * k + 1] = __uint_as_float(w[k] & 0xFFFF0000u);",
+     "        v[2 * k + 1] = __uint_as_float(w[k] << 16);\n        v[2 * k] = __uint_as_float(w[k] & 0xFFFF0000u);",
+     "8-wide bf16 load: the two values of each 32-bit word swapped",
+     "./test/cuda/test_cuda_ops_bf16"),
+    ("vec-alignment-unchecked", "cuda/cuda_swiglu.cu",
+     "    int vec = ft_aligned16(out, gate, up);",
+     "    int vec = 1;",
+     "SwiGLU forward takes the 8-wide path on buffers that are not 16-byte aligned",
+     "./test/cuda/test_cuda_ops_bf16"),
     ("ce-bf16-as-fp32", "cuda/cuda_cross_entropy.cu",
      "    FT_WITH_STORAGE(dt, T,\n                    FT_LAUNCH(cross_entropy_kernel<T>",
      "    FT_WITH_STORAGE(FT_DTYPE_F32, T,\n                    FT_LAUNCH(cross_entropy_kernel<T>",
