@@ -1,6 +1,6 @@
 /* Which attention kernels a call takes, by storage type and shape (host C).
  *
- *   fp32                          the fp32 flash attention (cuda_attention.cu) and decode
+ *   fp32                          the fp32 flash attention (cuda_attention*.cu) and decode
  *   bf16, cuDNN takes it          cuDNN's fused attention (cuda_attention_cudnn.c): builds
  *                                 with cuDNN >= 9, head_dim a multiple of 8, 16 to 128,
  *                                 documents as contiguous runs of ids (head_dim then a

@@ -150,7 +150,7 @@ cudaError_t ft_cuda_launch_cross_entropy(const float *logits, void *dlogits, ft_
                                          const float *weight, int rows, int vocab,
                                          float grad_scale, cudaStream_t st);
 
-/* ---- cuda_attention.cu ---- */
+/* ---- cuda_attention.cu, cuda_attention_bwd.cu ---- */
 size_t ft_cuda_attention_fwd_scratch_bytes(ft_attn_shape s);
 cudaError_t ft_cuda_launch_attention_fwd(float *out, float *lse, const float *q, const float *k,
                                          const float *v, const int32_t *segment, ft_attn_shape s,
