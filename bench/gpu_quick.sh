@@ -17,6 +17,7 @@
 #      shell tests (train, resume, generate, plan): the last line of each (180);
 #   2. bench/gpu_step.sh --shape 1b: the training step against HF + PyTorch (200); where
 #      it fails, again with the own attention kernels (FTMPI_CUDNN_ATTENTION=off) (150);
+#      then both without checkpointing (--no-checkpointing: the 1B model fits without it) (150);
 #      then ftmpi alone with FTMPI_GRADS_ZERO_ALL=1 (gradient resets zeroing everything, the
 #      GEMMs adding to the zeros: what the unset 2-D part saves) (60);
 #   3. bench/head.sh cuda: the LM head against PyTorch's (60); bench/gpu_profile.sh 2: the
@@ -94,6 +95,7 @@ step gpu_tests 180 sh -c 'for t in "$0"/test/cuda/test_*; do
 step gpu_step 200 env FTMPI_BUILD="$build" GPU_STEP_LOGS="$logs" sh "$top/bench/gpu_step.sh" --shape 1b
 [ "$last" -ne 0 ] &&
     step gpu_step_own 150 env FTMPI_BUILD="$build" FTMPI_CUDNN_ATTENTION=off sh "$top/bench/gpu_step.sh" --shape 1b
+step gpu_step_nockpt 150 env FTMPI_BUILD="$build" sh "$top/bench/gpu_step.sh" --shape 1b --no-checkpointing
 step grads_zero_all 60 env FTMPI_BUILD="$build" GPU_STEP_PEER=0 FTMPI_GRADS_ZERO_ALL=1 \
     sh "$top/bench/gpu_step.sh" --shape 1b
 step head 60 env FTMPI_BUILD="$build" sh "$top/bench/head.sh" cuda
@@ -117,7 +119,7 @@ for name in attention_tc attention_cudnn cuda_ops racecheck; do
     echo "== $name"
     grep -E "FAIL|checks|refused|skipped|passed|ERROR SUMMARY|hazard" "$logs/$name.log" | head -n 20
 done
-for name in gpu_tests gpu_step gpu_step_own grads_zero_all ckpt_half ckpt_keep_attention head gpu_attention attention_profile profile first_run; do
+for name in gpu_tests gpu_step gpu_step_own gpu_step_nockpt grads_zero_all ckpt_half ckpt_keep_attention head gpu_attention attention_profile profile first_run; do
     [ -f "$logs/$name.log" ] || continue
     echo "== $name"
     cat "$logs/$name.log"

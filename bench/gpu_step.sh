@@ -3,11 +3,14 @@
 # autocast over fp32 masters, SDPA, gradient checkpointing, fused AdamW) on the same data
 # file, for the Llama-3.2-1B shape and an 8B shape (Llama 3 8B with its layers cut to fit
 # one 80 GB GPU), seq 4096, batch 1, in one run:
-#   bench/gpu_step.sh [--shape 1b|8b|all] [--docs N] [ftmpi KEY=VALUE ...]
+#   bench/gpu_step.sh [--shape 1b|8b|all] [--docs N] [--no-checkpointing] [ftmpi KEY=VALUE ...]
 #     --shape  which shapes (default all); LAYERS_8B=n sets the 8B shape's layers (default 8)
 #     --docs N packed documents of N/2..3N/2 tokens (mean N) on both sides: ftmpi's
 #              document masks; HF with positions restarting per document and a 4-D
 #              block-causal mask. Default: no documents on either side (plain causal).
+#     --no-checkpointing  neither side recomputes (ftmpi activation_checkpointing = false,
+#              HF without gradient checkpointing): what a model that fits without it runs.
+#              Default: every block checkpointed on both sides.
 # (needs a --with-cuda build in build/ or $FTMPI_BUILD, and torch, transformers and h5py
 # for the peer and the data file, which bench/gpu_step_torch.py writes: random tokens over
 # the whole vocabulary, every token a target)
@@ -27,12 +30,13 @@
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${FTMPI_BUILD:-$top/build}
-usage() { echo "usage: bench/gpu_step.sh [--shape 1b|8b|all] [--docs N] [ftmpi KEY=VALUE ...]" >&2; exit 2; }
-shapes=all docs=0
+usage() { echo "usage: bench/gpu_step.sh [--shape 1b|8b|all] [--docs N] [--no-checkpointing] [ftmpi KEY=VALUE ...]" >&2; exit 2; }
+shapes=all docs=0 ckpt=true
 while [ $# -gt 0 ]; do
     case $1 in
         --shape) [ $# -ge 2 ] || usage; shapes=$2; shift 2;;
         --docs) [ $# -ge 2 ] || usage; docs=$2; shift 2;;
+        --no-checkpointing) ckpt=false; shift;;
         --help|-h) usage;;
         --) shift; break;;
         -*) echo "gpu_step: unknown option $1" >&2; usage;;
@@ -44,7 +48,7 @@ case $docs in ''|*[!0-9]*) echo "gpu_step: --docs $docs: expected a token count 
 [ "$docs" -eq 1 ] && { echo "gpu_step: --docs 1: documents need at least 2 tokens" >&2; exit 2; }
 L8=${LAYERS_8B:-8}
 case $L8 in ''|*[!0-9]*|0) echo "gpu_step: LAYERS_8B=$L8: expected a positive layer count" >&2; exit 2;; esac
-[ "${GPU_STEP_PARSE_ONLY:-0}" = 1 ] && { echo "shapes=$shapes docs=$docs layers_8b=$L8 ftmpi_args=$*"; exit 0; }
+[ "${GPU_STEP_PARSE_ONLY:-0}" = 1 ] && { echo "shapes=$shapes docs=$docs checkpointing=$ckpt layers_8b=$L8 ftmpi_args=$*"; exit 0; }
 
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 || { echo "no GPU"; exit 77; }
 . "$top/bench/gpu_env.sh"
@@ -64,7 +68,9 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 cd "$work"
 [ "$docs" -gt 0 ] && what="packed documents of ~$docs tokens (document masks on both sides)" ||
     what="no documents (causal attention on both sides)"
-echo "$gpu; MFU over $peak TFLOP/s; seq $T, batch $BATCH; data: $what"
+[ $ckpt = true ] && recompute="every block checkpointed on both sides" ||
+    recompute="no checkpointing on either side"
+echo "$gpu; MFU over $peak TFLOP/s; seq $T, batch $BATCH; data: $what; $recompute"
 printf "%-5s %-11s %10s %8s %13s %10s\n" shape side "tok/s" MFU "MFU printed" "peak GiB"
 for shape in $shapes; do
     if [ "$shape" = 1b ]; then L=16 H=2048 NH=32 NKV=8 FFN=8192 V=128256 TIED=true
@@ -74,7 +80,7 @@ for shape in $shapes; do
     vis=$(echo "$info" | sed -n 's/.*avg_visible=\([0-9.]*\).*/\1/p')
     cat > step.cfg <<CFG
 device = "cuda"; precision = "bf16"; max_steps = $STEPS; seed = 1; micro_batch_size = $BATCH; global_batch_size = $BATCH;
-activation_checkpointing = true; grad_clip = 1.0; log_every = 1; profile_phases = true;
+activation_checkpointing = $ckpt; grad_clip = 1.0; log_every = 1; profile_phases = true;
 model = { vocab_size = $V; hidden_size = $H; intermediate_size = $FFN; num_hidden_layers = $L;
           num_attention_heads = $NH; num_key_value_heads = $NKV; max_position_embeddings = $T;
           rope_theta = 500000.0; tie_word_embeddings = $TIED; };
@@ -95,11 +101,12 @@ CFG
     ftmfu=$(sed -n 's/^step .*| mfu \([0-9.]*\)% .*/\1/p' ftmpi-$shape.log | tail -n 1)
     # exact bytes: the metrics file (the log rounds to MiB/GiB)
     ftmem=$(sed -n 's/.*"kind":"peak_memory".*"backend_bytes":\([0-9]*\).*/\1/p' ftmpi-$shape.jsonl)
-    tied=""; [ "$TIED" = true ] && tied=--tied
+    peer_flags=""; [ "$TIED" = true ] && peer_flags=--tied
+    [ $ckpt = true ] || peer_flags="$peer_flags --no-checkpointing"
     peer=""
     if [ "${GPU_STEP_PEER:-1}" != 0 ]; then
         peer=$(python3 "$top/bench/gpu_step_torch.py" step data.h5 "$L" $H $NH $NKV $FFN $V $BATCH \
-               $tied --steps $STEPS 2> torch-$shape.err) || { tail -n 3 torch-$shape.err; peer=""; }
+               $peer_flags --steps $STEPS 2> torch-$shape.err) || { tail -n 3 torch-$shape.err; peer=""; }
         keep torch-$shape.err
     fi
     pt=$(echo "$peer" | sed -n 's/.*tokens_per_s=\([0-9.]*\).*/\1/p')

@@ -108,7 +108,8 @@ def step(args):
     torch.manual_seed(1)
     model = LlamaForCausalLM(cfg).to(dev)
     # (transformers 5 renames it; older ones have only the first name)
-    getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
+    if not args.no_checkpointing:
+        getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
     model.config.use_cache = False
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.1, fused=dev == "cuda")
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
@@ -189,6 +190,8 @@ def main():
     for name in ("layers", "dim", "heads", "kv_heads", "ffn", "vocab", "batch"):
         s.add_argument(name, type=int)
     s.add_argument("--tied", action="store_true")
+    s.add_argument("--no-checkpointing", action="store_true",
+                   help="run without gradient checkpointing (every activation kept)")
     s.add_argument("--steps", type=int, default=8)
     s.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     c = sub.add_parser("check")

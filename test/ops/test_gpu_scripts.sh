@@ -30,9 +30,10 @@ done
 
 # gpu_step's arguments (GPU_STEP_PARSE_ONLY stops after parsing)
 parse() { GPU_STEP_PARSE_ONLY=1 sh "$S/bench/gpu_step.sh" "$@" 2>&1; }
-[ "$(parse)" = "shapes=1b 8b docs=0 layers_8b=8 ftmpi_args=" ] || fail "gpu_step defaults: $(parse)"
-[ "$(LAYERS_8B=4 parse --shape 8b --docs 512 precision=fp32)" = \
-  "shapes=8b docs=512 layers_8b=4 ftmpi_args=precision=fp32" ] || fail "gpu_step arguments"
+[ "$(parse)" = "shapes=1b 8b docs=0 checkpointing=true layers_8b=8 ftmpi_args=" ] ||
+    fail "gpu_step defaults: $(parse)"
+[ "$(LAYERS_8B=4 parse --shape 8b --docs 512 --no-checkpointing precision=fp32)" = \
+  "shapes=8b docs=512 checkpointing=false layers_8b=4 ftmpi_args=precision=fp32" ] || fail "gpu_step arguments"
 for bad in "--shape 3b" "--docs x" "--docs 1" "--fast" "--shape"; do
     # shellcheck disable=SC2086 # split the case into its words
     out=$(parse $bad); rc=$?
@@ -47,13 +48,13 @@ out=$(PATH="$PWD/gpu:$PATH" sh "$S/bench/gpu_attention_profile.sh" 64 x 2>&1); r
 
 # gpu_quick's budget: 3 s leaves less than the 5 s a step needs, so every step is skipped
 out=$(PATH="$PWD/gpu:$PATH" GPU_QUICK_BUDGET=3 FTMPI_BUILD="$PWD/none" sh "$S/bench/gpu_quick.sh" "$PWD/logs" 2>&1)
-steps="linkage attention_tc attention_cudnn gpu_tests gpu_step gpu_step_own grads_zero_all head gpu_attention cuda_ops racecheck ckpt_half ckpt_keep_attention attention_profile profile"
+steps="linkage attention_tc attention_cudnn gpu_tests gpu_step gpu_step_own gpu_step_nockpt grads_zero_all head gpu_attention cuda_ops racecheck ckpt_half ckpt_keep_attention attention_profile profile"
 # (gpu_step_own, the step on the own attention kernels, follows a gpu_step that did not pass)
 for step in $steps; do
     echo "$out" | grep -qx "gpu_quick: $step: SKIPPED (the budget of 3s is spent)" ||
         { echo "$out"; fail "gpu_quick: no SKIPPED line for $step"; }
 done
-[ "$(echo "$out" | grep -c 'SKIPPED')" -eq 15 ] || { echo "$out"; fail "gpu_quick: expected 15 skipped steps"; }
+[ "$(echo "$out" | grep -c 'SKIPPED')" -eq 16 ] || { echo "$out"; fail "gpu_quick: expected 16 skipped steps"; }
 echo "$out" | grep -q "No such file" && { echo "$out"; fail "gpu_quick's summary reads logs no step wrote"; }
 [ -z "$(ls logs)" ] || { ls logs; fail "gpu_quick ran a step past its budget"; }
 # GPU_QUICK_STEPS: only the steps named get a line (here skipped for the budget)
