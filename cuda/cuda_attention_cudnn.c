@@ -381,27 +381,30 @@ static const ft_sdpa_graph *prepare(ft_backend *be, ft_cudnn_attn **cp, const in
     if (c->mode == MODE_OFF)
         return NULL;
     const char *why = NULL;
-    int docs = 0;
+    int docs = 0, ragged = 0;
     if (!c->handle)
         why = "no cuDNN handle";
     else if (!shape_ok(s))
         why = "shape (head_dim must be a multiple of 8 from 16 to 128)";
-    else if (segment && !ragged_shape_ok(s))
-        why = "documents with head_dim not a multiple of 16";
     else if (segment && (docs = docs_for(c, be, segment, s, hinted_table)) != 0)
         why = docs > 0 ? "documents that are not contiguous runs of ids"
                        : "out of memory for the document table";
-    else if (segment && (size_t)c->docs.docs * c->docs.rows > 4 * (size_t)s.batch * s.seq_len)
+    /* Rows that are each one document (as many documents as rows: every row has at least
+     * one) are plain causal rows: the padded graph, without the ragged batch's document
+     * tables and statistics moves; the mask is the same. */
+    else if ((ragged = segment && c->docs.count != s.batch) && !ragged_shape_ok(s))
+        why = "documents with head_dim not a multiple of 16";
+    else if (ragged && (size_t)c->docs.docs * c->docs.rows > 4 * (size_t)s.batch * s.seq_len)
         why = "documents too uneven for a padded batch (documents x longest > 4 x tokens)";
     const ft_sdpa_graph *plan = NULL;
     if (!why) {
-        *geo = (ft_sdpa_geom){ .b = segment ? c->docs.docs : s.batch,
+        *geo = (ft_sdpa_geom){ .b = ragged ? c->docs.docs : s.batch,
                                .hq = s.n_heads,
                                .hkv = s.n_kv_heads,
-                               .s = segment ? c->docs.rows : s.seq_len,
+                               .s = ragged ? c->docs.rows : s.seq_len,
                                .d = s.head_dim,
                                .window = s.window,
-                               .ragged = segment != NULL,
+                               .ragged = ragged,
                                .backward = backward,
                                .nondeterministic_ok = c->nondeterministic_ok };
         plan = plan_for(c, geo);

@@ -46,10 +46,11 @@ static float uniform(float lo, float hi)
     return lo + (hi - lo) * (float)((rng >> 40) & 0xffffff) / 16777216.0f;
 }
 
-enum seg_kind { SEG_NONE, SEG_PACKED, SEG_SHORT, SEG_LONG, SEG_ONE_TOKEN, SEG_SCATTERED, SEG_UNEVEN };
+enum seg_kind { SEG_NONE, SEG_PACKED, SEG_SHORT, SEG_LONG, SEG_ONE_TOKEN, SEG_SCATTERED, SEG_UNEVEN,
+                SEG_ROW };
 static const char *const seg_name[] = { "none", "docs of 23", "docs of 3", "docs of 90",
                                         "docs of 1", "scattered ids",
-                                        "one long doc and 1-token docs" };
+                                        "one long doc and 1-token docs", "one doc a row" };
 
 static int32_t segment_of(enum seg_kind kind, size_t i, int seq)
 {
@@ -60,6 +61,7 @@ static int32_t segment_of(enum seg_kind kind, size_t i, int seq)
     case SEG_LONG: return t / 90;
     case SEG_ONE_TOKEN: return t;
     case SEG_UNEVEN: return t < 150 ? 0 : t;
+    case SEG_ROW: return 7 + (int32_t)(i / (size_t)seq);
     default: return (int32_t)((i * 7) % 3);
     }
 }
@@ -294,6 +296,10 @@ int main(void)
     check_case(cpu, forced, 1, 2, 70, 4, 2, 24, SEG_NONE, 0);
     check_case(cpu, forced, 1, 1, 100, 4, 2, 16, SEG_PACKED, 0);
     check_case(cpu, forced, 1, 1, 100, 4, 2, 48, SEG_PACKED, 0);
+    /* one document a row goes to the plain causal graph, not a ragged one: head_dim 24,
+     * which a ragged graph is not given, is taken (forced: a refusal would abort) */
+    check_case(cpu, forced, 1, 2, 70, 4, 2, 24, SEG_ROW, 0);
+    check_case(cpu, forced, 1, 2, 100, 4, 2, 64, SEG_ROW, 0);
     /* the same plan again (cached), then one for another document count */
     check_case(cpu, forced, 1, 2, 100, 4, 2, 64, SEG_PACKED, 0);
     /* declined: the own kernels answer, and right */
