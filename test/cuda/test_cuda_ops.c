@@ -294,6 +294,12 @@ static void test_vector_ops(void)
         report(what, fabs(sg - sc) <= 1e-9 * fabs(sc), "gpu %.17g cpu %.17g", sg, sc);
         snprintf(what, sizeof what, "sum_squares n=%zu reproducible", n);
         report(what, sg == sg2, NULL);
+        if (n > 1) { /* one float off 16-byte alignment: the one-value-at-a-time path */
+            double uc = cpu->ops->sum_squares(cpu, cx + 1, n - 1);
+            double ug = gpu->ops->sum_squares(gpu, gx + 1, n - 1);
+            snprintf(what, sizeof what, "sum_squares n=%zu, unaligned", n - 1);
+            report(what, fabs(ug - uc) <= 1e-9 * fabs(uc), "gpu %.17g cpu %.17g", ug, uc);
+        }
         cpu->ops->free(cpu, cx), cpu->ops->free(cpu, cy);
         gpu->ops->free(gpu, gx), gpu->ops->free(gpu, gy);
         free(x), free(y), free(rc), free(rg);
