@@ -128,6 +128,20 @@ static void test_matmul(int m, int n, int k, int ta, int tb, float beta)
     free(a), free(b), free(c), free(c32);
 }
 
+/* An empty inner dimension: C = beta C, a bf16 C rounded once (no GEMM runs). */
+static void test_matmul_empty_k(void)
+{
+    const int m = 13, n = 7;
+    uint16_t *c = random_bf16((size_t)m * n, -2, 2), *ab = random_bf16(8, -1, 1);
+    twin C = twin_of(c, (size_t)m * n * 2), AB = twin_of(ab, 16);
+    ft_gemm_types all16 = { FT_DTYPE_BF16, FT_DTYPE_BF16, FT_DTYPE_BF16 };
+    cpu->ops->matmul(cpu, all16, C.c, AB.c, AB.c, m, n, 0, 0, 0, 1.0f, 0.37f);
+    gpu->ops->matmul(gpu, all16, C.g, AB.g, AB.g, m, n, 0, 0, 0, 1.0f, 0.37f);
+    compare("matmul k=0 -> bf16: beta C", C, 1, UNIT);
+    twin_free(C), twin_free(AB);
+    free(c), free(ab);
+}
+
 static void test_rmsnorm(int rows, int dim, ft_dtype gt)
 {
     const size_t n = (size_t)rows * dim, gb = gt == FT_DTYPE_BF16 ? 2 : 4;
@@ -204,6 +218,15 @@ static void test_elementwise(void)
     cpu->ops->bias_add(cpu, FT_DTYPE_BF16, FT_DTYPE_BF16, U.c, B.c, rows, dim);
     gpu->ops->bias_add(gpu, FT_DTYPE_BF16, FT_DTYPE_BF16, U.g, B.g, rows, dim);
     compare("bias_add", U, 1, UNIT);
+    { /* an fp32 bias into bf16 activations (the storage pairs are independent) */
+        float *b32 = random_f32(dim, -1, 1);
+        twin B32 = twin_of(b32, dim * 4u);
+        cpu->ops->bias_add(cpu, FT_DTYPE_F32, FT_DTYPE_BF16, U.c, B32.c, rows, dim);
+        gpu->ops->bias_add(gpu, FT_DTYPE_F32, FT_DTYPE_BF16, U.g, B32.g, rows, dim);
+        compare("bias_add, fp32 bias into bf16", U, 1, UNIT);
+        twin_free(B32);
+        free(b32);
+    }
     for (int gbf = 0; gbf < 2; gbf++) {
         void *db = gbf ? (void *)random_bf16(dim, -1, 1) : (void *)random_f32(dim, -1, 1);
         twin DB = twin_of(db, dim * (gbf ? 2 : 4));
@@ -432,6 +455,7 @@ int main(void)
             test_matmul(37, 29, 45, ta, tb, 0.0f);
             test_matmul(64, 48, 72, ta, tb, 1.0f);
         }
+    test_matmul_empty_k();
     test_rmsnorm(37, 96, FT_DTYPE_F32);
     test_rmsnorm(300, 512, FT_DTYPE_BF16);
     test_elementwise();

@@ -20,9 +20,14 @@ flags="--coverage -O0 -g -DFT_COVERAGE"
 [ -f Makefile ] || ../configure -q --with-cuda-emulation CFLAGS="$flags" CXXFLAGS="$flags" LDFLAGS=--coverage
 make -j2 >/dev/null
 find . -name '*.gcda' -delete
-tests="test/cuda/test_cuda_ops test/cuda/test_cuda_train.sh test/cuda/test_cuda_resume.sh \
-test/cuda/test_cuda_generate.sh test/cuda/test_cuda_plan.sh test/cuda/test_cuda_ops_orders.sh \
-test/cuda/test_attention_tc test/cuda/test_cuda_errors test/cuda/test_comm_nccl.sh test/cuda/test_cuda_dropout"
+# every test of test/cuda (the TESTS of its Makefile.inc, continuation lines joined), so
+# that a test added there counts here too
+tests=$(sed -e ':a' -e '/\\$/N; s/\\\n//; ta' "$top/test/cuda/Makefile.inc" |
+        awk '/^CUDA_SHELL_TESTS =/ { sub(/^CUDA_SHELL_TESTS =/, ""); shell = $0 }
+             /^TESTS \+=/ { sub(/^TESTS \+=/, ""); gsub(/\$\(CUDA_SHELL_TESTS\)/, shell); all = all " " $0 }
+             END { print all }')
+# and the tests elsewhere that run device = "cuda" (the phase timer's events)
+tests="$tests test/train/test_phases.sh"
 make -j2 check TESTS="$tests" >/dev/null 2>&1 || { echo "coverage: the tests failed"; exit 1; }
 
 # gcov per object: "File '../cuda/X'" then "Lines executed:P% of N", for the object's own
