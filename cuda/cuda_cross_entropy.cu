@@ -33,6 +33,13 @@ __device__ __forceinline__ void lse_add(float x, float *m, float *s)
     }
 }
 
+/* the gradient of one logit x: coef * softmax(x), less coef at the target */
+__device__ __forceinline__ float dlogit(float x, float lse, float coef, bool target)
+{
+    float g = coef * expf(x - lse);
+    return target ? g - coef : g;
+}
+
 /* logits and dlogits may be the same fp32 buffer: no __restrict__ on them */
 template <typename T>
 __global__ void cross_entropy_kernel(const float *logits, T *dlogits, float *__restrict__ row_loss,
@@ -81,17 +88,13 @@ __global__ void cross_entropy_kernel(const float *logits, T *dlogits, float *__r
             float x[FT_VEC];
             ft_ld8(z, j, x);
 #pragma unroll
-            for (int e = 0; e < FT_VEC; e++) {
-                float g = coef * expf(x[e] - lse);
-                x[e] = j + e == t ? g - coef : g;
-            }
+            for (int e = 0; e < FT_VEC; e++)
+                x[e] = dlogit(x[e], lse, coef, j + e == t);
             ft_st8(out, j, x);
         }
     } else {
-        for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
-            float g = coef * expf(z[j] - lse);
-            ft_st(out, j, j == t ? g - coef : g);
-        }
+        for (int j = threadIdx.x; j < vocab; j += blockDim.x)
+            ft_st(out, j, dlogit(z[j], lse, coef, j == t));
     }
 }
 

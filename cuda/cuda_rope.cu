@@ -19,6 +19,15 @@
 
 #define ROPE_THREADS 256
 
+/* One pair rotated by the angle whose cosine is c and (signed) sine s, each product and
+ * sum rounded on its own: the arithmetic of both paths below. */
+__device__ __forceinline__ void rope_rotate(float *a, float *b, float c, float s)
+{
+    float ra = __fsub_rn(__fmul_rn(*a, c), __fmul_rn(*b, s));
+    float rb = __fadd_rn(__fmul_rn(*a, s), __fmul_rn(*b, c));
+    *a = ra, *b = rb;
+}
+
 template <typename T>
 __global__ void rope_kernel(T *__restrict__ x, const float *__restrict__ cos_table,
                             const float *__restrict__ sin_table, const int32_t *__restrict__ pos,
@@ -37,8 +46,9 @@ __global__ void rope_kernel(T *__restrict__ x, const float *__restrict__ cos_tab
         T *xh = x + th * head_dim;
         int ia = i * a_step, ib = ia + b_off;
         float a = ft_ld(xh, ia), b = ft_ld(xh, ib);
-        ft_st(xh, ia, __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s)));
-        ft_st(xh, ib, __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c)));
+        rope_rotate(&a, &b, c, s);
+        ft_st(xh, ia, a);
+        ft_st(xh, ib, b);
     }
 }
 
@@ -63,12 +73,8 @@ __global__ void rope_half_split_vec_kernel(T *__restrict__ x, const float *__res
         ft_ld8(cos_table, trow + i, c);
         ft_ld8(sin_table, trow + i, s);
 #pragma unroll
-        for (int e = 0; e < FT_VEC; e++) {
-            float se = sign * s[e];
-            float ra = __fsub_rn(__fmul_rn(a[e], c[e]), __fmul_rn(b[e], se));
-            float rb = __fadd_rn(__fmul_rn(a[e], se), __fmul_rn(b[e], c[e]));
-            a[e] = ra, b[e] = rb;
-        }
+        for (int e = 0; e < FT_VEC; e++)
+            rope_rotate(&a[e], &b[e], c[e], sign * s[e]);
         ft_st8(xh, i, a);
         ft_st8(xh, i + half, b);
     }

@@ -60,8 +60,8 @@ __device__ __forceinline__ void ft_ld8(const ft_bf16 *p, size_t i, float v[FT_VE
     uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
     for (int k = 0; k < 4; k++) {
-        v[2 * k] = __uint_as_float(w[k] << 16);
-        v[2 * k + 1] = __uint_as_float(w[k] & 0xFFFF0000u);
+        v[2 * k] = ft_f32_from_bf16((uint16_t)w[k]);
+        v[2 * k + 1] = ft_f32_from_bf16((uint16_t)(w[k] >> 16));
     }
 }
 __device__ __forceinline__ void ft_st8(float *p, size_t i, const float v[FT_VEC])
