@@ -344,13 +344,13 @@ static void cuda_rmsnorm_fwd(ft_backend *be, ft_dtype dt, void *y, float *rstd, 
                   "rmsnorm_fwd");
 }
 
-static void cuda_rmsnorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx, void *dw,
-                             const void *dy, const void *x, const void *w, const float *rstd,
-                             int rows, int dim)
+static void cuda_rmsnorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx,
+                             const void *dx_base, void *dw, const void *dy, const void *x,
+                             const void *w, const float *rstd, int rows, int dim)
 {
     void *scratch = ft_cuda_scratch(be, ft_cuda_rmsnorm_bwd_scratch_bytes(rows, dim));
-    ft_cuda_check(ft_cuda_launch_rmsnorm_bwd(dt, gt, dx, dw, dy, x, w, rstd, rows, dim, scratch,
-                                             ft_cuda_stream(be)),
+    ft_cuda_check(ft_cuda_launch_rmsnorm_bwd(dt, gt, dx, dx_base, dw, dy, x, w, rstd, rows, dim,
+                                             scratch, ft_cuda_stream(be)),
                   "rmsnorm_bwd");
 }
 
@@ -363,13 +363,14 @@ static void cuda_layernorm_fwd(ft_backend *be, ft_dtype dt, void *y, float *mean
                   "layernorm_fwd");
 }
 
-static void cuda_layernorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx, void *dw,
-                               void *db, const void *dy, const void *x, const void *w,
-                               const float *mean, const float *rstd, int rows, int dim)
+static void cuda_layernorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx,
+                               const void *dx_base, void *dw, void *db, const void *dy,
+                               const void *x, const void *w, const float *mean,
+                               const float *rstd, int rows, int dim)
 {
     void *scratch = ft_cuda_scratch(be, ft_cuda_layernorm_bwd_scratch_bytes(rows, dim));
-    ft_cuda_check(ft_cuda_launch_layernorm_bwd(dt, gt, dx, dw, db, dy, x, w, mean, rstd, rows, dim,
-                                               scratch, ft_cuda_stream(be)),
+    ft_cuda_check(ft_cuda_launch_layernorm_bwd(dt, gt, dx, dx_base, dw, db, dy, x, w, mean, rstd,
+                                               rows, dim, scratch, ft_cuda_stream(be)),
                   "layernorm_bwd");
 }
 
@@ -550,6 +551,7 @@ static const ft_backend_ops cuda_ops = {
     .zero = cuda_zero,
     .sync = cuda_sync,
     .matmul = ft_cuda_matmul,
+    .matmul_add = ft_cuda_matmul_add,
     .add = cuda_add,
     .scale = cuda_scale,
     .sum_squares = cuda_sum_squares,

@@ -109,8 +109,8 @@ cudaError_t ft_cuda_launch_rmsnorm_fwd(ft_dtype dt, void *y, float *rstd, const 
                                        const void *w, int rows, int dim, float eps,
                                        cudaStream_t st);
 size_t ft_cuda_rmsnorm_bwd_scratch_bytes(int rows, int dim);
-cudaError_t ft_cuda_launch_rmsnorm_bwd(ft_dtype dt, ft_dtype gt, void *dx, void *dw,
-                                       const void *dy, const void *x, const void *w,
+cudaError_t ft_cuda_launch_rmsnorm_bwd(ft_dtype dt, ft_dtype gt, void *dx, const void *dx_base,
+                                       void *dw, const void *dy, const void *x, const void *w,
                                        const float *rstd, int rows, int dim, void *scratch,
                                        cudaStream_t st);
 
@@ -119,7 +119,8 @@ cudaError_t ft_cuda_launch_layernorm_fwd(ft_dtype dt, void *y, float *mean, floa
                                          const void *x, const void *w, const void *b, int rows,
                                          int dim, float eps, cudaStream_t st);
 size_t ft_cuda_layernorm_bwd_scratch_bytes(int rows, int dim);
-cudaError_t ft_cuda_launch_layernorm_bwd(ft_dtype dt, ft_dtype gt, void *dx, void *dw, void *db,
+cudaError_t ft_cuda_launch_layernorm_bwd(ft_dtype dt, ft_dtype gt, void *dx,
+                                         const void *dx_base, void *dw, void *db,
                                          const void *dy, const void *x, const void *w,
                                          const float *mean, const float *rstd, int rows, int dim,
                                          void *scratch, cudaStream_t st);

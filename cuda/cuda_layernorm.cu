@@ -64,8 +64,9 @@ __global__ void layernorm_fwd_kernel(T *__restrict__ y, float *__restrict__ mean
         ft_st(yr, j, (ft_ld(xr, j) - mu) * rs * ft_ld(w, j) + ft_ld(b, j));
 }
 
+/* dx = base + d/dx per row; base may be dx itself or NULL (as in rmsnorm_dx_kernel) */
 template <typename T>
-__global__ void layernorm_dx_kernel(T *__restrict__ dx, const T *__restrict__ dy,
+__global__ void layernorm_dx_kernel(T *dx, const T *base, const T *__restrict__ dy,
                                     const T *__restrict__ x, const T *__restrict__ w,
                                     const float *__restrict__ mean,
                                     const float *__restrict__ rstd, int dim)
@@ -74,6 +75,7 @@ __global__ void layernorm_dx_kernel(T *__restrict__ dx, const T *__restrict__ dy
     size_t r = blockIdx.x;
     const T *xr = x + r * dim, *dyr = dy + r * dim;
     T *dxr = dx + r * dim;
+    const T *br = base ? base + r * dim : NULL;
     float mu = mean[r], rs = rstd[r];
     float sg = 0.0f, sgx = 0.0f;
     for (int j = threadIdx.x; j < dim; j += blockDim.x) {
@@ -86,7 +88,7 @@ __global__ void layernorm_dx_kernel(T *__restrict__ dx, const T *__restrict__ dy
     for (int j = threadIdx.x; j < dim; j += blockDim.x) {
         float xhat = (ft_ld(xr, j) - mu) * rs;
         float g = ft_ld(dyr, j) * ft_ld(w, j);
-        ft_st(dxr, j, ft_ld(dxr, j) + rs * (g - mean_g - xhat * mean_gx));
+        ft_st(dxr, j, (br ? ft_ld(br, j) : 0.0f) + rs * (g - mean_g - xhat * mean_gx));
     }
 }
 
@@ -162,8 +164,9 @@ extern "C" size_t ft_cuda_layernorm_bwd_scratch_bytes(int rows, int dim)
     return 2 * chunks * (size_t)dim * sizeof(float); /* dw's partials, then db's */
 }
 
-extern "C" cudaError_t ft_cuda_launch_layernorm_bwd(ft_dtype dt, ft_dtype gt, void *dx, void *dw,
-                                                    void *db, const void *dy, const void *x,
+extern "C" cudaError_t ft_cuda_launch_layernorm_bwd(ft_dtype dt, ft_dtype gt, void *dx,
+                                                    const void *dx_base, void *dw, void *db,
+                                                    const void *dy, const void *x,
                                                     const void *w, const float *mean,
                                                     const float *rstd, int rows, int dim,
                                                     void *scratch, cudaStream_t st)
@@ -176,7 +179,8 @@ extern "C" cudaError_t ft_cuda_launch_layernorm_bwd(ft_dtype dt, ft_dtype gt, vo
     cudaError_t e = cudaSuccess;
     FT_WITH_STORAGE(dt, T, {
         FT_LAUNCH(layernorm_dx_kernel<T>, rows, ln_threads(dim), 0, st)(
-            (T *)dx, (const T *)dy, (const T *)x, (const T *)w, mean, rstd, dim);
+            (T *)dx, (const T *)dx_base, (const T *)dy, (const T *)x, (const T *)w, mean, rstd,
+            dim);
         e = cudaGetLastError();
         if (e == cudaSuccess) {
             FT_LAUNCH(layernorm_dwdb_partial_kernel<T>, grid, dim3(LN_DW_X, LN_DW_Y), 0, st)(

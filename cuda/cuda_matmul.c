@@ -25,7 +25,10 @@
  * aligned operands, and callers pass pointers into the middle of buffers.
  * cuBLASLt's results are run-to-run reproducible for a fixed algorithm and
  * workspace on one stream (its split-K reductions are ordered), so the matmul
- * is deterministic. beta == 0 never reads c. */
+ * is deterministic. beta == 0 never reads c. matmul_add gives cuBLASLt a C distinct
+ * from D (the residual stream read, the sum written elsewhere): with C and D aligned
+ * alike, the same plan, so the same kernel and bits, as a copy of C into D followed by the
+ * accumulating matmul. */
 #include "cuda_state.h"
 
 #include <stdio.h>
@@ -167,6 +170,22 @@ static ft_cuda_mm_plan *plan_get(ft_cuda_state *st, ft_gemm_types t, int m, int 
     return victim;
 }
 
+/* d = alpha op(a) op(b) + beta c: cuBLASLt's C and D (the same layout; the same buffer
+ * for the vtable's matmul, distinct for matmul_add). The plan's C/D alignment is the
+ * smaller of the two pointers'. */
+static void matmul_run(ft_backend *be, ft_gemm_types t, void *d, const void *c, const void *a,
+                       const void *b, int m, int n, int k, bool trans_a, bool trans_b,
+                       float alpha, float beta)
+{
+    ft_cuda_state *st = ft_cuda_state_of(be);
+    unsigned align_cd = ptr_align(d) < ptr_align(c) ? ptr_align(d) : ptr_align(c);
+    ft_cuda_mm_plan *p = plan_get(st, t, m, n, k, trans_a ? 1 : 0, trans_b ? 1 : 0, ptr_align(a),
+                                  ptr_align(b), align_cd);
+    lt_check(cublasLtMatmul(st->lt, p->desc, &alpha, b, p->la, a, p->lb, &beta, c, p->lc, d,
+                            p->lc, &p->algo, st->lt_workspace, FT_CUDA_LT_WORKSPACE, st->stream),
+             "cublasLtMatmul");
+}
+
 void ft_cuda_matmul(ft_backend *be, ft_gemm_types t, void *c, const void *a, const void *b, int m,
                     int n, int k, bool trans_a, bool trans_b, float alpha, float beta)
 {
@@ -179,9 +198,21 @@ void ft_cuda_matmul(ft_backend *be, ft_gemm_types t, void *c, const void *a, con
                       "matmul (k = 0)");
         return;
     }
-    ft_cuda_mm_plan *p = plan_get(st, t, m, n, k, trans_a ? 1 : 0, trans_b ? 1 : 0, ptr_align(a),
-                                  ptr_align(b), ptr_align(c));
-    lt_check(cublasLtMatmul(st->lt, p->desc, &alpha, b, p->la, a, p->lb, &beta, c, p->lc, c,
-                            p->lc, &p->algo, st->lt_workspace, FT_CUDA_LT_WORKSPACE, st->stream),
-             "cublasLtMatmul");
+    matmul_run(be, t, c, c, a, b, m, n, k, trans_a, trans_b, alpha, beta);
+}
+
+void ft_cuda_matmul_add(ft_backend *be, ft_gemm_types t, void *d, const void *c, const void *a,
+                        const void *b, int m, int n, int k, bool trans_a, bool trans_b)
+{
+    ft_cuda_state *st = ft_cuda_state_of(be);
+    if (m <= 0 || n <= 0)
+        return;
+    if (k <= 0) { /* d = c */
+        if (d != c)
+            ft_cuda_check(cudaMemcpyAsync(d, c, (size_t)m * (size_t)n * ft_dtype_size(t.c),
+                                          cudaMemcpyDeviceToDevice, st->stream),
+                          "matmul_add (k = 0)");
+        return;
+    }
+    matmul_run(be, t, d, c, a, b, m, n, k, trans_a, trans_b, 1.0f, 1.0f);
 }

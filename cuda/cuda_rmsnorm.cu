@@ -87,14 +87,17 @@ __global__ void rmsnorm_fwd_kernel(T *__restrict__ y, float *__restrict__ rstd,
     }
 }
 
+/* dx = base + d/dx per row; base may be dx itself (no __restrict__ on the two: each
+ * element is read before the same thread writes it) or NULL (0). */
 template <typename T>
-__global__ void rmsnorm_dx_kernel(T *__restrict__ dx, const T *__restrict__ dy,
+__global__ void rmsnorm_dx_kernel(T *dx, const T *base, const T *__restrict__ dy,
                                   const T *__restrict__ x, const T *__restrict__ w,
                                   const float *__restrict__ rstd, int dim, int vec)
 {
     __shared__ float red[32];
     size_t r = blockIdx.x;
     const T *xr = x + r * dim, *dyr = dy + r * dim;
+    const T *br = base ? base + r * dim : NULL;
     T *dxr = dx + r * dim;
     float rs = rstd[r];
     float c = 0.0f;
@@ -120,7 +123,10 @@ __global__ void rmsnorm_dx_kernel(T *__restrict__ dx, const T *__restrict__ dy,
             ft_ld8(dyr, j, d);
             ft_ld8(w, j, g);
             ft_ld8(xr, j, v);
-            ft_ld8(dxr, j, o);
+            if (br)
+                ft_ld8(br, j, o);
+            else
+                o[0] = o[1] = o[2] = o[3] = o[4] = o[5] = o[6] = o[7] = 0.0f;
 #pragma unroll
             for (int e = 0; e < FT_VEC; e++)
                 o[e] = o[e] + (rs * g[e] * d[e] - v[e] * coef);
@@ -129,7 +135,8 @@ __global__ void rmsnorm_dx_kernel(T *__restrict__ dx, const T *__restrict__ dy,
     } else {
         for (int j = threadIdx.x; j < dim; j += blockDim.x)
             ft_st(dxr, j,
-                  ft_ld(dxr, j) + (rs * ft_ld(w, j) * ft_ld(dyr, j) - ft_ld(xr, j) * coef));
+                  (br ? ft_ld(br, j) : 0.0f) +
+                      (rs * ft_ld(w, j) * ft_ld(dyr, j) - ft_ld(xr, j) * coef));
     }
 }
 
@@ -192,8 +199,9 @@ extern "C" size_t ft_cuda_rmsnorm_bwd_scratch_bytes(int rows, int dim)
     return chunks * (size_t)dim * sizeof(float);
 }
 
-extern "C" cudaError_t ft_cuda_launch_rmsnorm_bwd(ft_dtype dt, ft_dtype gt, void *dx, void *dw,
-                                                  const void *dy, const void *x, const void *w,
+extern "C" cudaError_t ft_cuda_launch_rmsnorm_bwd(ft_dtype dt, ft_dtype gt, void *dx,
+                                                  const void *dx_base, void *dw, const void *dy,
+                                                  const void *x, const void *w,
                                                   const float *rstd, int rows, int dim,
                                                   void *scratch, cudaStream_t st)
 {
@@ -203,10 +211,11 @@ extern "C" cudaError_t ft_cuda_launch_rmsnorm_bwd(ft_dtype dt, ft_dtype gt, void
     float *partial = (float *)scratch;
     dim3 grid((unsigned)((dim + RMS_DW_X - 1) / RMS_DW_X), (unsigned)chunks);
     cudaError_t e = cudaSuccess;
-    int vec = dim % FT_VEC == 0 && ft_aligned16(dx, dy, x, w);
+    int vec = dim % FT_VEC == 0 && ft_aligned16(dx, dy, x, w, dx_base);
     FT_WITH_STORAGE(dt, T, {
         FT_LAUNCH(rmsnorm_dx_kernel<T>, rows, rms_threads(dim, vec), 0, st)(
-            (T *)dx, (const T *)dy, (const T *)x, (const T *)w, rstd, dim, vec);
+            (T *)dx, (const T *)dx_base, (const T *)dy, (const T *)x, (const T *)w, rstd, dim,
+            vec);
         e = cudaGetLastError();
         if (e == cudaSuccess) {
             FT_LAUNCH(rmsnorm_dw_partial_kernel<T>, grid, dim3(RMS_DW_X, RMS_DW_Y), 0, st)(

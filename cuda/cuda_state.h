@@ -66,6 +66,8 @@ static inline ft_cuda_state *ft_cuda_state_of(const ft_backend *be)
 /* cuda_matmul.c */
 void ft_cuda_matmul(ft_backend *be, ft_gemm_types t, void *c, const void *a, const void *b, int m,
                     int n, int k, bool trans_a, bool trans_b, float alpha, float beta);
+void ft_cuda_matmul_add(ft_backend *be, ft_gemm_types t, void *d, const void *c, const void *a,
+                        const void *b, int m, int n, int k, bool trans_a, bool trans_b);
 void ft_cuda_matmul_release(ft_cuda_state *st);
 
 /* cuda_attention_route.c: the vtable's attention entries (which kernels a call takes) */

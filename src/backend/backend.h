@@ -138,6 +138,13 @@ typedef struct ft_backend_ops {
      * matmul(be, t, y, x, W, N, out, in, false, true, 1, 0). */
     void (*matmul)(ft_backend *be, ft_gemm_types t, void *c, const void *a, const void *b, int m,
                    int n, int k, bool trans_a, bool trans_b, float alpha, float beta);
+    /* d = op(a) * op(b) + c: matmul with alpha = beta = 1 reading c and writing d (both
+     * [m,n] of t.c; distinct buffers, or the same one). A residual connection's sum
+     * happens in the GEMM's epilogue instead of a copy of the residual into d before an
+     * accumulating matmul: bitwise that copy-and-accumulate, one pass over d and one
+     * launch fewer. */
+    void (*matmul_add)(ft_backend *be, ft_gemm_types t, void *d, const void *c, const void *a,
+                       const void *b, int m, int n, int k, bool trans_a, bool trans_b);
     void (*add)(ft_backend *be, float *y, const float *x, size_t n);      /* y += x */
     void (*scale)(ft_backend *be, float *x, float s, size_t n);           /* x *= s */
     double (*sum_squares)(ft_backend *be, const float *x, size_t n);     /* sum x^2 in fp64 */
@@ -150,10 +157,12 @@ typedef struct ft_backend_ops {
     /* y = x * rstd * w with rstd = 1/sqrt(mean(x^2) + eps) per row; rstd saved [rows]. */
     void (*rmsnorm_fwd)(ft_backend *be, ft_dtype dt, void *y, float *rstd, const void *x,
                         const void *w, int rows, int dim, float eps);
-    /* dx += d/dx, dw += d/dw (both accumulate; dw stored as gt). */
-    void (*rmsnorm_bwd)(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx, void *dw,
-                        const void *dy, const void *x, const void *w, const float *rstd,
-                        int rows, int dim);
+    /* dx = dx_base + d/dx, dw += d/dw (dw stored as gt). dx_base is dx itself (dx
+     * accumulates), another [rows, dim] buffer of dt (a residual's gradient, so that no
+     * copy of it into dx comes first), or NULL (dx = d/dx). */
+    void (*rmsnorm_bwd)(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx, const void *dx_base,
+                        void *dw, const void *dy, const void *x, const void *w,
+                        const float *rstd, int rows, int dim);
 
     /* LayerNorm with bias (GPT-NeoX, GPT-J), per row of dim values:
      *   mean = sum(x)/dim, var = sum((x - mean)^2)/dim (biased, as torch.nn.LayerNorm),
@@ -163,15 +172,16 @@ typedef struct ft_backend_ops {
                           const void *x, const void *w, const void *b, int rows, int dim,
                           float eps);
     /* With xhat = (x - mean) * rstd and g = dy * w, per row:
-     *   dx += rstd * (g - mean_j(g) - xhat * mean_j(g * xhat)),
+     *   dx = dx_base + rstd * (g - mean_j(g) - xhat * mean_j(g * xhat)),
      *   dw += sum over rows of dy * xhat,  db += sum over rows of dy.
-     * All accumulate; dw and db stored as gt (like rmsnorm_bwd). Each column's sum over
+     * dx_base as in rmsnorm_bwd; dw and db accumulate, stored as gt. Each column's sum over
      * the rows is added in an order fixed by rows and dim (the CPU: row order; CUDA:
      * fixed row chunks, then the chunks in order), so results do not depend on threads
      * or differ between runs. */
-    void (*layernorm_bwd)(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx, void *dw,
-                          void *db, const void *dy, const void *x, const void *w,
-                          const float *mean, const float *rstd, int rows, int dim);
+    void (*layernorm_bwd)(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx,
+                          const void *dx_base, void *dw, void *db, const void *dy, const void *x,
+                          const void *w, const float *mean, const float *rstd, int rows,
+                          int dim);
 
     /* Rotary embedding in place on x [tokens, n_heads*r.head_dim]: in each head the
      * pairs of the first r.rot_dim dimensions (ft_rope_shape) rotate, pair i by

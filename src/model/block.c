@@ -220,11 +220,13 @@ static void *grad_or_sink(const ft_block_ctx *bc, void *g, int half)
     return (float *)bc->scratch->grad_sink + (size_t)half * dim;
 }
 
-static void norm_bwd(const ft_block_ctx *bc, void *dx, void *dw, void *db, const void *dy,
-                     const void *x, const void *w, const float *mean, const float *rstd, int rows)
+/* dx = dx_base + Norm^T dy (family_norm.h) */
+static void norm_bwd(const ft_block_ctx *bc, void *dx, const void *dx_base, void *dw, void *db,
+                     const void *dy, const void *x, const void *w, const float *mean,
+                     const float *rstd, int rows)
 {
     const bool has_bias = ft_model_family_of(bc->config)->layernorm;
-    ft_family_norm_bwd(bc->be, bc->config, bc->dt, bc->gt, dx, grad_or_sink(bc, dw, 0),
+    ft_family_norm_bwd(bc->be, bc->config, bc->dt, bc->gt, dx, dx_base, grad_or_sink(bc, dw, 0),
                        has_bias ? grad_or_sink(bc, db, 1) : db, dy, x, w, mean, rstd, rows);
 }
 
@@ -244,6 +246,14 @@ static void linear_fwd(const ft_block_ctx *bc, void *z, const void *a, const voi
                        int out, int in, float beta)
 {
     bc->be->ops->matmul(bc->be, gemm(bc), z, a, w, n, out, in, false, true, 1.0f, beta);
+}
+
+/* z[N,out] = r[N,out] + a[N,in] W^T: a projection onto the residual stream r, summed in
+ * the GEMM (backend.h, matmul_add) rather than after a copy of r into z. */
+static void linear_fwd_residual(const ft_block_ctx *bc, void *z, const void *r, const void *a,
+                                const void *w, int n, int out, int in)
+{
+    bc->be->ops->matmul_add(bc->be, gemm(bc), z, r, a, w, n, out, in, false, true);
 }
 
 /* Backward of projection proj (an ft_block_tensor) given dz:
@@ -320,18 +330,17 @@ static void project_rotate_bwd(const ft_block_ctx *bc, const ft_block_params *p,
                   ft_model_rope_shape(c), true);
     void *dproj = dz;
     if (norm_w) {
-        be->ops->zero(be, dz_raw, (size_t)N * out * ft_dtype_size(bc->dt));
-        be->ops->rmsnorm_bwd(be, bc->dt, bc->gt, dz_raw, grad_or_sink(bc, dnorm_w, 0), dz, z_raw,
-                             norm_w, rstd, N * n_heads, c->head_dim);
+        be->ops->rmsnorm_bwd(be, bc->dt, bc->gt, dz_raw, NULL, grad_or_sink(bc, dnorm_w, 0), dz,
+                             z_raw, norm_w, rstd, N * n_heads, c->head_dim);
         dproj = dz_raw;
     }
     bias_bwd(bc, db, dproj, N, out);
     linear_bwd(bc, p, g, acts, proj_id, da, dproj, a, N, out, H, beta_da);
 }
 
-/* y += MLP(n): SwiGLU, or GELU with biases. */
+/* y = residual + MLP(n): SwiGLU, or GELU with biases. */
 static void mlp_fwd(const ft_block_ctx *bc, const ft_block_params *p, const void *n,
-                    ft_block_acts *a, void *y)
+                    ft_block_acts *a, const void *residual, void *y)
 {
     ft_backend *be = bc->be;
     const ft_model_config *c = bc->config;
@@ -350,7 +359,7 @@ static void mlp_fwd(const ft_block_ctx *bc, const ft_block_params *p, const void
         ft_block_lora_keep_u(bc, p, a, FT_BLK_DOWN, a->act);
         return;
     }
-    linear_fwd(bc, y, a->act, p->w[FT_BLK_DOWN], N, H, I, 1.0f);
+    linear_fwd_residual(bc, y, residual, a->act, p->w[FT_BLK_DOWN], N, H, I);
     add_bias(bc, y, p->w[FT_BLK_DOWN_BIAS], N, H);
     ft_block_lora_fwd(bc, p, a, FT_BLK_DOWN, y, a->act);
 }
@@ -401,7 +410,6 @@ static void self_attention_fwd(const ft_block_ctx *bc, const ft_block_params *p,
 void ft_block_forward(const ft_block_ctx *bc, const ft_block_params *p, const void *x, void *y,
                       ft_block_acts *a)
 {
-    ft_backend *be = bc->be;
     const ft_model_config *c = bc->config;
     const ft_family_info *fam = ft_model_family_of(c);
     const int N = bc->tokens, H = c->hidden_size;
@@ -419,8 +427,7 @@ void ft_block_forward(const ft_block_ctx *bc, const ft_block_params *p, const vo
     } else if (bc->rebuild_only && parallel) { /* h only feeds y (the MLP reads x) */
         ft_block_lora_keep_u(bc, p, a, FT_BLK_O, a->att);
     } else {
-        be->ops->copy(be, a->h, x, (size_t)N * H * ft_dtype_size(bc->dt));
-        linear_fwd(bc, a->h, a->att, p->w[FT_BLK_O], N, H, Q, 1.0f);
+        linear_fwd_residual(bc, a->h, x, a->att, p->w[FT_BLK_O], N, H, Q);
         add_bias(bc, a->h, p->w[FT_BLK_O_BIAS], N, H);
         ft_block_lora_fwd(bc, p, a, FT_BLK_O, a->h, a->att);
     }
@@ -433,9 +440,7 @@ void ft_block_forward(const ft_block_ctx *bc, const ft_block_params *p, const vo
                           p->w[FT_BLK_MLP_NORM_BIAS], N);
         xn2 = a->xn2;
     }
-    if (!bc->rebuild_only)
-        be->ops->copy(be, y, a->h, (size_t)N * H * ft_dtype_size(bc->dt));
-    mlp_fwd(bc, p, xn2, a, y);
+    mlp_fwd(bc, p, xn2, a, a->h, y);
 }
 
 /* Whether this backward computes dx (block.h, skip_input_grad): trained norms reading
@@ -457,7 +462,6 @@ void ft_block_backward(const ft_block_ctx *bc, const ft_block_params *p, ft_bloc
     const int Q = c->num_attention_heads * c->head_dim;
     const int KV = c->num_key_value_heads * c->head_dim;
     ft_block_scratch *s = bc->scratch;
-    const size_t NH = (size_t)N * H * ft_dtype_size(bc->dt);
     /* Without dx, the input's norms' backward and the GEMMs feeding only them go: q, k,
      * v's input gradients, and with a parallel residual the MLP's (sequential: the
      * MLP's feeds h's gradient, which the attention branch needs). */
@@ -467,22 +471,24 @@ void ft_block_backward(const ft_block_ctx *bc, const ft_block_params *p, ft_bloc
     /* MLP branch: y = h + MLP(n2). Its gradient wrt n2 lands in dxn; with a shared
      * norm it stays there and the attention's q/k/v gradients add to it. */
     mlp_bwd(bc, p, g, fam->shared_norm ? a->xn1 : a->xn2, a, dy, parallel ? dxn : s->dxn, 0.0f);
-    be->ops->copy(be, s->dh, dy, NH); /* residual path: dL/dh = dy (+ norm2 for sequential) */
-    if (parallel && want_dx) {
-        /* y = x + attn + mlp: dx starts as dy, plus Norm2's backward wrt x when the
-         * MLP has its own norm */
-        be->ops->copy(be, dx, dy, NH);
-        if (!fam->shared_norm)
-            norm_bwd(bc, dx, g->g[FT_BLK_MLP_NORM], g->g[FT_BLK_MLP_NORM_BIAS], s->dxn, x,
-                              p->w[FT_BLK_MLP_NORM], a->mean2, a->rstd2, N);
+    /* The residual path: dL/dh is dy, plus Norm2's backward for the sequential residual;
+     * dx is the attention's Norm1 backward added to dx_base. The norms' backward adds to
+     * its base buffer, so no copy of dy starts either sum (dx and dy are distinct). */
+    const void *dh = dy, *dx_base = dy;
+    if (parallel && want_dx && !fam->shared_norm) {
+        /* y = x + attn + mlp: dx = dy + Norm2's backward wrt x */
+        norm_bwd(bc, dx, dy, g->g[FT_BLK_MLP_NORM], g->g[FT_BLK_MLP_NORM_BIAS], s->dxn, x,
+                 p->w[FT_BLK_MLP_NORM], a->mean2, a->rstd2, N);
+        dx_base = dx;
     } else if (!parallel) {
-        norm_bwd(bc, s->dh, g->g[FT_BLK_MLP_NORM], g->g[FT_BLK_MLP_NORM_BIAS], s->dxn,
-                          a->h, p->w[FT_BLK_MLP_NORM], a->mean2, a->rstd2, N);
+        norm_bwd(bc, s->dh, dy, g->g[FT_BLK_MLP_NORM], g->g[FT_BLK_MLP_NORM_BIAS], s->dxn, a->h,
+                 p->w[FT_BLK_MLP_NORM], a->mean2, a->rstd2, N);
+        dh = dx_base = s->dh;
     }
 
     /* Attention branch: h = x + att Wo^T (+ bo) */
-    bias_bwd(bc, g->g[FT_BLK_O_BIAS], s->dh, N, H);
-    linear_bwd(bc, p, g, a, FT_BLK_O, s->datt, s->dh, a->att, N, H, Q, 0.0f);
+    bias_bwd(bc, g->g[FT_BLK_O_BIAS], dh, N, H);
+    linear_bwd(bc, p, g, a, FT_BLK_O, s->datt, dh, a->att, N, H, Q, 0.0f);
     be->ops->attention_bwd(be, bc->dt, s->dq, s->dk, s->dv, s->datt, a->att, a->lse, a->q, a->k,
                            a->v, bc->segment, bc->attn);
     const float beta_q = fam->shared_norm ? 1.0f : 0.0f; /* keep the MLP's dn1 */
@@ -496,8 +502,6 @@ void ft_block_backward(const ft_block_ctx *bc, const ft_block_params *p, ft_bloc
     linear_bwd(bc, p, g, a, FT_BLK_V, dxn, s->dv, a->xn1, N, KV, H, 1.0f);
     if (!want_dx)
         return;
-    if (!parallel)
-        be->ops->copy(be, dx, s->dh, NH);
-    norm_bwd(bc, dx, g->g[FT_BLK_ATTN_NORM], g->g[FT_BLK_ATTN_NORM_BIAS], s->dxn, x,
-                      p->w[FT_BLK_ATTN_NORM], a->mean1, a->rstd1, N);
+    norm_bwd(bc, dx, dx_base, g->g[FT_BLK_ATTN_NORM], g->g[FT_BLK_ATTN_NORM_BIAS], s->dxn, x,
+             p->w[FT_BLK_ATTN_NORM], a->mean1, a->rstd1, N);
 }

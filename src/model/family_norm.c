@@ -12,11 +12,13 @@ void ft_family_norm_fwd(ft_backend *be, const ft_model_config *c, ft_dtype dt, v
 }
 
 void ft_family_norm_bwd(ft_backend *be, const ft_model_config *c, ft_dtype dt, ft_dtype gt,
-                        void *dx, void *dw, void *db, const void *dy, const void *x, const void *w,
-                        const float *mean, const float *rstd, int rows)
+                        void *dx, const void *dx_base, void *dw, void *db, const void *dy,
+                        const void *x, const void *w, const float *mean, const float *rstd,
+                        int rows)
 {
     if (ft_model_family_of(c)->layernorm)
-        be->ops->layernorm_bwd(be, dt, gt, dx, dw, db, dy, x, w, mean, rstd, rows, c->hidden_size);
+        be->ops->layernorm_bwd(be, dt, gt, dx, dx_base, dw, db, dy, x, w, mean, rstd, rows,
+                               c->hidden_size);
     else
-        be->ops->rmsnorm_bwd(be, dt, gt, dx, dw, dy, x, w, rstd, rows, c->hidden_size);
+        be->ops->rmsnorm_bwd(be, dt, gt, dx, dx_base, dw, dy, x, w, rstd, rows, c->hidden_size);
 }

@@ -12,9 +12,11 @@
 void ft_family_norm_fwd(ft_backend *be, const ft_model_config *c, ft_dtype dt, void *y,
                         float *mean, float *rstd, const void *x, const void *w, const void *b,
                         int rows);
-/* dx += Norm^T dy; dw (and db) accumulate, stored as gt. */
+/* dx = dx_base + Norm^T dy (dx_base: dx itself to accumulate, another buffer, or NULL;
+ * backend.h, rmsnorm_bwd); dw (and db) accumulate, stored as gt. */
 void ft_family_norm_bwd(ft_backend *be, const ft_model_config *c, ft_dtype dt, ft_dtype gt,
-                        void *dx, void *dw, void *db, const void *dy, const void *x, const void *w,
-                        const float *mean, const float *rstd, int rows);
+                        void *dx, const void *dx_base, void *dw, void *db, const void *dy,
+                        const void *x, const void *w, const float *mean, const float *rstd,
+                        int rows);
 
 #endif

@@ -139,9 +139,8 @@ void ft_head_forward_backward(ft_model *m, const ft_head_params *p, ft_head_grad
         } else if (n == 0) {
             be->ops->zero(be, m->dxf, (size_t)N * H * m->esize);
         }
-        be->ops->zero(be, dx, (size_t)N * H * m->esize);
-        ft_model_norm_bwd(m, dx, g->w_norm, g->b_norm, m->dxf, x, p->w_norm, m->mean_f, m->rstd_f,
-                          N);
+        ft_model_norm_bwd(m, dx, NULL, g->w_norm, g->b_norm, m->dxf, x, p->w_norm, m->mean_f,
+                          m->rstd_f, N);
     }
 }
 

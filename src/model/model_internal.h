@@ -78,8 +78,10 @@ static inline void ft_model_norm_fwd(const ft_model *m, void *y, float *mean, fl
 {
     ft_family_norm_fwd(m->be, &m->layout.config, m->dt, y, mean, rstd, x, w, b, rows);
 }
-/* A frozen norm's dw and db (NULL) are summed into the scratch's sink (block.h). */
-static inline void ft_model_norm_bwd(const ft_model *m, void *dx, void *dw, void *db,
+/* dx = dx_base + Norm^T dy (family_norm.h); a frozen norm's dw and db (NULL) are summed
+ * into the scratch's sink (block.h). */
+static inline void ft_model_norm_bwd(const ft_model *m, void *dx, const void *dx_base, void *dw,
+                                     void *db,
                                      const void *dy, const void *x, const void *w,
                                      const float *mean, const float *rstd, int rows)
 {
@@ -87,8 +89,8 @@ static inline void ft_model_norm_bwd(const ft_model *m, void *dx, void *dw, void
     const size_t H = (size_t)m->layout.config.hidden_size;
     if (ft_model_family_of(&m->layout.config)->layernorm && !db)
         db = sink + (H > (size_t)m->layout.config.head_dim ? H : (size_t)m->layout.config.head_dim);
-    ft_family_norm_bwd(m->be, &m->layout.config, m->dt, m->gt, dx, dw ? dw : sink, db, dy, x, w,
-                       mean, rstd, rows);
+    ft_family_norm_bwd(m->be, &m->layout.config, m->dt, m->gt, dx, dx_base, dw ? dw : sink, db,
+                       dy, x, w, mean, rstd, rows);
 }
 
 /* The head's tensors (model dtype) and their gradients (gradient type): the output

@@ -144,14 +144,16 @@ static void test_rmsnorm(void **state)
     expect_close(be, "rmsnorm_fwd y", Y, ONE_ROUNDING, 0);
     expect_close_f32(be, "rmsnorm_fwd rstd", rs16, rs, rows, 1e-6);
     /* dw into an fp32 gradient (DW32.f, from bf16 activations) and a bf16 one (DW.h) */
-    be->ops->rmsnorm_bwd(be, FT_DTYPE_F32, FT_DTYPE_F32, DX.f, DW.f, DY.f, X.f, W.f, rs, rows, dim);
-    be->ops->rmsnorm_bwd(be, FT_DTYPE_BF16, FT_DTYPE_BF16, DX.h, DW.h, DY.h, X.h, W.h, rs, rows, dim);
+    be->ops->rmsnorm_bwd(be, FT_DTYPE_F32, FT_DTYPE_F32, DX.f, DX.f, DW.f, DY.f, X.f, W.f, rs, rows,
+                         dim);
+    be->ops->rmsnorm_bwd(be, FT_DTYPE_BF16, FT_DTYPE_BF16, DX.h, DX.h, DW.h, DY.h, X.h, W.h, rs,
+                         rows, dim);
     expect_close(be, "rmsnorm_bwd dx (accumulated)", DX, ONE_ROUNDING, 0);
     expect_close(be, "rmsnorm_bwd dw (bf16 gradient)", DW, ONE_ROUNDING, 0);
     float *dx_scratch = be->ops->alloc(be, n * 2 + 2);
     be->ops->upload(be, dx_scratch, dx.h, n * 2);
-    be->ops->rmsnorm_bwd(be, FT_DTYPE_BF16, FT_DTYPE_F32, dx_scratch, DW32.f, DY.h, X.h, W.h, rs,
-                         rows, dim);
+    be->ops->rmsnorm_bwd(be, FT_DTYPE_BF16, FT_DTYPE_F32, dx_scratch, dx_scratch, DW32.f, DY.h, X.h,
+                         W.h, rs, rows, dim);
     expect_close_f32(be, "rmsnorm_bwd dw (fp32 gradient)", DW32.f, DW.f, dim, 1e-5);
     be->ops->free(be, dx_scratch);
     be->ops->free(be, rs), be->ops->free(be, rs16);
@@ -329,17 +331,17 @@ static void test_layernorm(void **state)
     expect_close_f32(be, "layernorm_fwd mean", mu16, mu, rows, 1e-6);
     expect_close_f32(be, "layernorm_fwd rstd", rs16, rs, rows, 1e-6);
     /* dw, db into bf16 gradients (DW.h, DB.h) and fp32 ones from bf16 activations */
-    be->ops->layernorm_bwd(be, FT_DTYPE_F32, FT_DTYPE_F32, DX.f, DW.f, DB.f, DY.f, X.f, W.f, mu,
-                           rs, rows, dim);
-    be->ops->layernorm_bwd(be, FT_DTYPE_BF16, FT_DTYPE_BF16, DX.h, DW.h, DB.h, DY.h, X.h, W.h, mu,
-                           rs, rows, dim);
+    be->ops->layernorm_bwd(be, FT_DTYPE_F32, FT_DTYPE_F32, DX.f, DX.f, DW.f, DB.f, DY.f, X.f, W.f,
+                           mu, rs, rows, dim);
+    be->ops->layernorm_bwd(be, FT_DTYPE_BF16, FT_DTYPE_BF16, DX.h, DX.h, DW.h, DB.h, DY.h, X.h, W.h,
+                           mu, rs, rows, dim);
     expect_close(be, "layernorm_bwd dx (accumulated)", DX, ONE_ROUNDING, 0);
     expect_close(be, "layernorm_bwd dw (bf16 gradient)", DW, ONE_ROUNDING, 0);
     expect_close(be, "layernorm_bwd db (bf16 gradient)", DB, ONE_ROUNDING, 0);
     uint16_t *dx_scratch = be->ops->alloc(be, n * 2 + 2);
     be->ops->upload(be, dx_scratch, dx.h, n * 2);
-    be->ops->layernorm_bwd(be, FT_DTYPE_BF16, FT_DTYPE_F32, dx_scratch, DW32.f, DB32.f, DY.h, X.h,
-                           W.h, mu, rs, rows, dim);
+    be->ops->layernorm_bwd(be, FT_DTYPE_BF16, FT_DTYPE_F32, dx_scratch, dx_scratch, DW32.f, DB32.f,
+                           DY.h, X.h, W.h, mu, rs, rows, dim);
     expect_close_f32(be, "layernorm_bwd dw (fp32 gradient)", DW32.f, DW.f, dim, 1e-5);
     expect_close_f32(be, "layernorm_bwd db (fp32 gradient)", DB32.f, DB.f, dim, 1e-5);
     be->ops->free(be, dx_scratch);

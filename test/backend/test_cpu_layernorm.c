@@ -49,7 +49,7 @@ static ln_out run_layernorm(const float *x, const float *w, const float *b, cons
     float *d_dx = bt_upload(be, dx0, n), *d_dw = bt_upload(be, dw0, dim);
     float *d_db = bt_upload(be, db0, dim);
     be->ops->layernorm_fwd(be, FT_DTYPE_F32, d_y, d_mean, d_rstd, d_x, d_w, d_b, rows, dim, eps);
-    be->ops->layernorm_bwd(be, FT_DTYPE_F32, FT_DTYPE_F32, d_dx, d_dw, d_db, d_r, d_x, d_w,
+    be->ops->layernorm_bwd(be, FT_DTYPE_F32, FT_DTYPE_F32, d_dx, d_dx, d_dw, d_db, d_r, d_x, d_w,
                            d_mean, d_rstd, rows, dim);
     omp_set_num_threads(saved);
     ln_out o = {malloc(n * 4), malloc(rows * 4), malloc(rows * 4), malloc(n * 4), malloc(dim * 4),

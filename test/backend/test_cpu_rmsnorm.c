@@ -50,7 +50,8 @@ static void check_rmsnorm(int rows, int dim, int threads)
     float *d_y = bt_upload(be, NULL, n), *d_rstd = bt_upload(be, NULL, rows);
     float *d_dx = bt_upload(be, dx0, n), *d_dw = bt_upload(be, dw0, dim);
     be->ops->rmsnorm_fwd(be, FT_DTYPE_F32, d_y, d_rstd, d_x, d_w, rows, dim, eps);
-    be->ops->rmsnorm_bwd(be, FT_DTYPE_F32, FT_DTYPE_F32, d_dx, d_dw, d_r, d_x, d_w, d_rstd, rows, dim);
+    be->ops->rmsnorm_bwd(be, FT_DTYPE_F32, FT_DTYPE_F32, d_dx, d_dx, d_dw, d_r, d_x, d_w, d_rstd,
+                         rows, dim);
     bt_download(be, y, d_y, n), bt_download(be, rstd, d_rstd, rows);
     bt_download(be, dx, d_dx, n), bt_download(be, dw, d_dw, dim);
     omp_set_num_threads(saved);

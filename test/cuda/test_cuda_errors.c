@@ -88,7 +88,7 @@ static void decode_bad_past(void)
 static void scratch_exhausted(void)
 {
     float *x = gpu->ops->alloc(gpu, 1024);
-    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, x, x, x, x, x, x, 1 << 30, 1 << 15);
+    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, x, x, x, x, x, x, x, 1 << 30, 1 << 15);
 }
 
 /* A machine without a device: the case's process sees none (set before exec, read by the
@@ -226,9 +226,9 @@ int main(int argc, char **argv)
     gpu->ops->scale(gpu, one, 2.0f, 0);
     double ss = gpu->ops->sum_squares(gpu, one, 0);
     gpu->ops->rmsnorm_fwd(gpu, FT_DTYPE_F32, one, one, one, one, 0, 16, 1e-5f);
-    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, one, one, one, one, one, one, 0, 16);
+    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, one, one, one, one, one, one, one, 0, 16);
     gpu->ops->layernorm_fwd(gpu, FT_DTYPE_F32, one, one, one, one, one, one, 0, 16, 1e-5f);
-    gpu->ops->layernorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, one, one, one, one, one, one, one,
+    gpu->ops->layernorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, one, one, one, one, one, one, one, one,
                             one, 0, 16);
     gpu->ops->rope(gpu, FT_DTYPE_F32, one, one, one, ids, 0, 2, (ft_rope_shape){ 8, 8, false }, false);
     gpu->ops->gelu_fwd(gpu, FT_DTYPE_F32, FT_GELU_ERF, one, one, 0);

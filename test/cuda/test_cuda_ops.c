@@ -367,8 +367,8 @@ static void test_rmsnorm_case(int rows, int dim)
     float *cdw = be_dup(cpu, dw0, dim * 4u), *gdw = be_dup(gpu, dw0, dim * 4u);
     /* Both backends get the CPU's rstd so the backward is compared alone. */
     float *grc = be_dup(gpu, rr_c, rows * 4u);
-    cpu->ops->rmsnorm_bwd(cpu, FT_DTYPE_F32, FT_DTYPE_F32, cdx, cdw, cdy, cx, cw, cr, rows, dim);
-    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, gdx, gdw, gdy, gx, gw, grc, rows, dim);
+    cpu->ops->rmsnorm_bwd(cpu, FT_DTYPE_F32, FT_DTYPE_F32, cdx, cdx, cdw, cdy, cx, cw, cr, rows, dim);
+    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, gdx, gdx, gdw, gdy, gx, gw, grc, rows, dim);
     float *rdx_c = be_fetch(cpu, cdx, n * 4), *rdx_g = be_fetch(gpu, gdx, n * 4);
     float *rdw_c = be_fetch(cpu, cdw, dim * 4u), *rdw_g = be_fetch(gpu, gdw, dim * 4u);
     snprintf(what, sizeof what, "rmsnorm_bwd dx (accumulate) rows=%d dim=%d", rows, dim);
@@ -377,10 +377,10 @@ static void test_rmsnorm_case(int rows, int dim)
     close_enough(what, rdw_g, rdw_c, (size_t)dim, 1e-4f);
     /* Reproducibility: same call on fresh accumulators twice. */
     gpu->ops->upload(gpu, gdw, dw0, dim * 4u);
-    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, gdx, gdw, gdy, gx, gw, grc, rows, dim);
+    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, gdx, gdx, gdw, gdy, gx, gw, grc, rows, dim);
     float *rdw_1 = be_fetch(gpu, gdw, dim * 4u);
     gpu->ops->upload(gpu, gdw, dw0, dim * 4u);
-    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, gdx, gdw, gdy, gx, gw, grc, rows, dim);
+    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, gdx, gdx, gdw, gdy, gx, gw, grc, rows, dim);
     float *rdw_2 = be_fetch(gpu, gdw, dim * 4u);
     snprintf(what, sizeof what, "rmsnorm_bwd dw reproducible rows=%d dim=%d", rows, dim);
     bitwise(what, rdw_1, rdw_2, dim * 4u);
@@ -489,9 +489,9 @@ static void test_layernorm_case(int rows, int dim)
     float *cdb = be_dup(cpu, db0, dim * 4u), *gdb = be_dup(gpu, db0, dim * 4u);
     /* Both backends get the CPU's statistics so the backward is compared alone. */
     float *gmc = be_dup(gpu, rm_c, rows * 4u), *grc = be_dup(gpu, rr_c, rows * 4u);
-    cpu->ops->layernorm_bwd(cpu, FT_DTYPE_F32, FT_DTYPE_F32, cdx, cdw, cdb, cdy, cx, cw, cm, cr,
+    cpu->ops->layernorm_bwd(cpu, FT_DTYPE_F32, FT_DTYPE_F32, cdx, cdx, cdw, cdb, cdy, cx, cw, cm, cr,
                             rows, dim);
-    gpu->ops->layernorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, gdx, gdw, gdb, gdy, gx, gw, gmc, grc,
+    gpu->ops->layernorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, gdx, gdx, gdw, gdb, gdy, gx, gw, gmc, grc,
                             rows, dim);
     float *rdx_c = be_fetch(cpu, cdx, n * 4), *rdx_g = be_fetch(gpu, gdx, n * 4);
     float *rdw_c = be_fetch(cpu, cdw, dim * 4u), *rdw_g = be_fetch(gpu, gdw, dim * 4u);
@@ -507,7 +507,7 @@ static void test_layernorm_case(int rows, int dim)
     for (int k = 0; k < 2; k++) {
         gpu->ops->upload(gpu, gdw, dw0, dim * 4u);
         gpu->ops->upload(gpu, gdb, db0, dim * 4u);
-        gpu->ops->layernorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, gdx, gdw, gdb, gdy, gx, gw, gmc,
+        gpu->ops->layernorm_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, gdx, gdx, gdw, gdb, gdy, gx, gw, gmc,
                                 grc, rows, dim);
         rep[k][0] = be_fetch(gpu, gdw, dim * 4u);
         rep[k][1] = be_fetch(gpu, gdb, dim * 4u);

@@ -160,8 +160,8 @@ static void test_rmsnorm(int rows, int dim, ft_dtype gt)
     void *rs_host = malloc(rows * 4);
     cpu->ops->download(cpu, rs_host, RS.c, rows * 4);
     gpu->ops->upload(gpu, RS.g, rs_host, rows * 4);
-    cpu->ops->rmsnorm_bwd(cpu, FT_DTYPE_BF16, gt, DX.c, DW.c, DY.c, X.c, W.c, RS.c, rows, dim);
-    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_BF16, gt, DX.g, DW.g, DY.g, X.g, W.g, RS.g, rows, dim);
+    cpu->ops->rmsnorm_bwd(cpu, FT_DTYPE_BF16, gt, DX.c, DX.c, DW.c, DY.c, X.c, W.c, RS.c, rows, dim);
+    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_BF16, gt, DX.g, DX.g, DW.g, DY.g, X.g, W.g, RS.g, rows, dim);
     compare("rmsnorm_bwd dx (accumulated)", DX, 1, UNIT);
     compare(gt == FT_DTYPE_BF16 ? "rmsnorm_bwd dw (bf16)" : "rmsnorm_bwd dw (fp32)", DW,
             gt == FT_DTYPE_BF16, gt == FT_DTYPE_BF16 ? UNIT : 1e-5);
@@ -287,9 +287,9 @@ static void test_layernorm(int rows, int dim, ft_dtype gt)
     gpu->ops->upload(gpu, MU.g, stat, rows * 4);
     cpu->ops->download(cpu, stat, RS.c, rows * 4);
     gpu->ops->upload(gpu, RS.g, stat, rows * 4);
-    cpu->ops->layernorm_bwd(cpu, FT_DTYPE_BF16, gt, DX.c, DW.c, DB.c, DY.c, X.c, W.c, MU.c, RS.c,
+    cpu->ops->layernorm_bwd(cpu, FT_DTYPE_BF16, gt, DX.c, DX.c, DW.c, DB.c, DY.c, X.c, W.c, MU.c, RS.c,
                             rows, dim);
-    gpu->ops->layernorm_bwd(gpu, FT_DTYPE_BF16, gt, DX.g, DW.g, DB.g, DY.g, X.g, W.g, MU.g, RS.g,
+    gpu->ops->layernorm_bwd(gpu, FT_DTYPE_BF16, gt, DX.g, DX.g, DW.g, DB.g, DY.g, X.g, W.g, MU.g, RS.g,
                             rows, dim);
     compare("layernorm_bwd dx (accumulated)", DX, 1, UNIT);
     int g16 = gt == FT_DTYPE_BF16;
@@ -445,6 +445,132 @@ static void test_decode(void)
     free(q), free(k), free(v);
 }
 
+/* ---- the residual forms (backend.h: matmul_add, the norms' dx_base) ----
+ * Each form must give, on each backend, the bits of the copy-and-accumulate it replaces
+ * (the same kernel reads another buffer), and the GPU's result must match the CPU's as
+ * everywhere else. Buffers sit `off` bf16 past a 16-byte boundary: 0 takes the 8-wide
+ * path of the norms' kernels, 1 the one-value-at-a-time path. */
+
+/* `bytes` of backend memory at `off` bf16 into a fresh allocation, filled from host */
+static void *placed(ft_backend *be, void **base, const void *host, size_t bytes, int off)
+{
+    *base = be->ops->alloc(be, bytes + 32);
+    void *p = (char *)*base + 2 * off;
+    if (host)
+        be->ops->upload(be, p, host, bytes);
+    return p;
+}
+
+static void same_bits(const char *what, ft_backend *be, const void *x, const void *y,
+                      size_t bytes)
+{
+    unsigned char *hx = malloc(bytes), *hy = malloc(bytes);
+    be->ops->sync(be);
+    be->ops->download(be, hx, x, bytes);
+    be->ops->download(be, hy, y, bytes);
+    checks++;
+    int same = memcmp(hx, hy, bytes) == 0;
+    failures += !same;
+    printf("%s %s (%s)\n", same ? "ok  " : "FAIL", what, be == gpu ? "gpu" : "cpu");
+    free(hx), free(hy);
+}
+
+static void test_matmul_add(int m, int n, int k)
+{
+    uint16_t *a = random_bf16((size_t)m * k + 1, -1, 1), *b = random_bf16((size_t)k * n + 1, -1, 1);
+    uint16_t *c = random_bf16((size_t)m * n, -2, 2);
+    const size_t mn = (size_t)m * n * 2;
+    twin A = twin_of(a, (size_t)m * k * 2 + 2), B = twin_of(b, (size_t)k * n * 2 + 2);
+    twin C = twin_of(c, mn), D = twin_of(c, mn), E = twin_of(c, mn);
+    ft_gemm_types all16 = { FT_DTYPE_BF16, FT_DTYPE_BF16, FT_DTYPE_BF16 };
+    ft_backend *bes[2] = { cpu, gpu };
+    for (int i = 0; i < 2; i++) {
+        ft_backend *be = bes[i];
+        void *c_ = i ? C.g : C.c, *d_ = i ? D.g : D.c, *e_ = i ? E.g : E.c;
+        const void *a_ = i ? A.g : A.c, *b_ = i ? B.g : B.c;
+        be->ops->zero(be, d_, mn); /* d's old contents must not matter */
+        be->ops->matmul_add(be, all16, d_, c_, a_, b_, m, n, k, false, true);
+        be->ops->matmul(be, all16, e_, a_, b_, m, n, k, false, true, 1.0f, 1.0f); /* e = c */
+        char what[96];
+        snprintf(what, sizeof what, "matmul_add %dx%dx%d: the bits of copy + accumulate", m, n, k);
+        same_bits(what, be, d_, e_, mn);
+    }
+    compare("matmul_add d = c + a b^T", D, 1, UNIT);
+    /* k = 0: d = c exactly */
+    gpu->ops->zero(gpu, D.g, mn);
+    gpu->ops->matmul_add(gpu, all16, D.g, C.g, A.g, B.g, m, n, 0, false, true);
+    same_bits("matmul_add k=0: d = c", gpu, D.g, C.g, mn);
+    twin_free(A), twin_free(B), twin_free(C), twin_free(D), twin_free(E);
+    free(a), free(b), free(c);
+}
+
+/* One backend's norm backward (layernorm when mu is non-NULL) into dx from base. */
+static void norm_bwd(ft_backend *be, void *dx, const void *base, void *dw, void *db,
+                     const void *dy, const void *x, const void *w, const float *mu,
+                     const float *rs, int rows, int dim)
+{
+    if (mu)
+        be->ops->layernorm_bwd(be, FT_DTYPE_BF16, FT_DTYPE_F32, dx, base, dw, db, dy, x, w, mu,
+                               rs, rows, dim);
+    else
+        be->ops->rmsnorm_bwd(be, FT_DTYPE_BF16, FT_DTYPE_F32, dx, base, dw, dy, x, w, rs, rows,
+                             dim);
+}
+
+static void test_norm_base(int layernorm, int rows, int dim, int off)
+{
+    const size_t n = (size_t)rows * dim, nb = n * 2;
+    uint16_t *x = random_bf16(n, -2, 2), *w = random_bf16(dim, 0.5f, 1.5f);
+    uint16_t *dy = random_bf16(n, -1, 1), *base = random_bf16(n, -1, 1);
+    float *stat = random_f32(2 * (size_t)rows, 0.5f, 1.5f), *zeros = calloc(2 * dim, 4);
+    const char *name = layernorm ? "layernorm_bwd" : "rmsnorm_bwd";
+    uint16_t *out[2][2]; /* [backend][from base, from NULL] */
+    ft_backend *bes[2] = { cpu, gpu };
+    for (int i = 0; i < 2; i++) {
+        ft_backend *be = bes[i];
+        void *m[8];
+        void *X = placed(be, &m[0], x, nb, off), *W = placed(be, &m[1], w, dim * 2, off);
+        void *DY = placed(be, &m[2], dy, nb, off), *B = placed(be, &m[3], base, nb, off);
+        void *DX = placed(be, &m[4], NULL, nb, off), *ACC = placed(be, &m[5], base, nb, off);
+        float *ST = placed(be, &m[6], stat, 2 * (size_t)rows * 4, 0);
+        float *DWB = placed(be, &m[7], zeros, 2 * (size_t)dim * 4, 0);
+        float *mu = layernorm ? ST + rows : NULL;
+        char what[128];
+        for (int form = 0; form < 2; form++) {
+            be->ops->upload(be, DX, dy, nb); /* junk: dx's old contents must not matter */
+            norm_bwd(be, DX, form == 0 ? B : NULL, DWB, DWB + dim, DY, X, W, mu, ST, rows, dim);
+            out[i][form] = malloc(nb);
+            be->ops->sync(be);
+            be->ops->download(be, out[i][form], DX, nb);
+            if (form == 1) /* the accumulating call from zeros */
+                be->ops->zero(be, ACC, nb);
+            else
+                be->ops->upload(be, ACC, base, nb);
+            norm_bwd(be, ACC, ACC, DWB, DWB + dim, DY, X, W, mu, ST, rows, dim);
+            snprintf(what, sizeof what, "%s dx_base %s, rows %d dim %d at +%d: the bits of %s",
+                     name, form ? "NULL" : "apart", rows, dim, off,
+                     form ? "zeroing and accumulating" : "copying and accumulating");
+            same_bits(what, be, DX, ACC, nb);
+        }
+        for (int j = 0; j < 8; j++)
+            be->ops->free(be, m[j]);
+    }
+    for (int form = 0; form < 2; form++) {
+        double err = 0, scale = 0;
+        for (size_t j = 0; j < n; j++) {
+            double c = ft_bf16_to_f32(out[0][form][j]), g = ft_bf16_to_f32(out[1][form][j]);
+            err = fmax(err, fabs(c - g));
+            scale = fmax(scale, fabs(c));
+        }
+        char what[96];
+        snprintf(what, sizeof what, "%s dx_base %s at +%d, gpu vs cpu", name,
+                 form ? "NULL" : "apart", off);
+        report(what, err <= UNIT * scale, err, scale);
+        free(out[0][form]), free(out[1][form]);
+    }
+    free(x), free(w), free(dy), free(base), free(stat), free(zeros);
+}
+
 int main(void)
 {
     const int rc = cuda_test_backends(&cpu, &gpu);
@@ -456,6 +582,11 @@ int main(void)
             test_matmul(64, 48, 72, ta, tb, 1.0f);
         }
     test_matmul_empty_k();
+    test_matmul_add(70, 96, 40);
+    for (int off = 0; off < 2; off++) {
+        test_norm_base(0, 33, 96, off);
+        test_norm_base(1, 33, 96, off);
+    }
     test_rmsnorm(37, 96, FT_DTYPE_F32);
     test_rmsnorm(300, 512, FT_DTYPE_BF16);
     test_elementwise();

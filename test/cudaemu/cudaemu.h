@@ -131,6 +131,10 @@ long cudaemu_cudnn_nondeterministic_plans(void);
  * cudaFree), and the device-to-host copies queued so far. */
 long cudaemu_host_waits(void);
 long cudaemu_device_to_host_copies(void);
+/* Device operations queued so far (kernels, library calls, copies, sets; not waits): on a
+ * GPU each is a launch and a kernel boundary. CUDAEMU_REPORT=ops lists them by name at
+ * exit, most frequent first. */
+long cudaemu_device_ops(void);
 
 /* Records a launch error for cudaGetLastError / cudaPeekAtLastError. */
 void cudaemu_set_last_error(cudaError_t e);

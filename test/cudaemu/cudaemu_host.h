@@ -11,6 +11,7 @@
 #include "cudaemu.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 /* ---------------------------------------------------------------- clocks */
 
@@ -67,6 +68,9 @@ const char *cudaemu_freed_note(const void *p);
 
 /* An immortal copy of s, the same pointer for equal strings (operation names). */
 const char *cudaemu_intern(const char *s);
+
+/* The device operations counted by name (cudaemu_device_ops), most frequent first. */
+void cudaemu_report_device_ops(FILE *out);
 
 /* ---------------------------------------------------------------- streams */
 

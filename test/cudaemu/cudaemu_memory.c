@@ -53,8 +53,13 @@ static void report_at_exit(void)
             g_peak, (double)g_peak / (1 << 20), g_in_use, g_live_blocks);
     /* each wait stalls the host until the device drains: on a GPU the device then idles
      * while the next kernels are launched */
-    fprintf(stderr, "cudaemu: host waits for the device: %ld; device-to-host copies: %ld\n",
-            cudaemu_host_waits(), cudaemu_device_to_host_copies());
+    fprintf(stderr,
+            "cudaemu: host waits for the device: %ld; device-to-host copies: %ld; device "
+            "operations: %ld\n",
+            cudaemu_host_waits(), cudaemu_device_to_host_copies(), cudaemu_device_ops());
+    const char *e = getenv("CUDAEMU_REPORT");
+    if (e && strcmp(e, "ops") == 0)
+        cudaemu_report_device_ops(stderr);
 }
 
 static void account(size_t add, size_t sub)
@@ -62,7 +67,7 @@ static void account(size_t add, size_t sub)
     static int report_checked;
     if (!report_checked) {
         const char *e = getenv("CUDAEMU_REPORT");
-        if (e && strcmp(e, "1") == 0)
+        if (e && (strcmp(e, "1") == 0 || strcmp(e, "ops") == 0))
             atexit(report_at_exit);
         report_checked = 1;
     }

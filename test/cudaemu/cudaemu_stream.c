@@ -79,6 +79,13 @@ static cudaemu_clock g_host;
 static const char *g_current;
 static long g_host_waits; /* for tests: see cudaemu_host_waits */
 
+/* Device operations queued (work, not waits), per interned name: on a GPU each is a
+ * launch the host pays for and a boundary where the device drains one kernel's tail
+ * before the next starts; the report shows which ones a step repeats. */
+#define OP_NAMES 512
+static struct { const char *what; long count; } g_op_names[OP_NAMES];
+static long g_device_ops;
+
 static int g_racecheck = -1; /* -1: not yet read from the environment */
 
 int cudaemu_racecheck_enabled(void)
@@ -256,12 +263,50 @@ static void check_access(struct CUstream_st *st, uint32_t epoch, const char *wha
         prune(al);
 }
 
+/* what: interned, so the pointer names the operation (kernel, file and line) */
+static void count_op(const char *what)
+{
+    g_device_ops++;
+    size_t h = ((uintptr_t)what >> 4) % OP_NAMES;
+    for (size_t i = 0; i < OP_NAMES; i++, h = (h + 1) % OP_NAMES) {
+        if (g_op_names[h].what == what || !g_op_names[h].what) {
+            g_op_names[h].what = what;
+            g_op_names[h].count++;
+            return;
+        }
+    } /* a full table: counted in the total only */
+}
+
+long cudaemu_device_ops(void) { return g_device_ops; }
+
+static int by_count_desc(const void *a, const void *b)
+{
+    long ca = ((const long *)a)[1], cb = ((const long *)b)[1];
+    return ca < cb ? 1 : ca > cb ? -1 : 0;
+}
+
+void cudaemu_report_device_ops(FILE *out)
+{
+    long rows[OP_NAMES][2];
+    int n = 0;
+    for (int i = 0; i < OP_NAMES; i++)
+        if (g_op_names[i].what) {
+            rows[n][0] = i;
+            rows[n][1] = g_op_names[i].count;
+            n++;
+        }
+    qsort(rows, (size_t)n, sizeof rows[0], by_count_desc);
+    for (int i = 0; i < n; i++)
+        fprintf(out, "cudaemu: %8ld x %s\n", rows[i][1], g_op_names[rows[i][0]].what);
+}
+
 void cudaemu_enqueue(cudaStream_t s, const char *what, cudaemu_work_fn run, void *ctx,
                      void (*free_ctx)(void *), const cudaemu_access *acc, int n_acc)
 {
     struct CUstream_st *st = stream_of(s, what);
     begin_op(st);
     op *o = new_op(st, what);
+    count_op(o->what);
     o->run = run;
     o->ctx = ctx;
     o->free_ctx = free_ctx;

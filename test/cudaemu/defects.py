@@ -10,7 +10,7 @@ test run in every thread order, which orders failed). A defect whose text no lon
 exactly once in HEAD stops the run before the build: re-target it. One that does not
 compile is reported as such, never as caught. Exit status 0 when every defect was caught.
 The table it prints has the columns of the one in doc/cuda-emulation.md ("Evidence that
-it catches bugs"), which summarises its last column. Developer tool: all 47 take about 15
+it catches bugs"), which summarises its last column. Developer tool: all 49 take about 15
 minutes on two cores (a rebuild and a test per defect), so CI does not run it.
 """
 import os
@@ -293,6 +293,16 @@ DEFECTS = [
      "    FT_WITH_STORAGE(FT_DTYPE_F32, T,\n                    FT_LAUNCH(cross_entropy_kernel<T>",
      "cross-entropy: bf16 dlogits written as fp32 (twice the bytes, past the buffer)",
      OPS_ALL_ORDERS),
+    ("matmul-add-c-is-d", "cuda/cuda_matmul.c",
+     "    matmul_run(be, t, d, c, a, b, m, n, k, trans_a, trans_b, 1.0f, 1.0f);",
+     "    matmul_run(be, t, d, d, a, b, m, n, k, trans_a, trans_b, 1.0f, 1.0f);",
+     "matmul_add accumulates onto d's old contents instead of the residual c",
+     "./test/cuda/test_cuda_ops_bf16"),
+    ("norm-base-ignored", "cuda/cuda_rmsnorm.cu",
+     "    const T *br = base ? base + r * dim : NULL;\n    T *dxr = dx + r * dim;",
+     "    const T *br = base ? dx + r * dim : NULL;\n    T *dxr = dx + r * dim;",
+     "RMSNorm backward adds onto dx's old contents instead of dx_base",
+     "./test/cuda/test_cuda_ops_bf16"),
 ]
 
 

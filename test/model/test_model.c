@@ -211,6 +211,15 @@ static void counting_all_matmul(ft_backend *be, ft_gemm_types t, void *c, const 
     counted_ops->matmul(be, t, c, a, b, m, n, k, trans_a, trans_b, alpha, beta);
 }
 
+/* a projection onto the residual stream (backend.h, matmul_add) is a GEMM too */
+static void counting_all_matmul_add(ft_backend *be, ft_gemm_types t, void *d, const void *c,
+                                    const void *a, const void *b, int m, int n, int k,
+                                    bool trans_a, bool trans_b)
+{
+    matmul_calls++;
+    counted_ops->matmul_add(be, t, d, c, a, b, m, n, k, trans_a, trans_b);
+}
+
 static void counting_attention_fwd(ft_backend *be, ft_dtype dt, void *out, float *lse,
                                    const void *q, const void *k, const void *v,
                                    const int32_t *segment, ft_attn_shape s)
@@ -257,6 +266,7 @@ static void test_checkpointing_identical(void **state)
         rig_up(&r, c, FT_DTYPE_F32);
         ft_backend_ops counting = *r.be->ops;
         counting.matmul = counting_all_matmul;
+        counting.matmul_add = counting_all_matmul_add;
         counting.attention_fwd = counting_attention_fwd;
         counted_ops = r.be->ops;
         r.be->ops = &counting;

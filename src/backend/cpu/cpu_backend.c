@@ -182,6 +182,7 @@ static const ft_backend_ops cpu_ops = {
     .zero = cpu_zero,
     .sync = cpu_sync,
     .matmul = ft_cpu_widen_matmul,
+    .matmul_add = ft_cpu_widen_matmul_add,
     .add = ft_cpu_add,
     .scale = ft_cpu_scale,
     .sum_squares = ft_cpu_sum_squares,

@@ -62,15 +62,16 @@ int ft_cpu_gemm_bf16(ft_dtype ct, void *c, const uint16_t *a, const uint16_t *b,
 /* cpu_rmsnorm.c */
 void ft_cpu_rmsnorm_fwd(ft_backend *be, float *y, float *rstd, const float *x, const float *w,
                         int rows, int dim, float eps);
-void ft_cpu_rmsnorm_bwd(ft_backend *be, float *dx, float *dw, const float *dy, const float *x,
-                        const float *w, const float *rstd, int rows, int dim);
+void ft_cpu_rmsnorm_bwd(ft_backend *be, float *dx, const float *dx_base, float *dw,
+                        const float *dy, const float *x, const float *w, const float *rstd,
+                        int rows, int dim);
 
 /* cpu_layernorm.c */
 void ft_cpu_layernorm_fwd(ft_backend *be, float *y, float *mean, float *rstd, const float *x,
                           const float *w, const float *b, int rows, int dim, float eps);
-void ft_cpu_layernorm_bwd(ft_backend *be, float *dx, float *dw, float *db, const float *dy,
-                          const float *x, const float *w, const float *mean, const float *rstd,
-                          int rows, int dim);
+void ft_cpu_layernorm_bwd(ft_backend *be, float *dx, const float *dx_base, float *dw, float *db,
+                          const float *dy, const float *x, const float *w, const float *mean,
+                          const float *rstd, int rows, int dim);
 
 /* cpu_rope.c */
 void ft_cpu_rope(ft_backend *be, float *x, const float *cos_table, const float *sin_table,
@@ -127,17 +128,21 @@ void ft_cpu_sgd_step(ft_backend *be, float *param, const float *grad, float *mom
  * the fp32 kernels above; bf16 storage runs them on widened copies (see the file). */
 void ft_cpu_widen_matmul(ft_backend *be, ft_gemm_types t, void *c, const void *a, const void *b,
                          int m, int n, int k, bool trans_a, bool trans_b, float alpha, float beta);
+void ft_cpu_widen_matmul_add(ft_backend *be, ft_gemm_types t, void *d, const void *c,
+                             const void *a, const void *b, int m, int n, int k, bool trans_a,
+                             bool trans_b);
 void ft_cpu_widen_rmsnorm_fwd(ft_backend *be, ft_dtype dt, void *y, float *rstd, const void *x,
                               const void *w, int rows, int dim, float eps);
-void ft_cpu_widen_rmsnorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx, void *dw,
-                              const void *dy, const void *x, const void *w, const float *rstd,
-                              int rows, int dim);
+void ft_cpu_widen_rmsnorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx,
+                              const void *dx_base, void *dw, const void *dy, const void *x,
+                              const void *w, const float *rstd, int rows, int dim);
 void ft_cpu_widen_layernorm_fwd(ft_backend *be, ft_dtype dt, void *y, float *mean, float *rstd,
                                 const void *x, const void *w, const void *b, int rows, int dim,
                                 float eps);
-void ft_cpu_widen_layernorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx, void *dw,
-                                void *db, const void *dy, const void *x, const void *w,
-                                const float *mean, const float *rstd, int rows, int dim);
+void ft_cpu_widen_layernorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx,
+                                const void *dx_base, void *dw, void *db, const void *dy,
+                                const void *x, const void *w, const float *mean,
+                                const float *rstd, int rows, int dim);
 void ft_cpu_widen_rope(ft_backend *be, ft_dtype dt, void *x, const float *cos_table,
                        const float *sin_table, const int32_t *pos, int tokens, int n_heads,
                        ft_rope_shape r, bool inverse);

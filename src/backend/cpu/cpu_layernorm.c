@@ -45,9 +45,9 @@ void ft_cpu_layernorm_fwd(ft_backend *be, float *y, float *mean, float *rstd, co
 
 #define LAYERNORM_DW_BLOCK 64
 
-void ft_cpu_layernorm_bwd(ft_backend *be, float *dx, float *dw, float *db, const float *dy,
-                          const float *x, const float *w, const float *mean, const float *rstd,
-                          int rows, int dim)
+void ft_cpu_layernorm_bwd(ft_backend *be, float *dx, const float *dx_base, float *dw, float *db,
+                          const float *dy, const float *x, const float *w, const float *mean,
+                          const float *rstd, int rows, int dim)
 {
     (void)be;
     size_t work = (size_t)rows * (size_t)dim;
@@ -59,6 +59,7 @@ void ft_cpu_layernorm_bwd(ft_backend *be, float *dx, float *dw, float *db, const
             const float *xr = x + (size_t)r * dim;
             const float *dyr = dy + (size_t)r * dim;
             float *dxr = dx + (size_t)r * dim;
+            const float *br = dx_base ? dx_base + (size_t)r * dim : NULL;
             float mu = mean[r], rs = rstd[r];
             float sum_g = 0.0f, sum_gx = 0.0f;
 #pragma omp simd reduction(+ : sum_g, sum_gx)
@@ -71,7 +72,7 @@ void ft_cpu_layernorm_bwd(ft_backend *be, float *dx, float *dw, float *db, const
 #pragma omp simd
             for (int j = 0; j < dim; j++) {
                 float xhat = (xr[j] - mu) * rs;
-                dxr[j] += rs * (dyr[j] * w[j] - mean_g - xhat * mean_gx);
+                dxr[j] = (br ? br[j] : 0.0f) + rs * (dyr[j] * w[j] - mean_g - xhat * mean_gx);
             }
         }
 #pragma omp for schedule(static)

@@ -32,8 +32,9 @@ void ft_cpu_rmsnorm_fwd(ft_backend *be, float *y, float *rstd, const float *x, c
 
 #define RMSNORM_DW_BLOCK 64
 
-void ft_cpu_rmsnorm_bwd(ft_backend *be, float *dx, float *dw, const float *dy, const float *x,
-                        const float *w, const float *rstd, int rows, int dim)
+void ft_cpu_rmsnorm_bwd(ft_backend *be, float *dx, const float *dx_base, float *dw,
+                        const float *dy, const float *x, const float *w, const float *rstd,
+                        int rows, int dim)
 {
     size_t work = (size_t)rows * (size_t)dim;
     int col_blocks = (dim + RMSNORM_DW_BLOCK - 1) / RMSNORM_DW_BLOCK;
@@ -44,6 +45,7 @@ void ft_cpu_rmsnorm_bwd(ft_backend *be, float *dx, float *dw, const float *dy, c
             const float *xr = x + (size_t)r * dim;
             const float *dyr = dy + (size_t)r * dim;
             float *dxr = dx + (size_t)r * dim;
+            const float *br = dx_base ? dx_base + (size_t)r * dim : NULL;
             float rs = rstd[r];
             float c = 0.0f;
 #pragma omp simd reduction(+ : c)
@@ -52,7 +54,7 @@ void ft_cpu_rmsnorm_bwd(ft_backend *be, float *dx, float *dw, const float *dy, c
             float coef = rs * rs * rs * c / (float)dim;
 #pragma omp simd
             for (int j = 0; j < dim; j++)
-                dxr[j] += rs * w[j] * dyr[j] - xr[j] * coef;
+                dxr[j] = (br ? br[j] : 0.0f) + (rs * w[j] * dyr[j] - xr[j] * coef);
         }
 #pragma omp for schedule(static)
         for (int cb = 0; cb < col_blocks; cb++) {

@@ -44,6 +44,16 @@ static float *widen(const void *src, ft_dtype dt, size_t n, const char *op)
     return f;
 }
 
+/* The fp32 start of a norm's dx: the widened dx_base, or zeros without one. */
+static float *widen_base(const void *dx_base, ft_dtype dt, size_t n, const char *op)
+{
+    if (dx_base)
+        return widen(dx_base, dt, n, op);
+    float *f = checked_malloc(n * sizeof(float), op);
+    memset(f, 0, n * sizeof(float));
+    return f;
+}
+
 /* dst (stored as dt) = f rounded; frees f. */
 static void narrow(void *dst, ft_dtype dt, float *f, size_t n)
 {
@@ -108,6 +118,19 @@ void ft_cpu_widen_matmul(ft_backend *be, ft_gemm_types t, void *c, const void *a
     narrow(c, t.c, fc, mn);
 }
 
+/* The residual GEMM is the copy and the accumulating GEMM: the CPU has no launch to
+ * save, and CBLAS reads and writes one c. */
+void ft_cpu_widen_matmul_add(ft_backend *be, ft_gemm_types t, void *d, const void *c,
+                             const void *a, const void *b, int m, int n, int k, bool trans_a,
+                             bool trans_b)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    if (d != c)
+        memmove(d, c, (size_t)m * (size_t)n * ft_dtype_size(t.c));
+    ft_cpu_widen_matmul(be, t, d, a, b, m, n, k, trans_a, trans_b, 1.0f, 1.0f);
+}
+
 void ft_cpu_widen_rmsnorm_fwd(ft_backend *be, ft_dtype dt, void *y, float *rstd, const void *x,
                               const void *w, int rows, int dim, float eps)
 {
@@ -124,19 +147,19 @@ void ft_cpu_widen_rmsnorm_fwd(ft_backend *be, ft_dtype dt, void *y, float *rstd,
     narrow(y, dt, fy, n);
 }
 
-void ft_cpu_widen_rmsnorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx, void *dw,
-                              const void *dy, const void *x, const void *w, const float *rstd,
-                              int rows, int dim)
+void ft_cpu_widen_rmsnorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx,
+                              const void *dx_base, void *dw, const void *dy, const void *x,
+                              const void *w, const float *rstd, int rows, int dim)
 {
     if (dt == FT_DTYPE_F32 && gt == FT_DTYPE_F32) {
-        ft_cpu_rmsnorm_bwd(be, dx, dw, dy, x, w, rstd, rows, dim);
+        ft_cpu_rmsnorm_bwd(be, dx, dx_base, dw, dy, x, w, rstd, rows, dim);
         return;
     }
     const size_t n = (size_t)rows * dim;
-    float *fdx = widen(dx, dt, n, "rmsnorm_bwd"), *fdy = widen(dy, dt, n, "rmsnorm_bwd");
+    float *fdx = widen_base(dx_base, dt, n, "rmsnorm_bwd"), *fdy = widen(dy, dt, n, "rmsnorm_bwd");
     float *fx = widen(x, dt, n, "rmsnorm_bwd"), *fw = widen(w, dt, (size_t)dim, "rmsnorm_bwd");
     float *fdw = grad_begin(dw, gt, (size_t)dim, "rmsnorm_bwd");
-    ft_cpu_rmsnorm_bwd(be, fdx, fdw, fdy, fx, fw, rstd, rows, dim);
+    ft_cpu_rmsnorm_bwd(be, fdx, fdx, fdw, fdy, fx, fw, rstd, rows, dim);
     grad_finish(dw, gt, fdw, (size_t)dim);
     free(fdy);
     free(fx);
@@ -164,20 +187,21 @@ void ft_cpu_widen_layernorm_fwd(ft_backend *be, ft_dtype dt, void *y, float *mea
     narrow(y, dt, fy, n);
 }
 
-void ft_cpu_widen_layernorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx, void *dw,
-                                void *db, const void *dy, const void *x, const void *w,
-                                const float *mean, const float *rstd, int rows, int dim)
+void ft_cpu_widen_layernorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx,
+                                const void *dx_base, void *dw, void *db, const void *dy,
+                                const void *x, const void *w, const float *mean,
+                                const float *rstd, int rows, int dim)
 {
     if (dt == FT_DTYPE_F32 && gt == FT_DTYPE_F32) {
-        ft_cpu_layernorm_bwd(be, dx, dw, db, dy, x, w, mean, rstd, rows, dim);
+        ft_cpu_layernorm_bwd(be, dx, dx_base, dw, db, dy, x, w, mean, rstd, rows, dim);
         return;
     }
     const char *op = "layernorm_bwd";
     const size_t n = (size_t)rows * dim;
-    float *fdx = widen(dx, dt, n, op), *fdy = widen(dy, dt, n, op);
+    float *fdx = widen_base(dx_base, dt, n, op), *fdy = widen(dy, dt, n, op);
     float *fx = widen(x, dt, n, op), *fw = widen(w, dt, (size_t)dim, op);
     float *fdw = grad_begin(dw, gt, (size_t)dim, op), *fdb = grad_begin(db, gt, (size_t)dim, op);
-    ft_cpu_layernorm_bwd(be, fdx, fdw, fdb, fdy, fx, fw, mean, rstd, rows, dim);
+    ft_cpu_layernorm_bwd(be, fdx, fdx, fdw, fdb, fdy, fx, fw, mean, rstd, rows, dim);
     grad_finish(dw, gt, fdw, (size_t)dim);
     grad_finish(db, gt, fdb, (size_t)dim);
     free(fdy);
