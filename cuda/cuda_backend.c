@@ -473,6 +473,7 @@ static void cuda_adamw_step(ft_backend *be, float *param, const float *grad, flo
     c.bc2_sqrt = (float)sqrt(bc2);
     c.eps = p->eps;
     c.grad_scale = p->grad_scale;
+    c.decay_n = p->no_decay_from ? p->no_decay_from : n;
     ft_cuda_check(ft_cuda_launch_adamw(param, grad, m, v, p->bf16_out, n, c,
                                        ft_cuda_stream(be)), "adamw_step");
 }

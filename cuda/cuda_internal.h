@@ -76,6 +76,7 @@ typedef struct ft_cuda_adamw_coef {
     float bc2_sqrt;  /* sqrt(1 - beta2^t) */
     float eps;
     float grad_scale; /* the gradient used is grad x grad_scale (clipping) */
+    size_t decay_n;   /* elements [0, decay_n) decay; the rest use factor 1 */
 } ft_cuda_adamw_coef;
 cudaError_t ft_cuda_launch_adamw(float *param, const float *grad, float *m, float *v,
                                  uint16_t *bits, size_t n, ft_cuda_adamw_coef c, cudaStream_t st);

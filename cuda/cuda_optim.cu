@@ -23,7 +23,8 @@
 #define OPT_THREADS 256
 
 /* bits (may be NULL): the updated parameter rounded to bf16 as well, so the bf16
- * working copy costs no second read of the fp32 master. */
+ * working copy costs no second read of the fp32 master. Elements from c.decay_n on are
+ * exempt from weight decay (factor 1: p * 1 is p, the bits of weight_decay 0). */
 __global__ void adamw_kernel(float *__restrict__ param, const float *__restrict__ grad,
                              float *__restrict__ m, float *__restrict__ v,
                              uint16_t *__restrict__ bits, size_t n, ft_cuda_adamw_coef c)
@@ -31,7 +32,7 @@ __global__ void adamw_kernel(float *__restrict__ param, const float *__restrict_
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         float g = __fmul_rn(grad[i], c.grad_scale);
-        float pi = __fmul_rn(param[i], c.decay);
+        float pi = __fmul_rn(param[i], i < c.decay_n ? c.decay : 1.0f);
         float m0 = m[i];
         float mi = __fadd_rn(m0, __fmul_rn(c.w1, __fsub_rn(g, m0)));
         float vi = __fadd_rn(__fmul_rn(v[i], c.beta2), __fmul_rn(__fmul_rn(c.w2, g), g));

@@ -97,6 +97,9 @@ typedef struct ft_adamw_params {
      * the update's own read of g, bitwise what scaling the buffer first would give,
      * without that extra pass over it (the buffer is left unscaled). 1: none. */
     float grad_scale;
+    /* Elements at and past this index take no weight decay (a unit's norms and biases
+     * follow its 2-D weights: one launch updates both); 0: none is exempt. */
+    size_t no_decay_from;
 } ft_adamw_params;
 
 typedef struct ft_sgd_params {

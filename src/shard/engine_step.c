@@ -98,9 +98,10 @@ int ft_engine_grad_norm(ft_engine *e, double *norm, ft_error *err)
     return 0;
 }
 
-/* Optimizer update of unit elements [lo, hi) (unit coordinates, within the opt range). */
+/* Optimizer update of unit elements [lo, hi) (unit coordinates, within the opt range),
+ * with weight decay wd on [lo, split) only (split in [lo, hi]). */
 static void update_range(ft_engine *e, const ft_optimizer_config *o, engine_unit *eu, size_t lo,
-                         size_t hi, double lr, double wd, float grad_mult)
+                         size_t split, size_t hi, double lr, double wd, float grad_mult)
 {
     if (hi <= lo)
         return;
@@ -114,15 +115,26 @@ static void update_range(ft_engine *e, const ft_optimizer_config *o, engine_unit
     }
     if (o->type == FT_OPT_ADAMW) {
         uint16_t *bits = ft_engine_update_bits(e, (int)(eu - e->units));
+        /* one launch for both ranges: no_decay_from 0 exempts none, so a range wholly
+         * past the split takes weight_decay 0 instead */
         ft_adamw_params ap = { .lr = (float)lr, .beta1 = (float)o->beta1,
                                .beta2 = (float)o->beta2, .eps = (float)o->eps,
-                               .weight_decay = (float)wd, .step = e->step,
+                               .weight_decay = split > lo ? (float)wd : 0.0f,
+                               .no_decay_from = split > lo && split < hi ? split - lo : 0,
+                               .step = e->step,
                                .bf16_out = bits ? bits + off : NULL, .grad_scale = grad_mult };
         be->ops->adamw_step(be, p, g, eu->m + off, eu->v + off, hi - lo, &ap);
-    } else {
-        ft_sgd_params sp = { .lr = (float)lr, .momentum = (float)o->momentum,
-                             .weight_decay = (float)wd, .grad_scale = grad_mult };
-        be->ops->sgd_step(be, p, g, eu->m + off, hi - lo, &sp);
+    } else { /* SGD: the two ranges one after the other */
+        const double part_wd[2] = { wd, 0.0 };
+        const size_t from[2] = { lo, split }, to[2] = { split, hi };
+        for (int r = 0; r < 2; r++) {
+            if (to[r] <= from[r])
+                continue;
+            ft_sgd_params sp = { .lr = (float)lr, .momentum = (float)o->momentum,
+                                 .weight_decay = (float)part_wd[r], .grad_scale = grad_mult };
+            be->ops->sgd_step(be, p + (from[r] - lo), g + (from[r] - lo),
+                              eu->m + off + (from[r] - lo), to[r] - from[r], &sp);
+        }
     }
 }
 
@@ -141,8 +153,7 @@ int ft_engine_step(ft_engine *e, const ft_optimizer_config *o, double lr, double
         const size_t decay_end = e->layout.units[u].decay_numel;
         const size_t split = decay_end < eu->opt_begin ? eu->opt_begin
                              : decay_end > eu->opt_end ? eu->opt_end : decay_end;
-        update_range(e, o, eu, eu->opt_begin, split, lr, o->weight_decay, mult);
-        update_range(e, o, eu, split, eu->opt_end, lr, 0.0, mult);
+        update_range(e, o, eu, eu->opt_begin, split, eu->opt_end, lr, o->weight_decay, mult);
         /* No wait here: publishing is ordered after the update on the device's stream,
          * and the stages that hand a shared staging buffer to the transport wait there. */
         if ((o->type == FT_OPT_ADAMW ? ft_engine_publish_updated(e, u, err)

@@ -72,7 +72,7 @@ static void test_adamw_matches_pytorch(void **state)
     for (int step = 1; step <= 5; step++) {
         golden_grad(g, step);
         be->ops->upload(be, dg, g, sizeof g);
-        ft_adamw_params hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, step, NULL, 1.0f};
+        ft_adamw_params hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, step, NULL, 1.0f, 0};
         be->ops->adamw_step(be, dp, dg, dm, dv, N_GOLDEN, &hp);
     }
     bt_download(be, p, dp, N_GOLDEN), bt_download(be, m, dm, N_GOLDEN), bt_download(be, v, dv, N_GOLDEN);
@@ -80,6 +80,76 @@ static void test_adamw_matches_pytorch(void **state)
     assert_close_each("adamw m", m, torch_adamw_m, N_GOLDEN, 1e-6);
     assert_close_each("adamw v", v, torch_adamw_v, N_GOLDEN, 1e-6);
     be->ops->free(be, dp), be->ops->free(be, dg), be->ops->free(be, dm), be->ops->free(be, dv);
+    ft_backend_destroy(be);
+}
+
+/* no_decay_from: one update whose tail is exempt from weight decay gives the bits of two,
+ * the head with the weight decay and the tail with weight_decay 0 (the engine's unit:
+ * 2-D weights first, then norms and biases), for the parameters, both moments and the
+ * bf16 copy. */
+static void test_adamw_no_decay_tail(void **state)
+{
+    (void)state;
+    ft_backend *be = bt_backend_create();
+    bt_rng rng = bt_rng_make(7);
+    const size_t n = 40009, split = 30011;
+    float *p = malloc(n * 4), *g = malloc(n * 4);
+    bt_fill_uniform(p, n, &rng, -1, 1);
+    bt_fill_uniform(g, n, &rng, -1, 1);
+    float *got[2][3];
+    uint16_t *bits[2];
+    for (int one = 0; one < 2; one++) {
+        float *dp = bt_upload(be, p, n), *dg = bt_upload(be, g, n);
+        float *dm = bt_upload(be, NULL, n), *dv = bt_upload(be, NULL, n);
+        uint16_t *db = be->ops->alloc(be, n * 2);
+        for (int t = 1; t <= 3; t++) {
+            ft_adamw_params ap = {1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, t, db, 0.7f, 0};
+            if (one) {
+                ap.no_decay_from = split;
+                be->ops->adamw_step(be, dp, dg, dm, dv, n, &ap);
+            } else {
+                be->ops->adamw_step(be, dp, dg, dm, dv, split, &ap);
+                ap.weight_decay = 0.0f;
+                ap.bf16_out = db + split;
+                be->ops->adamw_step(be, dp + split, dg + split, dm + split, dv + split, n - split,
+                                    &ap);
+            }
+        }
+        float *bufs[3] = {dp, dm, dv};
+        for (int b = 0; b < 3; b++) {
+            got[one][b] = malloc(n * 4);
+            bt_download(be, got[one][b], bufs[b], n);
+        }
+        bits[one] = malloc(n * 2);
+        be->ops->download(be, bits[one], db, n * 2);
+        be->ops->free(be, dp), be->ops->free(be, dg), be->ops->free(be, dm);
+        be->ops->free(be, dv), be->ops->free(be, db);
+    }
+    for (int b = 0; b < 3; b++) {
+        assert_memory_equal(got[0][b], got[1][b], n * 4);
+        free(got[0][b]), free(got[1][b]);
+    }
+    assert_memory_equal(bits[0], bits[1], n * 2);
+    /* and the exemption is there: one step with it against one without, from the same
+     * state, agree on the head and differ on the tail */
+    float *after[2];
+    for (int exempt = 0; exempt < 2; exempt++) {
+        float *dp = bt_upload(be, p, n), *dg = bt_upload(be, g, n);
+        float *dm = bt_upload(be, NULL, n), *dv = bt_upload(be, NULL, n);
+        ft_adamw_params ap = {1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, NULL, 1.0f, 0};
+        ap.no_decay_from = exempt ? split : 0;
+        be->ops->adamw_step(be, dp, dg, dm, dv, n, &ap);
+        after[exempt] = malloc(n * 4);
+        bt_download(be, after[exempt], dp, n);
+        be->ops->free(be, dp), be->ops->free(be, dg), be->ops->free(be, dm), be->ops->free(be, dv);
+    }
+    assert_memory_equal(after[0], after[1], split * 4);
+    size_t differ = 0;
+    for (size_t i = split; i < n; i++)
+        differ += after[0][i] != after[1][i];
+    assert_true(differ > (n - split) / 2);
+    free(after[0]), free(after[1]);
+    free(bits[0]), free(bits[1]), free(p), free(g);
     ft_backend_destroy(be);
 }
 
@@ -103,7 +173,7 @@ static void test_adamw_matches_double_reference(void **state)
     for (int t = 1; t <= 20; t++) {
         bt_fill_uniform(g, n, &rng, -0.1f, 0.1f);
         be->ops->upload(be, dg, g, n * 4);
-        ft_adamw_params hp = {lr, b1, b2, eps, wd, t, NULL, 1.0f};
+        ft_adamw_params hp = {lr, b1, b2, eps, wd, t, NULL, 1.0f, 0};
         be->ops->adamw_step(be, dp, dg, dm, dv, n, &hp);
         double bc1 = 1 - pow(b1, t), bc2 = 1 - pow(b2, t);
         for (size_t i = 0; i < n; i++) {
@@ -136,7 +206,7 @@ static void test_adamw_bf16_out(void **state)
     for (int k = 0; k < 2; k++) {
         float *dp = bt_upload(be, p, n), *dm = bt_upload(be, NULL, n), *dv = bt_upload(be, NULL, n);
         for (int t = 1; t <= 3; t++) {
-            ft_adamw_params hp = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t, k == 1 ? dbits : NULL, 1.0f};
+            ft_adamw_params hp = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t, k == 1 ? dbits : NULL, 1.0f, 0};
             be->ops->adamw_step(be, dp, dg, dm, dv, n, &hp);
         }
         float *bufs[3] = {dp, dm, dv};
@@ -235,7 +305,7 @@ static void test_grad_scale_fused(void **state)
                 const float gs = fused ? s : 1.0f;
                 if (opt < 2) {
                     ft_adamw_params ap = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t,
-                                          opt == 1 ? dbits : NULL, gs};
+                                          opt == 1 ? dbits : NULL, gs, 0};
                     be->ops->adamw_step(be, dp, gi, dm, dv, n, &ap);
                 } else {
                     ft_sgd_params sp = {0.05f, opt == 3 ? 0.9f : 0.0f, 0.01f, gs};
@@ -281,6 +351,7 @@ int main(void)
         cmocka_unit_test(test_adamw_matches_pytorch),
         cmocka_unit_test(test_adamw_matches_double_reference),
         cmocka_unit_test(test_adamw_bf16_out),
+        cmocka_unit_test(test_adamw_no_decay_tail),
         cmocka_unit_test(test_sgd_matches_pytorch),
         cmocka_unit_test(test_sgd_decoupled_decay),
         cmocka_unit_test(test_grad_scale_fused),

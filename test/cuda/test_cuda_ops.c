@@ -926,8 +926,9 @@ static void test_optim(void)
         float *cg = be_dup(cpu, g, n * 4), *gg = be_dup(gpu, g, n * 4);
         /* step 2 clips: the multiplier applied in the update's read of g */
         ft_adamw_params ap = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, NULL,
-                              step == 2 ? 0.3127f : 1.0f};
+                              step == 2 ? 0.3127f : 1.0f, 0};
         ap.bf16_out = step == 3 ? cbits : NULL; /* the last step also rounds to bf16 */
+        ap.no_decay_from = step == 3 ? 70001 : 0; /* and exempts its tail from the decay */
         cpu->ops->adamw_step(cpu, cp, cg, cm, cv, n, &ap);
         ap.bf16_out = step == 3 ? gbits : NULL;
         gpu->ops->adamw_step(gpu, gp, gg, gm, gv, n, &ap);

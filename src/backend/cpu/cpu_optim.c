@@ -29,13 +29,14 @@ typedef struct adamw_coef {
     float decay, w1, beta2, w2, neg_step, bc2_sqrt, eps;
 } adamw_coef;
 
-/* One element's update (the header's formulas) with gradient g_raw x scale (clipping);
- * returns the new parameter. */
-static inline float adamw_update(const adamw_coef *c, float *param, float g_raw, float scale,
-                                 float *m, float *v)
+/* One element's update (the header's formulas) with gradient g_raw x scale (clipping)
+ * and the decay factor `decay` (c->decay, or 1 for an element exempt from weight decay:
+ * p * 1 is p, the bits of an update with weight_decay 0); returns the new parameter. */
+static inline float adamw_update(const adamw_coef *c, float decay, float *param, float g_raw,
+                                 float scale, float *m, float *v)
 {
     const float g = g_raw * scale;
-    float pi = *param * c->decay;
+    float pi = *param * decay;
     float mi = *m + c->w1 * (g - *m);
     float vi = *v * c->beta2 + (c->w2 * g) * g;
     float den = sqrtf(vi) / c->bc2_sqrt + c->eps;
@@ -57,16 +58,18 @@ void ft_cpu_adamw_step(ft_backend *be, float *param, const float *grad, float *m
                            .bc2_sqrt = (float)sqrt(bc2), .eps = p->eps };
     uint16_t *bits = p->bf16_out;
     const float s = p->grad_scale;
+    const size_t nd = p->no_decay_from ? p->no_decay_from : n; /* decayed: [0, nd) */
     if (!bits) {
 #pragma omp parallel for simd schedule(static) if (n >= FT_CPU_PAR_MIN)
         for (size_t i = 0; i < n; i++)
-            adamw_update(&c, &param[i], grad[i], s, &m[i], &v[i]);
+            adamw_update(&c, i < nd ? c.decay : 1.0f, &param[i], grad[i], s, &m[i], &v[i]);
         return;
     }
     /* with the bf16 working copy in the same pass */
 #pragma omp parallel for simd schedule(static) if (n >= FT_CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++)
-        bits[i] = ft_f32_to_bf16(adamw_update(&c, &param[i], grad[i], s, &m[i], &v[i]));
+        bits[i] = ft_f32_to_bf16(
+            adamw_update(&c, i < nd ? c.decay : 1.0f, &param[i], grad[i], s, &m[i], &v[i]));
 }
 
 void ft_cpu_sgd_step(ft_backend *be, float *param, const float *grad, float *momentum_buf,
