@@ -396,6 +396,15 @@ static void cuda_rope(ft_backend *be, ft_dtype dt, void *x, const float *cos_tab
                   "rope");
 }
 
+static void cuda_rope_qk(ft_backend *be, ft_dtype dt, void *q, int q_heads, void *k, int k_heads,
+                         const float *cos_table, const float *sin_table, const int32_t *pos,
+                         int tokens, ft_rope_shape r, bool inverse)
+{
+    ft_cuda_check(ft_cuda_launch_rope_qk(dt, q, q_heads, k, k_heads, cos_table, sin_table, pos,
+                                         tokens, r, inverse ? 1 : 0, ft_cuda_stream(be)),
+                  "rope_qk");
+}
+
 static void cuda_bias_add(ft_backend *be, ft_dtype dt, ft_dtype yt, void *y, const void *b,
                           int rows, int dim)
 {
@@ -565,6 +574,7 @@ static const ft_backend_ops cuda_ops = {
     .layernorm_fwd = cuda_layernorm_fwd,
     .layernorm_bwd = cuda_layernorm_bwd,
     .rope = cuda_rope,
+    .rope_qk = cuda_rope_qk,
     .attention_fwd = ft_cuda_attention_fwd,
     .attention_bwd = ft_cuda_attention_bwd,
     .attention_decode = ft_cuda_attention_decode,

@@ -136,6 +136,11 @@ cudaError_t ft_cuda_launch_gelu_bwd(ft_dtype dt, ft_gelu_kind kind, void *dx, co
 cudaError_t ft_cuda_launch_rope(ft_dtype dt, void *x, const float *cos_table,
                                 const float *sin_table, const int32_t *pos, int tokens,
                                 int n_heads, ft_rope_shape r, int inverse, cudaStream_t st);
+/* q and k in one launch (where both take the same path; else one each) */
+cudaError_t ft_cuda_launch_rope_qk(ft_dtype dt, void *q, int q_heads, void *k, int k_heads,
+                                   const float *cos_table, const float *sin_table,
+                                   const int32_t *pos, int tokens, ft_rope_shape r, int inverse,
+                                   cudaStream_t st);
 
 /* ---- cuda_embedding.cu ---- */
 cudaError_t ft_cuda_launch_embedding_fwd(ft_dtype dt, void *out, const void *table,

@@ -195,6 +195,11 @@ typedef struct ft_backend_ops {
     void (*rope)(ft_backend *be, ft_dtype dt, void *x, const float *cos_table,
                  const float *sin_table, const int32_t *pos, int tokens, int n_heads,
                  ft_rope_shape r, bool inverse);
+    /* rope of q [tokens, q_heads*r.head_dim] and k [tokens, k_heads*r.head_dim] at the
+     * same positions: bitwise rope(q) then rope(k), in one launch on CUDA. */
+    void (*rope_qk)(ft_backend *be, ft_dtype dt, void *q, int q_heads, void *k, int k_heads,
+                    const float *cos_table, const float *sin_table, const int32_t *pos,
+                    int tokens, ft_rope_shape r, bool inverse);
 
     /* Causal attention with document masking (flash attention: tiled, online softmax).
      * Query token i of a row attends key token j of the same row iff j <= i,

@@ -294,11 +294,12 @@ static void bias_bwd(const ft_block_ctx *bc, void *db, const void *dy, int n, in
         bc->be->ops->bias_grad(bc->be, bc->dt, bc->gt, db, dy, n, dim);
 }
 
-/* z = RoPE(QKNorm(a W^T + b (+ LoRA))) for q (or k: proj): n_heads heads. Without
- * qk_norm the projection goes straight into z; with it into z_raw, normalised into z. */
-static void project_rotate(const ft_block_ctx *bc, const ft_block_params *p, ft_block_acts *acts,
-                           int proj_id, void *z, void *z_raw, float *rstd, const void *a,
-                           const void *bias, const void *norm_w, int n_heads)
+/* z = QKNorm(a W^T + b (+ LoRA)) for q (or k: proj), n_heads heads, before RoPE (which
+ * rotates q and k together: rotate_qk). Without qk_norm the projection goes straight into
+ * z; with it into z_raw, normalised into z. */
+static void project_qk(const ft_block_ctx *bc, const ft_block_params *p, ft_block_acts *acts,
+                       int proj_id, void *z, void *z_raw, float *rstd, const void *a,
+                       const void *bias, const void *norm_w, int n_heads)
 {
     ft_backend *be = bc->be;
     const ft_model_config *c = bc->config;
@@ -310,24 +311,29 @@ static void project_rotate(const ft_block_ctx *bc, const ft_block_params *p, ft_
     if (norm_w)
         be->ops->rmsnorm_fwd(be, bc->dt, z, rstd, proj, norm_w, N * n_heads, c->head_dim,
                              (float)c->rms_norm_eps);
-    be->ops->rope(be, bc->dt, z, bc->rope_cos, bc->rope_sin, bc->pos, N, n_heads,
-                  ft_model_rope_shape(c), false);
 }
 
-/* Backward of project_rotate given dz (the attention's dq or dk; destroyed):
- * dz_raw = QKNorm^T(RoPE^T dz) into dz_raw (qk_norm) or in place, bias and weight
+/* RoPE of q and k in place (inverse: by -angle, the backward, the rotation being
+ * orthogonal), both in one backend call. */
+static void rotate_qk(const ft_block_ctx *bc, void *q, void *k, bool inverse)
+{
+    const ft_model_config *c = bc->config;
+    bc->be->ops->rope_qk(bc->be, bc->dt, q, c->num_attention_heads, k, c->num_key_value_heads,
+                         bc->rope_cos, bc->rope_sin, bc->pos, bc->tokens, ft_model_rope_shape(c),
+                         inverse);
+}
+
+/* Backward of project_qk given dz (the attention's dq or dk, rotated back by rotate_qk;
+ * destroyed): dz_raw = QKNorm^T dz into dz_raw (qk_norm) or dz itself, bias and weight
  * grads accumulate, da (+)= dz_raw W with beta_da (none when da is NULL). */
-static void project_rotate_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_grads *g,
-                               ft_block_acts *acts, int proj_id, void *da, void *db, void *dnorm_w,
-                               void *dz, void *dz_raw, const void *z_raw, const float *rstd,
-                               const void *a, const void *norm_w, int n_heads, float beta_da)
+static void project_qk_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_grads *g,
+                           ft_block_acts *acts, int proj_id, void *da, void *db, void *dnorm_w,
+                           void *dz, void *dz_raw, const void *z_raw, const float *rstd,
+                           const void *a, const void *norm_w, int n_heads, float beta_da)
 {
     ft_backend *be = bc->be;
     const ft_model_config *c = bc->config;
     const int N = bc->tokens, H = c->hidden_size, out = n_heads * c->head_dim;
-    /* The rotation is orthogonal: its backward is the rotation by -angle. */
-    be->ops->rope(be, bc->dt, dz, bc->rope_cos, bc->rope_sin, bc->pos, N, n_heads,
-                  ft_model_rope_shape(c), true);
     void *dproj = dz;
     if (norm_w) {
         be->ops->rmsnorm_bwd(be, bc->dt, bc->gt, dz_raw, NULL, grad_or_sink(bc, dnorm_w, 0), dz,
@@ -397,10 +403,11 @@ static void self_attention_fwd(const ft_block_ctx *bc, const ft_block_params *p,
     const ft_model_config *c = bc->config;
     const int N = bc->tokens, H = c->hidden_size;
     const int KV = c->num_key_value_heads * c->head_dim;
-    project_rotate(bc, p, a, FT_BLK_Q, a->q, a->q_raw, a->rstd_q, a->xn1, p->w[FT_BLK_Q_BIAS],
-                   p->w[FT_BLK_Q_NORM], c->num_attention_heads);
-    project_rotate(bc, p, a, FT_BLK_K, a->k, a->k_raw, a->rstd_k, a->xn1, p->w[FT_BLK_K_BIAS],
-                   p->w[FT_BLK_K_NORM], c->num_key_value_heads);
+    project_qk(bc, p, a, FT_BLK_Q, a->q, a->q_raw, a->rstd_q, a->xn1, p->w[FT_BLK_Q_BIAS],
+               p->w[FT_BLK_Q_NORM], c->num_attention_heads);
+    project_qk(bc, p, a, FT_BLK_K, a->k, a->k_raw, a->rstd_k, a->xn1, p->w[FT_BLK_K_BIAS],
+               p->w[FT_BLK_K_NORM], c->num_key_value_heads);
+    rotate_qk(bc, a->q, a->k, false);
     linear_fwd(bc, a->v, a->xn1, p->w[FT_BLK_V], N, KV, H, 0.0f);
     add_bias(bc, a->v, p->w[FT_BLK_V_BIAS], N, KV);
     ft_block_lora_fwd(bc, p, a, FT_BLK_V, a->v, a->xn1);
@@ -492,12 +499,13 @@ void ft_block_backward(const ft_block_ctx *bc, const ft_block_params *p, ft_bloc
     be->ops->attention_bwd(be, bc->dt, s->dq, s->dk, s->dv, s->datt, a->att, a->lse, a->q, a->k,
                            a->v, bc->segment, bc->attn);
     const float beta_q = fam->shared_norm ? 1.0f : 0.0f; /* keep the MLP's dn1 */
-    project_rotate_bwd(bc, p, g, a, FT_BLK_Q, dxn, g->g[FT_BLK_Q_BIAS], g->g[FT_BLK_Q_NORM],
-                       s->dq, s->dq_raw, a->q_raw, a->rstd_q, a->xn1, p->w[FT_BLK_Q_NORM],
-                       c->num_attention_heads, beta_q);
-    project_rotate_bwd(bc, p, g, a, FT_BLK_K, dxn, g->g[FT_BLK_K_BIAS], g->g[FT_BLK_K_NORM],
-                       s->dk, s->dk_raw, a->k_raw, a->rstd_k, a->xn1, p->w[FT_BLK_K_NORM],
-                       c->num_key_value_heads, 1.0f);
+    rotate_qk(bc, s->dq, s->dk, true);
+    project_qk_bwd(bc, p, g, a, FT_BLK_Q, dxn, g->g[FT_BLK_Q_BIAS], g->g[FT_BLK_Q_NORM], s->dq,
+                   s->dq_raw, a->q_raw, a->rstd_q, a->xn1, p->w[FT_BLK_Q_NORM],
+                   c->num_attention_heads, beta_q);
+    project_qk_bwd(bc, p, g, a, FT_BLK_K, dxn, g->g[FT_BLK_K_BIAS], g->g[FT_BLK_K_NORM], s->dk,
+                   s->dk_raw, a->k_raw, a->rstd_k, a->xn1, p->w[FT_BLK_K_NORM],
+                   c->num_key_value_heads, 1.0f);
     bias_bwd(bc, g->g[FT_BLK_V_BIAS], s->dv, N, KV);
     linear_bwd(bc, p, g, a, FT_BLK_V, dxn, s->dv, a->xn1, N, KV, H, 1.0f);
     if (!want_dx)

@@ -160,8 +160,10 @@ static void test_rmsnorm(int rows, int dim, ft_dtype gt)
     void *rs_host = malloc(rows * 4);
     cpu->ops->download(cpu, rs_host, RS.c, rows * 4);
     gpu->ops->upload(gpu, RS.g, rs_host, rows * 4);
-    cpu->ops->rmsnorm_bwd(cpu, FT_DTYPE_BF16, gt, DX.c, DX.c, DW.c, DY.c, X.c, W.c, RS.c, rows, dim);
-    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_BF16, gt, DX.g, DX.g, DW.g, DY.g, X.g, W.g, RS.g, rows, dim);
+    cpu->ops->rmsnorm_bwd(cpu, FT_DTYPE_BF16, gt, DX.c, DX.c, DW.c, DY.c, X.c, W.c, RS.c, rows,
+                          dim);
+    gpu->ops->rmsnorm_bwd(gpu, FT_DTYPE_BF16, gt, DX.g, DX.g, DW.g, DY.g, X.g, W.g, RS.g, rows,
+                          dim);
     compare("rmsnorm_bwd dx (accumulated)", DX, 1, UNIT);
     compare(gt == FT_DTYPE_BF16 ? "rmsnorm_bwd dw (bf16)" : "rmsnorm_bwd dw (fp32)", DW,
             gt == FT_DTYPE_BF16, gt == FT_DTYPE_BF16 ? UNIT : 1e-5);
@@ -287,10 +289,10 @@ static void test_layernorm(int rows, int dim, ft_dtype gt)
     gpu->ops->upload(gpu, MU.g, stat, rows * 4);
     cpu->ops->download(cpu, stat, RS.c, rows * 4);
     gpu->ops->upload(gpu, RS.g, stat, rows * 4);
-    cpu->ops->layernorm_bwd(cpu, FT_DTYPE_BF16, gt, DX.c, DX.c, DW.c, DB.c, DY.c, X.c, W.c, MU.c, RS.c,
-                            rows, dim);
-    gpu->ops->layernorm_bwd(gpu, FT_DTYPE_BF16, gt, DX.g, DX.g, DW.g, DB.g, DY.g, X.g, W.g, MU.g, RS.g,
-                            rows, dim);
+    cpu->ops->layernorm_bwd(cpu, FT_DTYPE_BF16, gt, DX.c, DX.c, DW.c, DB.c, DY.c, X.c, W.c, MU.c,
+                            RS.c, rows, dim);
+    gpu->ops->layernorm_bwd(gpu, FT_DTYPE_BF16, gt, DX.g, DX.g, DW.g, DB.g, DY.g, X.g, W.g, MU.g,
+                            RS.g, rows, dim);
     compare("layernorm_bwd dx (accumulated)", DX, 1, UNIT);
     int g16 = gt == FT_DTYPE_BF16;
     compare(g16 ? "layernorm_bwd dw (bf16)" : "layernorm_bwd dw (fp32)", DW, g16, g16 ? UNIT : 1e-5);
@@ -461,8 +463,7 @@ static void *placed(ft_backend *be, void **base, const void *host, size_t bytes,
     return p;
 }
 
-static void same_bits(const char *what, ft_backend *be, const void *x, const void *y,
-                      size_t bytes)
+static void same_bits(const char *what, ft_backend *be, const void *x, const void *y, size_t bytes)
 {
     unsigned char *hx = malloc(bytes), *hy = malloc(bytes);
     be->ops->sync(be);
@@ -505,13 +506,13 @@ static void test_matmul_add(int m, int n, int k)
 }
 
 /* One backend's norm backward (layernorm when mu is non-NULL) into dx from base. */
-static void norm_bwd(ft_backend *be, void *dx, const void *base, void *dw, void *db,
-                     const void *dy, const void *x, const void *w, const float *mu,
-                     const float *rs, int rows, int dim)
+static void norm_bwd(ft_backend *be, void *dx, const void *base, void *dw, void *db, const void *dy,
+                     const void *x, const void *w, const float *mu, const float *rs, int rows,
+                     int dim)
 {
     if (mu)
-        be->ops->layernorm_bwd(be, FT_DTYPE_BF16, FT_DTYPE_F32, dx, base, dw, db, dy, x, w, mu,
-                               rs, rows, dim);
+        be->ops->layernorm_bwd(be, FT_DTYPE_BF16, FT_DTYPE_F32, dx, base, dw, db, dy, x, w, mu, rs,
+                               rows, dim);
     else
         be->ops->rmsnorm_bwd(be, FT_DTYPE_BF16, FT_DTYPE_F32, dx, base, dw, dy, x, w, rs, rows,
                              dim);
@@ -571,6 +572,71 @@ static void test_norm_base(int layernorm, int rows, int dim, int off)
     free(x), free(w), free(dy), free(base), free(stat), free(zeros);
 }
 
+/* rope_qk: q and k rotated in one call give, on each backend, the bits of two rope calls,
+ * and the GPU's the CPU's (the same fp32 operations in the same order): half-split with
+ * both 16-byte aligned (the 8-wide path, one launch), q aligned and k one bf16 off (each
+ * on its own path), and GPT-J's interleaved pairs (one-pair path, one launch). */
+static void test_rope_qk(void)
+{
+    const int tokens = 23, qh = 4, kh = 2, hd = 64, maxpos = 40;
+    const size_t nq = (size_t)tokens * qh * hd, nk = (size_t)tokens * kh * hd;
+    float *cs = random_f32((size_t)maxpos * hd / 2, -1, 1),
+          *sn = random_f32((size_t)maxpos * hd / 2, -1, 1);
+    int32_t pos[23];
+    for (int t = 0; t < tokens; t++)
+        pos[t] = (t * 7) % maxpos;
+    uint16_t *q = random_bf16(nq, -2, 2), *k = random_bf16(nk, -2, 2);
+    static const struct {
+        int k_off, interleaved, rot;
+        const char *what;
+    } cases[] = {
+        { 0, 0, 64, "half-split, aligned" },
+        { 1, 0, 64, "half-split, k off alignment" },
+        { 0, 1, 32, "interleaved, rot_dim 32" },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        ft_rope_shape r = { hd, cases[c].rot, cases[c].interleaved != 0 };
+        uint16_t *res[2][2]; /* [backend][q, k] after rope_qk */
+        ft_backend *bes[2] = { cpu, gpu };
+        for (int i = 0; i < 2; i++) {
+            ft_backend *be = bes[i];
+            void *m[7];
+            float *CS = placed(be, &m[0], cs, (size_t)maxpos * hd / 2 * 4, 0);
+            float *SN = placed(be, &m[1], sn, (size_t)maxpos * hd / 2 * 4, 0);
+            int32_t *POS = placed(be, &m[2], pos, sizeof pos, 0);
+            void *Q1 = placed(be, &m[3], q, nq * 2, 0),
+                 *K1 = placed(be, &m[4], k, nk * 2, cases[c].k_off);
+            void *Q2 = placed(be, &m[5], q, nq * 2, 0),
+                 *K2 = placed(be, &m[6], k, nk * 2, cases[c].k_off);
+            for (int inv = 0; inv < 2; inv++) {
+                be->ops->rope_qk(be, FT_DTYPE_BF16, Q1, qh, K1, kh, CS, SN, POS, tokens, r, inv);
+                be->ops->rope(be, FT_DTYPE_BF16, Q2, CS, SN, POS, tokens, qh, r, inv);
+                be->ops->rope(be, FT_DTYPE_BF16, K2, CS, SN, POS, tokens, kh, r, inv);
+                if (!inv) { /* compare after the forward rotation, then rotate back */
+                    char what[96];
+                    snprintf(what, sizeof what, "rope_qk %s: the bits of rope(q), rope(k)",
+                             cases[c].what);
+                    same_bits(what, be, Q1, Q2, nq * 2);
+                    same_bits(what, be, K1, K2, nk * 2);
+                    res[i][0] = malloc(nq * 2), res[i][1] = malloc(nk * 2);
+                    be->ops->download(be, res[i][0], Q1, nq * 2);
+                    be->ops->download(be, res[i][1], K1, nk * 2);
+                }
+            }
+            for (int j = 0; j < 7; j++)
+                be->ops->free(be, m[j]);
+        }
+        char what[96];
+        snprintf(what, sizeof what, "rope_qk %s: gpu bits = cpu bits", cases[c].what);
+        checks++;
+        int same = !memcmp(res[0][0], res[1][0], nq * 2) && !memcmp(res[0][1], res[1][1], nk * 2);
+        failures += !same;
+        printf("%s %s\n", same ? "ok  " : "FAIL", what);
+        free(res[0][0]), free(res[0][1]), free(res[1][0]), free(res[1][1]);
+    }
+    free(cs), free(sn), free(q), free(k);
+}
+
 int main(void)
 {
     const int rc = cuda_test_backends(&cpu, &gpu);
@@ -583,6 +649,7 @@ int main(void)
         }
     test_matmul_empty_k();
     test_matmul_add(70, 96, 40);
+    test_rope_qk();
     for (int off = 0; off < 2; off++) {
         test_norm_base(0, 33, 96, off);
         test_norm_base(1, 33, 96, off);

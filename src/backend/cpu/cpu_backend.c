@@ -195,6 +195,7 @@ static const ft_backend_ops cpu_ops = {
     .layernorm_fwd = ft_cpu_widen_layernorm_fwd,
     .layernorm_bwd = ft_cpu_widen_layernorm_bwd,
     .rope = ft_cpu_widen_rope,
+    .rope_qk = ft_cpu_widen_rope_qk,
     .attention_fwd = ft_cpu_widen_attention_fwd,
     .attention_bwd = ft_cpu_widen_attention_bwd,
     .attention_decode = ft_cpu_widen_attention_decode,

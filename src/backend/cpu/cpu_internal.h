@@ -146,6 +146,9 @@ void ft_cpu_widen_layernorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *
 void ft_cpu_widen_rope(ft_backend *be, ft_dtype dt, void *x, const float *cos_table,
                        const float *sin_table, const int32_t *pos, int tokens, int n_heads,
                        ft_rope_shape r, bool inverse);
+void ft_cpu_widen_rope_qk(ft_backend *be, ft_dtype dt, void *q, int q_heads, void *k,
+                          int k_heads, const float *cos_table, const float *sin_table,
+                          const int32_t *pos, int tokens, ft_rope_shape r, bool inverse);
 void ft_cpu_widen_attention_fwd(ft_backend *be, ft_dtype dt, void *out, float *lse,
                                 const void *q, const void *k, const void *v,
                                 const int32_t *segment, ft_attn_shape s);

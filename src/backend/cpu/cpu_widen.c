@@ -224,6 +224,15 @@ void ft_cpu_widen_rope(ft_backend *be, ft_dtype dt, void *x, const float *cos_ta
     narrow(x, dt, fx, n);
 }
 
+/* The CPU has no launch to save: q, then k. */
+void ft_cpu_widen_rope_qk(ft_backend *be, ft_dtype dt, void *q, int q_heads, void *k,
+                          int k_heads, const float *cos_table, const float *sin_table,
+                          const int32_t *pos, int tokens, ft_rope_shape r, bool inverse)
+{
+    ft_cpu_widen_rope(be, dt, q, cos_table, sin_table, pos, tokens, q_heads, r, inverse);
+    ft_cpu_widen_rope(be, dt, k, cos_table, sin_table, pos, tokens, k_heads, r, inverse);
+}
+
 void ft_cpu_widen_attention_fwd(ft_backend *be, ft_dtype dt, void *out, float *lse,
                                 const void *q, const void *k, const void *v,
                                 const int32_t *segment, ft_attn_shape s)
