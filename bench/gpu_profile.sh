@@ -26,17 +26,8 @@ ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/
 [ -n "$ncu" ] || { echo "gpu_profile: no ncu (Nsight Compute) on this machine"; exit 1; }
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 cd "$work"
-python3 "$top/bench/gpu_step_torch.py" data data.h5 --rows "$STEPS" --seq 4096 --vocab 128256 \
-    --doc-len 0 > /dev/null || { echo "gpu_profile: could not write the data file (h5py?)"; exit 1; }
-cat > step.cfg <<CFG
-device = "cuda"; precision = "bf16"; max_steps = $STEPS; seed = 1; micro_batch_size = 1; global_batch_size = 1;
-activation_checkpointing = true; grad_clip = 1.0; log_every = 1;
-model = { vocab_size = 128256; hidden_size = 2048; intermediate_size = 8192; num_hidden_layers = $layers;
-          num_attention_heads = 32; num_key_value_heads = 8; max_position_embeddings = 4096;
-          rope_theta = 500000.0; tie_word_embeddings = true; };
-data = { train = "data.h5"; };
-optimizer = { type = "adamw"; lr = 1e-5; weight_decay = 0.1; warmup_steps = 0; };
-CFG
+. "$top/bench/gpu_step_cfg.sh"
+ft_step_setup "$layers" "$STEPS" || { echo "gpu_profile: no step to profile"; exit 1; }
 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
     --log-file kernels.csv "$build/ftmpi" step.cfg "$@" > ftmpi.log 2>&1 ||
     { tail -n 20 ftmpi.log; echo "gpu_profile: ncu or ftmpi failed"; exit 1; }

@@ -21,7 +21,8 @@
 #      then ftmpi alone with FTMPI_GRADS_ZERO_ALL=1 (gradient resets zeroing everything, the
 #      GEMMs adding to the zeros: what the unset 2-D part saves) (60);
 #   3. bench/head.sh cuda: the LM head against PyTorch's (60); bench/gpu_profile.sh 2: the
-#      step's kernel times by kind under Nsight Compute (120);
+#      step's kernel times by kind under Nsight Compute (120); bench/gpu_timeline.sh: the
+#      whole 1B step's idle time between operations, recorded by CUPTI (90);
 #   4. bench/gpu_attention.sh: own kernels against SDPA's FA2, the cuDNN path against SDPA's
 #      cuDNN, the two forward geometries and the two backwards (180);
 #   5. with what is left: test_cuda_ops (60), then compute-sanitizer's racecheck on
@@ -100,6 +101,7 @@ step grads_zero_all 60 env FTMPI_BUILD="$build" GPU_STEP_PEER=0 FTMPI_GRADS_ZERO
     sh "$top/bench/gpu_step.sh" --shape 1b
 step head 60 env FTMPI_BUILD="$build" sh "$top/bench/head.sh" cuda
 step profile 120 env FTMPI_BUILD="$build" sh "$top/bench/gpu_profile.sh" 2
+step timeline 90 env FTMPI_BUILD="$build" OUT="$logs" sh "$top/bench/gpu_timeline.sh" 16
 step gpu_attention 180 env FTMPI_BUILD="$build" sh "$top/bench/gpu_attention.sh"
 step cuda_ops 60 "$build/test/cuda/test_cuda_ops"
 step racecheck 120 compute-sanitizer --tool racecheck --print-limit 5 "$build/test/cuda/test_attention_tc"
@@ -119,7 +121,7 @@ for name in attention_tc attention_cudnn cuda_ops racecheck; do
     echo "== $name"
     grep -E "FAIL|checks|refused|skipped|passed|ERROR SUMMARY|hazard" "$logs/$name.log" | head -n 20
 done
-for name in gpu_tests gpu_step gpu_step_own gpu_step_nockpt grads_zero_all ckpt_half ckpt_keep_attention head gpu_attention attention_profile profile first_run; do
+for name in gpu_tests gpu_step gpu_step_own gpu_step_nockpt grads_zero_all ckpt_half ckpt_keep_attention head gpu_attention attention_profile profile timeline first_run; do
     [ -f "$logs/$name.log" ] || continue
     echo "== $name"
     cat "$logs/$name.log"
