@@ -4,8 +4,10 @@
  * Execution model. Everything is enqueued on one non-blocking stream owned by
  * the backend, so ops execute in call order and no op synchronises the device:
  * the host returns as soon as the work is queued. Exceptions, documented:
- *  - upload and download return when the copy has completed, so the host buffer
- *    can be reused (or read) at once;
+ *  - download returns when the copy has completed, so the host buffer can be read at
+ *    once; upload returns with the host buffer free to reuse: a small one (at most 1
+ *    MiB: a batch's ids, positions, documents) through a ring of pinned memory without
+ *    a wait (cuda_upload_stage.h), a large one (weights) after its copy completed;
  *  - sum_squares returns a host double, so it waits for its own result (and
  *    sum_squares_each once for all of its results);
  *  - sync waits for everything.
@@ -208,6 +210,13 @@ static void cuda_upload(ft_backend *be, void *dst, const void *src_host, size_t 
     if (bytes == 0)
         return;
     ft_segment_hint_written(&st->segment_hint, dst, bytes);
+    /* small: through the pinned ring, no wait; large: the copy, then a wait for it (the
+     * caller may reuse src_host on return) */
+    const int staged = ft_upload_stage_copy(&st->upload_stage, dst, src_host, bytes, st->stream);
+    if (staged < 0)
+        ft_cuda_check((cudaError_t)-staged, "upload (staged)");
+    if (staged)
+        return;
     ft_cuda_check(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, st->stream),
                   "upload");
     ft_cuda_check(cudaStreamSynchronize(st->stream), "upload (synchronize)");
@@ -516,6 +525,7 @@ static void cuda_state_release(ft_cuda_state *st)
     st->cudnn = NULL;
     ft_segment_hint_release(&st->segment_hint);
     ft_cuda_phase_times_release(&st->phases);
+    ft_upload_stage_release(&st->upload_stage);
     ft_cuda_matmul_release(st);
     /* Blocks still allocated are returned to the pool: nothing else can use
      * them once the backend is gone. */
@@ -655,6 +665,7 @@ int ft_backend_cuda_create(ft_backend **out, int device, ft_error *err)
                  "cudaStreamCreateWithFlags");
     CREATE_CHECK(cudaMallocHost((void **)&st->host_result, sizeof(double)), "cudaMallocHost");
     st->host_results = 1;
+    CREATE_CHECK(ft_upload_stage_init(&st->upload_stage), "upload staging (cudaMallocHost)");
     CREATE_CHECK(cudaMalloc(&st->lt_workspace, FT_CUDA_LT_WORKSPACE),
                  "cudaMalloc(cuBLASLt workspace)");
     cublasStatus_t bs = cublasLtCreate(&st->lt);

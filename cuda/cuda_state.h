@@ -10,6 +10,7 @@
 #include "cuda_attention_cudnn.h"
 #include "cuda_phase_time.h"
 #include "cuda_segment_hint.h"
+#include "cuda_upload_stage.h"
 
 /* cuBLASLt workspace: 32 MiB is what NVIDIA recommends for Hopper (split-K and
  * stream-K algorithms need it); Ampere needs less. */
@@ -56,6 +57,7 @@ typedef struct ft_cuda_state {
     ft_cudnn_attn *cudnn; /* cuDNN attention: handle and plans (cuda_attention_cudnn.c) */
     ft_segment_hint segment_hint; /* host copy of the model's segment ids (segment_hint op) */
     ft_cuda_phase_times phases;   /* step-phase timing (cuda_phase_time.c) */
+    ft_upload_stage upload_stage; /* pinned staging of small uploads (cuda_upload_stage.c) */
 } ft_cuda_state;
 
 static inline ft_cuda_state *ft_cuda_state_of(const ft_backend *be)

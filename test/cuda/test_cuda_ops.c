@@ -197,6 +197,33 @@ static void test_memory(void)
             zero_ok = 0;
     report("zero clears exactly the range", zero_ok, NULL);
 
+    /* Small uploads go through a ring of pinned memory without waiting (4 MiB, uploads up
+     * to 1 MiB): 40 uploads of 256 KiB from one host buffer rewritten between them wrap
+     * the ring twice, and every piece must arrive as it was at its call. */
+    {
+        const size_t piece = 65536, pieces = 40; /* floats: 256 KiB each */
+        float *dst = gpu->ops->alloc(gpu, piece * pieces * sizeof(float));
+        float *want = xmalloc(piece * pieces * sizeof(float)), *buf = xmalloc(piece * sizeof(float));
+#ifdef FT_CUDA_EMULATION
+        long waits0 = cudaemu_host_waits();
+#endif
+        for (size_t p = 0; p < pieces; p++) {
+            for (size_t i = 0; i < piece; i++)
+                buf[i] = want[p * piece + i] = (float)(p * 1000003u + i);
+            gpu->ops->upload(gpu, dst + p * piece, buf, piece * sizeof(float));
+        }
+#ifdef FT_CUDA_EMULATION
+        /* a wait only where the ring is reused from its start: after 16 and 32 pieces */
+        long waits = cudaemu_host_waits() - waits0;
+        report("small uploads wait only when their ring wraps", waits == 2, "%ld waits", waits);
+#endif
+        float *got = be_fetch(gpu, dst, piece * pieces * sizeof(float));
+        bitwise("small uploads through the ring, wrapped twice", got, want,
+                piece * pieces * sizeof(float));
+        gpu->ops->free(gpu, dst);
+        free(want), free(buf), free(got);
+    }
+
     void *empty = gpu->ops->alloc(gpu, 0);
     report("alloc(0) gives a freeable pointer", empty != NULL, NULL);
     gpu->ops->free(gpu, empty);
