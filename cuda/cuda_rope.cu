@@ -32,7 +32,8 @@ __device__ __forceinline__ void rope_rotate(float *a, float *b, float c, float s
 /* A launch rotates x0 ([tokens, heads0 * head_dim], its items first) and, for q and k
  * together, x1 (NULL: none); items0 is x0's count of the kernel's items. (Separate pointer
  * arguments, not a struct: the harness checks each pointer argument's accesses.) Item idx
- * of the launch as (tensor, its local item index, its head count): */
+ * of the launch as (tensor, its local item index, its head count). q and k never alias:
+ * both pointers are __restrict__ in the kernels. */
 template <typename T>
 __device__ __forceinline__ T *rope_item(T *x0, T *x1, int heads0, int heads1, size_t items0,
                                         size_t *idx, int *n_heads)
@@ -47,8 +48,8 @@ __device__ __forceinline__ T *rope_item(T *x0, T *x1, int heads0, int heads1, si
 }
 
 template <typename T>
-__global__ void rope_kernel(T *x0, T *x1, int heads0, int heads1, size_t items0,
-                            const float *__restrict__ cos_table,
+__global__ void rope_kernel(T *__restrict__ x0, T *__restrict__ x1, int heads0, int heads1,
+                            size_t items0, const float *__restrict__ cos_table,
                             const float *__restrict__ sin_table, const int32_t *__restrict__ pos,
                             size_t pairs, int head_dim, int rot_dim, int interleaved, float sign)
 {
@@ -77,7 +78,8 @@ __global__ void rope_kernel(T *x0, T *x1, int heads0, int heads1, size_t items0,
 /* The 8-wide path of the half-split layout: item idx is the 8 pairs from i = 8 (idx % (half /
  * 8)) of head idx / (half / 8). */
 template <typename T>
-__global__ void rope_half_split_vec_kernel(T *x0, T *x1, int heads0, int heads1, size_t items0,
+__global__ void rope_half_split_vec_kernel(T *__restrict__ x0, T *__restrict__ x1, int heads0,
+                                           int heads1, size_t items0,
                                            const float *__restrict__ cos_table,
                                            const float *__restrict__ sin_table,
                                            const int32_t *__restrict__ pos, size_t items,
