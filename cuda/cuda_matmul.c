@@ -204,14 +204,10 @@ void ft_cuda_matmul(ft_backend *be, ft_gemm_types t, void *c, const void *a, con
 void ft_cuda_matmul_add(ft_backend *be, ft_gemm_types t, void *d, const void *c, const void *a,
                         const void *b, int m, int n, int k, bool trans_a, bool trans_b)
 {
-    ft_cuda_state *st = ft_cuda_state_of(be);
     if (m <= 0 || n <= 0)
         return;
-    if (k <= 0) { /* d = c */
-        if (d != c)
-            ft_cuda_check(cudaMemcpyAsync(d, c, (size_t)m * (size_t)n * ft_dtype_size(t.c),
-                                          cudaMemcpyDeviceToDevice, st->stream),
-                          "matmul_add (k = 0)");
+    if (k <= 0) { /* d = c: the backend's copy (nothing when d is c) */
+        be->ops->copy(be, d, c, (size_t)m * (size_t)n * ft_dtype_size(t.c));
         return;
     }
     matmul_run(be, t, d, c, a, b, m, n, k, trans_a, trans_b, 1.0f, 1.0f);

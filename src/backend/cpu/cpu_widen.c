@@ -118,8 +118,8 @@ void ft_cpu_widen_matmul(ft_backend *be, ft_gemm_types t, void *c, const void *a
     narrow(c, t.c, fc, mn);
 }
 
-/* The residual GEMM is the copy and the accumulating GEMM: the CPU has no launch to
- * save, and CBLAS reads and writes one c. */
+/* The residual GEMM is the backend's copy (threaded for large buffers) and the
+ * accumulating GEMM: the CPU has no launch to save, and CBLAS reads and writes one c. */
 void ft_cpu_widen_matmul_add(ft_backend *be, ft_gemm_types t, void *d, const void *c,
                              const void *a, const void *b, int m, int n, int k, bool trans_a,
                              bool trans_b)
@@ -127,7 +127,7 @@ void ft_cpu_widen_matmul_add(ft_backend *be, ft_gemm_types t, void *d, const voi
     if (m <= 0 || n <= 0)
         return;
     if (d != c)
-        memmove(d, c, (size_t)m * (size_t)n * ft_dtype_size(t.c));
+        be->ops->copy(be, d, c, (size_t)m * (size_t)n * ft_dtype_size(t.c));
     ft_cpu_widen_matmul(be, t, d, a, b, m, n, k, trans_a, trans_b, 1.0f, 1.0f);
 }
 
