@@ -81,8 +81,7 @@ static inline void ft_model_norm_fwd(const ft_model *m, void *y, float *mean, fl
 /* dx = dx_base + Norm^T dy (family_norm.h); a frozen norm's dw and db (NULL) are summed
  * into the scratch's sink (block.h). */
 static inline void ft_model_norm_bwd(const ft_model *m, void *dx, const void *dx_base, void *dw,
-                                     void *db,
-                                     const void *dy, const void *x, const void *w,
+                                     void *db, const void *dy, const void *x, const void *w,
                                      const float *mean, const float *rstd, int rows)
 {
     float *sink = m->scratch.grad_sink;

@@ -44,14 +44,11 @@ static float *widen(const void *src, ft_dtype dt, size_t n, const char *op)
     return f;
 }
 
-/* The fp32 start of a norm's dx: the widened dx_base, or zeros without one. */
+/* The fp32 dx of a norm's backward: the widened dx_base to add to, or (without one) a
+ * buffer the fp32 kernel overwrites, given a NULL base too. */
 static float *widen_base(const void *dx_base, ft_dtype dt, size_t n, const char *op)
 {
-    if (dx_base)
-        return widen(dx_base, dt, n, op);
-    float *f = checked_malloc(n * sizeof(float), op);
-    memset(f, 0, n * sizeof(float));
-    return f;
+    return dx_base ? widen(dx_base, dt, n, op) : checked_malloc(n * sizeof(float), op);
 }
 
 /* dst (stored as dt) = f rounded; frees f. */
@@ -159,7 +156,7 @@ void ft_cpu_widen_rmsnorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx
     float *fdx = widen_base(dx_base, dt, n, "rmsnorm_bwd"), *fdy = widen(dy, dt, n, "rmsnorm_bwd");
     float *fx = widen(x, dt, n, "rmsnorm_bwd"), *fw = widen(w, dt, (size_t)dim, "rmsnorm_bwd");
     float *fdw = grad_begin(dw, gt, (size_t)dim, "rmsnorm_bwd");
-    ft_cpu_rmsnorm_bwd(be, fdx, fdx, fdw, fdy, fx, fw, rstd, rows, dim);
+    ft_cpu_rmsnorm_bwd(be, fdx, dx_base ? fdx : NULL, fdw, fdy, fx, fw, rstd, rows, dim);
     grad_finish(dw, gt, fdw, (size_t)dim);
     free(fdy);
     free(fx);
@@ -201,7 +198,8 @@ void ft_cpu_widen_layernorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *
     float *fdx = widen_base(dx_base, dt, n, op), *fdy = widen(dy, dt, n, op);
     float *fx = widen(x, dt, n, op), *fw = widen(w, dt, (size_t)dim, op);
     float *fdw = grad_begin(dw, gt, (size_t)dim, op), *fdb = grad_begin(db, gt, (size_t)dim, op);
-    ft_cpu_layernorm_bwd(be, fdx, fdx, fdw, fdb, fdy, fx, fw, mean, rstd, rows, dim);
+    ft_cpu_layernorm_bwd(be, fdx, dx_base ? fdx : NULL, fdw, fdb, fdy, fx, fw, mean, rstd, rows,
+                         dim);
     grad_finish(dw, gt, fdw, (size_t)dim);
     grad_finish(db, gt, fdb, (size_t)dim);
     free(fdy);
