@@ -18,9 +18,7 @@ case $layers in ''|*[!0-9]*|0) echo "gpu_profile: LAYERS=$layers: expected a pos
 STEPS=${STEPS:-3}
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 || { echo "no GPU"; exit 77; }
 . "$top/bench/gpu_env.sh"
-build=$(cd "${FTMPI_BUILD:-$top/build}" 2>/dev/null && pwd) ||
-    { echo "gpu_profile: no build directory ${FTMPI_BUILD:-$top/build}" >&2; exit 1; }
-grep -q "FT_CUDA_EMULATION 1" "$build/config.h" && { echo "gpu_profile: $build is the CPU harness build"; exit 1; }
+ft_gpu_build gpu_profile || exit 1
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -n 1) ||
     true
 [ -n "$ncu" ] || { echo "gpu_profile: no ncu (Nsight Compute) on this machine"; exit 1; }

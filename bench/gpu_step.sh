@@ -29,7 +29,6 @@
 # Prints "no GPU" and exits 77 on a machine without one.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=${FTMPI_BUILD:-$top/build}
 usage() { echo "usage: bench/gpu_step.sh [--shape 1b|8b|all] [--docs N] [--no-checkpointing] [ftmpi KEY=VALUE ...]" >&2; exit 2; }
 shapes=all docs=0 ckpt=true
 while [ $# -gt 0 ]; do
@@ -52,8 +51,7 @@ case $L8 in ''|*[!0-9]*|0) echo "gpu_step: LAYERS_8B=$L8: expected a positive la
 
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 || { echo "no GPU"; exit 77; }
 . "$top/bench/gpu_env.sh"
-build=$(cd "$build" 2>/dev/null && pwd) || { echo "gpu_step: no build directory ${FTMPI_BUILD:-$top/build}" >&2; exit 1; }
-grep -q "FT_CUDA_EMULATION 1" "$build/config.h" && { echo "gpu_step: $build is the CPU harness build"; exit 1; }
+ft_gpu_build gpu_step || exit 1
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
 peak=${PEAK_TFLOPS:-}
 if [ -z "$peak" ]; then  # dense bf16 datasheet peaks

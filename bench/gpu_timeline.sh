@@ -17,9 +17,7 @@ case $layers in ''|*[!0-9]*|0) echo "gpu_timeline: LAYERS=$layers: expected a po
 STEPS=${STEPS:-4}
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 || { echo "no GPU"; exit 77; }
 . "$top/bench/gpu_env.sh"
-build=$(cd "${FTMPI_BUILD:-$top/build}" 2>/dev/null && pwd) ||
-    { echo "gpu_timeline: no build directory ${FTMPI_BUILD:-$top/build}" >&2; exit 1; }
-grep -q "FT_CUDA_EMULATION 1" "$build/config.h" && { echo "gpu_timeline: $build is the CPU harness build"; exit 1; }
+ft_gpu_build gpu_timeline || exit 1
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 cd "$work"
 # CUPTI: the toolkit's, else the copy a Python package carries (headers and library)
