@@ -62,12 +62,19 @@ static size_t clamp_size(size_t v, size_t lo, size_t hi) { return v < lo ? lo : 
 /* The head's groups and chunks (model.h, head.c) from its memory budget B:
  *   fp32: the group's logits are its dlogits:  group x V x 4 <= B;
  *   bf16: chunk x V x 4 (fp32 logits, an eighth of B) + group x V x 2 <= B. */
-static void resolve_head_rows(ft_model_options *o, size_t V, size_t tokens, bool bf16)
+void ft_model_resolve_head_rows(ft_model_options *o, size_t V, size_t tokens, bool bf16)
 {
     const size_t B = o->head_budget_bytes ? o->head_budget_bytes : (size_t)256 << 20;
     const size_t floor_rows = tokens < FT_HEAD_MIN_GROUP_ROWS ? tokens : FT_HEAD_MIN_GROUP_ROWS;
-    if (bf16 && o->head_chunk_rows <= 0)
-        o->head_chunk_rows = (int)clamp_size(B / 8 / (V * 4), 1, tokens);
+    if (bf16 && o->head_chunk_rows <= 0) {
+        size_t rows = clamp_size(B / 8 / (V * 4), 1, tokens);
+        /* A chunk's rows are the N of its logits GEMM, cut by cuBLASLt into tiles of 128
+         * or 256: 327 rows run as 384 or 512, up to a third of the products wasted. Whole
+         * tiles (the budget's rows rounded down) waste none and split 4096 tokens evenly. */
+        if (rows >= FT_HEAD_CHUNK_ALIGN && rows < tokens)
+            rows -= rows % FT_HEAD_CHUNK_ALIGN;
+        o->head_chunk_rows = (int)rows;
+    }
     if (o->head_group_rows <= 0) {
         const size_t chunk_bytes = bf16 ? (size_t)o->head_chunk_rows * V * 4 : 0;
         const size_t left = B > chunk_bytes ? B - chunk_bytes : 0;
@@ -84,7 +91,7 @@ static void resolve_options(ft_model *m)
     m->dt = m->opt.dtype;
     m->esize = ft_dtype_size(m->dt);
     const long tokens = (long)m->opt.max_batch * m->opt.seq_len;
-    resolve_head_rows(&m->opt, (size_t)m->layout.config.vocab_size,
+    ft_model_resolve_head_rows(&m->opt, (size_t)m->layout.config.vocab_size,
                       tokens > 0 ? (size_t)tokens : 1, m->dt != FT_DTYPE_F32);
     m->recomputed = ft_model_checkpointed_blocks(m->opt.activation_checkpointing,
                                                  m->opt.checkpoint_layers,

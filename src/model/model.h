@@ -70,6 +70,8 @@ typedef struct ft_host_batch {
 typedef struct ft_model ft_model;
 
 #define FT_HEAD_MIN_GROUP_ROWS 2048
+/* Derived logits chunks of at least this many rows are a multiple of it (GEMM tiles). */
+#define FT_HEAD_CHUNK_ALIGN 128
 
 typedef struct ft_model_options {
     int max_batch;                 /* micro-batch rows the buffers are sized for */
@@ -87,7 +89,8 @@ typedef struct ft_model_options {
     bool checkpoint_keep_attention;
     /* The LM head's memory (head.c): the dlogits of head_group_rows target rows are
      * kept together so that the output weight's gradient is one GEMM per group, and
-     * fp32 logits are computed head_chunk_rows at a time. 0 derives them from
+     * fp32 logits are computed head_chunk_rows at a time (derived: an eighth of the
+     * budget, rounded down to FT_HEAD_CHUNK_ALIGN rows). 0 derives them from
      * head_budget_bytes (0: 256 MiB): one group for the whole micro-batch when it
      * fits, else groups of at least FT_HEAD_MIN_GROUP_ROWS rows (or the micro-batch)
      * even beyond the budget, since thinner groups re-read the gradient more often. */
@@ -127,6 +130,10 @@ int ft_model_checkpointed_blocks(bool activation_checkpointing, int checkpoint_l
 double ft_model_recompute_flops(const ft_model_config *c, long tokens, int seq_len,
                                 bool keep_attention);
 
+/* Fills o's head_group_rows and head_chunk_rows where they are 0, from
+ * head_budget_bytes, the vocabulary V, the micro-batch's tokens and whether logits
+ * chunks are separate from the dlogits (bf16): what ft_model_create does. */
+void ft_model_resolve_head_rows(ft_model_options *o, size_t V, size_t tokens, bool bf16);
 /* Bytes of activation and scratch memory the model allocated on the backend. */
 size_t ft_model_activation_bytes(const ft_model *m);
 /* What ft_model_create would allocate, without allocating (the memory planner). */

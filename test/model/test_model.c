@@ -502,6 +502,43 @@ static void test_no_target_gradients_zero(void **state)
     }
 }
 
+/* The head's derived rows: a Llama-3 vocabulary's micro-batch of 4096 tokens is one
+ * group; its logits chunks are an eighth of the budget rounded down to whole GEMM
+ * tiles of 128 rows (1.25 GiB: 327 rows -> 256; 2.2 GiB: 571 -> 512), left as they
+ * are below a tile or at the micro-batch; rows set by the caller are kept. */
+static void test_head_rows_from_budget(void **state)
+{
+    (void)state;
+    const size_t V = 128256, MiB = (size_t)1 << 20;
+    struct {
+        size_t budget, tokens;
+        bool bf16;
+        int group, chunk;
+    } cases[] = {
+        { 1280 * MiB, 4096, true, 4096, 256 },
+        { 2253 * MiB, 4096, true, 4096, 512 },
+        { 256 * MiB, 4096, true, 2048, 65 },  /* below a tile: the budget's rows */
+        { 2253 * MiB, 300, true, 300, 300 },  /* the micro-batch is one chunk */
+        { 1280 * MiB, 4096, false, 2616, 2616 }, /* fp32: the group's logits are its chunk */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ft_model_options o = { .head_budget_bytes = cases[i].budget };
+        ft_model_resolve_head_rows(&o, V, cases[i].tokens, cases[i].bf16);
+        if (o.head_group_rows != cases[i].group || o.head_chunk_rows != cases[i].chunk)
+            fail_msg("case %zu: group %d chunk %d, want %d and %d", i, o.head_group_rows,
+                     o.head_chunk_rows, cases[i].group, cases[i].chunk);
+        if (cases[i].bf16)
+            assert_int_equal(o.head_chunk_rows % FT_HEAD_CHUNK_ALIGN == 0,
+                             o.head_chunk_rows >= FT_HEAD_CHUNK_ALIGN &&
+                                 o.head_chunk_rows < (int)cases[i].tokens);
+    }
+    ft_model_options set = { .head_budget_bytes = 1280 * MiB, .head_group_rows = 1000,
+                             .head_chunk_rows = 327 };
+    ft_model_resolve_head_rows(&set, V, 4096, true);
+    assert_int_equal(set.head_group_rows, 1000);
+    assert_int_equal(set.head_chunk_rows, 327);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -512,6 +549,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bf16_params_are_bf16),
         cmocka_unit_test(test_head_weight_grad_once),
         cmocka_unit_test(test_no_target_gradients_zero),
+        cmocka_unit_test(test_head_rows_from_budget),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     MPI_Finalize();
