@@ -572,6 +572,7 @@ static const ft_backend_ops cuda_ops = {
     .sync = cuda_sync,
     .matmul = ft_cuda_matmul,
     .matmul_add = ft_cuda_matmul_add,
+    .matmul_pair = ft_cuda_matmul_pair,
     .add = cuda_add,
     .scale = cuda_scale,
     .sum_squares = cuda_sum_squares,

@@ -28,7 +28,17 @@
  * is deterministic. beta == 0 never reads c. matmul_add gives cuBLASLt a C distinct
  * from D (the residual stream read, the sum written elsewhere): with C and D aligned
  * alike, the same plan, so the same kernel and bits, as a copy of C into D followed by the
- * accumulating matmul. */
+ * accumulating matmul.
+ *
+ * matmul_pair issues two GEMMs of one shape as a strided batch of two (cuBLASLt's
+ * BATCH_COUNT and STRIDED_BATCH_OFFSET on every layout) when each operand's second
+ * matrix lies a fixed non-negative number of elements after its first (0: a shared
+ * input). A projection pair of one input (K and V: 4096 x 512 x 2048 at Llama-3.2-1B, 64
+ * output tiles of 128 x 256 on 132 SMs) then fills the GPU in one launch instead of half
+ * filling it twice. Plans for pairs are keyed like single ones plus which operands are
+ * shared; the strides themselves are set on the plan's layouts at each call (they do not
+ * change the problem the heuristic chose for). If cuBLASLt offers no algorithm for a
+ * batched problem, the plan remembers it and the pair runs as two matmuls. */
 #include "cuda_state.h"
 
 #include <stdio.h>
@@ -49,6 +59,11 @@ static unsigned ptr_align(const void *p)
     while (a > 1 && (u & (a - 1)) != 0)
         a >>= 1;
     return a;
+}
+
+static unsigned min_align(const void *x, const void *y)
+{
+    return ptr_align(x) < ptr_align(y) ? ptr_align(x) : ptr_align(y);
 }
 
 static cudaDataType_t lt_type(ft_dtype t) { return t == FT_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F; }
@@ -75,6 +90,27 @@ void ft_cuda_matmul_release(ft_cuda_state *st)
         plan_destroy(&st->plans[i]);
 }
 
+/* A pair's batch of two on the plan's layouts: la is our b, lb our a (see above). */
+static void plan_set_strides(ft_cuda_mm_plan *p, int64_t stride_a, int64_t stride_b,
+                             int64_t stride_c)
+{
+    const int32_t batch = p->batch;
+    cublasLtMatrixLayout_t layouts[3] = { p->la, p->lb, p->lc };
+    const int64_t strides[3] = { stride_b, stride_a, stride_c };
+    for (int i = 0; i < 3; i++) {
+        lt_check(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                  &batch, sizeof batch),
+                 "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)");
+        lt_check(cublasLtMatrixLayoutSetAttribute(layouts[i],
+                                                  CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                  &strides[i], sizeof strides[i]),
+                 "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)");
+    }
+    p->stride_a = stride_a;
+    p->stride_b = stride_b;
+    p->stride_c = stride_c;
+}
+
 static void plan_build(ft_cuda_state *st, ft_cuda_mm_plan *p)
 {
     cublasOperation_t op_first = p->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N; /* our b */
@@ -99,6 +135,8 @@ static void plan_build(ft_cuda_state *st, ft_cuda_mm_plan *p)
     lt_check(cublasLtMatrixLayoutCreate(&p->lc, lt_type(p->types.c), (uint64_t)p->n, (uint64_t)p->m,
                                         (int64_t)p->n),
              "cublasLtMatrixLayoutCreate(c)");
+    if (p->batch > 1)
+        plan_set_strides(p, p->stride_a, p->stride_b, p->stride_c);
 
     cublasLtMatmulPreference_t pref;
     lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
@@ -122,10 +160,17 @@ static void plan_build(ft_cuda_state *st, ft_cuda_mm_plan *p)
 
     cublasLtMatmulHeuristicResult_t result;
     int count = 0;
-    lt_check(cublasLtMatmulAlgoGetHeuristic(st->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1,
-                                            &result, &count),
-             "cublasLtMatmulAlgoGetHeuristic");
+    cublasStatus_t found = cublasLtMatmulAlgoGetHeuristic(st->lt, p->desc, p->la, p->lb, p->lc,
+                                                          p->lc, pref, 1, &result, &count);
     cublasLtMatmulPreferenceDestroy(pref);
+    if (p->batch > 1 && (found != CUBLAS_STATUS_SUCCESS || count < 1)) {
+        /* a batch this cuBLASLt does not take (NOT_SUPPORTED or no algorithm): matmul_pair
+         * runs two matmuls */
+        p->no_algo = 1;
+        p->valid = 1;
+        return;
+    }
+    lt_check(found, "cublasLtMatmulAlgoGetHeuristic");
     if (count < 1) {
         fprintf(stderr,
                 "ftmpi: CUDA backend: cuBLASLt has no algorithm for matmul m=%d n=%d k=%d "
@@ -139,16 +184,30 @@ static void plan_build(ft_cuda_state *st, ft_cuda_mm_plan *p)
     p->valid = 1;
 }
 
-static ft_cuda_mm_plan *plan_get(ft_cuda_state *st, ft_gemm_types t, int m, int n, int k, int ta,
-                                 int tb, unsigned aa, unsigned ab, unsigned ac)
+/* The plan's identity: shape, types, alignments, and for a pair which operands are
+ * shared (stride 0); a pair's stride values are set per call. */
+static int plan_matches(const ft_cuda_mm_plan *p, const ft_cuda_mm_plan *want)
+{
+    return p->valid && p->m == want->m && p->n == want->n && p->k == want->k &&
+           p->trans_a == want->trans_a && p->trans_b == want->trans_b &&
+           types_equal(p->types, want->types) && p->align_a == want->align_a &&
+           p->align_b == want->align_b && p->align_c == want->align_c &&
+           p->batch == want->batch && (p->stride_a == 0) == (want->stride_a == 0) &&
+           (p->stride_b == 0) == (want->stride_b == 0);
+}
+
+static ft_cuda_mm_plan *plan_get(ft_cuda_state *st, const ft_cuda_mm_plan *want)
 {
     ft_cuda_mm_plan *victim = &st->plans[0];
     st->mm_clock++;
     for (int i = 0; i < FT_CUDA_MM_PLANS; i++) {
         ft_cuda_mm_plan *p = &st->plans[i];
-        if (p->valid && p->m == m && p->n == n && p->k == k && p->trans_a == ta &&
-            p->trans_b == tb && types_equal(p->types, t) && p->align_a == aa && p->align_b == ab && p->align_c == ac) {
+        if (plan_matches(p, want)) {
             p->last_use = st->mm_clock;
+            if (p->batch > 1 && !p->no_algo &&
+                (p->stride_a != want->stride_a || p->stride_b != want->stride_b ||
+                 p->stride_c != want->stride_c))
+                plan_set_strides(p, want->stride_a, want->stride_b, want->stride_c);
             return p;
         }
         /* Least recently used, empty slots first. */
@@ -156,15 +215,9 @@ static ft_cuda_mm_plan *plan_get(ft_cuda_state *st, ft_gemm_types t, int m, int 
             victim = p;
     }
     plan_destroy(victim);
-    victim->m = m;
-    victim->n = n;
-    victim->k = k;
-    victim->trans_a = ta;
-    victim->trans_b = tb;
-    victim->types = t;
-    victim->align_a = aa;
-    victim->align_b = ab;
-    victim->align_c = ac;
+    *victim = *want;
+    victim->valid = 0;
+    victim->no_algo = 0;
     plan_build(st, victim);
     victim->last_use = st->mm_clock;
     return victim;
@@ -178,9 +231,11 @@ static void matmul_run(ft_backend *be, ft_gemm_types t, void *d, const void *c, 
                        float alpha, float beta)
 {
     ft_cuda_state *st = ft_cuda_state_of(be);
-    unsigned align_cd = ptr_align(d) < ptr_align(c) ? ptr_align(d) : ptr_align(c);
-    ft_cuda_mm_plan *p = plan_get(st, t, m, n, k, trans_a ? 1 : 0, trans_b ? 1 : 0, ptr_align(a),
-                                  ptr_align(b), align_cd);
+    const ft_cuda_mm_plan want = { .m = m, .n = n, .k = k, .trans_a = trans_a ? 1 : 0,
+                                   .trans_b = trans_b ? 1 : 0, .types = t,
+                                   .align_a = ptr_align(a), .align_b = ptr_align(b),
+                                   .align_c = min_align(d, c), .batch = 1 };
+    ft_cuda_mm_plan *p = plan_get(st, &want);
     lt_check(cublasLtMatmul(st->lt, p->desc, &alpha, b, p->la, a, p->lb, &beta, c, p->lc, d,
                             p->lc, &p->algo, st->lt_workspace, FT_CUDA_LT_WORKSPACE, st->stream),
              "cublasLtMatmul");
@@ -211,4 +266,44 @@ void ft_cuda_matmul_add(ft_backend *be, ft_gemm_types t, void *d, const void *c,
         return;
     }
     matmul_run(be, t, d, c, a, b, m, n, k, trans_a, trans_b, 1.0f, 1.0f);
+}
+
+/* The distance from x0 to x1 in elements of type t: 0 when they are one matrix, -1 when
+ * x1 lies before x0 or not a whole number of elements after it (no strided batch). */
+static int64_t batch_stride(const void *x0, const void *x1, ft_dtype t)
+{
+    const uintptr_t u0 = (uintptr_t)x0, u1 = (uintptr_t)x1, es = ft_dtype_size(t);
+    if (u1 < u0 || (u1 - u0) % es != 0)
+        return -1;
+    return (int64_t)((u1 - u0) / es);
+}
+
+void ft_cuda_matmul_pair(ft_backend *be, ft_gemm_types t, void *c0, void *c1, const void *a0,
+                         const void *a1, const void *b0, const void *b1, int m, int n, int k,
+                         bool trans_a, bool trans_b, float alpha, float beta)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    const int64_t sa = batch_stride(a0, a1, t.a), sb = batch_stride(b0, b1, t.b);
+    const int64_t sc = batch_stride(c0, c1, t.c);
+    /* the outputs must not overlap: D's batches are written concurrently */
+    if (k > 0 && sa >= 0 && sb >= 0 && sc >= (int64_t)m * n) {
+        ft_cuda_state *st = ft_cuda_state_of(be);
+        const ft_cuda_mm_plan want = {
+            .m = m, .n = n, .k = k, .trans_a = trans_a ? 1 : 0, .trans_b = trans_b ? 1 : 0,
+            .types = t, .align_a = min_align(a0, a1), .align_b = min_align(b0, b1),
+            .align_c = min_align(c0, c1), .batch = 2, .stride_a = sa, .stride_b = sb,
+            .stride_c = sc
+        };
+        ft_cuda_mm_plan *p = plan_get(st, &want);
+        if (!p->no_algo) {
+            lt_check(cublasLtMatmul(st->lt, p->desc, &alpha, b0, p->la, a0, p->lb, &beta, c0,
+                                    p->lc, c0, p->lc, &p->algo, st->lt_workspace,
+                                    FT_CUDA_LT_WORKSPACE, st->stream),
+                     "cublasLtMatmul (a pair as a batch of two)");
+            return;
+        }
+    }
+    ft_cuda_matmul(be, t, c0, a0, b0, m, n, k, trans_a, trans_b, alpha, beta);
+    ft_cuda_matmul(be, t, c1, a1, b1, m, n, k, trans_a, trans_b, alpha, beta);
 }

@@ -24,6 +24,11 @@ typedef struct ft_cuda_mm_plan {
     int trans_a, trans_b;
     ft_gemm_types types;
     unsigned align_a, align_b, align_c; /* bytes, powers of two <= 256 */
+    /* matmul_pair's strided batch: batch 2 and each operand's second matrix at this many
+     * elements from its first (0: shared); batch 1 for a single matmul */
+    int batch;
+    int64_t stride_a, stride_b, stride_c;
+    int no_algo; /* batch 2 only: cuBLASLt offered no algorithm, the pair runs as two */
     int valid;
     unsigned long last_use;
     cublasLtMatmulDesc_t desc;
@@ -68,6 +73,9 @@ static inline ft_cuda_state *ft_cuda_state_of(const ft_backend *be)
 /* cuda_matmul.c */
 void ft_cuda_matmul(ft_backend *be, ft_gemm_types t, void *c, const void *a, const void *b, int m,
                     int n, int k, bool trans_a, bool trans_b, float alpha, float beta);
+void ft_cuda_matmul_pair(ft_backend *be, ft_gemm_types t, void *c0, void *c1, const void *a0,
+                         const void *a1, const void *b0, const void *b1, int m, int n, int k,
+                         bool trans_a, bool trans_b, float alpha, float beta);
 void ft_cuda_matmul_add(ft_backend *be, ft_gemm_types t, void *d, const void *c, const void *a,
                         const void *b, int m, int n, int k, bool trans_a, bool trans_b);
 void ft_cuda_matmul_release(ft_cuda_state *st);

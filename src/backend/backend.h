@@ -148,6 +148,17 @@ typedef struct ft_backend_ops {
      * launch fewer. */
     void (*matmul_add)(ft_backend *be, ft_gemm_types t, void *d, const void *c, const void *a,
                        const void *b, int m, int n, int k, bool trans_a, bool trans_b);
+    /* Two matmuls of one shape, types and transposes, c_i = alpha op(a_i) op(b_i) + beta
+     * c_i for i = 0, 1 (c0 and c1 distinct, not overlapping; a0 == a1 or b0 == b1 for a
+     * shared operand). A projection pair of one input (K and V, gate and up, or their
+     * weight gradients) in one launch where the backend can: CUDA issues a strided batch
+     * of two when each operand's second matrix sits at a fixed non-negative distance from
+     * its first, else two matmuls. The CPU runs two matmuls, bitwise matmul's; on CUDA
+     * the batched kernel may be another algorithm than the single ones, so its bits may
+     * differ from two matmul calls as two algorithms' may (each deterministic). */
+    void (*matmul_pair)(ft_backend *be, ft_gemm_types t, void *c0, void *c1, const void *a0,
+                        const void *a1, const void *b0, const void *b1, int m, int n, int k,
+                        bool trans_a, bool trans_b, float alpha, float beta);
     void (*add)(ft_backend *be, float *y, const float *x, size_t n);      /* y += x */
     void (*scale)(ft_backend *be, float *x, float s, size_t n);           /* x *= s */
     double (*sum_squares)(ft_backend *be, const float *x, size_t n);     /* sum x^2 in fp64 */

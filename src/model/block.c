@@ -248,6 +248,15 @@ static void linear_fwd(const ft_block_ctx *bc, void *z, const void *a, const voi
     bc->be->ops->matmul(bc->be, gemm(bc), z, a, w, n, out, in, false, true, 1.0f, beta);
 }
 
+/* z0 = a W0^T and z1 = a W1^T ([N,out] each): two projections of one input (K and V,
+ * gate and up) in one backend call, one launch on CUDA (backend.h, matmul_pair). */
+static void linear_fwd_pair(const ft_block_ctx *bc, void *z0, const void *w0, void *z1,
+                            const void *w1, const void *a, int n, int out, int in)
+{
+    bc->be->ops->matmul_pair(bc->be, gemm(bc), z0, z1, a, a, w0, w1, n, out, in, false, true,
+                             1.0f, 0.0f);
+}
+
 /* z[N,out] = r[N,out] + a[N,in] W^T: a projection onto the residual stream r, summed in
  * the GEMM (backend.h, matmul_add) rather than after a copy of r into z. */
 static void linear_fwd_residual(const ft_block_ctx *bc, void *z, const void *r, const void *a,
@@ -263,6 +272,18 @@ static void linear_fwd_residual(const ft_block_ctx *bc, void *z, const void *r, 
  * is NULL (nobody reads it: block.h, skip_input_grad).
  * Everything that reads a comes first: da may then overwrite a (the MLP's down
  * projection reuses the SwiGLU output's buffer for its gradient). */
+static void linear_bwd_input(const ft_block_ctx *bc, const ft_block_params *p,
+                             const ft_block_grads *g, int proj, void *da, const void *dz, int n,
+                             int out, int in, float beta_da)
+{
+    if (!da)
+        return;
+    bc->be->ops->matmul(bc->be, gemm(bc), da, dz, p->w[proj], n, in, out, false, false, 1.0f,
+                        beta_da);
+    if (g->lora)
+        ft_block_lora_bwd_input(bc, p, proj, da);
+}
+
 static void linear_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_grads *g,
                        ft_block_acts *acts, int proj, void *da, const void *dz, const void *a,
                        int n, int out, int in, float beta_da)
@@ -273,11 +294,28 @@ static void linear_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_bloc
                         g->first ? 0.0f : 1.0f);
     if (g->lora)
         ft_block_lora_bwd_weights(bc, p, g, acts, proj, dz, a);
-    if (!da)
+    linear_bwd_input(bc, p, g, proj, da, dz, n, out, in, beta_da);
+}
+
+/* linear_bwd of two projections of one input a (those of linear_fwd_pair): dW0 and dW1 in
+ * one backend call, then da (+)= dz0 W0 (beta_da) and da += dz1 W1, the order two
+ * linear_bwd calls sum in. An adapter's backward keeps its own order (each site's weights
+ * then input: they share the du scratch), so with adapters the two run one after the
+ * other; the base weights of an adapted block are frozen anyway. */
+static void linear_bwd_pair(const ft_block_ctx *bc, const ft_block_params *p, ft_block_grads *g,
+                            ft_block_acts *acts, int proj0, const void *dz0, int proj1,
+                            const void *dz1, const void *a, void *da, int n, int out, int in,
+                            float beta_da)
+{
+    if (g->lora || !g->g[proj0] || !g->g[proj1]) {
+        linear_bwd(bc, p, g, acts, proj0, da, dz0, a, n, out, in, beta_da);
+        linear_bwd(bc, p, g, acts, proj1, da, dz1, a, n, out, in, 1.0f);
         return;
-    be->ops->matmul(be, gemm(bc), da, dz, p->w[proj], n, in, out, false, false, 1.0f, beta_da);
-    if (g->lora)
-        ft_block_lora_bwd_input(bc, p, proj, da);
+    }
+    bc->be->ops->matmul_pair(bc->be, gemm_to_grad(bc), g->g[proj0], g->g[proj1], dz0, dz1, a, a,
+                             out, in, n, true, false, 1.0f, g->first ? 0.0f : 1.0f);
+    linear_bwd_input(bc, p, g, proj0, da, dz0, n, out, in, beta_da);
+    linear_bwd_input(bc, p, g, proj1, da, dz1, n, out, in, 1.0f);
 }
 
 /* y[N,dim] += b (when the layer has a bias) */
@@ -294,18 +332,24 @@ static void bias_bwd(const ft_block_ctx *bc, void *db, const void *dy, int n, in
         bc->be->ops->bias_grad(bc->be, bc->dt, bc->gt, db, dy, n, dim);
 }
 
-/* z = QKNorm(a W^T + b (+ LoRA)) for q (or k: proj), n_heads heads, before RoPE (which
- * rotates q and k together: rotate_qk). Without qk_norm the projection goes straight into
- * z; with it into z_raw, normalised into z. */
-static void project_qk(const ft_block_ctx *bc, const ft_block_params *p, ft_block_acts *acts,
-                       int proj_id, void *z, void *z_raw, float *rstd, const void *a,
-                       const void *bias, const void *norm_w, int n_heads)
+/* Where the projection of q (or k) is written: z, or z_raw when a QK norm follows. */
+static void *qk_projection(void *z, void *z_raw, const void *norm_w)
+{
+    return norm_w ? z_raw : z;
+}
+
+/* The rest of z = QKNorm(a W^T + b (+ LoRA)) for q (or k: proj), n_heads heads, once the
+ * GEMM has written a W^T into qk_projection(z, z_raw, norm_w): the bias, the adapter and
+ * the norm (z_raw normalised into z). RoPE follows for q and k together (rotate_qk). */
+static void project_qk_finish(const ft_block_ctx *bc, const ft_block_params *p,
+                              ft_block_acts *acts, int proj_id, void *z, void *z_raw,
+                              float *rstd, const void *a, const void *bias, const void *norm_w,
+                              int n_heads)
 {
     ft_backend *be = bc->be;
     const ft_model_config *c = bc->config;
-    const int N = bc->tokens, H = c->hidden_size, out = n_heads * c->head_dim;
-    void *proj = norm_w ? z_raw : z;
-    linear_fwd(bc, proj, a, p->w[proj_id], N, out, H, 0.0f);
+    const int N = bc->tokens, out = n_heads * c->head_dim;
+    void *proj = qk_projection(z, z_raw, norm_w);
     add_bias(bc, proj, bias, N, out);
     ft_block_lora_fwd(bc, p, acts, proj_id, proj, a);
     if (norm_w)
@@ -323,25 +367,25 @@ static void rotate_qk(const ft_block_ctx *bc, void *q, void *k, bool inverse)
                          inverse);
 }
 
-/* Backward of project_qk given dz (the attention's dq or dk, rotated back by rotate_qk;
- * destroyed): dz_raw = QKNorm^T dz into dz_raw (qk_norm) or dz itself, bias and weight
- * grads accumulate, da (+)= dz_raw W with beta_da (none when da is NULL). */
-static void project_qk_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_grads *g,
-                           ft_block_acts *acts, int proj_id, void *da, void *db, void *dnorm_w,
-                           void *dz, void *dz_raw, const void *z_raw, const float *rstd,
-                           const void *a, const void *norm_w, int n_heads, float beta_da)
+/* Backward of project_qk_finish given dz (the attention's dq or dk, rotated back by
+ * rotate_qk; destroyed): returns the projection's gradient, QKNorm^T dz written into
+ * dz_raw (qk_norm) or dz itself, with the bias and norm grads accumulated. The weight's
+ * and the input's gradients are linear_bwd's (or linear_bwd_pair's). */
+static void *project_qk_finish_bwd(const ft_block_ctx *bc, void *db, void *dnorm_w, void *dz,
+                                   void *dz_raw, const void *z_raw, const float *rstd,
+                                   const void *norm_w, int n_heads)
 {
-    ft_backend *be = bc->be;
     const ft_model_config *c = bc->config;
-    const int N = bc->tokens, H = c->hidden_size, out = n_heads * c->head_dim;
+    const int N = bc->tokens, out = n_heads * c->head_dim;
     void *dproj = dz;
     if (norm_w) {
-        be->ops->rmsnorm_bwd(be, bc->dt, bc->gt, dz_raw, NULL, grad_or_sink(bc, dnorm_w, 0), dz,
-                             z_raw, norm_w, rstd, N * n_heads, c->head_dim);
+        bc->be->ops->rmsnorm_bwd(bc->be, bc->dt, bc->gt, dz_raw, NULL,
+                                 grad_or_sink(bc, dnorm_w, 0), dz, z_raw, norm_w, rstd,
+                                 N * n_heads, c->head_dim);
         dproj = dz_raw;
     }
     bias_bwd(bc, db, dproj, N, out);
-    linear_bwd(bc, p, g, acts, proj_id, da, dproj, a, N, out, H, beta_da);
+    return dproj;
 }
 
 /* y = residual + MLP(n): SwiGLU, or GELU with biases. */
@@ -351,13 +395,16 @@ static void mlp_fwd(const ft_block_ctx *bc, const ft_block_params *p, const void
     ft_backend *be = bc->be;
     const ft_model_config *c = bc->config;
     const int N = bc->tokens, H = c->hidden_size, I = c->intermediate_size;
-    linear_fwd(bc, a->up, n, p->w[FT_BLK_UP], N, I, H, 0.0f);
+    const bool gelu = ft_model_family_of(c)->gelu_mlp;
+    if (gelu)
+        linear_fwd(bc, a->up, n, p->w[FT_BLK_UP], N, I, H, 0.0f);
+    else /* gate and up: one product pair of one input */
+        linear_fwd_pair(bc, a->gate, p->w[FT_BLK_GATE], a->up, p->w[FT_BLK_UP], n, N, I, H);
     add_bias(bc, a->up, p->w[FT_BLK_UP_BIAS], N, I);
     ft_block_lora_fwd(bc, p, a, FT_BLK_UP, a->up, n);
-    if (ft_model_family_of(c)->gelu_mlp) {
+    if (gelu) {
         be->ops->gelu_fwd(be, bc->dt, gelu_of(bc->config), a->act, a->up, (size_t)N * I);
     } else {
-        linear_fwd(bc, a->gate, n, p->w[FT_BLK_GATE], N, I, H, 0.0f);
         ft_block_lora_fwd(bc, p, a, FT_BLK_GATE, a->gate, n);
         be->ops->swiglu_fwd(be, bc->dt, a->act, a->gate, a->up, (size_t)N * I);
     }
@@ -389,8 +436,9 @@ static void mlp_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_g
         bias_bwd(bc, g->g[FT_BLK_UP_BIAS], s->dup, N, I);
     } else {
         be->ops->swiglu_bwd(be, bc->dt, s->dgate, s->dup, dact, a->gate, a->up, (size_t)N * I);
-        linear_bwd(bc, p, g, a, FT_BLK_GATE, dn, s->dgate, n, N, I, H, beta_dn);
-        beta_dn = 1.0f;
+        linear_bwd_pair(bc, p, g, a, FT_BLK_GATE, s->dgate, FT_BLK_UP, s->dup, n, dn, N, I, H,
+                        beta_dn);
+        return;
     }
     linear_bwd(bc, p, g, a, FT_BLK_UP, dn, s->dup, n, N, I, H, beta_dn);
 }
@@ -403,12 +451,18 @@ static void self_attention_fwd(const ft_block_ctx *bc, const ft_block_params *p,
     const ft_model_config *c = bc->config;
     const int N = bc->tokens, H = c->hidden_size;
     const int KV = c->num_key_value_heads * c->head_dim;
-    project_qk(bc, p, a, FT_BLK_Q, a->q, a->q_raw, a->rstd_q, a->xn1, p->w[FT_BLK_Q_BIAS],
-               p->w[FT_BLK_Q_NORM], c->num_attention_heads);
-    project_qk(bc, p, a, FT_BLK_K, a->k, a->k_raw, a->rstd_k, a->xn1, p->w[FT_BLK_K_BIAS],
-               p->w[FT_BLK_K_NORM], c->num_key_value_heads);
+    const int Q = c->num_attention_heads * c->head_dim;
+    linear_fwd(bc, qk_projection(a->q, a->q_raw, p->w[FT_BLK_Q_NORM]), a->xn1, p->w[FT_BLK_Q], N,
+               Q, H, 0.0f);
+    /* k and v: one [N, KV] product pair of one input (at Llama shapes too narrow to fill a
+     * GPU alone) */
+    linear_fwd_pair(bc, qk_projection(a->k, a->k_raw, p->w[FT_BLK_K_NORM]), p->w[FT_BLK_K], a->v,
+                    p->w[FT_BLK_V], a->xn1, N, KV, H);
+    project_qk_finish(bc, p, a, FT_BLK_Q, a->q, a->q_raw, a->rstd_q, a->xn1,
+                      p->w[FT_BLK_Q_BIAS], p->w[FT_BLK_Q_NORM], c->num_attention_heads);
+    project_qk_finish(bc, p, a, FT_BLK_K, a->k, a->k_raw, a->rstd_k, a->xn1,
+                      p->w[FT_BLK_K_BIAS], p->w[FT_BLK_K_NORM], c->num_key_value_heads);
     rotate_qk(bc, a->q, a->k, false);
-    linear_fwd(bc, a->v, a->xn1, p->w[FT_BLK_V], N, KV, H, 0.0f);
     add_bias(bc, a->v, p->w[FT_BLK_V_BIAS], N, KV);
     ft_block_lora_fwd(bc, p, a, FT_BLK_V, a->v, a->xn1);
     attend(bc, a->att, a->lse, a->q, a->k, a->v);
@@ -500,14 +554,15 @@ void ft_block_backward(const ft_block_ctx *bc, const ft_block_params *p, ft_bloc
                            a->v, bc->segment, bc->attn);
     const float beta_q = fam->shared_norm ? 1.0f : 0.0f; /* keep the MLP's dn1 */
     rotate_qk(bc, s->dq, s->dk, true);
-    project_qk_bwd(bc, p, g, a, FT_BLK_Q, dxn, g->g[FT_BLK_Q_BIAS], g->g[FT_BLK_Q_NORM], s->dq,
-                   s->dq_raw, a->q_raw, a->rstd_q, a->xn1, p->w[FT_BLK_Q_NORM],
-                   c->num_attention_heads, beta_q);
-    project_qk_bwd(bc, p, g, a, FT_BLK_K, dxn, g->g[FT_BLK_K_BIAS], g->g[FT_BLK_K_NORM], s->dk,
-                   s->dk_raw, a->k_raw, a->rstd_k, a->xn1, p->w[FT_BLK_K_NORM],
-                   c->num_key_value_heads, 1.0f);
+    const void *dq = project_qk_finish_bwd(bc, g->g[FT_BLK_Q_BIAS], g->g[FT_BLK_Q_NORM], s->dq,
+                                           s->dq_raw, a->q_raw, a->rstd_q, p->w[FT_BLK_Q_NORM],
+                                           c->num_attention_heads);
+    linear_bwd(bc, p, g, a, FT_BLK_Q, dxn, dq, a->xn1, N, Q, H, beta_q);
+    const void *dk = project_qk_finish_bwd(bc, g->g[FT_BLK_K_BIAS], g->g[FT_BLK_K_NORM], s->dk,
+                                           s->dk_raw, a->k_raw, a->rstd_k, p->w[FT_BLK_K_NORM],
+                                           c->num_key_value_heads);
     bias_bwd(bc, g->g[FT_BLK_V_BIAS], s->dv, N, KV);
-    linear_bwd(bc, p, g, a, FT_BLK_V, dxn, s->dv, a->xn1, N, KV, H, 1.0f);
+    linear_bwd_pair(bc, p, g, a, FT_BLK_K, dk, FT_BLK_V, s->dv, a->xn1, dxn, N, KV, H, 1.0f);
     if (!want_dx)
         return;
     norm_bwd(bc, dx, dx_base, g->g[FT_BLK_ATTN_NORM], g->g[FT_BLK_ATTN_NORM_BIAS], s->dxn, x,

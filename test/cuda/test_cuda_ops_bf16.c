@@ -24,6 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef FT_CUDA_EMULATION
+#include "cudaemu.h"
+#endif
+
 #define UNIT (1.0 / 128.0) /* one bf16 unit in the last place, relative, at worst */
 
 static ft_backend *cpu, *gpu;
@@ -505,6 +509,77 @@ static void test_matmul_add(int m, int n, int k)
     free(a), free(b), free(c);
 }
 
+/* ---- matmul_pair (backend.h): two GEMMs of one shape in one call ----
+ * Each operand's two matrices sit in one allocation, the second `gap` elements past the
+ * first's end (the gap filled with values that must survive), or the same matrix twice
+ * (shared: a for a projection pair, b for its weight gradients). The CPU's pair must be
+ * bitwise two matmul calls; the GPU's (a strided batch of two, or two launches when the
+ * outputs come in the other order) must match the CPU's over the whole buffers, gaps
+ * included. */
+typedef struct pair_case {
+    const char *name;
+    int m, n, k, ta, tb;
+    ft_dtype c_type;
+    float beta;
+    int share_a, share_b; /* the operand both products read */
+    int reversed;         /* c1 before c0 in memory: no strided batch */
+} pair_case;
+
+static void test_matmul_pair(pair_case pc)
+{
+    const int gap = 8;
+    const size_t mk = (size_t)pc.m * pc.k, kn = (size_t)pc.k * pc.n, mn = (size_t)pc.m * pc.n;
+    const size_t ce = ft_dtype_size(pc.c_type);
+    uint16_t *a = random_bf16(2 * mk + gap, -1, 1), *b = random_bf16(2 * kn + gap, -1, 1);
+    void *c = pc.c_type == FT_DTYPE_F32 ? (void *)random_f32(2 * mn + gap, -1, 1)
+                                         : (void *)random_bf16(2 * mn + gap, -1, 1);
+    twin A = twin_of(a, (2 * mk + gap) * 2), B = twin_of(b, (2 * kn + gap) * 2);
+    twin C = twin_of(c, (2 * mn + gap) * ce), E = twin_of(c, (2 * mn + gap) * ce);
+    const ft_gemm_types t = { FT_DTYPE_BF16, FT_DTYPE_BF16, pc.c_type };
+    ft_backend *bes[2] = { cpu, gpu };
+    for (int i = 0; i < 2; i++) {
+        ft_backend *be = bes[i];
+        const char *a0 = i ? A.g : A.c, *b0 = i ? B.g : B.c;
+        const char *a1 = pc.share_a ? a0 : a0 + (mk + gap) * 2;
+        const char *b1 = pc.share_b ? b0 : b0 + (kn + gap) * 2;
+        char *c_lo = i ? C.g : C.c, *c_hi = c_lo + (mn + gap) * ce;
+        char *c0 = pc.reversed ? c_hi : c_lo, *c1 = pc.reversed ? c_lo : c_hi;
+#ifdef FT_CUDA_EMULATION
+        const long ops0 = cudaemu_device_ops();
+#endif
+        be->ops->matmul_pair(be, t, c0, c1, a0, a1, b0, b1, pc.m, pc.n, pc.k, pc.ta, pc.tb,
+                             1.0f, pc.beta);
+#ifdef FT_CUDA_EMULATION
+        if (be == gpu) { /* one launch unless the outputs come in the other order */
+            const long ops = cudaemu_device_ops() - ops0;
+            checks++;
+            failures += ops != (pc.reversed ? 2 : 1);
+            printf("%s matmul_pair %s: %ld device operations\n",
+                   ops == (pc.reversed ? 2 : 1) ? "ok  " : "FAIL", pc.name, ops);
+        }
+        const int reference_here = 1; /* the stand-in's batches are bitwise its single calls */
+#else
+        const int reference_here = be == cpu; /* a batched cuBLASLt kernel may round apart */
+#endif
+        if (reference_here) { /* the reference: two matmuls into E */
+            char *e_lo = i ? E.g : E.c, *e_hi = e_lo + (mn + gap) * ce;
+            be->ops->matmul(be, t, pc.reversed ? e_hi : e_lo, a0, b0, pc.m, pc.n, pc.k, pc.ta,
+                            pc.tb, 1.0f, pc.beta);
+            be->ops->matmul(be, t, pc.reversed ? e_lo : e_hi, a1, b1, pc.m, pc.n, pc.k, pc.ta,
+                            pc.tb, 1.0f, pc.beta);
+            char what[128];
+            snprintf(what, sizeof what, "matmul_pair %s: the bits of two matmuls", pc.name);
+            same_bits(what, be, i ? C.g : C.c, e_lo, C.bytes);
+        }
+    }
+    char what[128];
+    snprintf(what, sizeof what, "matmul_pair %s %dx%dx%d ta=%d tb=%d beta=%g", pc.name, pc.m,
+             pc.n, pc.k, pc.ta, pc.tb, pc.beta);
+    compare(what, C, pc.c_type == FT_DTYPE_BF16, UNIT);
+    twin_free(A), twin_free(B), twin_free(C), twin_free(E);
+    free(a), free(b), free(c);
+}
+
 /* One backend's norm backward (layernorm when mu is non-NULL) into dx from base. */
 static void norm_bwd(ft_backend *be, void *dx, const void *base, void *dw, void *db, const void *dy,
                      const void *x, const void *w, const float *mu, const float *rs, int rows,
@@ -649,6 +724,13 @@ int main(void)
         }
     test_matmul_empty_k();
     test_matmul_add(70, 96, 40);
+    /* K and V (or gate and up) of one input; their weight gradients; an accumulating pair;
+     * outputs in the other order (two launches) */
+    test_matmul_pair((pair_case){ "projections", 40, 24, 56, 0, 1, FT_DTYPE_BF16, 0.0f, 1, 0, 0 });
+    test_matmul_pair((pair_case){ "weight grads", 24, 56, 40, 1, 0, FT_DTYPE_F32, 0.0f, 0, 1, 0 });
+    test_matmul_pair((pair_case){ "accumulating", 24, 56, 40, 1, 0, FT_DTYPE_F32, 1.0f, 0, 1, 0 });
+    test_matmul_pair((pair_case){ "reversed", 40, 24, 56, 0, 1, FT_DTYPE_BF16, 0.0f, 1, 0, 1 });
+    test_matmul_pair((pair_case){ "nothing shared", 33, 17, 20, 0, 0, FT_DTYPE_BF16, 1.0f, 0, 0, 0 });
     test_rope_qk();
     for (int off = 0; off < 2; off++) {
         test_norm_base(0, 33, 96, off);

@@ -4,7 +4,9 @@
  *
  * Emulated: column-major matrices of CUDA_R_32F or CUDA_R_16BF, compute type
  * CUBLAS_COMPUTE_32F with a CUDA_R_32F scale type and host scalars, TRANSA/TRANSB,
- * epilogues DEFAULT and BIAS. Anything else answers CUBLAS_STATUS_NOT_SUPPORTED (from the
+ * epilogues DEFAULT and BIAS, and strided batches (BATCH_COUNT equal on the four
+ * layouts, STRIDED_BATCH_OFFSET >= 0 elements: 0 shares one matrix among the batches;
+ * the bias is shared too, cuBLASLt's default bias batch stride 0). Anything else answers CUBLAS_STATUS_NOT_SUPPORTED (from the
  * heuristic, which then returns no algorithm, as cuBLASLt does). The heuristic always
  * offers one algorithm and records in it the alignments and workspace the caller
  * promised, so that cublasLtMatmul can hold the caller to them. */
@@ -293,9 +295,26 @@ cublasStatus_t cublasLtMatmulPreferenceGetAttribute(cublasLtMatmulPreference_t p
 
 static int is_op(int32_t t) { return t == CUBLAS_OP_N || t == CUBLAS_OP_T; }
 
+/* The strided batch of the four layouts: cuBLASLt multiplies batch i of each operand, so
+ * the counts must agree (a count of 1 is not broadcast). A negative stride is legal in
+ * cuBLASLt but never used by the backend, and the extent checks assume the batches run
+ * upwards from the pointer: refused rather than emulated half-way. */
+static cublasStatus_t lt_batch(const lt_layout *const all[4], int32_t *batch)
+{
+    for (int i = 0; i < 4; i++)
+        if (all[i]->batch_count < 1 || all[i]->batch_count != all[0]->batch_count)
+            return CUBLAS_STATUS_INVALID_VALUE;
+    for (int i = 0; i < 4; i++)
+        if (all[i]->batch_count > 1 && all[i]->batch_stride < 0)
+            return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (batch)
+        *batch = all[0]->batch_count;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 cublasStatus_t lt_shape(const lt_desc *d, const lt_layout *a, const lt_layout *b,
                         const lt_layout *c, const lt_layout *dl, uint64_t *m, uint64_t *n,
-                        uint64_t *k)
+                        uint64_t *k, int32_t *batch)
 {
     if (!d || !a || !b || !c || !dl)
         return CUBLAS_STATUS_INVALID_VALUE;
@@ -306,8 +325,7 @@ cublasStatus_t lt_shape(const lt_desc *d, const lt_layout *a, const lt_layout *b
         return CUBLAS_STATUS_NOT_SUPPORTED;
     const lt_layout *all[4] = { a, b, c, dl };
     for (int i = 0; i < 4; i++)
-        if (!lt_type_size(all[i]->type) || all[i]->order != CUBLASLT_ORDER_COL ||
-            all[i]->batch_count != 1)
+        if (!lt_type_size(all[i]->type) || all[i]->order != CUBLASLT_ORDER_COL)
             return CUBLAS_STATUS_NOT_SUPPORTED;
     if (a->type != b->type || c->type != dl->type)
         return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -323,7 +341,7 @@ cublasStatus_t lt_shape(const lt_desc *d, const lt_layout *a, const lt_layout *b
     *n = d->trans_b == CUBLAS_OP_N ? b->cols : b->rows;
     if (kb != *k || dl->rows != *m || dl->cols != *n || c->rows != *m || c->cols != *n)
         return CUBLAS_STATUS_INVALID_VALUE;
-    return CUBLAS_STATUS_SUCCESS;
+    return lt_batch(all, batch);
 }
 
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle,
@@ -346,7 +364,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle,
     uint64_t m, n, k;
     cublasStatus_t s = lt_shape(lt_desc_of(operationDesc), lt_layout_of(Adesc),
                                 lt_layout_of(Bdesc), lt_layout_of(Cdesc), lt_layout_of(Ddesc),
-                                &m, &n, &k);
+                                &m, &n, &k, NULL); /* batched or not: the same algorithm */
     if (s != CUBLAS_STATUS_SUCCESS)
         return s;
     for (int i = 0; i < 4; i++)

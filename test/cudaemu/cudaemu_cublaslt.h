@@ -36,8 +36,10 @@ typedef struct lt_layout {
     int32_t order;          /* cublasLtOrder_t: only CUBLASLT_ORDER_COL */
     uint64_t rows, cols;
     int64_t ld;
-    int32_t batch_count;    /* only 1 */
-    int64_t batch_stride;
+    int32_t batch_count;    /* >= 1, the same on A, B, C and D */
+    int64_t batch_stride;   /* elements from one batch's matrix to the next: 0 shares one
+                             * matrix among the batches; negative: not emulated (when
+                             * batch_count > 1; ignored otherwise) */
 } lt_layout;
 
 typedef struct lt_pref {
@@ -59,9 +61,12 @@ int lt_handle_ok(cublasLtHandle_t h);
 size_t lt_type_size(int32_t type);
 
 /* The shape check shared by the heuristic and the matmul: CUBLAS_STATUS_SUCCESS and
- * (m, n, k) when op(A) [m,k] * op(B) [k,n] -> C, D [m,n] fit, with supported types. */
+ * (m, n, k) when op(A) [m,k] * op(B) [k,n] -> C, D [m,n] fit, with supported types, and
+ * in *batch (if not NULL) the batch count of the strided batch: the four layouts' common
+ * BATCH_COUNT (CUBLAS_STATUS_INVALID_VALUE if one is < 1 or they differ;
+ * CUBLAS_STATUS_NOT_SUPPORTED for a negative STRIDED_BATCH_OFFSET when it is > 1). */
 cublasStatus_t lt_shape(const lt_desc *d, const lt_layout *a, const lt_layout *b,
                         const lt_layout *c, const lt_layout *dl, uint64_t *m, uint64_t *n,
-                        uint64_t *k);
+                        uint64_t *k, int32_t *batch);
 
 #endif

@@ -183,6 +183,7 @@ static const ft_backend_ops cpu_ops = {
     .sync = cpu_sync,
     .matmul = ft_cpu_widen_matmul,
     .matmul_add = ft_cpu_widen_matmul_add,
+    .matmul_pair = ft_cpu_widen_matmul_pair,
     .add = ft_cpu_add,
     .scale = ft_cpu_scale,
     .sum_squares = ft_cpu_sum_squares,

@@ -131,6 +131,9 @@ void ft_cpu_widen_matmul(ft_backend *be, ft_gemm_types t, void *c, const void *a
 void ft_cpu_widen_matmul_add(ft_backend *be, ft_gemm_types t, void *d, const void *c,
                              const void *a, const void *b, int m, int n, int k, bool trans_a,
                              bool trans_b);
+void ft_cpu_widen_matmul_pair(ft_backend *be, ft_gemm_types t, void *c0, void *c1, const void *a0,
+                              const void *a1, const void *b0, const void *b1, int m, int n, int k,
+                              bool trans_a, bool trans_b, float alpha, float beta);
 void ft_cpu_widen_rmsnorm_fwd(ft_backend *be, ft_dtype dt, void *y, float *rstd, const void *x,
                               const void *w, int rows, int dim, float eps);
 void ft_cpu_widen_rmsnorm_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *dx,

@@ -128,6 +128,16 @@ void ft_cpu_widen_matmul_add(ft_backend *be, ft_gemm_types t, void *d, const voi
     ft_cpu_widen_matmul(be, t, d, a, b, m, n, k, trans_a, trans_b, 1.0f, 1.0f);
 }
 
+/* Two GEMMs through the vtable's matmul: the CPU has no launch to save, each is bitwise
+ * matmul's, and a wrapper of the vtable (the tests' GEMM counters) sees both. */
+void ft_cpu_widen_matmul_pair(ft_backend *be, ft_gemm_types t, void *c0, void *c1, const void *a0,
+                              const void *a1, const void *b0, const void *b1, int m, int n, int k,
+                              bool trans_a, bool trans_b, float alpha, float beta)
+{
+    be->ops->matmul(be, t, c0, a0, b0, m, n, k, trans_a, trans_b, alpha, beta);
+    be->ops->matmul(be, t, c1, a1, b1, m, n, k, trans_a, trans_b, alpha, beta);
+}
+
 void ft_cpu_widen_rmsnorm_fwd(ft_backend *be, ft_dtype dt, void *y, float *rstd, const void *x,
                               const void *w, int rows, int dim, float eps)
 {
