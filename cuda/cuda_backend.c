@@ -436,9 +436,11 @@ static void cuda_swiglu_fwd(ft_backend *be, ft_dtype dt, void *out, const void *
 }
 
 static void cuda_swiglu_bwd(ft_backend *be, ft_dtype dt, void *dgate, void *dup,
-                            const void *dout, const void *gate, const void *up, size_t n)
+                            const void *dout, const void *gate, const void *up, size_t n,
+                            void *out)
 {
-    ft_cuda_check(ft_cuda_launch_swiglu_bwd(dt, dgate, dup, dout, gate, up, n, ft_cuda_stream(be)),
+    ft_cuda_check(ft_cuda_launch_swiglu_bwd(dt, dgate, dup, dout, gate, up, n, out,
+                                            ft_cuda_stream(be)),
                   "swiglu_bwd");
 }
 

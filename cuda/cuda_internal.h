@@ -53,7 +53,7 @@ cudaError_t ft_cuda_launch_beta_scale(void *x, ft_dtype dt, float beta, size_t n
 cudaError_t ft_cuda_launch_swiglu_fwd(ft_dtype dt, void *out, const void *gate, const void *up,
                                       size_t n, cudaStream_t st);
 cudaError_t ft_cuda_launch_swiglu_bwd(ft_dtype dt, void *dgate, void *dup, const void *dout,
-                                      const void *gate, const void *up, size_t n,
+                                      const void *gate, const void *up, size_t n, void *out,
                                       cudaStream_t st);
 
 /* ---- cuda_dropout.cu ---- */

@@ -18,13 +18,22 @@
  *     memory; the chunk's sum goes to partial[chunk][col].
  *  2. rmsnorm_dw_reduce_kernel: dw[col] += sum over chunks in chunk order.
  * The chunking depends on rows and dim only, so every run adds in the same
- * order. Activations and w are fp32 or bf16 (one template), statistics fp32; dw is an
+ * order. On the 8-wide path (where at most RMS_FUSED_GROUPS 8-value groups fall to a
+ * thread: rows up to 8192 wide) the first pass is the dx kernel itself
+ * (rmsnorm_bwd_fused_kernel): a block walks RMS_FUSED_ROWS rows, each thread owning the
+ * same columns in every row, so it keeps their w and dw sums in registers and writes
+ * its block's partial at the end. That saves the second read of dy and x (32 MiB a norm at
+ * 4096 x 2048 bf16) and a launch; dx is bitwise the one-row kernel's (same threads, same
+ * order), dw is summed over blocks of RMS_FUSED_ROWS rows instead of 128-row chunks.
+ * Activations and w are fp32 or bf16 (one template), statistics fp32; dw is an
  * fp32 accumulator or a bf16 gradient, each element rounded once. */
 #include "cuda_common.cuh"
 
 #include <math.h>
 
 #define RMS_ROWS_PER_CHUNK 128
+#define RMS_FUSED_ROWS 16   /* rows a block of the fused backward walks (its dw chunk) */
+#define RMS_FUSED_GROUPS 2  /* 8-value groups a thread of it owns at most (registers) */
 #define RMS_DW_X 32
 #define RMS_DW_Y 8
 
@@ -140,6 +149,100 @@ __global__ void rmsnorm_dx_kernel(T *dx, const T *base, const T *__restrict__ dy
     }
 }
 
+/* One row's dy and x for a thread's groups of the fused backward. */
+template <typename T, int G>
+__device__ __forceinline__ void rms_load_row(float (*d)[FT_VEC], float (*v)[FT_VEC],
+                                             const T *__restrict__ dy, const T *__restrict__ x,
+                                             size_t row, const bool *mine)
+{
+#pragma unroll
+    for (int g = 0; g < G; g++)
+        if (mine[g]) {
+            const int j = (threadIdx.x + g * blockDim.x) * FT_VEC;
+            ft_ld8(dy, row + j, d[g]);
+            ft_ld8(x, row + j, v[g]);
+        }
+}
+
+/* dx = base + d/dx for rows blockIdx.x * RMS_FUSED_ROWS onwards, and the dw sum of those
+ * rows into partial[blockIdx.x][col] (8-wide path, G groups a thread: thread t owns the
+ * groups starting at column 8 t + 8 g blockDim.x). Per row the arithmetic and the order
+ * of rmsnorm_dx_kernel's 8-wide path. The next row's loads are issued before this row's
+ * block reduction, so that their latency overlaps its barriers. At most 512 threads
+ * (rms_threads), hence at most 128 registers a thread. */
+template <typename T, int G>
+__global__ void __launch_bounds__(512)
+    rmsnorm_bwd_fused_kernel(T *dx, const T *base, float *__restrict__ partial,
+                             const T *__restrict__ dy, const T *__restrict__ x,
+                             const T *__restrict__ w, const float *__restrict__ rstd, int rows,
+                             int dim)
+{
+    __shared__ float red[32];
+    float wv[G][FT_VEC], acc[G][FT_VEC], d[G][FT_VEC], v[G][FT_VEC];
+    bool mine[G];
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        const int j = (threadIdx.x + g * blockDim.x) * FT_VEC;
+        mine[g] = j < dim;
+#pragma unroll
+        for (int e = 0; e < FT_VEC; e++)
+            wv[g][e] = acc[g][e] = d[g][e] = v[g][e] = 0.0f;
+        if (mine[g])
+            ft_ld8(w, j, wv[g]);
+    }
+    const int r0 = blockIdx.x * RMS_FUSED_ROWS;
+    const int r1 = min(r0 + RMS_FUSED_ROWS, rows);
+    if (r0 < r1)
+        rms_load_row<T, G>(d, v, dy, x, (size_t)r0 * dim, mine);
+    for (int r = r0; r < r1; r++) {
+        const size_t row = (size_t)r * dim;
+        const float rs = rstd[r];
+        float c = 0.0f;
+#pragma unroll
+        for (int g = 0; g < G; g++)
+            if (mine[g])
+#pragma unroll
+                for (int e = 0; e < FT_VEC; e++)
+                    c = fmaf(d[g][e] * wv[g][e], v[g][e], c);
+        float dn[G][FT_VEC], vn[G][FT_VEC];
+        if (r + 1 < r1)
+            rms_load_row<T, G>(dn, vn, dy, x, row + dim, mine);
+        c = ft_block_sum(c, red);
+        const float coef = rs * rs * rs * c / (float)dim;
+#pragma unroll
+        for (int g = 0; g < G; g++) {
+            if (!mine[g])
+                continue;
+            const int j = (threadIdx.x + g * blockDim.x) * FT_VEC;
+            float o[FT_VEC];
+            if (base)
+                ft_ld8(base, row + j, o);
+            else
+                o[0] = o[1] = o[2] = o[3] = o[4] = o[5] = o[6] = o[7] = 0.0f;
+#pragma unroll
+            for (int e = 0; e < FT_VEC; e++) {
+                o[e] = o[e] + (rs * wv[g][e] * d[g][e] - v[g][e] * coef);
+                acc[g][e] = fmaf(d[g][e] * v[g][e], rs, acc[g][e]);
+            }
+            ft_st8(dx, row + j, o);
+        }
+        if (r + 1 < r1)
+#pragma unroll
+            for (int g = 0; g < G; g++)
+#pragma unroll
+                for (int e = 0; e < FT_VEC; e++) {
+                    d[g][e] = dn[g][e];
+                    v[g][e] = vn[g][e];
+                }
+    }
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        const int j = (threadIdx.x + g * blockDim.x) * FT_VEC;
+        if (mine[g])
+            ft_st8(partial + (size_t)blockIdx.x * dim, j, acc[g]);
+    }
+}
+
 template <typename T>
 __global__ void rmsnorm_dw_partial_kernel(float *__restrict__ partial, const T *__restrict__ dy,
                                           const T *__restrict__ x,
@@ -191,11 +294,23 @@ extern "C" cudaError_t ft_cuda_launch_rmsnorm_fwd(ft_dtype dt, void *y, float *r
     return cudaGetLastError();
 }
 
+/* 8-value groups a thread of the fused backward owns (0: no fused kernel for this shape) */
+static int rms_fused_groups(int dim, int vec)
+{
+    if (!vec)
+        return 0;
+    const int per_pass = rms_threads(dim, vec) * FT_VEC;
+    const int g = (dim + per_pass - 1) / per_pass;
+    return g <= RMS_FUSED_GROUPS ? g : 0;
+}
+
+/* The dw partials' rows: fused blocks of RMS_FUSED_ROWS rows, else RMS_ROWS_PER_CHUNK. The
+ * scratch is sized for the smaller chunks (the caller does not know the pointers' alignment). */
 extern "C" size_t ft_cuda_rmsnorm_bwd_scratch_bytes(int rows, int dim)
 {
     if (rows <= 0 || dim <= 0)
         return 0;
-    size_t chunks = ((size_t)rows + RMS_ROWS_PER_CHUNK - 1) / RMS_ROWS_PER_CHUNK;
+    size_t chunks = ((size_t)rows + RMS_FUSED_ROWS - 1) / RMS_FUSED_ROWS;
     return chunks * (size_t)dim * sizeof(float);
 }
 
@@ -207,11 +322,30 @@ extern "C" cudaError_t ft_cuda_launch_rmsnorm_bwd(ft_dtype dt, ft_dtype gt, void
 {
     if (rows <= 0 || dim <= 0)
         return cudaSuccess;
-    int chunks = (rows + RMS_ROWS_PER_CHUNK - 1) / RMS_ROWS_PER_CHUNK;
     float *partial = (float *)scratch;
-    dim3 grid((unsigned)((dim + RMS_DW_X - 1) / RMS_DW_X), (unsigned)chunks);
     cudaError_t e = cudaSuccess;
     int vec = dim % FT_VEC == 0 && ft_aligned16(dx, dy, x, w, dx_base);
+    const int groups = rms_fused_groups(dim, vec);
+    if (groups > 0) { /* dx and the dw partials in one pass */
+        const int blocks = (rows + RMS_FUSED_ROWS - 1) / RMS_FUSED_ROWS;
+        const int threads = rms_threads(dim, vec);
+        FT_WITH_STORAGE(dt, T, {
+            void (*kernel)(T *, const T *, float *, const T *, const T *, const T *,
+                           const float *, int, int) =
+                groups == 1 ? rmsnorm_bwd_fused_kernel<T, 1> : rmsnorm_bwd_fused_kernel<T, 2>;
+            FT_LAUNCH(kernel, blocks, threads, 0, st)((T *)dx, (const T *)dx_base, partial,
+                                                      (const T *)dy, (const T *)x, (const T *)w,
+                                                      rstd, rows, dim);
+        });
+        e = cudaGetLastError();
+        if (e != cudaSuccess)
+            return e;
+        FT_LAUNCH(rmsnorm_dw_reduce_kernel, (dim + 255) / 256, 256, 0, st)(
+            dw, gt == FT_DTYPE_BF16 ? 1 : 0, partial, blocks, dim);
+        return cudaGetLastError();
+    }
+    int chunks = (rows + RMS_ROWS_PER_CHUNK - 1) / RMS_ROWS_PER_CHUNK;
+    dim3 grid((unsigned)((dim + RMS_DW_X - 1) / RMS_DW_X), (unsigned)chunks);
     FT_WITH_STORAGE(dt, T, {
         FT_LAUNCH(rmsnorm_dx_kernel<T>, rows, rms_threads(dim, vec), 0, st)(
             (T *)dx, (const T *)dx_base, (const T *)dy, (const T *)x, (const T *)w, rstd, dim,

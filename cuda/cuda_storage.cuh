@@ -85,10 +85,10 @@ __device__ __forceinline__ void ft_st8(ft_bf16 *p, size_t i, const float v[FT_VE
 /* Host side: whether every pointer given is 16-byte aligned (NULLs pass), the condition
  * for a launcher to pick a kernel's 8-wide path. */
 static inline int ft_aligned16(const void *a, const void *b = 0, const void *c = 0,
-                               const void *d = 0, const void *e = 0)
+                               const void *d = 0, const void *e = 0, const void *f = 0)
 {
     return ((((uintptr_t)a) | ((uintptr_t)b) | ((uintptr_t)c) | ((uintptr_t)d) |
-             ((uintptr_t)e)) & 15u) == 0;
+             ((uintptr_t)e) | ((uintptr_t)f)) & 15u) == 0;
 }
 
 /* g[i] += v for a gradient stored as fp32 (bf16 == 0) or bf16 bits; the flag is

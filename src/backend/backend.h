@@ -265,9 +265,12 @@ typedef struct ft_backend_ops {
     /* out = silu(gate) * up over n elements (overwrite). */
     void (*swiglu_fwd)(ft_backend *be, ft_dtype dt, void *out, const void *gate, const void *up,
                        size_t n);
-    /* dgate, dup overwrite. */
+    /* dgate, dup overwrite. out: NULL, or where the forward's output silu(gate) * up is
+     * written too, bitwise swiglu_fwd's (a recompute that skipped the forward makes it
+     * here, in the pass that reads gate and up anyway). out may be dout's buffer (each
+     * element is read before it is written), as dgate and dup may be gate's and up's. */
     void (*swiglu_bwd)(ft_backend *be, ft_dtype dt, void *dgate, void *dup, const void *dout,
-                       const void *gate, const void *up, size_t n);
+                       const void *gate, const void *up, size_t n, void *out);
 
     /* out = gelu(x) over n elements (overwrite); kind: ft_gelu_kind. */
     void (*gelu_fwd)(ft_backend *be, ft_dtype dt, ft_gelu_kind kind, void *out, const void *x,

@@ -284,9 +284,9 @@ static void linear_bwd_input(const ft_block_ctx *bc, const ft_block_params *p,
         ft_block_lora_bwd_input(bc, p, proj, da);
 }
 
-static void linear_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_grads *g,
-                       ft_block_acts *acts, int proj, void *da, const void *dz, const void *a,
-                       int n, int out, int in, float beta_da)
+static void linear_bwd_weights(const ft_block_ctx *bc, const ft_block_params *p,
+                               ft_block_grads *g, ft_block_acts *acts, int proj, const void *dz,
+                               const void *a, int n, int out, int in)
 {
     ft_backend *be = bc->be;
     if (g->g[proj])
@@ -294,6 +294,13 @@ static void linear_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_bloc
                         g->first ? 0.0f : 1.0f);
     if (g->lora)
         ft_block_lora_bwd_weights(bc, p, g, acts, proj, dz, a);
+}
+
+static void linear_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_grads *g,
+                       ft_block_acts *acts, int proj, void *da, const void *dz, const void *a,
+                       int n, int out, int in, float beta_da)
+{
+    linear_bwd_weights(bc, p, g, acts, proj, dz, a, n, out, in);
     linear_bwd_input(bc, p, g, proj, da, dz, n, out, in, beta_da);
 }
 
@@ -388,6 +395,13 @@ static void *project_qk_finish_bwd(const ft_block_ctx *bc, void *db, void *dnorm
     return dproj;
 }
 
+/* Whether act waits for the backward (block.h, act_in_backward). */
+static bool act_from_backward(const ft_block_ctx *bc, const ft_block_params *p)
+{
+    return bc->act_in_backward && !ft_model_family_of(bc->config)->gelu_mlp &&
+           !(p->lora && p->lora->a[FT_LORA_DOWN]);
+}
+
 /* y = residual + MLP(n): SwiGLU, or GELU with biases. */
 static void mlp_fwd(const ft_block_ctx *bc, const ft_block_params *p, const void *n,
                     ft_block_acts *a, const void *residual, void *y)
@@ -406,7 +420,8 @@ static void mlp_fwd(const ft_block_ctx *bc, const ft_block_params *p, const void
         be->ops->gelu_fwd(be, bc->dt, gelu_of(bc->config), a->act, a->up, (size_t)N * I);
     } else {
         ft_block_lora_fwd(bc, p, a, FT_BLK_GATE, a->gate, n);
-        be->ops->swiglu_fwd(be, bc->dt, a->act, a->gate, a->up, (size_t)N * I);
+        if (!(bc->rebuild_only && act_from_backward(bc, p)))
+            be->ops->swiglu_fwd(be, bc->dt, a->act, a->gate, a->up, (size_t)N * I);
     }
     if (bc->rebuild_only) { /* nobody reads the output: only an adapter's u */
         ft_block_lora_keep_u(bc, p, a, FT_BLK_DOWN, a->act);
@@ -430,12 +445,24 @@ static void mlp_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_g
     ft_block_scratch *s = bc->scratch;
     void *dact = a->act;
     bias_bwd(bc, g->g[FT_BLK_DOWN_BIAS], dy, N, H);
+    if (act_from_backward(bc, p)) {
+        /* act was not rebuilt: d(act) into its buffer, the SwiGLU backward writing act
+         * over it as it goes, then the down projection's weight gradient reading act */
+        linear_bwd_input(bc, p, g, FT_BLK_DOWN, dact, dy, N, H, I, 0.0f);
+        be->ops->swiglu_bwd(be, bc->dt, s->dgate, s->dup, dact, a->gate, a->up, (size_t)N * I,
+                            a->act);
+        linear_bwd_weights(bc, p, g, a, FT_BLK_DOWN, dy, a->act, N, H, I);
+        linear_bwd_pair(bc, p, g, a, FT_BLK_GATE, s->dgate, FT_BLK_UP, s->dup, n, dn, N, I, H,
+                        beta_dn);
+        return;
+    }
     linear_bwd(bc, p, g, a, FT_BLK_DOWN, dact, dy, a->act, N, H, I, 0.0f);
     if (ft_model_family_of(c)->gelu_mlp) {
         be->ops->gelu_bwd(be, bc->dt, gelu_of(bc->config), s->dup, dact, a->up, (size_t)N * I);
         bias_bwd(bc, g->g[FT_BLK_UP_BIAS], s->dup, N, I);
     } else {
-        be->ops->swiglu_bwd(be, bc->dt, s->dgate, s->dup, dact, a->gate, a->up, (size_t)N * I);
+        be->ops->swiglu_bwd(be, bc->dt, s->dgate, s->dup, dact, a->gate, a->up, (size_t)N * I,
+                            NULL);
         linear_bwd_pair(bc, p, g, a, FT_BLK_GATE, s->dgate, FT_BLK_UP, s->dup, n, dn, N, I, H,
                         beta_dn);
         return;

@@ -106,6 +106,13 @@ struct ft_block_ctx {
      * feeds the q, k, v weight gradients, Norm2's the MLP) and the MLP half: the q, k,
      * v and output projections and attention itself are not repeated. */
     bool attention_kept;
+    /* The recompute (rebuild_only) of a block and that block's backward: the SwiGLU's
+     * output (act) is not rebuilt; the backward makes it in the SwiGLU backward's pass,
+     * which reads gate and up anyway (backend.h, swiglu_bwd's out), before the down
+     * projection's weight gradient reads it. A pass over three [N, I] tensors fewer a
+     * recomputed block. Ignored for GELU MLPs and under an adapter on the down
+     * projection (whose u the recompute builds from act). */
+    bool act_in_backward;
 };
 
 /* Allocates one set of activations for `tokens` rows (the family's buffers only,

@@ -632,6 +632,7 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
          * (dx: unwritten), all but the last of them: the set they share still holds
          * that one's forward activations (the later blocks and the head have their
          * own buffers), so it needs none. */
+        bc.act_in_backward = l < m->recomputed - 1; /* block.h: the recompute's SwiGLU */
         if (l < m->recomputed - 1) {
             ft_phase_begin(be, FT_PHASE_RECOMPUTE);
             bc.rebuild_only = true;
@@ -642,6 +643,7 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
         }
         ft_phase_begin(be, FT_PHASE_BACKWARD);
         ft_block_backward(&bc, &p, &g, m->block_in[l], a, dy, dx);
+        bc.act_in_backward = false;
         ft_phase_end(be, FT_PHASE_BACKWARD);
         release_adapters(m, l, true);
         if (!m->frozen)

@@ -177,8 +177,8 @@ static void test_elementwise(void **state)
     be->ops->swiglu_fwd(be, FT_DTYPE_F32, O.f, G.f, U.f, n);
     be->ops->swiglu_fwd(be, FT_DTYPE_BF16, O.h, G.h, U.h, n);
     expect_close(be, "swiglu_fwd", O, ONE_ROUNDING, 0);
-    be->ops->swiglu_bwd(be, FT_DTYPE_F32, DG.f, DU.f, D.f, G.f, U.f, n);
-    be->ops->swiglu_bwd(be, FT_DTYPE_BF16, DG.h, DU.h, D.h, G.h, U.h, n);
+    be->ops->swiglu_bwd(be, FT_DTYPE_F32, DG.f, DU.f, D.f, G.f, U.f, n, NULL);
+    be->ops->swiglu_bwd(be, FT_DTYPE_BF16, DG.h, DU.h, D.h, G.h, U.h, n, NULL);
     expect_close(be, "swiglu_bwd dgate", DG, ONE_ROUNDING, 0);
     expect_close(be, "swiglu_bwd dup", DU, ONE_ROUNDING, 0);
     be->ops->bias_add(be, FT_DTYPE_F32, FT_DTYPE_F32, U.f, B.f, rows, dim);

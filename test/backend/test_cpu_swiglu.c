@@ -40,7 +40,7 @@ static void check_swiglu(size_t n, float amp)
         nan_fill[i] = NAN;
     float *d_dg = bt_upload(be, nan_fill, n), *d_du = bt_upload(be, nan_fill, n); /* overwritten */
     be->ops->swiglu_fwd(be, FT_DTYPE_F32, d_out, d_g, d_u, n);
-    be->ops->swiglu_bwd(be, FT_DTYPE_F32, d_dg, d_du, d_r, d_g, d_u, n);
+    be->ops->swiglu_bwd(be, FT_DTYPE_F32, d_dg, d_du, d_r, d_g, d_u, n, NULL);
 
     double *want = malloc(n * 8), *fdg = malloc(n * 8), *fdu = malloc(n * 8);
     const double h = 1e-4;
@@ -56,6 +56,21 @@ static void check_swiglu(size_t n, float amp)
     assert_true(bt_close("swiglu dgate (FD)", got, fdg, n, 1e-4, 1e-6));
     bt_download(be, got, d_du, n);
     assert_true(bt_close("swiglu dup (FD)", got, fdu, n, 1e-4, 1e-6));
+    { /* with out over dout's buffer: the forward's bits, and the same gradients */
+        float *d_r2 = bt_upload(be, r, n), *d_dg2 = bt_upload(be, nan_fill, n);
+        float *d_du2 = bt_upload(be, nan_fill, n), *want_bits = malloc(n * 4);
+        be->ops->swiglu_bwd(be, FT_DTYPE_F32, d_dg2, d_du2, d_r2, d_g, d_u, n, d_r2);
+        const float *pairs[3][2] = { { d_r2, d_out }, { d_dg2, d_dg }, { d_du2, d_du } };
+        for (int k = 0; k < 3; k++) {
+            bt_download(be, got, pairs[k][0], n);
+            bt_download(be, want_bits, pairs[k][1], n);
+            assert_memory_equal(got, want_bits, n * 4);
+        }
+        void *more[] = { d_r2, d_dg2, d_du2 };
+        for (int k = 0; k < 3; k++)
+            be->ops->free(be, more[k]);
+        free(want_bits);
+    }
 
     void *bufs[] = {d_g, d_u, d_r, d_out, d_dg, d_du};
     for (int i = 0; i < 6; i++)
@@ -86,7 +101,7 @@ static void test_swiglu_extremes(void **state)
     float *d_g = bt_upload(be, g, 4), *d_u = bt_upload(be, u, 4), *d_o = bt_upload(be, NULL, 4);
     float *d_dg = bt_upload(be, NULL, 4), *d_du = bt_upload(be, NULL, 4), *d_1 = bt_upload(be, one, 4);
     be->ops->swiglu_fwd(be, FT_DTYPE_F32, d_o, d_g, d_u, 4);
-    be->ops->swiglu_bwd(be, FT_DTYPE_F32, d_dg, d_du, d_1, d_g, d_u, 4);
+    be->ops->swiglu_bwd(be, FT_DTYPE_F32, d_dg, d_du, d_1, d_g, d_u, 4, NULL);
     bt_download(be, out, d_o, 4), bt_download(be, dg, d_dg, 4), bt_download(be, du, d_du, 4);
     assert_true(fabsf(out[0]) < 1e-30f && out[1] == 100.0f);
     assert_true(fabsf(out[2]) < 1e-30f && out[3] == 1e30f);

@@ -234,7 +234,7 @@ int main(int argc, char **argv)
     gpu->ops->gelu_fwd(gpu, FT_DTYPE_F32, FT_GELU_ERF, one, one, 0);
     gpu->ops->gelu_bwd(gpu, FT_DTYPE_F32, FT_GELU_TANH, one, one, one, 0);
     gpu->ops->swiglu_fwd(gpu, FT_DTYPE_F32, one, one, one, 0);
-    gpu->ops->swiglu_bwd(gpu, FT_DTYPE_F32, one, one, one, one, one, 0);
+    gpu->ops->swiglu_bwd(gpu, FT_DTYPE_F32, one, one, one, one, one, 0, NULL);
     gpu->ops->embedding_fwd(gpu, FT_DTYPE_F32, one, one, ids, 0, 8);
     gpu->ops->embedding_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, one, one, ids, 0, 8);
     gpu->ops->cross_entropy(gpu, one, one, FT_DTYPE_F32, one, ids, one, 0, 8, 1.0f);

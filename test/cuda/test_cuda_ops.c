@@ -816,8 +816,8 @@ static void test_swiglu(void)
     float *cdu = cpu->ops->alloc(cpu, n * 4), *gdu = gpu->ops->alloc(gpu, n * 4);
     cpu->ops->swiglu_fwd(cpu, FT_DTYPE_F32, co, cg, cu, n);
     gpu->ops->swiglu_fwd(gpu, FT_DTYPE_F32, go, gg, gu, n);
-    cpu->ops->swiglu_bwd(cpu, FT_DTYPE_F32, cdg, cdu, cd, cg, cu, n);
-    gpu->ops->swiglu_bwd(gpu, FT_DTYPE_F32, gdg, gdu, gd, gg, gu, n);
+    cpu->ops->swiglu_bwd(cpu, FT_DTYPE_F32, cdg, cdu, cd, cg, cu, n, NULL);
+    gpu->ops->swiglu_bwd(gpu, FT_DTYPE_F32, gdg, gdu, gd, gg, gu, n, NULL);
     float *r1 = be_fetch(cpu, co, n * 4), *r2 = be_fetch(gpu, go, n * 4);
     close_enough("swiglu_fwd", r2, r1, n, 1e-5f);
     free(r1), free(r2);
@@ -1069,6 +1069,12 @@ int main(void)
     test_rmsnorm_case(1, 1);
     test_rmsnorm_case(37, 96);
     test_rmsnorm_case(300, 4096);
+    /* the backward's paths (cuda_rmsnorm.cu): dx and dw partials in one kernel with one and
+     * two 8-value groups a thread; a row too wide for it (dx, then dw partials over
+     * 128-row chunks); one value at a time (dim not a multiple of 8), several chunks */
+    test_rmsnorm_case(40, 8192);
+    test_rmsnorm_case(20, 16384);
+    test_rmsnorm_case(150, 100);
     test_rope_case(13, 3, 16, 16, 0);
     test_rope_case(130, 4, 64, 64, 0);
     test_rope_case(7, 2, 128, 128, 0);

@@ -195,6 +195,30 @@ static void same_bits_off_alignment(const char *what, const void *out_g, const v
     free(b);
 }
 
+static void same_bits(const char *what, ft_backend *be, const void *x, const void *y,
+                      size_t bytes);
+
+/* swiglu_bwd with out over dout's buffer (a recompute that skipped the forward): out is
+ * the bits swiglu_fwd gave in O, dgate and dup those of the call without out (DG, DU). */
+static void test_swiglu_bwd_out(twin G, twin U, twin O, twin DG, twin DU, const uint16_t *d,
+                                const uint16_t *g, size_t n)
+{
+    twin D2 = twin_of(d, n * 2), DG2 = twin_of(g, n * 2), DU2 = twin_of(g, n * 2);
+    ft_backend *bes[2] = { cpu, gpu };
+    for (int i = 0; i < 2; i++) {
+        ft_backend *be = bes[i];
+        void *d2 = i ? D2.g : D2.c;
+        be->ops->swiglu_bwd(be, FT_DTYPE_BF16, i ? DG2.g : DG2.c, i ? DU2.g : DU2.c, d2,
+                            i ? G.g : G.c, i ? U.g : U.c, n, d2);
+        same_bits("swiglu_bwd out (over dout) == swiglu_fwd", be, d2, i ? O.g : O.c, n * 2);
+        same_bits("swiglu_bwd with out: dgate unchanged", be, i ? DG2.g : DG2.c,
+                  i ? DG.g : DG.c, n * 2);
+        same_bits("swiglu_bwd with out: dup unchanged", be, i ? DU2.g : DU2.c, i ? DU.g : DU.c,
+                  n * 2);
+    }
+    twin_free(D2), twin_free(DG2), twin_free(DU2);
+}
+
 static void test_elementwise(void)
 {
     const int rows = 37, dim = 96, heads = 3, hd = 32;
@@ -212,12 +236,13 @@ static void test_elementwise(void)
                          n - 1);
     same_bits_off_alignment("swiglu_fwd: 8-wide path == one at a time (bits differing)", O.g,
                             o1, n);
-    cpu->ops->swiglu_bwd(cpu, FT_DTYPE_BF16, DG.c, DU.c, D.c, G.c, U.c, n);
-    gpu->ops->swiglu_bwd(gpu, FT_DTYPE_BF16, DG.g, DU.g, D.g, G.g, U.g, n);
+    cpu->ops->swiglu_bwd(cpu, FT_DTYPE_BF16, DG.c, DU.c, D.c, G.c, U.c, n, NULL);
+    gpu->ops->swiglu_bwd(gpu, FT_DTYPE_BF16, DG.g, DU.g, D.g, G.g, U.g, n, NULL);
     compare("swiglu_bwd dgate", DG, 1, UNIT);
     compare("swiglu_bwd dup", DU, 1, UNIT);
+    test_swiglu_bwd_out(G, U, O, DG, DU, d, g, n);
     gpu->ops->swiglu_bwd(gpu, FT_DTYPE_BF16, dg1 + 1, du1 + 1, (uint16_t *)D.g + 1,
-                         (uint16_t *)G.g + 1, (uint16_t *)U.g + 1, n - 1);
+                         (uint16_t *)G.g + 1, (uint16_t *)U.g + 1, n - 1, NULL);
     same_bits_off_alignment("swiglu_bwd dgate: 8-wide path == one at a time", DG.g, dg1, n);
     same_bits_off_alignment("swiglu_bwd dup: 8-wide path == one at a time", DU.g, du1, n);
     gpu->ops->free(gpu, o1), gpu->ops->free(gpu, dg1), gpu->ops->free(gpu, du1);

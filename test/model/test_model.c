@@ -201,7 +201,7 @@ static void test_gradient_fd(void **state)
 
 /* The backend's matmul, counted (the recompute's GEMMs). */
 static const ft_backend_ops *counted_ops;
-static long matmul_calls, attention_calls;
+static long matmul_calls, attention_calls, swiglu_calls;
 
 static void counting_all_matmul(ft_backend *be, ft_gemm_types t, void *c, const void *a,
                                 const void *b, int m, int n, int k, bool trans_a, bool trans_b,
@@ -228,6 +228,15 @@ static void counting_attention_fwd(ft_backend *be, ft_dtype dt, void *out, float
     counted_ops->attention_fwd(be, dt, out, lse, q, k, v, segment, s);
 }
 
+/* the SwiGLU's forward, counted: a recompute leaves it to the backward (block.h,
+ * act_in_backward) */
+static void counting_swiglu_fwd(ft_backend *be, ft_dtype dt, void *out, const void *gate,
+                                const void *up, size_t n)
+{
+    swiglu_calls++;
+    counted_ops->swiglu_fwd(be, dt, out, gate, up, n);
+}
+
 /* With activation checkpointing the gradients are bitwise those without, for every
  * block wiring, for checkpointing of every block or of the first 1 or 2 of 3
  * (checkpoint_layers), with and without the attention halves kept
@@ -236,7 +245,7 @@ static void counting_attention_fwd(ft_backend *be, ft_dtype dt, void *out, float
  * attention's output projection), with the attention half kept only the MLP's gate and
  * up projections and no attention, for every checkpointed block but the last (whose
  * activations the forward left), so it costs exactly that many GEMMs and attention
- * calls. */
+ * calls, and no SwiGLU forward (the backward makes its output). */
 static void test_checkpointing_identical(void **state)
 {
     (void)state;
@@ -268,19 +277,21 @@ static void test_checkpointing_identical(void **state)
         counting.matmul = counting_all_matmul;
         counting.matmul_add = counting_all_matmul_add;
         counting.attention_fwd = counting_attention_fwd;
+        counting.swiglu_fwd = counting_swiglu_fwd;
         counted_ops = r.be->ops;
         r.be->ops = &counting;
         rows x;
         random_rows(&x, 3, 16, 37, 9, 1);
         float **g[RUNS];
-        long gemms[RUNS], attends[RUNS];
+        long gemms[RUNS], attends[RUNS], swiglus[RUNS];
         for (int i = 0; i < RUNS; i++) {
             ft_model *m = make_model_opts(&r, 3, 16, runs[i].ckpt, runs[i].keep, 8, 5);
             ft_engine_zero_grads(r.engine);
-            matmul_calls = attention_calls = 0;
+            matmul_calls = attention_calls = swiglu_calls = 0;
             grads_of(&r, m, &x, 1);
             gemms[i] = matmul_calls;
             attends[i] = attention_calls;
+            swiglus[i] = swiglu_calls;
             g[i] = snapshot_grads(&r);
             ft_model_free(m);
         }
@@ -300,6 +311,8 @@ static void test_checkpointing_identical(void **state)
                    gemms[i] - gemms[0], want, attends[i] - attends[0], want_att);
             assert_int_equal(gemms[i] - gemms[0], want);
             assert_int_equal(attends[i] - attends[0], want_att);
+            assert_int_equal(swiglus[i], swiglus[0]); /* the forward's, one a block */
+            assert_int_equal(swiglus[0], f >= 2 ? 0 : c.num_hidden_layers);
         }
         for (int i = 0; i < RUNS; i++)
             free_snapshot(&r, g[i]);

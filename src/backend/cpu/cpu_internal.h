@@ -96,7 +96,7 @@ void ft_cpu_bias_grad(ft_backend *be, float *db, const float *dy, int rows, int 
 /* cpu_swiglu.c */
 void ft_cpu_swiglu_fwd(ft_backend *be, float *out, const float *gate, const float *up, size_t n);
 void ft_cpu_swiglu_bwd(ft_backend *be, float *dgate, float *dup, const float *dout,
-                       const float *gate, const float *up, size_t n);
+                       const float *gate, const float *up, size_t n, float *out);
 
 /* cpu_dropout.c (fp32 and bf16 storage) */
 void ft_cpu_dropout(ft_backend *be, ft_dtype dt, void *y, const void *x, int rows, int cols,
@@ -169,7 +169,8 @@ void ft_cpu_widen_bias_grad(ft_backend *be, ft_dtype dt, ft_dtype gt, void *db, 
 void ft_cpu_widen_swiglu_fwd(ft_backend *be, ft_dtype dt, void *out, const void *gate,
                              const void *up, size_t n);
 void ft_cpu_widen_swiglu_bwd(ft_backend *be, ft_dtype dt, void *dgate, void *dup,
-                             const void *dout, const void *gate, const void *up, size_t n);
+                             const void *dout, const void *gate, const void *up, size_t n,
+                             void *out);
 void ft_cpu_widen_gelu_fwd(ft_backend *be, ft_dtype dt, ft_gelu_kind kind, void *out,
                            const void *x, size_t n);
 void ft_cpu_widen_gelu_bwd(ft_backend *be, ft_dtype dt, ft_gelu_kind kind, void *dx,

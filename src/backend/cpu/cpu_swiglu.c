@@ -14,16 +14,19 @@ void ft_cpu_swiglu_fwd(ft_backend *be, float *out, const float *gate, const floa
     }
 }
 
+/* out (NULL: none) = silu(g) * u as ft_cpu_swiglu_fwd computes it; it may be dout. */
 void ft_cpu_swiglu_bwd(ft_backend *be, float *dgate, float *dup, const float *dout,
-                       const float *gate, const float *up, size_t n)
+                       const float *gate, const float *up, size_t n, float *out)
 {
 #pragma omp parallel for simd schedule(static) if (n >= FT_CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
-        float g = gate[i];
+        float g = gate[i], u = up[i];
         float sig = 1.0f / (1.0f + ft_cpu_expf(-g));
         float silu = g * sig;
         float d = dout[i];
         dup[i] = d * silu;
-        dgate[i] = d * up[i] * sig * (1.0f + g * (1.0f - sig));
+        dgate[i] = d * u * sig * (1.0f + g * (1.0f - sig));
+        if (out)
+            out[i] = silu * u;
     }
 }

@@ -357,22 +357,27 @@ void ft_cpu_widen_swiglu_fwd(ft_backend *be, ft_dtype dt, void *out, const void 
 }
 
 void ft_cpu_widen_swiglu_bwd(ft_backend *be, ft_dtype dt, void *dgate, void *dup,
-                             const void *dout, const void *gate, const void *up, size_t n)
+                             const void *dout, const void *gate, const void *up, size_t n,
+                             void *out)
 {
     if (dt == FT_DTYPE_F32) {
-        ft_cpu_swiglu_bwd(be, dgate, dup, dout, gate, up, n);
+        ft_cpu_swiglu_bwd(be, dgate, dup, dout, gate, up, n, out);
         return;
     }
     float *fd = widen(dout, dt, n, "swiglu_bwd"), *fg = widen(gate, dt, n, "swiglu_bwd");
     float *fu = widen(up, dt, n, "swiglu_bwd");
     float *fdg = checked_malloc(n * sizeof(float), "swiglu_bwd");
     float *fdu = checked_malloc(n * sizeof(float), "swiglu_bwd");
-    ft_cpu_swiglu_bwd(be, fdg, fdu, fd, fg, fu, n);
-    free(fd);
+    /* the forward's output, rounded once as swiglu_fwd rounds it, over fd (read by then) */
+    ft_cpu_swiglu_bwd(be, fdg, fdu, fd, fg, fu, n, out ? fd : NULL);
     free(fg);
     free(fu);
     narrow(dgate, dt, fdg, n);
     narrow(dup, dt, fdu, n);
+    if (out)
+        narrow(out, dt, fd, n); /* frees fd */
+    else
+        free(fd);
 }
 
 void ft_cpu_widen_gelu_fwd(ft_backend *be, ft_dtype dt, ft_gelu_kind kind, void *out,
