@@ -10,7 +10,7 @@ test run in every thread order, which orders failed). A defect whose text no lon
 exactly once in HEAD stops the run before the build: re-target it. One that does not
 compile is reported as such, never as caught. Exit status 0 when every defect was caught.
 The table it prints has the columns of the one in doc/cuda-emulation.md ("Evidence that
-it catches bugs"), which summarises its last column. Developer tool: all 50 take about 15
+it catches bugs"), which summarises its last column. Developer tool: all 54 take about 16
 minutes on two cores (a rebuild and a test per defect), so CI does not run it.
 """
 import os
