@@ -433,9 +433,11 @@ static void mlp_fwd(const ft_block_ctx *bc, const ft_block_params *p, const void
 }
 
 /* Backward of mlp_fwd given dy: dn (+)= d/dn with beta_dn (none when dn is NULL),
- * weight and bias grads accumulate. a->act is not needed after its weight gradient, so its buffer takes
- * d(act) (this block's activations are dead after its backward, or recomputed for
- * the next block with checkpointing). */
+ * weight and bias grads accumulate. a->act is not needed after its weight gradient, so its
+ * buffer takes d(act) (this block's activations are dead after its backward, or recomputed
+ * for the next block with checkpointing). When the recompute left act to the backward
+ * (act_from_backward), d(act) goes into that buffer first and the SwiGLU backward writes
+ * act over it as it goes, before the down projection's weight gradient reads it. */
 static void mlp_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_grads *g,
                     const void *n, ft_block_acts *a, const void *dy, void *dn, float beta_dn)
 {
@@ -444,30 +446,24 @@ static void mlp_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_g
     const int N = bc->tokens, H = c->hidden_size, I = c->intermediate_size;
     ft_block_scratch *s = bc->scratch;
     void *dact = a->act;
+    const bool act_here = act_from_backward(bc, p);
     bias_bwd(bc, g->g[FT_BLK_DOWN_BIAS], dy, N, H);
-    if (act_from_backward(bc, p)) {
-        /* act was not rebuilt: d(act) into its buffer, the SwiGLU backward writing act
-         * over it as it goes, then the down projection's weight gradient reading act */
+    if (act_here)
         linear_bwd_input(bc, p, g, FT_BLK_DOWN, dact, dy, N, H, I, 0.0f);
-        be->ops->swiglu_bwd(be, bc->dt, s->dgate, s->dup, dact, a->gate, a->up, (size_t)N * I,
-                            a->act);
-        linear_bwd_weights(bc, p, g, a, FT_BLK_DOWN, dy, a->act, N, H, I);
-        linear_bwd_pair(bc, p, g, a, FT_BLK_GATE, s->dgate, FT_BLK_UP, s->dup, n, dn, N, I, H,
-                        beta_dn);
-        return;
-    }
-    linear_bwd(bc, p, g, a, FT_BLK_DOWN, dact, dy, a->act, N, H, I, 0.0f);
+    else
+        linear_bwd(bc, p, g, a, FT_BLK_DOWN, dact, dy, a->act, N, H, I, 0.0f);
     if (ft_model_family_of(c)->gelu_mlp) {
         be->ops->gelu_bwd(be, bc->dt, gelu_of(bc->config), s->dup, dact, a->up, (size_t)N * I);
         bias_bwd(bc, g->g[FT_BLK_UP_BIAS], s->dup, N, I);
-    } else {
-        be->ops->swiglu_bwd(be, bc->dt, s->dgate, s->dup, dact, a->gate, a->up, (size_t)N * I,
-                            NULL);
-        linear_bwd_pair(bc, p, g, a, FT_BLK_GATE, s->dgate, FT_BLK_UP, s->dup, n, dn, N, I, H,
-                        beta_dn);
+        linear_bwd(bc, p, g, a, FT_BLK_UP, dn, s->dup, n, N, I, H, beta_dn);
         return;
     }
-    linear_bwd(bc, p, g, a, FT_BLK_UP, dn, s->dup, n, N, I, H, beta_dn);
+    be->ops->swiglu_bwd(be, bc->dt, s->dgate, s->dup, dact, a->gate, a->up, (size_t)N * I,
+                        act_here ? a->act : NULL);
+    if (act_here)
+        linear_bwd_weights(bc, p, g, a, FT_BLK_DOWN, dy, a->act, N, H, I);
+    linear_bwd_pair(bc, p, g, a, FT_BLK_GATE, s->dgate, FT_BLK_UP, s->dup, n, dn, N, I, H,
+                    beta_dn);
 }
 
 /* q, k, v from Norm1's output a->xn1 (with their adapters' u) and attention over them
