@@ -165,7 +165,14 @@ static void plan_build(ft_cuda_state *st, ft_cuda_mm_plan *p)
     cublasLtMatmulPreferenceDestroy(pref);
     if (p->batch > 1 && (found != CUBLAS_STATUS_SUCCESS || count < 1)) {
         /* a batch this cuBLASLt does not take (NOT_SUPPORTED or no algorithm): matmul_pair
-         * runs two matmuls */
+         * runs two matmuls, correct but slower; said once, for whoever reads a benchmark */
+        if (!st->pair_fallback_told++)
+            fprintf(stderr,
+                    "ftmpi: CUDA backend: note: cuBLASLt took no strided batch for a GEMM "
+                    "pair (m=%d n=%d k=%d, %s): such pairs run as two GEMMs\n",
+                    p->m, p->n, p->k,
+                    found != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusString(found)
+                                                   : "no algorithm offered");
         p->no_algo = 1;
         p->valid = 1;
         return;

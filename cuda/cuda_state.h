@@ -54,6 +54,7 @@ typedef struct ft_cuda_state {
     void *lt_workspace;
     ft_cuda_mm_plan plans[FT_CUDA_MM_PLANS];
     unsigned long mm_clock;
+    int pair_fallback_told; /* matmul_pair's notice that a batch fell back, said once */
     void *scratch;
     size_t scratch_bytes;
     double *host_result; /* pinned, for sum_squares and sum_squares_each */
