@@ -362,11 +362,16 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle,
         return CUBLAS_STATUS_INVALID_VALUE;
     *returnAlgoCount = 0;
     uint64_t m, n, k;
+    int32_t batch;
     cublasStatus_t s = lt_shape(lt_desc_of(operationDesc), lt_layout_of(Adesc),
                                 lt_layout_of(Bdesc), lt_layout_of(Cdesc), lt_layout_of(Ddesc),
-                                &m, &n, &k, NULL); /* batched or not: the same algorithm */
+                                &m, &n, &k, &batch); /* batched or not: the same algorithm */
     if (s != CUBLAS_STATUS_SUCCESS)
         return s;
+    /* CUDAEMU_LT_NO_BATCH=1: a library that takes no strided batch (the caller's fallback) */
+    const char *no_batch = getenv("CUDAEMU_LT_NO_BATCH");
+    if (batch > 1 && no_batch && strcmp(no_batch, "1") == 0)
+        return CUBLAS_STATUS_NOT_SUPPORTED;
     for (int i = 0; i < 4; i++)
         if (p->align[i] == 0 || (p->align[i] & (p->align[i] - 1)) != 0)
             return CUBLAS_STATUS_INVALID_VALUE;
