@@ -64,6 +64,17 @@ static void *take(acts_taker *t, size_t bytes)
     return p;
 }
 
+/* Two buffers of `bytes` each in one allocation, the second 256-byte aligned right after
+ * the first: the operands of a GEMM pair (K and V, gate and up) then sit at a fixed
+ * distance whatever the allocator does, so the pair is one strided batch (backend.h,
+ * matmul_pair). The second is freed with the first (ft_block_acts_free). */
+static void take_pair(acts_taker *t, size_t bytes, void **first, void **second)
+{
+    const size_t step = (bytes + 255) / 256 * 256;
+    *first = take(t, step + bytes);
+    *second = *first ? (char *)*first + step : NULL;
+}
+
 /* The adapter sites of the attention half (q, k, v and the output projection): their u
  * is kept with the attention part. */
 static bool attention_site(int site)
@@ -90,10 +101,8 @@ static void take_attention(acts_taker *t, ft_block_acts *a, const ft_model_confi
     const size_t nh = c->num_attention_heads, nkv = c->num_key_value_heads;
     const size_t Q = nh * c->head_dim, KV = nkv * c->head_dim;
     a->q = take(t, N * Q * es);
-    if (with_kv) {
-        a->k = take(t, N * KV * es);
-        a->v = take(t, N * KV * es);
-    }
+    if (with_kv)
+        take_pair(t, N * KV * es, &a->k, &a->v);
     a->att = take(t, N * Q * es);
     a->lse = take(t, N * nh * f4);
     if (ft_model_family_of(c)->qk_norm) {
@@ -126,8 +135,9 @@ int ft_block_acts_alloc(ft_block_acts *a, const ft_model_config *c, ft_dtype dt,
             a->mean2 = take(&t, N * f4);
     }
     if (!fam->gelu_mlp)
-        a->gate = take(&t, N * I * es);
-    a->up = take(&t, N * I * es);
+        take_pair(&t, N * I * es, &a->gate, &a->up);
+    else
+        a->up = take(&t, N * I * es);
     a->act = take(&t, N * I * es);
     return t.failed;
 }
@@ -167,8 +177,11 @@ void ft_block_acts_with_attention(ft_block_acts *view, const ft_block_acts *shar
 
 void ft_block_acts_free(ft_backend *be, ft_block_acts *a)
 {
-    void *bufs[] = { a->xn1, a->q,     a->k,     a->v,     a->att,   a->h,      a->xn2,
-                     a->gate, a->up,   a->act,   a->q_raw, a->k_raw, a->rstd1,  a->lse,
+    /* v lives in k's allocation and a SwiGLU's up in gate's (take_pair); a decoder's k and
+     * v (its cache's rows) are NULL again by now */
+    void *v_own = a->k ? NULL : a->v, *up_own = a->gate ? NULL : a->up;
+    void *bufs[] = { a->xn1, a->q,     a->k,     v_own,    a->att,   a->h,      a->xn2,
+                     a->gate, up_own,  a->act,   a->q_raw, a->k_raw, a->rstd1,  a->lse,
                      a->rstd2, a->rstd_q, a->rstd_k, a->mean1, a->mean2 };
     _Static_assert(sizeof bufs + sizeof a->lora_u == sizeof *a,
                    "free every buffer of ft_block_acts");

@@ -34,6 +34,16 @@ static void *alloc_act(ft_model *m, size_t n, int *failed)
     return alloc_bytes(m, n * m->esize, failed);
 }
 
+/* Two activation buffers of n elements in one allocation, the second 256-byte aligned
+ * after the first (block.c's take_pair): a GEMM pair's gradients (dk and dv, dgate and
+ * dup), one strided batch whatever the allocator does. ft_model_free frees the first. */
+static void alloc_act_pair(ft_model *m, size_t n, void **first, void **second, int *failed)
+{
+    const size_t step = (n * m->esize + 255) / 256 * 256;
+    *first = alloc_bytes(m, step + n * m->esize, failed);
+    *second = *first && !m->dry_run ? (char *)*first + step : NULL;
+}
+
 /* n fp32 elements: statistics, tables, loss weights, logits. */
 static float *alloc_f32(ft_model *m, size_t n, int *failed)
 {
@@ -179,11 +189,11 @@ static int allocate_buffers(ft_model *m)
     s->dxn = alloc_act(m, N * H, &failed);
     s->datt = alloc_act(m, N * Q, &failed);
     s->dq = alloc_act(m, N * Q, &failed);
-    s->dk = alloc_act(m, N * KV, &failed);
-    s->dv = alloc_act(m, N * KV, &failed);
+    alloc_act_pair(m, N * KV, &s->dk, &s->dv, &failed);
     if (!ft_model_family_of(c)->gelu_mlp)
-        s->dgate = alloc_act(m, N * I, &failed);
-    s->dup = alloc_act(m, N * I, &failed);
+        alloc_act_pair(m, N * I, &s->dgate, &s->dup, &failed);
+    else
+        s->dup = alloc_act(m, N * I, &failed);
     if (ft_model_family_of(c)->qk_norm) {
         s->dq_raw = alloc_act(m, N * Q, &failed);
         s->dk_raw = alloc_act(m, N * KV, &failed);
@@ -300,6 +310,9 @@ void ft_model_free(ft_model *m)
     if (m->kept)
         for (int l = 0; l < m->n_kept; l++)
             ft_block_acts_free(be, &m->kept[l]);
+    m->scratch.dv = NULL; /* in dk's allocation, and a SwiGLU's dup in dgate's */
+    if (m->scratch.dgate)
+        m->scratch.dup = NULL;
     void **s = (void **)&m->scratch;
     for (size_t i = 0; i < sizeof m->scratch / sizeof(void *); i++)
         be->ops->free(be, s[i]);
