@@ -100,14 +100,19 @@ static void take_attention(acts_taker *t, ft_block_acts *a, const ft_model_confi
     const size_t es = ft_dtype_size(dt), f4 = sizeof(float);
     const size_t nh = c->num_attention_heads, nkv = c->num_key_value_heads;
     const size_t Q = nh * c->head_dim, KV = nkv * c->head_dim;
+    const bool qk_norm = ft_model_family_of(c)->qk_norm;
     a->q = take(t, N * Q * es);
-    if (with_kv)
-        take_pair(t, N * KV * es, &a->k, &a->v);
+    if (with_kv) { /* v beside what the K/V GEMM pair writes: k_raw with a QK norm, else k */
+        if (qk_norm)
+            a->k = take(t, N * KV * es);
+        take_pair(t, N * KV * es, qk_norm ? &a->k_raw : &a->k, &a->v);
+    }
     a->att = take(t, N * Q * es);
     a->lse = take(t, N * nh * f4);
-    if (ft_model_family_of(c)->qk_norm) {
+    if (qk_norm) {
         a->q_raw = take(t, N * Q * es);
-        a->k_raw = take(t, N * KV * es);
+        if (!with_kv)
+            a->k_raw = take(t, N * KV * es);
         a->rstd_q = take(t, N * nh * f4);
         a->rstd_k = take(t, N * nkv * f4);
     }
@@ -177,9 +182,9 @@ void ft_block_acts_with_attention(ft_block_acts *view, const ft_block_acts *shar
 
 void ft_block_acts_free(ft_backend *be, ft_block_acts *a)
 {
-    /* v lives in k's allocation and a SwiGLU's up in gate's (take_pair); a decoder's k and
-     * v (its cache's rows) are NULL again by now */
-    void *v_own = a->k ? NULL : a->v, *up_own = a->gate ? NULL : a->up;
+    /* v lives in k's (or k_raw's) allocation and a SwiGLU's up in gate's (take_pair); a
+     * decoder's k and v (its cache's rows) are NULL again by now */
+    void *v_own = a->k || a->k_raw ? NULL : a->v, *up_own = a->gate ? NULL : a->up;
     void *bufs[] = { a->xn1, a->q,     a->k,     v_own,    a->att,   a->h,      a->xn2,
                      a->gate, up_own,  a->act,   a->q_raw, a->k_raw, a->rstd1,  a->lse,
                      a->rstd2, a->rstd_q, a->rstd_k, a->mean1, a->mean2 };

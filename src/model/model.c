@@ -189,15 +189,16 @@ static int allocate_buffers(ft_model *m)
     s->dxn = alloc_act(m, N * H, &failed);
     s->datt = alloc_act(m, N * Q, &failed);
     s->dq = alloc_act(m, N * Q, &failed);
-    alloc_act_pair(m, N * KV, &s->dk, &s->dv, &failed);
+    const bool qk_norm = ft_model_family_of(c)->qk_norm;
+    if (qk_norm) /* the K/V pair's weight gradients read dk_raw */
+        s->dk = alloc_act(m, N * KV, &failed);
+    alloc_act_pair(m, N * KV, qk_norm ? &s->dk_raw : &s->dk, &s->dv, &failed);
     if (!ft_model_family_of(c)->gelu_mlp)
         alloc_act_pair(m, N * I, &s->dgate, &s->dup, &failed);
     else
         s->dup = alloc_act(m, N * I, &failed);
-    if (ft_model_family_of(c)->qk_norm) {
+    if (qk_norm)
         s->dq_raw = alloc_act(m, N * Q, &failed);
-        s->dk_raw = alloc_act(m, N * KV, &failed);
-    }
     if (ft_lora_enabled(opt->lora)) {
         const size_t dim = H > (size_t)c->head_dim ? H : (size_t)c->head_dim;
         s->grad_sink = alloc_f32(m, 2 * dim, &failed);
@@ -310,7 +311,7 @@ void ft_model_free(ft_model *m)
     if (m->kept)
         for (int l = 0; l < m->n_kept; l++)
             ft_block_acts_free(be, &m->kept[l]);
-    m->scratch.dv = NULL; /* in dk's allocation, and a SwiGLU's dup in dgate's */
+    m->scratch.dv = NULL; /* in dk's (dk_raw's) allocation, and a SwiGLU's dup in dgate's */
     if (m->scratch.dgate)
         m->scratch.dup = NULL;
     void **s = (void **)&m->scratch;
