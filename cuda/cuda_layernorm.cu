@@ -17,6 +17,13 @@
  *     memory; the chunk's sums go to partial_w[chunk][col] and partial_b[chunk][col].
  *  2. layernorm_dwdb_reduce_kernel: dw[col], db[col] += the chunks' sums in chunk order.
  * The chunking depends on rows and dim only, so every run adds in the same order.
+ * Where the row length is a multiple of 8 and every buffer 16-byte aligned (vec), a
+ * thread takes 8 consecutive values at a time (16-byte accesses, as in cuda_rmsnorm.cu),
+ * and the backward's first pass is the dx kernel itself (layernorm_bwd_fused_kernel,
+ * rows up to 8192 wide): a block walks LN_FUSED_ROWS rows with each thread owning the
+ * same columns in every row, keeping their w and dw, db sums in registers, so dy and x
+ * are read once and one launch goes. The choice depends on shapes and pointers only, so
+ * a run is reproducible (the paths sum in different orders: their bits differ).
  * Activations, w and b are fp32 or bf16 (one template), statistics fp32; dw and db are
  * fp32 accumulators or bf16 gradients, each element rounded once. */
 #include "cuda_common.cuh"
@@ -26,9 +33,17 @@
 #define LN_ROWS_PER_CHUNK 128
 #define LN_DW_X 32
 #define LN_DW_Y 8
+#define LN_FUSED_ROWS 16  /* rows a block of the fused backward walks (its dw, db chunk) */
+#define LN_FUSED_GROUPS 2 /* 8-value groups a thread of it owns at most (registers) */
 
-static int ln_threads(int dim)
+/* threads per row: one per 8-value group on the 8-wide path (a multiple of 32, at most
+ * 512), else by the row length */
+static int ln_threads(int dim, int vec)
 {
+    if (vec) {
+        int groups = (dim / FT_VEC + FT_WARP - 1) / FT_WARP * FT_WARP;
+        return groups > 512 ? 512 : groups;
+    }
     if (dim >= 2048)
         return 512;
     if (dim >= 512)
@@ -36,32 +51,73 @@ static int ln_threads(int dim)
     return 128;
 }
 
+/* 8-value groups a thread of the fused backward owns (0: none for this shape) */
+static int ln_fused_groups(int dim, int vec)
+{
+    if (!vec)
+        return 0;
+    const int per_pass = ln_threads(dim, vec) * FT_VEC;
+    const int g = (dim + per_pass - 1) / per_pass;
+    return g <= LN_FUSED_GROUPS ? g : 0;
+}
+
+/* vec: the 8-wide path (thread t takes values 8 t .. 8 t + 7 of every 8 blockDim.x) */
 template <typename T>
 __global__ void layernorm_fwd_kernel(T *__restrict__ y, float *__restrict__ mean,
                                      float *__restrict__ rstd, const T *__restrict__ x,
                                      const T *__restrict__ w, const T *__restrict__ b, int dim,
-                                     float eps)
+                                     float eps, int vec)
 {
     __shared__ float red[32];
     size_t r = blockIdx.x;
     const T *xr = x + r * dim;
     T *yr = y + r * dim;
+    const int first = vec ? threadIdx.x * FT_VEC : threadIdx.x;
+    const int step = vec ? blockDim.x * FT_VEC : blockDim.x;
+    const int width = vec ? FT_VEC : 1;
     float s = 0.0f;
-    for (int j = threadIdx.x; j < dim; j += blockDim.x)
-        s += ft_ld(xr, j);
+    for (int j = first; j < dim; j += step) {
+        float v[FT_VEC];
+        if (vec)
+            ft_ld8(xr, j, v);
+        else
+            v[0] = ft_ld(xr, j);
+        for (int e = 0; e < width; e++)
+            s += v[e];
+    }
     float mu = ft_block_sum(s, red) / (float)dim;
     float ss = 0.0f;
-    for (int j = threadIdx.x; j < dim; j += blockDim.x) {
-        float d = ft_ld(xr, j) - mu;
-        ss = fmaf(d, d, ss);
+    for (int j = first; j < dim; j += step) {
+        float v[FT_VEC];
+        if (vec)
+            ft_ld8(xr, j, v);
+        else
+            v[0] = ft_ld(xr, j);
+        for (int e = 0; e < width; e++) {
+            float d = v[e] - mu;
+            ss = fmaf(d, d, ss);
+        }
     }
     float rs = 1.0f / sqrtf(ft_block_sum(ss, red) / (float)dim + eps);
     if (threadIdx.x == 0) {
         mean[r] = mu;
         rstd[r] = rs;
     }
-    for (int j = threadIdx.x; j < dim; j += blockDim.x)
-        ft_st(yr, j, (ft_ld(xr, j) - mu) * rs * ft_ld(w, j) + ft_ld(b, j));
+    if (vec) {
+        for (int j = first; j < dim; j += step) {
+            float v[FT_VEC], g[FT_VEC], c[FT_VEC];
+            ft_ld8(xr, j, v);
+            ft_ld8(w, j, g);
+            ft_ld8(b, j, c);
+#pragma unroll
+            for (int e = 0; e < FT_VEC; e++)
+                v[e] = (v[e] - mu) * rs * g[e] + c[e];
+            ft_st8(yr, j, v);
+        }
+    } else {
+        for (int j = first; j < dim; j += step)
+            ft_st(yr, j, (ft_ld(xr, j) - mu) * rs * ft_ld(w, j) + ft_ld(b, j));
+    }
 }
 
 /* dx = base + d/dx per row; base may be dx itself or NULL (as in rmsnorm_dx_kernel) */
@@ -89,6 +145,100 @@ __global__ void layernorm_dx_kernel(T *dx, const T *base, const T *__restrict__ 
         float xhat = (ft_ld(xr, j) - mu) * rs;
         float g = ft_ld(dyr, j) * ft_ld(w, j);
         ft_st(dxr, j, (br ? ft_ld(br, j) : 0.0f) + rs * (g - mean_g - xhat * mean_gx));
+    }
+}
+
+/* dx = base + d/dx for rows blockIdx.x * LN_FUSED_ROWS onwards, and the dw, db sums of
+ * those rows into partial_w/partial_b[blockIdx.x][col] (8-wide path, G groups a thread:
+ * thread t owns the groups starting at column 8 t + 8 g blockDim.x). With one group a
+ * thread the next row's loads are issued before this row's reductions; with two, the
+ * registers for that are not there (at most 512 threads: 128 registers a thread). */
+template <typename T, int G>
+__global__ void __launch_bounds__(512)
+    layernorm_bwd_fused_kernel(T *dx, const T *base, float *__restrict__ partial_w,
+                               float *__restrict__ partial_b, const T *__restrict__ dy,
+                               const T *__restrict__ x, const T *__restrict__ w,
+                               const float *__restrict__ mean, const float *__restrict__ rstd,
+                               int rows, int dim)
+{
+    constexpr bool prefetch = G == 1;
+    __shared__ float red[32];
+    float wv[G][FT_VEC], accw[G][FT_VEC], accb[G][FT_VEC], d[G][FT_VEC], v[G][FT_VEC];
+    bool mine[G];
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        const int j = (threadIdx.x + g * blockDim.x) * FT_VEC;
+        mine[g] = j < dim;
+#pragma unroll
+        for (int e = 0; e < FT_VEC; e++)
+            wv[g][e] = accw[g][e] = accb[g][e] = d[g][e] = v[g][e] = 0.0f;
+        if (mine[g])
+            ft_ld8(w, j, wv[g]);
+    }
+    const int r0 = blockIdx.x * LN_FUSED_ROWS;
+    const int r1 = min(r0 + LN_FUSED_ROWS, rows);
+    for (int r = r0; r < r1; r++) {
+        const size_t row = (size_t)r * dim;
+        const float mu = mean[r], rs = rstd[r];
+        if (!prefetch || r == r0)
+#pragma unroll
+            for (int g = 0; g < G; g++)
+                if (mine[g]) {
+                    const int j = (threadIdx.x + g * blockDim.x) * FT_VEC;
+                    ft_ld8(dy, row + j, d[g]);
+                    ft_ld8(x, row + j, v[g]);
+                }
+        float sg = 0.0f, sgx = 0.0f;
+#pragma unroll
+        for (int g = 0; g < G; g++)
+            if (mine[g])
+#pragma unroll
+                for (int e = 0; e < FT_VEC; e++) {
+                    const float gd = d[g][e] * wv[g][e];
+                    sg += gd;
+                    sgx = fmaf(gd, (v[g][e] - mu) * rs, sgx);
+                }
+        float dn[FT_VEC], vn[FT_VEC]; /* the next row's (prefetch: one group) */
+        if (prefetch && r + 1 < r1 && mine[0]) {
+            const int j = threadIdx.x * FT_VEC;
+            ft_ld8(dy, row + dim + j, dn);
+            ft_ld8(x, row + dim + j, vn);
+        }
+        const float mean_g = ft_block_sum(sg, red) / (float)dim;
+        const float mean_gx = ft_block_sum(sgx, red) / (float)dim;
+#pragma unroll
+        for (int g = 0; g < G; g++) {
+            if (!mine[g])
+                continue;
+            const int j = (threadIdx.x + g * blockDim.x) * FT_VEC;
+            float o[FT_VEC];
+            if (base)
+                ft_ld8(base, row + j, o);
+            else
+                o[0] = o[1] = o[2] = o[3] = o[4] = o[5] = o[6] = o[7] = 0.0f;
+#pragma unroll
+            for (int e = 0; e < FT_VEC; e++) {
+                const float xhat = (v[g][e] - mu) * rs, gd = d[g][e] * wv[g][e];
+                o[e] = o[e] + rs * (gd - mean_g - xhat * mean_gx);
+                accw[g][e] = fmaf(d[g][e], xhat, accw[g][e]);
+                accb[g][e] += d[g][e];
+            }
+            ft_st8(dx, row + j, o);
+        }
+        if (prefetch && r + 1 < r1 && mine[0])
+#pragma unroll
+            for (int e = 0; e < FT_VEC; e++) {
+                d[0][e] = dn[e];
+                v[0][e] = vn[e];
+            }
+    }
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        const int j = (threadIdx.x + g * blockDim.x) * FT_VEC;
+        if (mine[g]) {
+            ft_st8(partial_w + (size_t)blockIdx.x * dim, j, accw[g]);
+            ft_st8(partial_b + (size_t)blockIdx.x * dim, j, accb[g]);
+        }
     }
 }
 
@@ -150,18 +300,22 @@ extern "C" cudaError_t ft_cuda_launch_layernorm_fwd(ft_dtype dt, void *y, float 
 {
     if (rows <= 0 || dim <= 0)
         return cudaSuccess;
+    const int vec = dim % FT_VEC == 0 && ft_aligned16(y, x, w, b);
     FT_WITH_STORAGE(dt, T,
-                    FT_LAUNCH(layernorm_fwd_kernel<T>, rows, ln_threads(dim), 0, st)(
-                        (T *)y, mean, rstd, (const T *)x, (const T *)w, (const T *)b, dim, eps));
+                    FT_LAUNCH(layernorm_fwd_kernel<T>, rows, ln_threads(dim, vec), 0, st)(
+                        (T *)y, mean, rstd, (const T *)x, (const T *)w, (const T *)b, dim, eps,
+                        vec));
     return cudaGetLastError();
 }
 
+/* dw's partials, then db's: chunks of LN_FUSED_ROWS rows (the fused path; the other path's
+ * 128-row chunks need less) */
 extern "C" size_t ft_cuda_layernorm_bwd_scratch_bytes(int rows, int dim)
 {
     if (rows <= 0 || dim <= 0)
         return 0;
-    size_t chunks = ((size_t)rows + LN_ROWS_PER_CHUNK - 1) / LN_ROWS_PER_CHUNK;
-    return 2 * chunks * (size_t)dim * sizeof(float); /* dw's partials, then db's */
+    size_t chunks = ((size_t)rows + LN_FUSED_ROWS - 1) / LN_FUSED_ROWS;
+    return 2 * chunks * (size_t)dim * sizeof(float);
 }
 
 extern "C" cudaError_t ft_cuda_launch_layernorm_bwd(ft_dtype dt, ft_dtype gt, void *dx,
@@ -173,12 +327,32 @@ extern "C" cudaError_t ft_cuda_launch_layernorm_bwd(ft_dtype dt, ft_dtype gt, vo
 {
     if (rows <= 0 || dim <= 0)
         return cudaSuccess;
+    cudaError_t e = cudaSuccess;
+    const int vec = dim % FT_VEC == 0 && ft_aligned16(dx, dy, x, w, dx_base);
+    const int groups = ln_fused_groups(dim, vec);
+    if (groups > 0) { /* dx and the dw, db partials in one pass */
+        const int blocks = (rows + LN_FUSED_ROWS - 1) / LN_FUSED_ROWS;
+        float *partial_w = (float *)scratch, *partial_b = partial_w + (size_t)blocks * dim;
+        FT_WITH_STORAGE(dt, T, {
+            void (*kernel)(T *, const T *, float *, float *, const T *, const T *, const T *,
+                           const float *, const float *, int, int) =
+                groups == 1 ? layernorm_bwd_fused_kernel<T, 1> : layernorm_bwd_fused_kernel<T, 2>;
+            FT_LAUNCH(kernel, blocks, ln_threads(dim, vec), 0, st)(
+                (T *)dx, (const T *)dx_base, partial_w, partial_b, (const T *)dy, (const T *)x,
+                (const T *)w, mean, rstd, rows, dim);
+        });
+        e = cudaGetLastError();
+        if (e != cudaSuccess)
+            return e;
+        FT_LAUNCH(layernorm_dwdb_reduce_kernel, (dim + 255) / 256, 256, 0, st)(
+            dw, db, gt == FT_DTYPE_BF16 ? 1 : 0, partial_w, partial_b, blocks, dim);
+        return cudaGetLastError();
+    }
     int chunks = (rows + LN_ROWS_PER_CHUNK - 1) / LN_ROWS_PER_CHUNK;
     float *partial_w = (float *)scratch, *partial_b = partial_w + (size_t)chunks * dim;
     dim3 grid((unsigned)((dim + LN_DW_X - 1) / LN_DW_X), (unsigned)chunks);
-    cudaError_t e = cudaSuccess;
     FT_WITH_STORAGE(dt, T, {
-        FT_LAUNCH(layernorm_dx_kernel<T>, rows, ln_threads(dim), 0, st)(
+        FT_LAUNCH(layernorm_dx_kernel<T>, rows, ln_threads(dim, 0), 0, st)(
             (T *)dx, (const T *)dx_base, (const T *)dy, (const T *)x, (const T *)w, mean, rstd,
             dim);
         e = cudaGetLastError();

@@ -166,13 +166,15 @@ static void plan_build(ft_cuda_state *st, ft_cuda_mm_plan *p)
     if (p->batch > 1 && (found != CUBLAS_STATUS_SUCCESS || count < 1)) {
         /* a batch this cuBLASLt does not take (NOT_SUPPORTED or no algorithm): matmul_pair
          * runs two matmuls, correct but slower; said once, for whoever reads a benchmark */
-        if (!st->pair_fallback_told++)
+        if (!st->pair_fallback_told) {
+            st->pair_fallback_told = 1;
             fprintf(stderr,
                     "ftmpi: CUDA backend: note: cuBLASLt took no strided batch for a GEMM "
                     "pair (m=%d n=%d k=%d, %s): such pairs run as two GEMMs\n",
                     p->m, p->n, p->k,
                     found != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusString(found)
                                                    : "no algorithm offered");
+        }
         p->no_algo = 1;
         p->valid = 1;
         return;

@@ -1086,6 +1086,11 @@ int main(void)
     test_layernorm_case(1, 77);
     test_layernorm_case(37, 96);
     test_layernorm_case(300, 2560);     /* Pythia-2.8b width; 3 row chunks of dw/db */
+    /* the backward's paths (cuda_layernorm.cu): fused with one and two 8-value groups a
+     * thread, a row too wide for it, one value at a time over several 128-row chunks */
+    test_layernorm_case(40, 8192);
+    test_layernorm_case(20, 16384);
+    test_layernorm_case(150, 100);
     test_gelu_case(1, FT_GELU_ERF);
     test_gelu_case(100003, FT_GELU_ERF);
     test_gelu_case(100003, FT_GELU_TANH);
