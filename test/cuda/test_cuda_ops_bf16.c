@@ -776,6 +776,7 @@ int main(void)
     test_layernorm(1, 77, FT_DTYPE_BF16);
     test_layernorm(37, 96, FT_DTYPE_F32);
     test_layernorm(300, 1024, FT_DTYPE_BF16);
+    test_layernorm(24, 8192, FT_DTYPE_F32); /* the fused backward, two groups a thread */
     test_neox_gptj_elementwise();
     test_embedding(50, 130, 300);
     test_attention(2, 37, 4, 2, 64, 0, 1);   /* tensor cores, GQA, odd length */
