@@ -20,45 +20,28 @@
  * Where the row length is a multiple of 8 and every buffer 16-byte aligned (vec), a
  * thread takes 8 consecutive values at a time (16-byte accesses, as in cuda_rmsnorm.cu),
  * and the backward's first pass is the dx kernel itself (layernorm_bwd_fused_kernel,
- * rows up to 8192 wide): a block walks LN_FUSED_ROWS rows with each thread owning the
+ * rows up to 8192 wide): a block walks NORM_FUSED_ROWS rows with each thread owning the
  * same columns in every row, keeping their w and dw, db sums in registers, so dy and x
  * are read once and one launch goes. The choice depends on shapes and pointers only, so
  * a run is reproducible (the paths sum in different orders: their bits differ).
  * Activations, w and b are fp32 or bf16 (one template), statistics fp32; dw and db are
  * fp32 accumulators or bf16 gradients, each element rounded once. */
-#include "cuda_common.cuh"
+#include "cuda_norm_rows.cuh"
 
 #include <math.h>
 
 #define LN_ROWS_PER_CHUNK 128
 #define LN_DW_X 32
 #define LN_DW_Y 8
-#define LN_FUSED_ROWS 16  /* rows a block of the fused backward walks (its dw, db chunk) */
-#define LN_FUSED_GROUPS 2 /* 8-value groups a thread of it owns at most (registers) */
 
-/* threads per row: one per 8-value group on the 8-wide path (a multiple of 32, at most
- * 512), else by the row length */
-static int ln_threads(int dim, int vec)
+/* What a thread of the forward takes at j: 8 values (vec) or 1, into v. */
+template <typename T>
+__device__ __forceinline__ void ln_load(const T *xr, int j, int vec, float v[FT_VEC])
 {
-    if (vec) {
-        int groups = (dim / FT_VEC + FT_WARP - 1) / FT_WARP * FT_WARP;
-        return groups > 512 ? 512 : groups;
-    }
-    if (dim >= 2048)
-        return 512;
-    if (dim >= 512)
-        return 256;
-    return 128;
-}
-
-/* 8-value groups a thread of the fused backward owns (0: none for this shape) */
-static int ln_fused_groups(int dim, int vec)
-{
-    if (!vec)
-        return 0;
-    const int per_pass = ln_threads(dim, vec) * FT_VEC;
-    const int g = (dim + per_pass - 1) / per_pass;
-    return g <= LN_FUSED_GROUPS ? g : 0;
+    if (vec)
+        ft_ld8(xr, j, v);
+    else
+        v[0] = ft_ld(xr, j);
 }
 
 /* vec: the 8-wide path (thread t takes values 8 t .. 8 t + 7 of every 8 blockDim.x) */
@@ -78,10 +61,7 @@ __global__ void layernorm_fwd_kernel(T *__restrict__ y, float *__restrict__ mean
     float s = 0.0f;
     for (int j = first; j < dim; j += step) {
         float v[FT_VEC];
-        if (vec)
-            ft_ld8(xr, j, v);
-        else
-            v[0] = ft_ld(xr, j);
+        ln_load(xr, j, vec, v);
         for (int e = 0; e < width; e++)
             s += v[e];
     }
@@ -89,10 +69,7 @@ __global__ void layernorm_fwd_kernel(T *__restrict__ y, float *__restrict__ mean
     float ss = 0.0f;
     for (int j = first; j < dim; j += step) {
         float v[FT_VEC];
-        if (vec)
-            ft_ld8(xr, j, v);
-        else
-            v[0] = ft_ld(xr, j);
+        ln_load(xr, j, vec, v);
         for (int e = 0; e < width; e++) {
             float d = v[e] - mu;
             ss = fmaf(d, d, ss);
@@ -148,7 +125,7 @@ __global__ void layernorm_dx_kernel(T *dx, const T *base, const T *__restrict__ 
     }
 }
 
-/* dx = base + d/dx for rows blockIdx.x * LN_FUSED_ROWS onwards, and the dw, db sums of
+/* dx = base + d/dx for rows blockIdx.x * NORM_FUSED_ROWS onwards, and the dw, db sums of
  * those rows into partial_w/partial_b[blockIdx.x][col] (8-wide path, G groups a thread:
  * thread t owns the groups starting at column 8 t + 8 g blockDim.x). With one group a
  * thread the next row's loads are issued before this row's reductions; with two, the
@@ -163,20 +140,12 @@ __global__ void __launch_bounds__(512)
 {
     constexpr bool prefetch = G == 1;
     __shared__ float red[32];
-    float wv[G][FT_VEC], accw[G][FT_VEC], accb[G][FT_VEC], d[G][FT_VEC], v[G][FT_VEC];
+    float wv[G][FT_VEC], accw[G][FT_VEC] = {}, accb[G][FT_VEC] = {}, d[G][FT_VEC] = {},
+                         v[G][FT_VEC] = {};
     bool mine[G];
-#pragma unroll
-    for (int g = 0; g < G; g++) {
-        const int j = (threadIdx.x + g * blockDim.x) * FT_VEC;
-        mine[g] = j < dim;
-#pragma unroll
-        for (int e = 0; e < FT_VEC; e++)
-            wv[g][e] = accw[g][e] = accb[g][e] = d[g][e] = v[g][e] = 0.0f;
-        if (mine[g])
-            ft_ld8(w, j, wv[g]);
-    }
-    const int r0 = blockIdx.x * LN_FUSED_ROWS;
-    const int r1 = min(r0 + LN_FUSED_ROWS, rows);
+    norm_groups_start<T, G>(w, dim, mine, wv);
+    const int r0 = blockIdx.x * NORM_FUSED_ROWS;
+    const int r1 = min(r0 + NORM_FUSED_ROWS, rows);
     for (int r = r0; r < r1; r++) {
         const size_t row = (size_t)r * dim;
         const float mu = mean[r], rs = rstd[r];
@@ -184,9 +153,8 @@ __global__ void __launch_bounds__(512)
 #pragma unroll
             for (int g = 0; g < G; g++)
                 if (mine[g]) {
-                    const int j = (threadIdx.x + g * blockDim.x) * FT_VEC;
-                    ft_ld8(dy, row + j, d[g]);
-                    ft_ld8(x, row + j, v[g]);
+                    ft_ld8(dy, row + norm_group_col(g), d[g]);
+                    ft_ld8(x, row + norm_group_col(g), v[g]);
                 }
         float sg = 0.0f, sgx = 0.0f;
 #pragma unroll
@@ -200,9 +168,8 @@ __global__ void __launch_bounds__(512)
                 }
         float dn[FT_VEC], vn[FT_VEC]; /* the next row's (prefetch: one group) */
         if (prefetch && r + 1 < r1 && mine[0]) {
-            const int j = threadIdx.x * FT_VEC;
-            ft_ld8(dy, row + dim + j, dn);
-            ft_ld8(x, row + dim + j, vn);
+            ft_ld8(dy, row + dim + norm_group_col(0), dn);
+            ft_ld8(x, row + dim + norm_group_col(0), vn);
         }
         const float mean_g = ft_block_sum(sg, red) / (float)dim;
         const float mean_gx = ft_block_sum(sgx, red) / (float)dim;
@@ -210,12 +177,9 @@ __global__ void __launch_bounds__(512)
         for (int g = 0; g < G; g++) {
             if (!mine[g])
                 continue;
-            const int j = (threadIdx.x + g * blockDim.x) * FT_VEC;
+            const int j = norm_group_col(g);
             float o[FT_VEC];
-            if (base)
-                ft_ld8(base, row + j, o);
-            else
-                o[0] = o[1] = o[2] = o[3] = o[4] = o[5] = o[6] = o[7] = 0.0f;
+            ft_ld8_or_zero(base, row + j, o);
 #pragma unroll
             for (int e = 0; e < FT_VEC; e++) {
                 const float xhat = (v[g][e] - mu) * rs, gd = d[g][e] * wv[g][e];
@@ -232,14 +196,8 @@ __global__ void __launch_bounds__(512)
                 v[0][e] = vn[e];
             }
     }
-#pragma unroll
-    for (int g = 0; g < G; g++) {
-        const int j = (threadIdx.x + g * blockDim.x) * FT_VEC;
-        if (mine[g]) {
-            ft_st8(partial_w + (size_t)blockIdx.x * dim, j, accw[g]);
-            ft_st8(partial_b + (size_t)blockIdx.x * dim, j, accb[g]);
-        }
-    }
+    norm_store_partial<G>(partial_w, accw, mine, dim);
+    norm_store_partial<G>(partial_b, accb, mine, dim);
 }
 
 template <typename T>
@@ -302,19 +260,19 @@ extern "C" cudaError_t ft_cuda_launch_layernorm_fwd(ft_dtype dt, void *y, float 
         return cudaSuccess;
     const int vec = dim % FT_VEC == 0 && ft_aligned16(y, x, w, b);
     FT_WITH_STORAGE(dt, T,
-                    FT_LAUNCH(layernorm_fwd_kernel<T>, rows, ln_threads(dim, vec), 0, st)(
+                    FT_LAUNCH(layernorm_fwd_kernel<T>, rows, norm_threads(dim, vec), 0, st)(
                         (T *)y, mean, rstd, (const T *)x, (const T *)w, (const T *)b, dim, eps,
                         vec));
     return cudaGetLastError();
 }
 
-/* dw's partials, then db's: chunks of LN_FUSED_ROWS rows (the fused path; the other path's
+/* dw's partials, then db's: chunks of NORM_FUSED_ROWS rows (the fused path; the other path's
  * 128-row chunks need less) */
 extern "C" size_t ft_cuda_layernorm_bwd_scratch_bytes(int rows, int dim)
 {
     if (rows <= 0 || dim <= 0)
         return 0;
-    size_t chunks = ((size_t)rows + LN_FUSED_ROWS - 1) / LN_FUSED_ROWS;
+    size_t chunks = ((size_t)rows + NORM_FUSED_ROWS - 1) / NORM_FUSED_ROWS;
     return 2 * chunks * (size_t)dim * sizeof(float);
 }
 
@@ -329,15 +287,15 @@ extern "C" cudaError_t ft_cuda_launch_layernorm_bwd(ft_dtype dt, ft_dtype gt, vo
         return cudaSuccess;
     cudaError_t e = cudaSuccess;
     const int vec = dim % FT_VEC == 0 && ft_aligned16(dx, dy, x, w, dx_base);
-    const int groups = ln_fused_groups(dim, vec);
+    const int groups = norm_fused_groups(dim, vec);
     if (groups > 0) { /* dx and the dw, db partials in one pass */
-        const int blocks = (rows + LN_FUSED_ROWS - 1) / LN_FUSED_ROWS;
+        const int blocks = (rows + NORM_FUSED_ROWS - 1) / NORM_FUSED_ROWS;
         float *partial_w = (float *)scratch, *partial_b = partial_w + (size_t)blocks * dim;
         FT_WITH_STORAGE(dt, T, {
             void (*kernel)(T *, const T *, float *, float *, const T *, const T *, const T *,
                            const float *, const float *, int, int) =
                 groups == 1 ? layernorm_bwd_fused_kernel<T, 1> : layernorm_bwd_fused_kernel<T, 2>;
-            FT_LAUNCH(kernel, blocks, ln_threads(dim, vec), 0, st)(
+            FT_LAUNCH(kernel, blocks, norm_threads(dim, vec), 0, st)(
                 (T *)dx, (const T *)dx_base, partial_w, partial_b, (const T *)dy, (const T *)x,
                 (const T *)w, mean, rstd, rows, dim);
         });
@@ -352,7 +310,7 @@ extern "C" cudaError_t ft_cuda_launch_layernorm_bwd(ft_dtype dt, ft_dtype gt, vo
     float *partial_w = (float *)scratch, *partial_b = partial_w + (size_t)chunks * dim;
     dim3 grid((unsigned)((dim + LN_DW_X - 1) / LN_DW_X), (unsigned)chunks);
     FT_WITH_STORAGE(dt, T, {
-        FT_LAUNCH(layernorm_dx_kernel<T>, rows, ln_threads(dim, 0), 0, st)(
+        FT_LAUNCH(layernorm_dx_kernel<T>, rows, norm_threads(dim, 0), 0, st)(
             (T *)dx, (const T *)dx_base, (const T *)dy, (const T *)x, (const T *)w, mean, rstd,
             dim);
         e = cudaGetLastError();

@@ -18,39 +18,22 @@
  *     memory; the chunk's sum goes to partial[chunk][col].
  *  2. rmsnorm_dw_reduce_kernel: dw[col] += sum over chunks in chunk order.
  * The chunking depends on rows and dim only, so every run adds in the same
- * order. On the 8-wide path (where at most RMS_FUSED_GROUPS 8-value groups fall to a
+ * order. On the 8-wide path (where at most NORM_FUSED_GROUPS 8-value groups fall to a
  * thread: rows up to 8192 wide) the first pass is the dx kernel itself
- * (rmsnorm_bwd_fused_kernel): a block walks RMS_FUSED_ROWS rows, each thread owning the
+ * (rmsnorm_bwd_fused_kernel): a block walks NORM_FUSED_ROWS rows, each thread owning the
  * same columns in every row, so it keeps their w and dw sums in registers and writes
  * its block's partial at the end. That saves the second read of dy and x (32 MiB a norm at
  * 4096 x 2048 bf16) and a launch; dx is bitwise the one-row kernel's (same threads, same
- * order), dw is summed over blocks of RMS_FUSED_ROWS rows instead of 128-row chunks.
+ * order), dw is summed over blocks of NORM_FUSED_ROWS rows instead of 128-row chunks.
  * Activations and w are fp32 or bf16 (one template), statistics fp32; dw is an
  * fp32 accumulator or a bf16 gradient, each element rounded once. */
-#include "cuda_common.cuh"
+#include "cuda_norm_rows.cuh"
 
 #include <math.h>
 
 #define RMS_ROWS_PER_CHUNK 128
-#define RMS_FUSED_ROWS 16   /* rows a block of the fused backward walks (its dw chunk) */
-#define RMS_FUSED_GROUPS 2  /* 8-value groups a thread of it owns at most (registers) */
 #define RMS_DW_X 32
 #define RMS_DW_Y 8
-
-/* threads per row: one per 8-value group on the 8-wide path (a multiple of 32, at most
- * 512), else by the row length */
-static int rms_threads(int dim, int vec)
-{
-    if (vec) {
-        int groups = (dim / FT_VEC + FT_WARP - 1) / FT_WARP * FT_WARP;
-        return groups > 512 ? 512 : groups;
-    }
-    if (dim >= 2048)
-        return 512;
-    if (dim >= 512)
-        return 256;
-    return 128;
-}
 
 template <typename T>
 __global__ void rmsnorm_fwd_kernel(T *__restrict__ y, float *__restrict__ rstd,
@@ -132,10 +115,7 @@ __global__ void rmsnorm_dx_kernel(T *dx, const T *base, const T *__restrict__ dy
             ft_ld8(dyr, j, d);
             ft_ld8(w, j, g);
             ft_ld8(xr, j, v);
-            if (br)
-                ft_ld8(br, j, o);
-            else
-                o[0] = o[1] = o[2] = o[3] = o[4] = o[5] = o[6] = o[7] = 0.0f;
+            ft_ld8_or_zero(br, j, o);
 #pragma unroll
             for (int e = 0; e < FT_VEC; e++)
                 o[e] = o[e] + (rs * g[e] * d[e] - v[e] * coef);
@@ -158,18 +138,17 @@ __device__ __forceinline__ void rms_load_row(float (*d)[FT_VEC], float (*v)[FT_V
 #pragma unroll
     for (int g = 0; g < G; g++)
         if (mine[g]) {
-            const int j = (threadIdx.x + g * blockDim.x) * FT_VEC;
-            ft_ld8(dy, row + j, d[g]);
-            ft_ld8(x, row + j, v[g]);
+            ft_ld8(dy, row + norm_group_col(g), d[g]);
+            ft_ld8(x, row + norm_group_col(g), v[g]);
         }
 }
 
-/* dx = base + d/dx for rows blockIdx.x * RMS_FUSED_ROWS onwards, and the dw sum of those
+/* dx = base + d/dx for rows blockIdx.x * NORM_FUSED_ROWS onwards, and the dw sum of those
  * rows into partial[blockIdx.x][col] (8-wide path, G groups a thread: thread t owns the
  * groups starting at column 8 t + 8 g blockDim.x). Per row the arithmetic and the order
  * of rmsnorm_dx_kernel's 8-wide path. The next row's loads are issued before this row's
  * block reduction, so that their latency overlaps its barriers. At most 512 threads
- * (rms_threads), hence at most 128 registers a thread. */
+ * (norm_threads), hence at most 128 registers a thread. */
 template <typename T, int G>
 __global__ void __launch_bounds__(512)
     rmsnorm_bwd_fused_kernel(T *dx, const T *base, float *__restrict__ partial,
@@ -178,20 +157,11 @@ __global__ void __launch_bounds__(512)
                              int dim)
 {
     __shared__ float red[32];
-    float wv[G][FT_VEC], acc[G][FT_VEC], d[G][FT_VEC], v[G][FT_VEC];
+    float wv[G][FT_VEC], acc[G][FT_VEC] = {}, d[G][FT_VEC] = {}, v[G][FT_VEC] = {};
     bool mine[G];
-#pragma unroll
-    for (int g = 0; g < G; g++) {
-        const int j = (threadIdx.x + g * blockDim.x) * FT_VEC;
-        mine[g] = j < dim;
-#pragma unroll
-        for (int e = 0; e < FT_VEC; e++)
-            wv[g][e] = acc[g][e] = d[g][e] = v[g][e] = 0.0f;
-        if (mine[g])
-            ft_ld8(w, j, wv[g]);
-    }
-    const int r0 = blockIdx.x * RMS_FUSED_ROWS;
-    const int r1 = min(r0 + RMS_FUSED_ROWS, rows);
+    norm_groups_start<T, G>(w, dim, mine, wv);
+    const int r0 = blockIdx.x * NORM_FUSED_ROWS;
+    const int r1 = min(r0 + NORM_FUSED_ROWS, rows);
     if (r0 < r1)
         rms_load_row<T, G>(d, v, dy, x, (size_t)r0 * dim, mine);
     for (int r = r0; r < r1; r++) {
@@ -213,18 +183,14 @@ __global__ void __launch_bounds__(512)
         for (int g = 0; g < G; g++) {
             if (!mine[g])
                 continue;
-            const int j = (threadIdx.x + g * blockDim.x) * FT_VEC;
             float o[FT_VEC];
-            if (base)
-                ft_ld8(base, row + j, o);
-            else
-                o[0] = o[1] = o[2] = o[3] = o[4] = o[5] = o[6] = o[7] = 0.0f;
+            ft_ld8_or_zero(base, row + norm_group_col(g), o);
 #pragma unroll
             for (int e = 0; e < FT_VEC; e++) {
                 o[e] = o[e] + (rs * wv[g][e] * d[g][e] - v[g][e] * coef);
                 acc[g][e] = fmaf(d[g][e] * v[g][e], rs, acc[g][e]);
             }
-            ft_st8(dx, row + j, o);
+            ft_st8(dx, row + norm_group_col(g), o);
         }
         if (r + 1 < r1)
 #pragma unroll
@@ -235,12 +201,7 @@ __global__ void __launch_bounds__(512)
                     v[g][e] = vn[g][e];
                 }
     }
-#pragma unroll
-    for (int g = 0; g < G; g++) {
-        const int j = (threadIdx.x + g * blockDim.x) * FT_VEC;
-        if (mine[g])
-            ft_st8(partial + (size_t)blockIdx.x * dim, j, acc[g]);
-    }
+    norm_store_partial<G>(partial, acc, mine, dim);
 }
 
 template <typename T>
@@ -289,28 +250,18 @@ extern "C" cudaError_t ft_cuda_launch_rmsnorm_fwd(ft_dtype dt, void *y, float *r
         return cudaSuccess;
     int vec = dim % FT_VEC == 0 && ft_aligned16(y, x, w);
     FT_WITH_STORAGE(dt, T,
-                    FT_LAUNCH(rmsnorm_fwd_kernel<T>, rows, rms_threads(dim, vec), 0, st)(
+                    FT_LAUNCH(rmsnorm_fwd_kernel<T>, rows, norm_threads(dim, vec), 0, st)(
                         (T *)y, rstd, (const T *)x, (const T *)w, dim, eps, vec));
     return cudaGetLastError();
 }
 
-/* 8-value groups a thread of the fused backward owns (0: no fused kernel for this shape) */
-static int rms_fused_groups(int dim, int vec)
-{
-    if (!vec)
-        return 0;
-    const int per_pass = rms_threads(dim, vec) * FT_VEC;
-    const int g = (dim + per_pass - 1) / per_pass;
-    return g <= RMS_FUSED_GROUPS ? g : 0;
-}
-
-/* The dw partials' rows: fused blocks of RMS_FUSED_ROWS rows, else RMS_ROWS_PER_CHUNK. The
+/* The dw partials' rows: fused blocks of NORM_FUSED_ROWS rows, else RMS_ROWS_PER_CHUNK. The
  * scratch is sized for the smaller chunks (the caller does not know the pointers' alignment). */
 extern "C" size_t ft_cuda_rmsnorm_bwd_scratch_bytes(int rows, int dim)
 {
     if (rows <= 0 || dim <= 0)
         return 0;
-    size_t chunks = ((size_t)rows + RMS_FUSED_ROWS - 1) / RMS_FUSED_ROWS;
+    size_t chunks = ((size_t)rows + NORM_FUSED_ROWS - 1) / NORM_FUSED_ROWS;
     return chunks * (size_t)dim * sizeof(float);
 }
 
@@ -325,10 +276,10 @@ extern "C" cudaError_t ft_cuda_launch_rmsnorm_bwd(ft_dtype dt, ft_dtype gt, void
     float *partial = (float *)scratch;
     cudaError_t e = cudaSuccess;
     int vec = dim % FT_VEC == 0 && ft_aligned16(dx, dy, x, w, dx_base);
-    const int groups = rms_fused_groups(dim, vec);
+    const int groups = norm_fused_groups(dim, vec);
     if (groups > 0) { /* dx and the dw partials in one pass */
-        const int blocks = (rows + RMS_FUSED_ROWS - 1) / RMS_FUSED_ROWS;
-        const int threads = rms_threads(dim, vec);
+        const int blocks = (rows + NORM_FUSED_ROWS - 1) / NORM_FUSED_ROWS;
+        const int threads = norm_threads(dim, vec);
         FT_WITH_STORAGE(dt, T, {
             void (*kernel)(T *, const T *, float *, const T *, const T *, const T *,
                            const float *, int, int) =
@@ -347,7 +298,7 @@ extern "C" cudaError_t ft_cuda_launch_rmsnorm_bwd(ft_dtype dt, ft_dtype gt, void
     int chunks = (rows + RMS_ROWS_PER_CHUNK - 1) / RMS_ROWS_PER_CHUNK;
     dim3 grid((unsigned)((dim + RMS_DW_X - 1) / RMS_DW_X), (unsigned)chunks);
     FT_WITH_STORAGE(dt, T, {
-        FT_LAUNCH(rmsnorm_dx_kernel<T>, rows, rms_threads(dim, vec), 0, st)(
+        FT_LAUNCH(rmsnorm_dx_kernel<T>, rows, norm_threads(dim, vec), 0, st)(
             (T *)dx, (const T *)dx_base, (const T *)dy, (const T *)x, (const T *)w, rstd, dim,
             vec);
         e = cudaGetLastError();

@@ -82,6 +82,20 @@ __device__ __forceinline__ void ft_st8(ft_bf16 *p, size_t i, const float v[FT_VE
     *(uint4 *)(p + i) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+/* v = p[i .. i+7] (8-wide load), or zeros when p is NULL: a norm backward's optional
+ * base that dx adds to (backend.h, dx_base). */
+template <typename T>
+__device__ __forceinline__ void ft_ld8_or_zero(const T *p, size_t i, float v[FT_VEC])
+{
+    if (p) {
+        ft_ld8(p, i, v);
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < FT_VEC; e++)
+        v[e] = 0.0f;
+}
+
 /* Host side: whether every pointer given is 16-byte aligned (NULLs pass), the condition
  * for a launcher to pick a kernel's 8-wide path. */
 static inline int ft_aligned16(const void *a, const void *b = 0, const void *c = 0,
