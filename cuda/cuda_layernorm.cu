@@ -150,12 +150,7 @@ __global__ void __launch_bounds__(512)
         const size_t row = (size_t)r * dim;
         const float mu = mean[r], rs = rstd[r];
         if (!prefetch || r == r0)
-#pragma unroll
-            for (int g = 0; g < G; g++)
-                if (mine[g]) {
-                    ft_ld8(dy, row + norm_group_col(g), d[g]);
-                    ft_ld8(x, row + norm_group_col(g), v[g]);
-                }
+            norm_load_row<T, G>(d, v, dy, x, row, mine);
         float sg = 0.0f, sgx = 0.0f;
 #pragma unroll
         for (int g = 0; g < G; g++)
@@ -166,11 +161,9 @@ __global__ void __launch_bounds__(512)
                     sg += gd;
                     sgx = fmaf(gd, (v[g][e] - mu) * rs, sgx);
                 }
-        float dn[FT_VEC], vn[FT_VEC]; /* the next row's (prefetch: one group) */
-        if (prefetch && r + 1 < r1 && mine[0]) {
-            ft_ld8(dy, row + dim + norm_group_col(0), dn);
-            ft_ld8(x, row + dim + norm_group_col(0), vn);
-        }
+        float dn[G][FT_VEC], vn[G][FT_VEC]; /* the next row's (prefetch only) */
+        if (prefetch && r + 1 < r1)
+            norm_load_row<T, G>(dn, vn, dy, x, row + dim, mine);
         const float mean_g = ft_block_sum(sg, red) / (float)dim;
         const float mean_gx = ft_block_sum(sgx, red) / (float)dim;
 #pragma unroll
@@ -189,12 +182,8 @@ __global__ void __launch_bounds__(512)
             }
             ft_st8(dx, row + j, o);
         }
-        if (prefetch && r + 1 < r1 && mine[0])
-#pragma unroll
-            for (int e = 0; e < FT_VEC; e++) {
-                d[0][e] = dn[e];
-                v[0][e] = vn[e];
-            }
+        if (prefetch && r + 1 < r1)
+            norm_take_row<G>(d, v, dn, vn);
     }
     norm_store_partial<G>(partial_w, accw, mine, dim);
     norm_store_partial<G>(partial_b, accb, mine, dim);

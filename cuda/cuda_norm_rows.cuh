@@ -59,6 +59,35 @@ __device__ __forceinline__ void norm_groups_start(const T *__restrict__ w, int d
     }
 }
 
+/* One row's dy and x (from element `row` on) for this thread's groups. */
+template <typename T, int G>
+__device__ __forceinline__ void norm_load_row(float (*d)[FT_VEC], float (*v)[FT_VEC],
+                                              const T *__restrict__ dy, const T *__restrict__ x,
+                                              size_t row, const bool *mine)
+{
+#pragma unroll
+    for (int g = 0; g < G; g++)
+        if (mine[g]) {
+            ft_ld8(dy, row + norm_group_col(g), d[g]);
+            ft_ld8(x, row + norm_group_col(g), v[g]);
+        }
+}
+
+/* The prefetched next row (dn, vn) becomes the current one (d, v). */
+template <int G>
+__device__ __forceinline__ void norm_take_row(float (*d)[FT_VEC], float (*v)[FT_VEC],
+                                              const float (*dn)[FT_VEC],
+                                              const float (*vn)[FT_VEC])
+{
+#pragma unroll
+    for (int g = 0; g < G; g++)
+#pragma unroll
+        for (int e = 0; e < FT_VEC; e++) {
+            d[g][e] = dn[g][e];
+            v[g][e] = vn[g][e];
+        }
+}
+
 /* This block's row of the partials: partial[blockIdx.x][cols] = acc, for its groups. */
 template <int G>
 __device__ __forceinline__ void norm_store_partial(float *__restrict__ partial,

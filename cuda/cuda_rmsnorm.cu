@@ -129,20 +129,6 @@ __global__ void rmsnorm_dx_kernel(T *dx, const T *base, const T *__restrict__ dy
     }
 }
 
-/* One row's dy and x for a thread's groups of the fused backward. */
-template <typename T, int G>
-__device__ __forceinline__ void rms_load_row(float (*d)[FT_VEC], float (*v)[FT_VEC],
-                                             const T *__restrict__ dy, const T *__restrict__ x,
-                                             size_t row, const bool *mine)
-{
-#pragma unroll
-    for (int g = 0; g < G; g++)
-        if (mine[g]) {
-            ft_ld8(dy, row + norm_group_col(g), d[g]);
-            ft_ld8(x, row + norm_group_col(g), v[g]);
-        }
-}
-
 /* dx = base + d/dx for rows blockIdx.x * NORM_FUSED_ROWS onwards, and the dw sum of those
  * rows into partial[blockIdx.x][col] (8-wide path, G groups a thread: thread t owns the
  * groups starting at column 8 t + 8 g blockDim.x). Per row the arithmetic and the order
@@ -163,7 +149,7 @@ __global__ void __launch_bounds__(512)
     const int r0 = blockIdx.x * NORM_FUSED_ROWS;
     const int r1 = min(r0 + NORM_FUSED_ROWS, rows);
     if (r0 < r1)
-        rms_load_row<T, G>(d, v, dy, x, (size_t)r0 * dim, mine);
+        norm_load_row<T, G>(d, v, dy, x, (size_t)r0 * dim, mine);
     for (int r = r0; r < r1; r++) {
         const size_t row = (size_t)r * dim;
         const float rs = rstd[r];
@@ -176,7 +162,7 @@ __global__ void __launch_bounds__(512)
                     c = fmaf(d[g][e] * wv[g][e], v[g][e], c);
         float dn[G][FT_VEC], vn[G][FT_VEC];
         if (r + 1 < r1)
-            rms_load_row<T, G>(dn, vn, dy, x, row + dim, mine);
+            norm_load_row<T, G>(dn, vn, dy, x, row + dim, mine);
         c = ft_block_sum(c, red);
         const float coef = rs * rs * rs * c / (float)dim;
 #pragma unroll
@@ -193,13 +179,7 @@ __global__ void __launch_bounds__(512)
             ft_st8(dx, row + norm_group_col(g), o);
         }
         if (r + 1 < r1)
-#pragma unroll
-            for (int g = 0; g < G; g++)
-#pragma unroll
-                for (int e = 0; e < FT_VEC; e++) {
-                    d[g][e] = dn[g][e];
-                    v[g][e] = vn[g][e];
-                }
+            norm_take_row<G>(d, v, dn, vn);
     }
     norm_store_partial<G>(partial, acc, mine, dim);
 }

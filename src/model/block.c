@@ -64,13 +64,13 @@ static void *take(acts_taker *t, size_t bytes)
     return p;
 }
 
-/* Two buffers of `bytes` each in one allocation, the second 256-byte aligned right after
- * the first: the operands of a GEMM pair (K and V, gate and up) then sit at a fixed
- * distance whatever the allocator does, so the pair is one strided batch (backend.h,
- * matmul_pair). The second is freed with the first (ft_block_acts_free). */
+size_t ft_block_pair_offset(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+/* A GEMM pair's two buffers in one allocation (ft_block_pair_offset); the second is freed
+ * with the first (ft_block_acts_free). */
 static void take_pair(acts_taker *t, size_t bytes, void **first, void **second)
 {
-    const size_t step = (bytes + 255) / 256 * 256;
+    const size_t step = ft_block_pair_offset(bytes);
     *first = take(t, step + bytes);
     *second = *first ? (char *)*first + step : NULL;
 }

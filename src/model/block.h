@@ -120,6 +120,11 @@ struct ft_block_ctx {
  * are left NULL for the caller to point (a decoder: rows of its cache). Returns
  * nonzero when an allocation failed; ft_block_acts_free frees what was allocated. */
 typedef void *(*ft_block_alloc_fn)(void *alloc_ctx, size_t bytes);
+/* A GEMM pair's two buffers of `bytes` each (k and v, gate and up, their gradients) share
+ * one allocation of ft_block_pair_offset(bytes) + bytes, the second starting this many
+ * bytes (256-aligned) after the first: they then sit at a fixed distance whatever the
+ * allocator does, and the pair is one strided batch (backend.h, matmul_pair). */
+size_t ft_block_pair_offset(size_t bytes);
 int ft_block_acts_alloc(ft_block_acts *a, const ft_model_config *c, ft_dtype dt, size_t tokens,
                         bool with_kv, ft_block_alloc_fn alloc, void *alloc_ctx);
 void ft_block_acts_free(ft_backend *be, ft_block_acts *a);

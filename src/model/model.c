@@ -34,12 +34,11 @@ static void *alloc_act(ft_model *m, size_t n, int *failed)
     return alloc_bytes(m, n * m->esize, failed);
 }
 
-/* Two activation buffers of n elements in one allocation, the second 256-byte aligned
- * after the first (block.c's take_pair): a GEMM pair's gradients (dk and dv, dgate and
- * dup), one strided batch whatever the allocator does. ft_model_free frees the first. */
+/* A GEMM pair's gradients (dk and dv, dgate and dup), n elements each, in one allocation
+ * (ft_block_pair_offset). ft_model_free frees the first. */
 static void alloc_act_pair(ft_model *m, size_t n, void **first, void **second, int *failed)
 {
-    const size_t step = (n * m->esize + 255) / 256 * 256;
+    const size_t step = ft_block_pair_offset(n * m->esize);
     *first = alloc_bytes(m, step + n * m->esize, failed);
     *second = *first && !m->dry_run ? (char *)*first + step : NULL;
 }

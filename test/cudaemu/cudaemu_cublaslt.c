@@ -6,8 +6,9 @@
  * CUBLAS_COMPUTE_32F with a CUDA_R_32F scale type and host scalars, TRANSA/TRANSB,
  * epilogues DEFAULT and BIAS, and strided batches (BATCH_COUNT equal on the four
  * layouts, STRIDED_BATCH_OFFSET >= 0 elements: 0 shares one matrix among the batches;
- * the bias is shared too, cuBLASLt's default bias batch stride 0). Anything else answers CUBLAS_STATUS_NOT_SUPPORTED (from the
- * heuristic, which then returns no algorithm, as cuBLASLt does). The heuristic always
+ * the bias is shared too, cuBLASLt's default bias batch stride 0). Anything else
+ * answers CUBLAS_STATUS_NOT_SUPPORTED (from the heuristic, which then returns no
+ * algorithm, as cuBLASLt does). The heuristic always
  * offers one algorithm and records in it the alignments and workspace the caller
  * promised, so that cublasLtMatmul can hold the caller to them. */
 #include "cudaemu_cublaslt.h"

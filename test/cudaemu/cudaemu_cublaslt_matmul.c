@@ -16,8 +16,9 @@
  * Checks at the call (findings, which abort): each of an operand's matrices (X_i, one
  * when the stride is 0) is a live device range of the span its layout implies, (cols -
  * 1) * ld + rows elements (so a wrong leading dimension or stride, a host pointer or a
- * short buffer is reported; the batches may lie in separate allocations); ld >= rows; D's batches do not overlap (stride >= span when
- * b > 1: on a GPU they are written concurrently); C and D, when they are one pointer read
+ * short buffer is reported; the batches may lie in separate allocations); ld >= rows;
+ * D's batches do not overlap (stride >= span when b > 1: on a GPU they are written
+ * concurrently); C and D, when they are one pointer read
  * and written in place, have one ld and stride; each batch's pointer has the alignment
  * promised to the heuristic that chose the algorithm; the workspace given is live. The
  * matmul is then queued on the stream with its accesses, one per matrix: A, B and
@@ -149,10 +150,10 @@ static void describe_layout(char *out, size_t size, const char *name, const lt_l
                  (long long)l->batch_stride);
 }
 
-/* Bytes from the operand's pointer to the end of its last batch: span + (batch - 1) *
- * stride elements. A finding if that does not fit in a size_t (an absurd stride must not
- * wrap around into a small extent that passes the range check). */
-static size_t extent_bytes(const char *layout, const lt_layout *l, int32_t batch)
+/* A finding if the bytes from the operand's pointer to the end of its last batch, span +
+ * (batch - 1) * stride elements, do not fit in a size_t: an absurd stride must not wrap
+ * around into a batch address that passes the range check. */
+static void check_extent_fits(const char *layout, const lt_layout *l, int32_t batch)
 {
     uint64_t elems = span(l->rows, l->cols, l->ld), size = lt_type_size(l->type);
     uint64_t steps = batch > 1 ? (uint64_t)(batch - 1) : 0, stride = (uint64_t)l->batch_stride;
@@ -160,7 +161,6 @@ static size_t extent_bytes(const char *layout, const lt_layout *l, int32_t batch
     if (elems > max || (steps > 0 && stride > 0 && steps > (max - elems) / stride))
         cudaemu_fail("cublasLtMatmul: %s): the extent of the operand over all batches "
                      "overflows a size_t", layout);
-    return (size_t)((elems + steps * stride) * size);
 }
 
 /* Each of the operand's matrices (one when the stride is 0 or the count 1) must be a live
@@ -178,7 +178,7 @@ static void check_operand(const char *name, const void *p, const lt_layout *l, i
                      (unsigned long long)l->rows, (unsigned long long)l->cols);
     char layout[160], what[256];
     describe_layout(layout, sizeof layout, name, l, batch);
-    (void)extent_bytes(layout, l, batch); /* the last batch's address must not wrap */
+    check_extent_fits(layout, l, batch);
     const size_t es = lt_type_size(l->type);
     const size_t bytes = (size_t)span(l->rows, l->cols, l->ld) * es;
     const int32_t matrices = batch > 1 && l->batch_stride > 0 ? batch : 1;
