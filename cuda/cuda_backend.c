@@ -467,11 +467,11 @@ static void cuda_embedding_bwd(ft_backend *be, ft_dtype dt, ft_dtype gt, void *d
                   "embedding_bwd");
 }
 
-static void cuda_cross_entropy(ft_backend *be, const float *logits, void *dlogits, ft_dtype dt,
-                               float *row_loss, const int32_t *targets, const float *weight,
-                               int rows, int vocab, float grad_scale)
+static void cuda_cross_entropy(ft_backend *be, const void *logits, ft_dtype lt, void *dlogits,
+                               ft_dtype dt, float *row_loss, const int32_t *targets,
+                               const float *weight, int rows, int vocab, float grad_scale)
 {
-    ft_cuda_check(ft_cuda_launch_cross_entropy(logits, dlogits, dt, row_loss, targets, weight,
+    ft_cuda_check(ft_cuda_launch_cross_entropy(logits, lt, dlogits, dt, row_loss, targets, weight,
                                                rows, vocab, grad_scale, ft_cuda_stream(be)),
                   "cross_entropy");
 }

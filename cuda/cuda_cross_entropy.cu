@@ -4,20 +4,23 @@
  *   lse      = log(sum_j exp(z_j))  (stable: relative to the running max)
  *   loss     = w * (lse - z_t)
  *   dlogit_j = w * grad_scale * (exp(z_j - lse) - [j == t])
- * dlogits are stored as T: fp32 (in place over z when the caller passes the logits) or
- * bf16, the fp32 value rounded once (ft_st), so bf16 dlogits are the bits a cast of the
- * fp32 ones would give.
+ * The logits are read as LT, fp32 or bf16 (the bf16 recipe's head: widened exactly on
+ * load, the arithmetic fp32 either way). dlogits are stored as T: fp32 or bf16, the fp32
+ * value rounded once (ft_st), so bf16 dlogits are the bits a cast of the fp32 ones would
+ * give; in place over the logits when LT is T and the caller passes the same buffer.
  * Rows with w == 0 get zero loss and zero gradient; their target is not read.
  *
  * Pass 1 (online logsumexp): each thread walks its strided elements keeping a
  * running max m and sum s of exp(z - m), rescaling s when m grows; then the
  * block combines the (m, s) pairs: M = max m, S = sum s * exp(m - M) in double
  * (a row has up to ~10^5 terms). Pass 2 writes the gradient. Both passes read
- * the row (from L2 for the second); the reduction shape is fixed, so results
- * are reproducible. Where the vocabulary is a multiple of 8 and the buffers 16-byte
- * aligned (vec), a thread takes 8 consecutive logits at a time (ft_ld8/ft_st8: the
- * 16-byte accesses HBM bandwidth needs; the 1B model's 4096 x 128256 fp32 logits are
- * 2.1 GB a pass), else one; the choice depends on shapes and pointers only. */
+ * the row (the second from L2 where the rows in flight fit it: a row of 128256 bf16
+ * logits is 250 KiB, two blocks an SM on 132 SMs hold 66 MB of rows in flight, fp32
+ * twice that); the reduction shape is fixed, so results are reproducible. Where the
+ * vocabulary is a multiple of 8 and the buffers 16-byte aligned (vec), a thread takes 8
+ * consecutive logits at a time (ft_ld8/ft_st8: the 16-byte accesses HBM bandwidth
+ * needs; the 1B model's 4096 x 128256 bf16 logits are 1.05 GB a pass), else one; the
+ * choice depends on shapes and pointers only. */
 #include "cuda_common.cuh"
 
 #include <math.h>
@@ -40,9 +43,9 @@ __device__ __forceinline__ float dlogit(float x, float lse, float coef, bool tar
     return target ? g - coef : g;
 }
 
-/* logits and dlogits may be the same fp32 buffer: no __restrict__ on them */
-template <typename T>
-__global__ void cross_entropy_kernel(const float *logits, T *dlogits, float *__restrict__ row_loss,
+/* logits and dlogits may be the same buffer (LT = T): no __restrict__ on them */
+template <typename LT, typename T>
+__global__ void cross_entropy_kernel(const LT *logits, T *dlogits, float *__restrict__ row_loss,
                                      const int32_t *__restrict__ targets,
                                      const float *__restrict__ weight, int vocab, float grad_scale,
                                      int vec)
@@ -50,7 +53,7 @@ __global__ void cross_entropy_kernel(const float *logits, T *dlogits, float *__r
     __shared__ float redf[32];
     __shared__ double redd[32];
     size_t r = blockIdx.x;
-    const float *z = logits + r * vocab;
+    const LT *z = logits + r * vocab;
     T *out = dlogits + r * vocab;
     float w = weight ? weight[r] : 1.0f;
     if (w == 0.0f) {
@@ -61,7 +64,7 @@ __global__ void cross_entropy_kernel(const float *logits, T *dlogits, float *__r
         return;
     }
     int t = targets[r];
-    float zt = z[t]; /* read before anyone overwrites the row (after the barriers below) */
+    float zt = ft_ld(z, t); /* read before anyone overwrites the row (after the barriers below) */
 
     float m = -INFINITY, s = 0.0f;
     if (vec) {
@@ -74,7 +77,7 @@ __global__ void cross_entropy_kernel(const float *logits, T *dlogits, float *__r
         }
     } else {
         for (int j = threadIdx.x; j < vocab; j += blockDim.x)
-            lse_add(z[j], &m, &s);
+            lse_add(ft_ld(z, j), &m, &s);
     }
     float M = ft_block_max(m, redf);
     double part = m == -INFINITY ? 0.0 : (double)s * (double)expf(m - M);
@@ -94,22 +97,39 @@ __global__ void cross_entropy_kernel(const float *logits, T *dlogits, float *__r
         }
     } else {
         for (int j = threadIdx.x; j < vocab; j += blockDim.x)
-            ft_st(out, j, dlogit(z[j], lse, coef, j == t));
+            ft_st(out, j, dlogit(ft_ld(z, j), lse, coef, j == t));
     }
 }
 
-extern "C" cudaError_t ft_cuda_launch_cross_entropy(const float *logits, void *dlogits,
-                                                    ft_dtype dt, float *row_loss,
+/* One launch: one block per row (the logits stored as LT, the dlogits as T). */
+template <typename LT, typename T>
+static void cross_entropy_run(const void *logits, void *dlogits, float *row_loss,
+                              const int32_t *targets, const float *weight, int rows, int vocab,
+                              float grad_scale, cudaStream_t st)
+{
+    const int threads = vocab >= 16384 ? 1024 : vocab >= 2048 ? 512 : 128;
+    const int vec = vocab % FT_VEC == 0 && ft_aligned16(logits, dlogits);
+    void (*kern)(const LT *, T *, float *, const int32_t *, const float *, int, float, int) =
+        cross_entropy_kernel<LT, T>;
+    FT_LAUNCH(kern, rows, threads, 0, st)((const LT *)logits, (T *)dlogits, row_loss, targets,
+                                          weight, vocab, grad_scale, vec);
+}
+
+extern "C" cudaError_t ft_cuda_launch_cross_entropy(const void *logits, ft_dtype lt,
+                                                    void *dlogits, ft_dtype dt, float *row_loss,
                                                     const int32_t *targets, const float *weight,
                                                     int rows, int vocab, float grad_scale,
                                                     cudaStream_t st)
 {
     if (rows <= 0 || vocab <= 0)
         return cudaSuccess;
-    int threads = vocab >= 16384 ? 1024 : vocab >= 2048 ? 512 : 128;
-    int vec = vocab % FT_VEC == 0 && ft_aligned16(logits, dlogits);
-    FT_WITH_STORAGE(dt, T,
-                    FT_LAUNCH(cross_entropy_kernel<T>, rows, threads, 0, st)(
-                        logits, (T *)dlogits, row_loss, targets, weight, vocab, grad_scale, vec));
+    if (lt == FT_DTYPE_BF16)
+        FT_WITH_STORAGE(dt, T,
+                        cross_entropy_run<ft_bf16, T>(logits, dlogits, row_loss, targets, weight,
+                                                      rows, vocab, grad_scale, st));
+    else
+        FT_WITH_STORAGE(dt, T,
+                        cross_entropy_run<float, T>(logits, dlogits, row_loss, targets, weight,
+                                                    rows, vocab, grad_scale, st));
     return cudaGetLastError();
 }

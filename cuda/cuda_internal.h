@@ -152,8 +152,8 @@ cudaError_t ft_cuda_launch_embedding_bwd(ft_dtype dt, ft_dtype gt, void *dtable,
                                          int dim, void *scratch, cudaStream_t st);
 
 /* ---- cuda_cross_entropy.cu ---- */
-cudaError_t ft_cuda_launch_cross_entropy(const float *logits, void *dlogits, ft_dtype dt,
-                                         float *row_loss, const int32_t *targets,
+cudaError_t ft_cuda_launch_cross_entropy(const void *logits, ft_dtype lt, void *dlogits,
+                                         ft_dtype dt, float *row_loss, const int32_t *targets,
                                          const float *weight, int rows, int vocab,
                                          float grad_scale, cudaStream_t st);
 

@@ -296,15 +296,16 @@ typedef struct ft_backend_ops {
                           const void *dout, const int32_t *ids, int tokens, int dim);
 
     /* Cross-entropy on a chunk of rows, fused with its gradient.
-     * In: logits [rows, vocab], fp32. Out: dlogits [rows, vocab] stored as dt =
+     * In: logits [rows, vocab] stored as lt (fp32, or bf16: widened exactly, then the
+     * fp32 arithmetic). Out: dlogits [rows, vocab] stored as dt =
      * weight[r] * grad_scale * (softmax - onehot(target)), each element rounded once
-     * (fp32: dlogits may be logits itself, in place; bf16: the bits the f32_to_bf16 of
-     * the fp32 result would give, without that result being stored), and
-     * row_loss[r] = weight[r] * (logsumexp - logit[target]) (overwrite).
+     * (bf16: the bits the f32_to_bf16 of the fp32 result would give, without that result
+     * being stored), and row_loss[r] = weight[r] * (logsumexp - logit[target])
+     * (overwrite). dlogits may be logits itself (in place) when lt == dt.
      * Rows with weight 0 produce zero gradient and zero loss; their target is not read. */
-    void (*cross_entropy)(ft_backend *be, const float *logits, void *dlogits, ft_dtype dt,
-                          float *row_loss, const int32_t *targets, const float *weight, int rows,
-                          int vocab, float grad_scale);
+    void (*cross_entropy)(ft_backend *be, const void *logits, ft_dtype lt, void *dlogits,
+                          ft_dtype dt, float *row_loss, const int32_t *targets,
+                          const float *weight, int rows, int vocab, float grad_scale);
 
     /* ---- optimizers over flat fp32 buffers ---- */
     void (*adamw_step)(ft_backend *be, float *param, const float *grad, float *m, float *v,

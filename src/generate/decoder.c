@@ -176,7 +176,8 @@ static void head_forward(ft_decoder *d, int n)
     const void *last = (const char *)d->x[d->cur] + (size_t)(n - 1) * c->hidden_size * es;
     ft_family_norm_fwd(be, c, d->dt, d->xf, d->mean_f, d->rstd_f, last, AT(FT_HEAD_NORM),
                        AT(FT_HEAD_NORM_BIAS), 1);
-    ft_head_project(be, c, d->dt, d->logits, d->xf, w_out, AT(FT_HEAD_LM_BIAS), 1);
+    ft_head_project(be, c, d->dt, d->logits, FT_DTYPE_F32, d->xf, w_out, AT(FT_HEAD_LM_BIAS),
+                    1);
 #undef AT
     if (c->tie_word_embeddings)
         d->src.release(d->src.ctx, 0);

@@ -8,8 +8,8 @@
  *
  * The live rows are cut into groups of head_group_rows (all of them when their
  * dlogits fit the memory budget, model.c resolve_options). For a group g:
- *   logits   = X_g W^T (+ b)          in chunks of head_chunk_rows, fp32
- *   dlogits  = d CE / d logits         in place (the cross-entropy op), fp32
+ *   logits   = X_g W^T (+ b)          in chunks of head_chunk_rows (a group, but GPT-J's)
+ *   dlogits  = d CE / d logits         in place (the cross-entropy op)
  *   dX_g     = dlogits W               one GEMM for the group
  *   dW      += dlogits^T X_g           one GEMM for the group
  * so the vocab x hidden weight gradient is read and written once per group, once
@@ -17,14 +17,18 @@
  * old way cost one read-modify-write of dW (1 GiB in fp32 at vocab 128k, hidden 2k)
  * per 65-row chunk, which dominated a GPU step.
  *
- * Logits and the loss are fp32 in every recipe. In fp32 the group's logits buffer
- * is its dlogits buffer. With bf16 each chunk's fp32 logits live in a small buffer,
- * and the cross-entropy writes the chunk's dlogits rounded once to bf16 straight into
- * the group's buffer, the operand of the two backward GEMMs (whose operands share a
- * type; dW accumulates in fp32 inside the GEMM): no fp32 dlogits are stored and read
- * back. GPT-J's lm_head bias is added to the fp32 logits and its gradient is the
- * column sums of the fp32 dlogits: with it the chunk's fp32 dlogits are made in place
- * and then rounded.
+ * The logits are stored as the activations, the loss is fp32. The group's logits
+ * buffer is its dlogits buffer, one chunk a group: in bf16, as PyTorch's autocast and
+ * Megatron do, the logits GEMM rounds its fp32 sums once to bf16 straight into the
+ * group's buffer, and the cross-entropy widens them and writes the dlogits over them,
+ * rounded once, the operand of the two backward GEMMs (whose operands share a type; dW
+ * accumulates in fp32 inside the GEMM). At the 1B shape that is 1 GiB of logits
+ * written and read twice where fp32 logits in chunks of 256 rows cost 2 GiB written,
+ * 4 GiB read and the 525 MB weight read once per chunk (a 256-row GEMM does 256 FLOPs
+ * per byte of it, below the H100's balance of ~300: memory-bound). GPT-J's lm_head
+ * bias is added to fp32 logits in a chunk buffer of their own and its gradient is the
+ * column sums of the fp32 dlogits: there (bf16 only) the chunk's fp32 dlogits are made
+ * in place and then rounded into the group's buffer.
  */
 #include <stdbool.h>
 
@@ -36,9 +40,10 @@ void ft_head_norm(ft_model *m, const ft_head_params *p, const void *x)
     ft_model_norm_fwd(m, m->xf, m->mean_f, m->rstd_f, x, p->w_norm, p->b_norm, m->in.tokens);
 }
 
-void ft_head_logits(ft_model *m, const ft_head_params *p, float *logits, const void *x, int rows)
+void ft_head_logits(ft_model *m, const ft_head_params *p, void *logits, ft_dtype lt, const void *x,
+                    int rows)
 {
-    ft_head_project(m->be, &m->layout.config, m->dt, logits, x, p->w_out, p->b_out, rows);
+    ft_head_project(m->be, &m->layout.config, m->dt, logits, lt, x, p->w_out, p->b_out, rows);
 }
 
 /* The rows of this micro-batch that have a target, as device index lists:
@@ -84,7 +89,7 @@ void ft_head_forward_backward(ft_model *m, const ft_head_params *p, ft_head_grad
     const ft_model_config *c = &m->layout.config;
     const int N = m->in.tokens, H = c->hidden_size, V = c->vocab_size;
     const int group = m->opt.head_group_rows, chunk = m->opt.head_chunk_rows;
-    const bool in_place = m->dt == FT_DTYPE_F32; /* dlogits overwrite the fp32 logits */
+    const bool in_place = !m->logits; /* dlogits overwrite the logits (model_internal.h) */
 
     ft_head_norm(m, p, x);
     const int n = m->pack.n;
@@ -105,19 +110,20 @@ void ft_head_forward_backward(ft_model *m, const ft_head_params *p, ft_head_grad
         const int grows = n - g0 < group ? n - g0 : group;
         for (int r0 = g0; r0 < g0 + grows; r0 += chunk) {
             const int rows = g0 + grows - r0 < chunk ? g0 + grows - r0 : chunk;
-            float *logits = in_place ? (float *)m->dlogits + (size_t)(r0 - g0) * V : m->logits;
             void *group_rows = ft_model_at(m, m->dlogits, (size_t)(r0 - g0) * V);
+            void *logits = in_place ? group_rows : m->logits;
+            const ft_dtype lt = in_place ? m->dt : FT_DTYPE_F32;
             /* the fp32 dlogits are wanted for themselves only by a bias's gradient */
-            const bool fp32_first = in_place || (train && g->b_out);
-            ft_head_logits(m, p, logits, ft_model_at(m, xs, (size_t)r0 * H), rows);
-            be->ops->cross_entropy(be, logits, fp32_first ? logits : group_rows,
+            const bool fp32_first = !in_place && train && g->b_out;
+            ft_head_logits(m, p, logits, lt, ft_model_at(m, xs, (size_t)r0 * H), rows);
+            be->ops->cross_entropy(be, logits, lt, in_place || fp32_first ? logits : group_rows,
                                    fp32_first ? FT_DTYPE_F32 : m->dt, m->row_loss + r0,
                                    targets + r0, weights + r0, rows, V, grad_scale);
             if (!train)
                 continue;
             if (g->b_out)
-                be->ops->bias_grad(be, FT_DTYPE_F32, m->gt, g->b_out, logits, rows, V);
-            if (!in_place && fp32_first)
+                be->ops->bias_grad(be, lt, m->gt, g->b_out, logits, rows, V);
+            if (fp32_first)
                 be->ops->f32_to_bf16(be, group_rows, logits, (size_t)rows * V);
         }
         if (!train)

@@ -68,14 +68,21 @@ static void *alloc_for_block(void *ctx, size_t bytes)
 
 static size_t clamp_size(size_t v, size_t lo, size_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-/* The head's groups and chunks (model.h, head.c) from its memory budget B:
- *   fp32: the group's logits are its dlogits:  group x V x 4 <= B;
- *   bf16: chunk x V x 4 (fp32 logits, an eighth of B) + group x V x 2 <= B. */
-void ft_model_resolve_head_rows(ft_model_options *o, size_t V, size_t tokens, bool bf16)
+/* The head's groups and chunks (model.h, head.c) from its memory budget B, with the
+ * group's logits made in place over its dlogits (dlogit_bytes each), one chunk a
+ * group, or, with fp32_chunks, in a separate fp32 chunk buffer:
+ *   in place:    group x V x dlogit_bytes <= B;
+ *   fp32 chunks: chunk x V x 4 (an eighth of B) + group x V x 2 <= B.
+ * In place the logits GEMM is one for the group: every chunk would read the whole
+ * V x H weight again (525 MB at the 1B shape), and a GEMM of R rows does R FLOPs per
+ * byte of it: below ~300 rows (an H100's FLOPs per byte of bandwidth) it waits on
+ * memory. */
+void ft_model_resolve_head_rows(ft_model_options *o, size_t V, size_t tokens, size_t dlogit_bytes,
+                                bool fp32_chunks)
 {
     const size_t B = o->head_budget_bytes ? o->head_budget_bytes : (size_t)256 << 20;
     const size_t floor_rows = tokens < FT_HEAD_MIN_GROUP_ROWS ? tokens : FT_HEAD_MIN_GROUP_ROWS;
-    if (bf16 && o->head_chunk_rows <= 0) {
+    if (fp32_chunks && o->head_chunk_rows <= 0) {
         size_t rows = clamp_size(B / 8 / (V * 4), 1, tokens);
         /* A chunk's rows are the N of its logits GEMM, cut by cuBLASLt into tiles of 128
          * or 256: 327 rows run as 384 or 512, up to a third of the products wasted. Whole
@@ -85,14 +92,22 @@ void ft_model_resolve_head_rows(ft_model_options *o, size_t V, size_t tokens, bo
         o->head_chunk_rows = (int)rows;
     }
     if (o->head_group_rows <= 0) {
-        const size_t chunk_bytes = bf16 ? (size_t)o->head_chunk_rows * V * 4 : 0;
+        const size_t chunk_bytes = fp32_chunks ? (size_t)o->head_chunk_rows * V * 4 : 0;
         const size_t left = B > chunk_bytes ? B - chunk_bytes : 0;
-        o->head_group_rows = (int)clamp_size(left / (V * (bf16 ? 2 : 4)), floor_rows, tokens);
+        o->head_group_rows = (int)clamp_size(left / (V * dlogit_bytes), floor_rows, tokens);
     }
     if (o->head_group_rows > (int)tokens)
         o->head_group_rows = (int)tokens;
     if (o->head_chunk_rows <= 0 || o->head_chunk_rows > o->head_group_rows)
         o->head_chunk_rows = o->head_group_rows;
+}
+
+/* fp32 logits apart from the group's dlogits: only where an output bias needs the fp32
+ * dlogits for its gradient in the bf16 recipe (GPT-J); elsewhere the logits are made in
+ * the activations' storage over their dlogits (head.c). */
+static bool head_fp32_chunks(const ft_model *m)
+{
+    return m->dt != FT_DTYPE_F32 && ft_model_family_of(&m->layout.config)->lm_head_bias;
 }
 
 static void resolve_options(ft_model *m)
@@ -101,7 +116,7 @@ static void resolve_options(ft_model *m)
     m->esize = ft_dtype_size(m->dt);
     const long tokens = (long)m->opt.max_batch * m->opt.seq_len;
     ft_model_resolve_head_rows(&m->opt, (size_t)m->layout.config.vocab_size,
-                      tokens > 0 ? (size_t)tokens : 1, m->dt != FT_DTYPE_F32);
+                               tokens > 0 ? (size_t)tokens : 1, m->esize, head_fp32_chunks(m));
     m->recomputed = ft_model_checkpointed_blocks(m->opt.activation_checkpointing,
                                                  m->opt.checkpoint_layers,
                                                  m->layout.config.num_hidden_layers);
@@ -221,9 +236,10 @@ static int allocate_buffers(ft_model *m)
         m->mean_f = alloc_f32(m, N, &failed);
     m->dxf = alloc_act(m, N * H, &failed);
     const size_t V = c->vocab_size;
-    if (m->dt != FT_DTYPE_F32)
+    if (head_fp32_chunks(m))
         m->logits = alloc_f32(m, (size_t)m->opt.head_chunk_rows * V, &failed);
-    m->dlogits = alloc_act(m, (size_t)m->opt.head_group_rows * V, &failed);
+    /* an even number of rows: ft_model_logits makes fp32 logits, half as many rows, in it */
+    m->dlogits = alloc_act(m, (size_t)(m->opt.head_group_rows + 1) / 2 * 2 * V, &failed);
     m->row_loss = alloc_f32(m, N, &failed);
     m->pack.live = alloc_i32(m, N, &failed);
     m->pack.inv = alloc_i32(m, N, &failed);
@@ -710,12 +726,16 @@ int ft_model_logits(ft_model *m, const ft_param_source *src, const ft_host_batch
     const ft_head_params p =
         bind_head(m, hp, c->tie_word_embeddings ? src->acquire(src->ctx, 0) : NULL);
     ft_head_norm(m, &p, m->block_in[c->num_hidden_layers]);
-    /* fp32 logits fit the chunk buffer (bf16) or the group's dlogits buffer (fp32) */
+    /* fp32 logits: in the fp32 chunk buffer where there is one, else in the group's
+     * dlogits buffer (an even number of rows: half of them as fp32 in the bf16 recipe) */
     float *logits = m->logits ? m->logits : m->dlogits;
-    const int chunk = m->logits ? m->opt.head_chunk_rows : m->opt.head_group_rows;
+    const int chunk = m->logits ? m->opt.head_chunk_rows
+                                : (int)(((size_t)m->opt.head_group_rows + 1) / 2 * 2 * m->esize /
+                                        sizeof(float));
     for (int r0 = 0; r0 < N; r0 += chunk) {
         const int rows = N - r0 < chunk ? N - r0 : chunk;
-        ft_head_logits(m, &p, logits, ft_model_at(m, m->xf, (size_t)r0 * c->hidden_size), rows);
+        ft_head_logits(m, &p, logits, FT_DTYPE_F32,
+                       ft_model_at(m, m->xf, (size_t)r0 * c->hidden_size), rows);
         be->ops->download(be, logits_host + (size_t)r0 * V, logits,
                           (size_t)rows * V * sizeof(float));
     }

@@ -89,17 +89,20 @@ typedef struct ft_model_options {
     bool checkpoint_keep_attention;
     /* The LM head's memory (head.c): the dlogits of head_group_rows target rows are
      * kept together so that the output weight's gradient is one GEMM per group, and
-     * fp32 logits are computed head_chunk_rows at a time (derived: an eighth of the
-     * budget, rounded down to FT_HEAD_CHUNK_ALIGN rows). 0 derives them from
-     * head_budget_bytes (0: 256 MiB): one group for the whole micro-batch when it
-     * fits, else groups of at least FT_HEAD_MIN_GROUP_ROWS rows (or the micro-batch)
-     * even beyond the budget, since thinner groups re-read the gradient more often. */
+     * the logits are computed head_chunk_rows at a time over their dlogits (derived:
+     * a group), or, in the bf16 recipe with an output bias (GPT-J), as fp32 in a
+     * buffer of their own (derived: an eighth of the budget, rounded down to
+     * FT_HEAD_CHUNK_ALIGN rows). 0 derives them from head_budget_bytes (0: 256 MiB):
+     * one group for the whole micro-batch when it fits, else groups of at least
+     * FT_HEAD_MIN_GROUP_ROWS rows (or the micro-batch) even beyond the budget, since
+     * thinner groups re-read the gradient more often. */
     size_t head_budget_bytes;
     int head_group_rows;
     int head_chunk_rows;
     /* Storage of activations, their gradients and the working parameters the source
      * hands out: fp32, or bf16 for the mixed-precision recipe (doc/design.md,
-     * "Numerics"). Statistics, logits, the loss and parameter gradients are fp32. */
+     * "Numerics"). Statistics, the loss and parameter gradients are fp32; the LM
+     * head's logits are stored as the activations (head.c). */
     ft_dtype dtype;
     /* LoRA (model/lora.h; NULL or rank 0: none). The source's units are then frozen:
      * grads() and grad_done() are never called for them, and the embedding is not
@@ -131,9 +134,11 @@ double ft_model_recompute_flops(const ft_model_config *c, long tokens, int seq_l
                                 bool keep_attention);
 
 /* Fills o's head_group_rows and head_chunk_rows where they are 0, from
- * head_budget_bytes, the vocabulary V, the micro-batch's tokens and whether logits
- * chunks are separate from the dlogits (bf16): what ft_model_create does. */
-void ft_model_resolve_head_rows(ft_model_options *o, size_t V, size_t tokens, bool bf16);
+ * head_budget_bytes, the vocabulary V, the micro-batch's tokens, the bytes of a dlogit
+ * (the activations' storage) and whether the logits are fp32 chunks apart from the
+ * dlogits (bf16 with an output bias): what ft_model_create does. */
+void ft_model_resolve_head_rows(ft_model_options *o, size_t V, size_t tokens, size_t dlogit_bytes,
+                                bool fp32_chunks);
 /* Bytes of activation and scratch memory the model allocated on the backend. */
 size_t ft_model_activation_bytes(const ft_model *m);
 /* What ft_model_create would allocate, without allocating (the memory planner). */

@@ -46,9 +46,9 @@ struct ft_model {
     void *dres[2];               /* residual-stream gradient ping-pong */
     void *xf, *dxf;              /* head: final-norm output and its gradient */
     float *rstd_f, *mean_f;      /* head: the final norm's 1/rms (1/std) and mean (LayerNorm) */
-    /* Head (head.c). fp32: logits = NULL and dlogits [head_group_rows, vocab] fp32
-     * holds a group's logits, turned into dlogits in place. bf16: logits
-     * [head_chunk_rows, vocab] fp32 and dlogits [head_group_rows, vocab] bf16. */
+    /* Head (head.c). dlogits [head_group_rows rounded up to even, vocab], stored as the
+     * activations, holds a group's logits, turned into dlogits in place; logits = NULL.
+     * bf16 with an output bias: logits [head_chunk_rows, vocab] fp32 apart. */
     float *logits;
     void *dlogits;
     float *row_loss;             /* [max_tokens] */
@@ -114,7 +114,8 @@ double ft_head_loss_sum(ft_model *m);
 /* Final norm into m->xf; logits = x W^T (+ b) of rows of x (model dtype) into an
  * fp32 [rows, vocab] buffer. */
 void ft_head_norm(ft_model *m, const ft_head_params *p, const void *x);
-void ft_head_logits(ft_model *m, const ft_head_params *p, float *logits, const void *x, int rows);
+void ft_head_logits(ft_model *m, const ft_head_params *p, void *logits, ft_dtype lt,
+                    const void *x, int rows);
 
 /* Head forward: final norm, logits in chunks, cross-entropy (the per-row losses stay
  * on the device: ft_head_loss_sum). With train != 0 also the backward: dx (overwrite)

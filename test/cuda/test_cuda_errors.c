@@ -237,7 +237,7 @@ int main(int argc, char **argv)
     gpu->ops->swiglu_bwd(gpu, FT_DTYPE_F32, one, one, one, one, one, 0, NULL);
     gpu->ops->embedding_fwd(gpu, FT_DTYPE_F32, one, one, ids, 0, 8);
     gpu->ops->embedding_bwd(gpu, FT_DTYPE_F32, FT_DTYPE_F32, one, one, ids, 0, 8);
-    gpu->ops->cross_entropy(gpu, one, one, FT_DTYPE_F32, one, ids, one, 0, 8, 1.0f);
+    gpu->ops->cross_entropy(gpu, one, FT_DTYPE_F32, one, FT_DTYPE_F32, one, ids, one, 0, 8, 1.0f);
     gpu->ops->adamw_step(gpu, one, one, one, one, 0, &ap);
     gpu->ops->sgd_step(gpu, one, one, one, 0, &sp);
     gpu->ops->f32_to_bf16(gpu, (uint16_t *)one, one, 0);

@@ -14,6 +14,7 @@
  * Exit status: 0 pass, 1 failure, 77 (automake SKIP) without a CUDA device.
  * FT_CUDA_TEST_DEVICE selects the device (default 0). */
 #include "backend/backend.h"
+#include "util/bf16.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -898,11 +899,15 @@ static void test_cross_entropy_case(int rows, int vocab, int with_weight)
     /* bf16 dlogits first (the logits are still intact): each backend's must be the bits of
      * its own fp32 dlogits (the in-place call below) rounded by its f32_to_bf16 */
     uint16_t *c16 = cpu->ops->alloc(cpu, n * 2), *g16 = gpu->ops->alloc(gpu, n * 2);
-    cpu->ops->cross_entropy(cpu, cz, c16, FT_DTYPE_BF16, cl, ctg, cw, rows, vocab, 0.25f);
-    gpu->ops->cross_entropy(gpu, gz, g16, FT_DTYPE_BF16, gl, gtg, gw, rows, vocab, 0.25f);
+    cpu->ops->cross_entropy(cpu, cz, FT_DTYPE_F32, c16, FT_DTYPE_BF16, cl, ctg, cw, rows, vocab,
+                            0.25f);
+    gpu->ops->cross_entropy(gpu, gz, FT_DTYPE_F32, g16, FT_DTYPE_BF16, gl, gtg, gw, rows, vocab,
+                            0.25f);
     float *l16c = be_fetch(cpu, cl, (size_t)rows * 4), *l16g = be_fetch(gpu, gl, (size_t)rows * 4);
-    cpu->ops->cross_entropy(cpu, cz, cz, FT_DTYPE_F32, cl, ctg, cw, rows, vocab, 0.25f);
-    gpu->ops->cross_entropy(gpu, gz, gz, FT_DTYPE_F32, gl, gtg, gw, rows, vocab, 0.25f);
+    cpu->ops->cross_entropy(cpu, cz, FT_DTYPE_F32, cz, FT_DTYPE_F32, cl, ctg, cw, rows, vocab,
+                            0.25f);
+    gpu->ops->cross_entropy(gpu, gz, FT_DTYPE_F32, gz, FT_DTYPE_F32, gl, gtg, gw, rows, vocab,
+                            0.25f);
     for (int side = 0; side < 2; side++) {
         ft_backend *be = side ? gpu : cpu;
         uint16_t *direct = side ? g16 : c16, *cast = be->ops->alloc(be, n * 2);
@@ -936,6 +941,77 @@ static void test_cross_entropy_case(int rows, int vocab, int with_weight)
     if (gw)
         gpu->ops->free(gpu, gw);
     free(z), free(tg), free(w);
+}
+
+/* bf16 logits (the bf16 recipe's head): on each backend the bits of its own fp32 op on
+ * the widened logits, for bf16 dlogits in place and fp32 dlogits elsewhere; the GPU's
+ * close to the CPU's. */
+static void test_cross_entropy_bf16_logits(int rows, int vocab)
+{
+    char what[160];
+    const size_t n = (size_t)rows * vocab;
+    float *z = host_random(n, -6, 6);
+    uint16_t *bits = xmalloc(n * 2);
+    for (size_t i = 0; i < n; i++) {
+        bits[i] = ft_f32_to_bf16(z[i]);
+        z[i] = ft_bf16_to_f32(bits[i]);
+    }
+    int32_t *tg = xmalloc((size_t)rows * 4);
+    float *w = xmalloc((size_t)rows * 4);
+    for (int r = 0; r < rows; r++) {
+        w[r] = r % 4 == 1 ? 0.0f : 1.0f;
+        tg[r] = w[r] == 0.0f ? -7 : (int32_t)(rng_u32() % (uint32_t)vocab);
+    }
+    float *got[2][2]; /* [backend][bf16 in place, fp32 elsewhere] as fp32 */
+    float *loss[2];
+    for (int side = 0; side < 2; side++) {
+        ft_backend *be = side ? gpu : cpu;
+        float *wide = be_dup(be, z, n * 4), *out32 = be->ops->alloc(be, n * 4);
+        uint16_t *z16 = be_dup(be, bits, n * 2), *ref16 = be->ops->alloc(be, n * 2);
+        int32_t *dt = be_dup(be, tg, (size_t)rows * 4);
+        float *dw = be_dup(be, w, (size_t)rows * 4), *l = be->ops->alloc(be, (size_t)rows * 4);
+        be->ops->cross_entropy(be, wide, FT_DTYPE_F32, ref16, FT_DTYPE_BF16, l, dt, dw, rows,
+                               vocab, 0.5f);
+        float *ref_loss = be_fetch(be, l, (size_t)rows * 4);
+        be->ops->cross_entropy(be, wide, FT_DTYPE_F32, wide, FT_DTYPE_F32, l, dt, dw, rows, vocab,
+                               0.5f);
+        be->ops->cross_entropy(be, z16, FT_DTYPE_BF16, out32, FT_DTYPE_F32, l, dt, dw, rows, vocab,
+                               0.5f);
+        void *a = be_fetch(be, out32, n * 4), *b = be_fetch(be, wide, n * 4);
+        snprintf(what, sizeof what, "cross_entropy %s bf16 logits, fp32 dlogits == of the "
+                 "widened logits, rows=%d vocab=%d", be->name, rows, vocab);
+        bitwise(what, a, b, n * 4);
+        free(a), free(b);
+        be->ops->cross_entropy(be, z16, FT_DTYPE_BF16, z16, FT_DTYPE_BF16, l, dt, dw, rows, vocab,
+                               0.5f);
+        a = be_fetch(be, z16, n * 2), b = be_fetch(be, ref16, n * 2);
+        snprintf(what, sizeof what, "cross_entropy %s bf16 logits, bf16 dlogits in place == of "
+                 "the widened logits, rows=%d vocab=%d", be->name, rows, vocab);
+        bitwise(what, a, b, n * 2);
+        loss[side] = be_fetch(be, l, (size_t)rows * 4);
+        snprintf(what, sizeof what, "cross_entropy %s bf16 logits: loss == of the widened "
+                 "logits, rows=%d", be->name, rows);
+        bitwise(what, loss[side], ref_loss, (size_t)rows * 4);
+        got[side][0] = xmalloc(n * 4);
+        for (size_t i = 0; i < n; i++)
+            got[side][0][i] = ft_bf16_to_f32(((uint16_t *)a)[i]);
+        got[side][1] = be_fetch(be, out32, n * 4);
+        free(a), free(b), free(ref_loss);
+        be->ops->free(be, wide), be->ops->free(be, out32), be->ops->free(be, z16);
+        be->ops->free(be, ref16), be->ops->free(be, dt), be->ops->free(be, dw);
+        be->ops->free(be, l);
+    }
+    snprintf(what, sizeof what, "cross_entropy bf16 logits: fp32 dlogits rows=%d vocab=%d", rows,
+             vocab);
+    close_enough(what, got[1][1], got[0][1], n, 1e-4f);
+    snprintf(what, sizeof what, "cross_entropy bf16 logits: bf16 dlogits rows=%d vocab=%d", rows,
+             vocab);
+    close_enough(what, got[1][0], got[0][0], n, 1e-2f);
+    snprintf(what, sizeof what, "cross_entropy bf16 logits: loss rows=%d vocab=%d", rows, vocab);
+    close_enough(what, loss[1], loss[0], (size_t)rows, 1e-4f);
+    for (int side = 0; side < 2; side++)
+        free(got[side][0]), free(got[side][1]), free(loss[side]);
+    free(z), free(bits), free(tg), free(w);
 }
 
 /* ---------------------------------------------------------------- optimisers */
@@ -1108,6 +1184,8 @@ int main(void)
     test_cross_entropy_case(9, 1000, 1);
     test_cross_entropy_case(4, 50000, 1);
     test_cross_entropy_case(5, 3, 0);
+    test_cross_entropy_bf16_logits(5, 50000); /* 16-byte loads */
+    test_cross_entropy_bf16_logits(9, 1003);  /* one logit at a time */
     test_optim();
     test_casts();
 

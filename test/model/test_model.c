@@ -25,11 +25,13 @@ typedef struct rig {
     ft_comm *comm;
     ft_model_layout layout;
     ft_engine *engine;
+    ft_dtype model_dt; /* the models' activations (make_model_opts): fp32 unless set */
 } rig;
 
 static void rig_up(rig *r, ft_model_config c, ft_dtype dtype)
 {
     ft_error err;
+    r->model_dt = FT_DTYPE_F32;
     TEST_CHECK_OK(ft_backend_cpu_create(&r->be, &err), &err);
     TEST_CHECK_OK(ft_comm_mpi_create(&r->comm, &err), &err);
     TEST_CHECK_OK(ft_model_layout_build(&r->layout, &c, &err), &err);
@@ -59,7 +61,8 @@ static ft_model *make_model_opts(rig *r, int batch, int T, int ckpt, bool keep, 
     ft_model_options mo = { .max_batch = batch, .seq_len = T, .activation_checkpointing = ckpt,
                             .checkpoint_layers = ckpt > 1 ? ckpt - 1 : 0,
                             .checkpoint_keep_attention = keep,
-                            .head_group_rows = group, .head_chunk_rows = chunk };
+                            .head_group_rows = group, .head_chunk_rows = chunk,
+                            .dtype = r->model_dt };
     TEST_CHECK_OK(ft_model_create(&m, &r->layout, r->be, &mo, &err), &err);
     return m;
 }
@@ -401,6 +404,7 @@ static const ft_backend_ops *real_ops;
 static int head_dw_accumulations; /* dW[V, H] (+)= ...: the GEMMs that write dW */
 static float head_dw_first_beta;  /* beta of the first of them */
 static long head_logit_rows;      /* rows of logits[rows, V] computed */
+static ft_dtype head_logit_type;  /* the storage they were computed in (the last GEMM's) */
 static int tiny_vocab;
 
 static void counting_matmul(ft_backend *be, ft_gemm_types t, void *c, const void *a,
@@ -409,73 +413,84 @@ static void counting_matmul(ft_backend *be, ft_gemm_types t, void *c, const void
 {
     if (m == tiny_vocab && trans_a && head_dw_accumulations++ == 0)
         head_dw_first_beta = beta;
-    if (n == tiny_vocab && trans_b)
+    if (n == tiny_vocab && trans_b) {
         head_logit_rows += m;
+        head_logit_type = t.c;
+    }
     real_ops->matmul(be, t, c, a, b, m, n, k, trans_a, trans_b, alpha, beta);
 }
 
 static void test_head_weight_grad_once(void **state)
 {
     (void)state;
-    rig r;
-    ft_model_config c = test_tiny_config();
-    rig_up(&r, c, FT_DTYPE_F32);
-    tiny_vocab = c.vocab_size;
-    ft_backend_ops counting = *r.be->ops;
-    counting.matmul = counting_matmul;
-    real_ops = r.be->ops;
-    r.be->ops = &counting;
+    for (int recipe = 0; recipe < 2; recipe++) {
+        /* bf16: the logits are made in bf16 over their dlogits, chunk by chunk (head.c) */
+        const ft_dtype dt = recipe ? FT_DTYPE_BF16 : FT_DTYPE_F32;
+        rig r;
+        ft_model_config c = test_tiny_config();
+        rig_up(&r, c, dt);
+        r.model_dt = dt;
+        tiny_vocab = c.vocab_size;
+        ft_backend_ops counting = *r.be->ops;
+        counting.matmul = counting_matmul;
+        real_ops = r.be->ops;
+        r.be->ops = &counting;
 
-    const int B = 3, T = 20;
-    rows x;
-    random_rows(&x, B, T, c.vocab_size, 21, 1);
-    for (int i = 0; i < 3 * (T + 1); i++) /* a prompt: the first row's first 3/4 */
-        x.mask[i] = i < 15 ? 0 : x.mask[i];
-    long targets = 0;
-    for (int rr = 0; rr < B; rr++)
-        for (int t = 1; t <= T; t++)
-            targets += x.mask[rr * (T + 1) + t] != 0;
+        const int B = 3, T = 20;
+        rows x;
+        random_rows(&x, B, T, c.vocab_size, 21, 1);
+        for (int i = 0; i < 3 * (T + 1); i++) /* a prompt: the first row's first 3/4 */
+            x.mask[i] = i < 15 ? 0 : x.mask[i];
+        long targets = 0;
+        for (int rr = 0; rr < B; rr++)
+            for (int t = 1; t <= T; t++)
+                targets += x.mask[rr * (T + 1) + t] != 0;
 
-    /* default budget: one group, so one accumulation into dW per micro-batch */
-    float **g[2];
-    double loss[2];
-    const int groups[2] = { 0, 7 }, chunks[2] = { 0, 3 };
-    for (int k = 0; k < 2; k++) {
-        ft_model *m = make_model_head(&r, B, T, 0, groups[k], chunks[k]);
-        ft_engine_zero_grads(r.engine);
-        head_dw_accumulations = 0;
-        head_logit_rows = 0;
-        ft_error err;
-        ft_param_source src = ft_engine_param_source(r.engine);
-        ft_host_batch b = as_batch(&x, 1);
-        long nt;
-        TEST_CHECK_OK(ft_model_train_micro(m, &src, &b, 1.0f, &loss[k], &nt, &err), &err);
-        g[k] = snapshot_grads(&r);
-        const int want = k == 0 ? 1 : (int)((targets + groups[k] - 1) / groups[k]);
-        printf("group %d: %d accumulations into the head's dW (want %d), %ld logit rows for "
-               "%ld targets\n", groups[k], head_dw_accumulations, want, head_logit_rows, targets);
-        assert_int_equal(nt, targets);
-        assert_int_equal(head_dw_accumulations, want);
-        /* the engine left dW unset at the reset: the first GEMM writes it, the rest add */
-        assert_true(head_dw_first_beta == 0.0f);
-        assert_int_equal(head_logit_rows, targets); /* rows without a target: no logits */
-        ft_model_free(m);
-    }
-    /* groups and chunks change the summation order only */
-    assert_true(fabs(loss[0] - loss[1]) <= 1e-6 * fabs(loss[0]));
-    for (int u = 0; u < r.layout.n_units; u++) {
-        double diff = 0.0, norm = 0.0;
-        for (size_t i = 0; i < r.layout.units[u].numel; i++) {
-            diff += (g[0][u][i] - g[1][u][i]) * (double)(g[0][u][i] - g[1][u][i]);
-            norm += g[0][u][i] * (double)g[0][u][i];
+        /* default budget: one group, so one accumulation into dW per micro-batch */
+        float **g[2];
+        double loss[2];
+        const int groups[2] = { 0, 7 }, chunks[2] = { 0, 3 };
+        for (int k = 0; k < 2; k++) {
+            ft_model *m = make_model_head(&r, B, T, 0, groups[k], chunks[k]);
+            ft_engine_zero_grads(r.engine);
+            head_dw_accumulations = 0;
+            head_logit_rows = 0;
+            head_logit_type = FT_DTYPE_F32 + FT_DTYPE_BF16 + 1; /* neither */
+            ft_error err;
+            ft_param_source src = ft_engine_param_source(r.engine);
+            ft_host_batch b = as_batch(&x, 1);
+            long nt;
+            TEST_CHECK_OK(ft_model_train_micro(m, &src, &b, 1.0f, &loss[k], &nt, &err), &err);
+            g[k] = snapshot_grads(&r);
+            const int want = k == 0 ? 1 : (int)((targets + groups[k] - 1) / groups[k]);
+            printf("%s, group %d: %d accumulations into the head's dW (want %d), %ld logit rows "
+                   "for %ld targets\n", recipe ? "bf16" : "fp32", groups[k],
+                   head_dw_accumulations, want, head_logit_rows, targets);
+            assert_int_equal(nt, targets);
+            assert_int_equal(head_dw_accumulations, want);
+            /* the engine left dW unset at the reset: the first GEMM writes it, the rest add */
+            assert_true(head_dw_first_beta == 0.0f);
+            assert_int_equal(head_logit_rows, targets); /* rows without a target: no logits */
+            assert_int_equal(head_logit_type, dt);
+            ft_model_free(m);
         }
-        printf("unit %d: gradient rel diff %.3e\n", u, sqrt(diff / norm));
-        assert_true(sqrt(diff) <= 1e-6 * sqrt(norm));
+        /* groups and chunks change the summation order only */
+        const double tol = 1e-6;
+        assert_true(fabs(loss[0] - loss[1]) <= tol * fabs(loss[0]));
+        for (int u = 0; u < r.layout.n_units; u++) {
+            double diff = 0.0, norm = 0.0;
+            for (size_t i = 0; i < r.layout.units[u].numel; i++) {
+                diff += (g[0][u][i] - g[1][u][i]) * (double)(g[0][u][i] - g[1][u][i]);
+                norm += g[0][u][i] * (double)g[0][u][i];
+            }
+            printf("unit %d: gradient rel diff %.3e\n", u, sqrt(diff / norm));
+            assert_true(sqrt(diff) <= tol * sqrt(norm));
+        }
+        free_snapshot(&r, g[0]);
+        free_snapshot(&r, g[1]);
+        r.be->ops = real_ops;
+        rig_down(&r);
     }
-    free_snapshot(&r, g[0]);
-    free_snapshot(&r, g[1]);
-    r.be->ops = real_ops;
-    rig_down(&r);
 }
 
 /* A micro-batch without a single target after one with targets, each starting from a
@@ -516,38 +531,43 @@ static void test_no_target_gradients_zero(void **state)
 }
 
 /* The head's derived rows: a Llama-3 vocabulary's micro-batch of 4096 tokens is one
- * group; its logits chunks are an eighth of the budget rounded down to whole GEMM
- * tiles of 128 rows (1.25 GiB: 327 rows -> 256; 2.2 GiB: 571 -> 512), left as they
- * are below a tile or at the micro-batch; rows set by the caller are kept. */
+ * group; logits made in place over the dlogits are one chunk a group; fp32 logits
+ * chunks apart (bf16 with an output bias) are an eighth of the budget rounded down to
+ * whole GEMM tiles of 128 rows (1.25 GiB: 327 rows -> 256; 2.2 GiB: 571 -> 512), left
+ * as they are below a tile or at the micro-batch; rows set by the caller are kept. */
 static void test_head_rows_from_budget(void **state)
 {
     (void)state;
-    const size_t V = 128256, MiB = (size_t)1 << 20;
+    const size_t MiB = (size_t)1 << 20;
     struct {
-        size_t budget, tokens;
-        bool bf16;
+        size_t V, budget, tokens, dlogit_bytes;
+        bool fp32_chunks;
         int group, chunk;
     } cases[] = {
-        { 1280 * MiB, 4096, true, 4096, 256 },
-        { 2253 * MiB, 4096, true, 4096, 512 },
-        { 256 * MiB, 4096, true, 2048, 65 },  /* below a tile: the budget's rows */
-        { 2253 * MiB, 300, true, 300, 300 },  /* the micro-batch is one chunk */
-        { 1280 * MiB, 4096, false, 2616, 2616 }, /* fp32: the group's logits are its chunk */
+        { 128256, 1280 * MiB, 4096, 2, false, 4096, 4096 },
+        { 128256, 256 * MiB, 4096, 2, false, 2048, 2048 }, /* the group's floor */
+        { 256000, 1280 * MiB, 4096, 2, false, 2621, 2621 },
+        { 128256, 1280 * MiB, 4096, 2, true, 4096, 256 },
+        { 128256, 2253 * MiB, 4096, 2, true, 4096, 512 },
+        { 128256, 256 * MiB, 4096, 2, true, 2048, 65 },  /* below a tile: the budget's rows */
+        { 128256, 2253 * MiB, 300, 2, true, 300, 300 },  /* the micro-batch is one chunk */
+        { 128256, 1280 * MiB, 4096, 4, false, 2616, 2616 }, /* fp32 */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ft_model_options o = { .head_budget_bytes = cases[i].budget };
-        ft_model_resolve_head_rows(&o, V, cases[i].tokens, cases[i].bf16);
+        ft_model_resolve_head_rows(&o, cases[i].V, cases[i].tokens, cases[i].dlogit_bytes,
+                                   cases[i].fp32_chunks);
         if (o.head_group_rows != cases[i].group || o.head_chunk_rows != cases[i].chunk)
             fail_msg("case %zu: group %d chunk %d, want %d and %d", i, o.head_group_rows,
                      o.head_chunk_rows, cases[i].group, cases[i].chunk);
-        if (cases[i].bf16)
+        if (cases[i].fp32_chunks)
             assert_int_equal(o.head_chunk_rows % FT_HEAD_CHUNK_ALIGN == 0,
                              o.head_chunk_rows >= FT_HEAD_CHUNK_ALIGN &&
                                  o.head_chunk_rows < (int)cases[i].tokens);
     }
     ft_model_options set = { .head_budget_bytes = 1280 * MiB, .head_group_rows = 1000,
                              .head_chunk_rows = 327 };
-    ft_model_resolve_head_rows(&set, V, 4096, true);
+    ft_model_resolve_head_rows(&set, 128256, 4096, 2, true);
     assert_int_equal(set.head_group_rows, 1000);
     assert_int_equal(set.head_chunk_rows, 327);
 }

@@ -114,9 +114,9 @@ void ft_cpu_embedding_bwd(ft_backend *be, float *dtable, const float *dout, cons
                           int tokens, int dim);
 
 /* cpu_cross_entropy.c */
-void ft_cpu_cross_entropy(ft_backend *be, const float *logits, void *dlogits, ft_dtype dt,
-                          float *row_loss, const int32_t *targets, const float *weight, int rows,
-                          int vocab, float grad_scale);
+void ft_cpu_cross_entropy(ft_backend *be, const void *logits, ft_dtype lt, void *dlogits,
+                          ft_dtype dt, float *row_loss, const int32_t *targets,
+                          const float *weight, int rows, int vocab, float grad_scale);
 
 /* cpu_optim.c */
 void ft_cpu_adamw_step(ft_backend *be, float *param, const float *grad, float *m, float *v,
