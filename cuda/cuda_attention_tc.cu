@@ -158,6 +158,7 @@ __global__ void __launch_bounds__(TC_THREADS)
         /* S = Q K^T: this warp's WR rows x BK keys; each K fragment pair (ldmatrix.x4:
          * key groups n, n+1) serves all MT m-tiles */
         float s[MT][NT][4];
+        uint32_t pk[MT][NT][2]; /* P as bf16 pairs: rows g and g + 8 of each key group */
 #pragma unroll
         for (int m = 0; m < MT; m++)
 #pragma unroll
@@ -227,12 +228,16 @@ __global__ void __launch_bounds__(TC_THREADS)
             }
             float sum[2] = {0.0f, 0.0f};
 #pragma unroll
-            for (int n = 0; n < NT; n++)
+            for (int n = 0; n < NT; n++) {
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     s[m][n][e] = tc_exp2(fmaf(s[m][n][e], a.scale_log2, -ref[e >> 1]));
                     sum[e >> 1] += s[m][n][e];
                 }
+                /* P rounded to bf16 pairs at once, so the fp32 scores die here */
+                pk[m][n][0] = tc_pack_bf16(s[m][n][0], s[m][n][1]);
+                pk[m][n][1] = tc_pack_bf16(s[m][n][2], s[m][n][3]);
+            }
 #pragma unroll
             for (int r = 0; r < 2; r++) {
                 sum[r] += __shfl_xor_sync(FT_FULL_MASK, sum[r], 1);
@@ -256,10 +261,10 @@ __global__ void __launch_bounds__(TC_THREADS)
             uint32_t pa[MT][4];
 #pragma unroll
             for (int m = 0; m < MT; m++) {
-                pa[m][0] = tc_pack_bf16(s[m][2 * j][0], s[m][2 * j][1]);
-                pa[m][1] = tc_pack_bf16(s[m][2 * j][2], s[m][2 * j][3]);
-                pa[m][2] = tc_pack_bf16(s[m][2 * j + 1][0], s[m][2 * j + 1][1]);
-                pa[m][3] = tc_pack_bf16(s[m][2 * j + 1][2], s[m][2 * j + 1][3]);
+                pa[m][0] = pk[m][2 * j][0];
+                pa[m][1] = pk[m][2 * j][1];
+                pa[m][2] = pk[m][2 * j + 1][0];
+                pa[m][3] = pk[m][2 * j + 1][1];
             }
 #pragma unroll
             for (int d = 0; d < DT; d += 2) {
@@ -322,7 +327,7 @@ extern "C" int ft_cuda_attention_tc_supported(ft_attn_shape s)
 
 /* Query rows per warp of the forward at head_dim 65-128: 32 (two m-tiles, the default:
  * 160 bytes of fragments read from shared memory per product; ptxas for sm_90: 255
- * registers and a 64-byte spill) or 16 (one m-tile: 256 bytes per product; 224
+ * registers and a 64-byte spill) or 16 (one m-tile: 256 bytes per product; 225
  * registers, no spill). Which is faster on a given GPU is a measurement:
  * FTMPI_TC_FWD_ROWS=16 selects the second, so that bench/gpu_attention.sh times both in
  * one run. Read per call (a getenv beside a kernel launch), so a test can switch it. */

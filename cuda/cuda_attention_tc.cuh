@@ -118,10 +118,14 @@ __device__ __forceinline__ void tc_stage_kv(uint16_t *Kd, uint16_t *Vd, const ui
     tc_stage<HDMAX, BK>(Vd, vb, a.kv_stride, k0, kn, a.hd);
 }
 
-/* Two fp32 as the bf16 pair of one mma operand register (lo in the lower half). */
+/* Two fp32 as the bf16 pair of one mma operand register (lo in the lower half), each
+ * rounded to nearest even: one cvt.rn.bf16x2.f32, where ft_bf16_from_f32's integer
+ * rounding costs about 7 instructions an element. The probabilities and dS of every tile
+ * pass through here (64 to 128 values a thread per tile against 256 products a warp), so
+ * the integer sequence was a large part of the kernels' non-matrix instructions. */
 __device__ __forceinline__ uint32_t tc_pack_bf16(float lo, float hi)
 {
-    return (uint32_t)ft_bf16_from_f32(lo) | ((uint32_t)ft_bf16_from_f32(hi) << 16);
+    return ft_cvt_rn_bf16x2(hi, lo);
 }
 
 static inline int tc_ngran(ft_attn_shape s) { return (s.seq_len + TC_GRAN - 1) / TC_GRAN; }

@@ -69,13 +69,13 @@ __global__ void tc_bwd_dot_kernel(float *__restrict__ Dv, const uint16_t *__rest
  *    one half of the head's features each (DSPLIT = 2), so a block holds 32 keys. Each
  *    warp of the pair computes the group's whole S^T and dP^T (the tensor-core work of
  *    those two products doubles, the rest is unchanged) and no data crosses warps.
- * The dQ kernel at head_dim 256 likewise reloads its Q and dO fragments. ptxas -v (CUDA
- * 13, sm_80 and sm_90): no spill at head_dim 64 nor in the dQ pass at 128; spills of 12
- * to 52 bytes (load and store, per thread) in the dK/dV pass at 128 and 256 and in the
- * dQ pass at 256: the warp classification and the prefetch's loop state, a few local
- * accesses per tile pair beside its 128-512 products (the loops before them had none).
- * The one-pass dK/dV kernel: no spill at 64, nor at 128 on sm_80; 64-76 bytes at 128 on
- * sm_90. */
+ * The dQ kernel at head_dim 256 likewise reloads its Q and dO fragments. P and dS are
+ * rounded to bf16 pairs (one cvt.rn.bf16x2 each) as soon as a key group's are made, so
+ * their fp32 values die before the products that use them: ptxas -v (CUDA 13, sm_80 and
+ * sm_90) finds no spill in any backward kernel, the one-pass dK/dV kernel included
+ * (rounding them a k-step at a time before the products, with integer arithmetic,
+ * spilled 12 to 76 bytes a thread at head_dim 128 and 256), and 24 fewer registers at
+ * head_dim 64 (200: 224 before). */
 template <int HDMAX>
 struct TcBwdCfg {
     static constexpr int P = HDMAX + TC_PAD;
@@ -98,12 +98,9 @@ struct TcBwdCfg {
     static constexpr size_t smem_fused = smem_dkdv + (size_t)BKV * (TC_BQ + TC_PAD) * 2;
 };
 
-/* Rows g and g+8 of an m16n8 accumulator tile as the bf16 A operand of the next product:
- * 8-column groups 2j and 2j+1 of x form k-step j. */
-#define TC_REPACK(x, j)                                                                            \
-    {tc_pack_bf16(x[2 * (j)][0], x[2 * (j)][1]), tc_pack_bf16(x[2 * (j)][2], x[2 * (j)][3]),      \
-     tc_pack_bf16(x[2 * (j) + 1][0], x[2 * (j) + 1][1]),                                         \
-     tc_pack_bf16(x[2 * (j) + 1][2], x[2 * (j) + 1][3])}
+/* k-step j of the A operand from accumulator rows already rounded to bf16 pairs
+ * (x[n][0]: row g, x[n][1]: row g + 8 of 8-column group n). */
+#define TC_PACKED_A(x, j) {x[2 * (j)][0], x[2 * (j)][1], x[2 * (j) + 1][0], x[2 * (j) + 1][1]}
 
 /* One k-step of the two score products of a warp's 16 rows against 16 columns (groups n,
  * n+1): x += A1 X^T, y += A2 Y^T, with X and Y the row-major token tiles in shared memory
@@ -174,7 +171,7 @@ __device__ __forceinline__ void tc_bwd_st_held(float (*x)[4], float (*y)[4],
 /* Stores this warp's 16 x 64 tile of dS^T (rows kgrp*16 + g, + 8; accumulator layout),
  * rounded to bf16, into dsT; zeros where ds is NULL (a skipped pair). */
 template <int NQ>
-__device__ __forceinline__ void tc_store_ds_t(uint16_t *dsT, const float (*ds)[4], int kgrp,
+__device__ __forceinline__ void tc_store_ds_t(uint16_t *dsT, const uint32_t (*dsk)[2], int kgrp,
                                               int lane)
 {
     const int g = lane / 4, t = lane % 4;
@@ -182,8 +179,8 @@ __device__ __forceinline__ void tc_store_ds_t(uint16_t *dsT, const float (*ds)[4
     uint32_t *row1 = (uint32_t *)(dsT + (kgrp * 16 + g + 8) * TC_DS_PITCH);
 #pragma unroll
     for (int n = 0; n < NQ; n++) {
-        row0[(n * 8 + 2 * t) / 2] = ds ? tc_pack_bf16(ds[n][0], ds[n][1]) : 0u;
-        row1[(n * 8 + 2 * t) / 2] = ds ? tc_pack_bf16(ds[n][2], ds[n][3]) : 0u;
+        row0[(n * 8 + 2 * t) / 2] = dsk ? dsk[n][0] : 0u;
+        row1[(n * 8 + 2 * t) / 2] = dsk ? dsk[n][1] : 0u;
     }
 }
 
@@ -344,6 +341,7 @@ __global__ void __launch_bounds__(TC_THREADS)
             /* Held fragments: each pair of query groups is computed and masked in turn (the
              * order ptxas allocates best); reloaded ones: k-steps outer, each loaded once. */
             float p[NQ][4], ds[NQ][4];
+            uint32_t pk[NQ][2], dsk[NQ][2]; /* p and ds as bf16 pairs, rows g and g + 8 */
             if constexpr (!KV_IN_REGS)
                 tc_bwd_st_reloaded<HDMAX>(p, ds, Ks, Vs, kv_off, Qt, dOt, lane);
 #pragma unroll
@@ -363,12 +361,17 @@ __global__ void __launch_bounds__(TC_THREADS)
                     p[n][e] = pe;
                     ds[n][e] = pe * (ds[n][e] - D_t[qi]);
                 }
+                /* rounded to bf16 pairs at once: the fp32 values die here */
+                pk[n][0] = tc_pack_bf16(p[n][0], p[n][1]);
+                pk[n][1] = tc_pack_bf16(p[n][2], p[n][3]);
+                dsk[n][0] = tc_pack_bf16(ds[n][0], ds[n][1]);
+                dsk[n][1] = tc_pack_bf16(ds[n][2], ds[n][3]);
             }
             /* dV += P^T dO, dK += dS^T Q: 16 queries per k-step, two feature groups per
              * ldmatrix.x4.trans */
 #pragma unroll
             for (int j = 0; j < NQ / 2; j++) {
-                uint32_t pa[4] = TC_REPACK(p, j), sa[4] = TC_REPACK(ds, j);
+                uint32_t pa[4] = TC_PACKED_A(pk, j), sa[4] = TC_PACKED_A(dsk, j);
 #pragma unroll
                 for (int d = 0; d < DT; d += 2) {
                     int off = tc_b_pair_row(j * 16, (dbase + d) * 8, lane, P);
@@ -380,7 +383,7 @@ __global__ void __launch_bounds__(TC_THREADS)
                 }
             }
             if constexpr (FUSED)
-                tc_store_ds_t<NQ>(dsT, ds, kgrp, lane);
+                tc_store_ds_t<NQ>(dsT, dsk, kgrp, lane);
         } else {
             if constexpr (FUSED)
                 tc_store_ds_t<NQ>(dsT, NULL, kgrp, lane);
@@ -493,6 +496,7 @@ __global__ void __launch_bounds__(TC_THREADS)
         const bool masked = cls == TC_MASKED;
         TC_COUNT_WARP_TILE(7, masked);
         float p[NK][4], ds[NK][4]; /* loop orders: as in the dK/dV kernel */
+        uint32_t dsk[NK][2];       /* ds as bf16 pairs (rows g, g + 8), made at once */
         if constexpr (!QO_IN_REGS)
             tc_bwd_st_reloaded<HDMAX>(p, ds, Qs, dOs, qo_off, Kt, Vt, lane);
 #pragma unroll
@@ -511,11 +515,13 @@ __global__ void __launch_bounds__(TC_THREADS)
                 p[n][e] = pe;
                 ds[n][e] = pe * (ds[n][e] - (e < 2 ? D0 : D1));
             }
+            dsk[n][0] = tc_pack_bf16(ds[n][0], ds[n][1]);
+            dsk[n][1] = tc_pack_bf16(ds[n][2], ds[n][3]);
         }
         /* dQ += dS K: 16 keys per k-step, two feature groups per ldmatrix.x4.trans */
 #pragma unroll
         for (int j = 0; j < NK / 2; j++) {
-            uint32_t sa[4] = TC_REPACK(ds, j);
+            uint32_t sa[4] = TC_PACKED_A(dsk, j);
 #pragma unroll
             for (int d = 0; d < DT; d += 2) {
                 uint32_t kf[4];

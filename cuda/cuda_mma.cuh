@@ -109,4 +109,18 @@ __device__ __forceinline__ void ft_cp_async_wait(void)
 #endif
 }
 
+/* cvt.rn.bf16x2.f32: a and b rounded to bf16 (nearest even), a into the upper half of
+ * the result and b into the lower, as an mma A or B operand register holds a pair (the
+ * lower index in the lower half). One instruction for two values. */
+__device__ __forceinline__ uint32_t ft_cvt_rn_bf16x2(float a, float b)
+{
+#ifdef FT_CUDA_EMULATION
+    return cudaemu_cvt_rn_bf16x2_f32(a, b);
+#else
+    uint32_t d;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(a), "f"(b));
+    return d;
+#endif
+}
+
 #endif

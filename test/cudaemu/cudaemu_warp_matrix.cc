@@ -15,7 +15,11 @@
  * cp.async copies are held per thread and land when a wait releases their group: a thread
  * that reads shared memory before waiting (or another thread before the barrier that
  * follows the wait) sees the old contents. Copies still pending when the thread exits
- * never land. */
+ * never land.
+ *
+ * cvt.rn.bf16x2.f32 d, a, b: a rounded to nearest even into d's upper half, b into its
+ * lower half (the PTX ISA's "cvt"); a NaN stays a quiet NaN (the payload the hardware
+ * gives it is not modelled: no result of a product shows it). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -228,4 +232,17 @@ void cudaemu_cp_async_wait(int newest_in_flight, const char *file, int line)
         }
     }
     s->n = kept;
+}
+
+static uint16_t bf16_rn(float x)
+{
+    uint32_t u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x0040u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+uint32_t cudaemu_cvt_rn_bf16x2_f32(float a, float b)
+{
+    return ((uint32_t)bf16_rn(a) << 16) | bf16_rn(b);
 }

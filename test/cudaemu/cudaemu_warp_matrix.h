@@ -1,6 +1,7 @@
 /* The warp-level matrix instructions of cuda/cuda_mma.cuh on the CPU execution harness:
  * mma.sync.m16n8k16 (bf16 x bf16 + fp32), ldmatrix.m8n8 (x1/x2/x4, .trans) and cp.async
- * with its groups. Included by cuda_mma.cuh in the emulation build only. */
+ * with its groups, and the conversion that feeds the A operand, cvt.rn.bf16x2.f32.
+ * Included by cuda_mma.cuh in the emulation build only. */
 #ifndef FT_CUDAEMU_WARP_MATRIX_H
 #define FT_CUDAEMU_WARP_MATRIX_H
 
@@ -14,5 +15,6 @@ void cudaemu_cp_async(void *smem_dst, const void *gmem_src, int bytes, int src_b
                       const char *file, int line);
 void cudaemu_cp_async_commit(void);
 void cudaemu_cp_async_wait(int newest_in_flight, const char *file, int line);
+uint32_t cudaemu_cvt_rn_bf16x2_f32(float a, float b);
 
 #endif

@@ -7,6 +7,9 @@
  *    statements of the layouts must agree for it to pass;
  *  - cp.async: lands at its wait, not before; wait_group N keeps the N newest groups in
  *    flight; src-size zero fill;
+ *  - cvt.rn.bf16x2.f32: the first source in the upper half, round to nearest even (ties
+ *    to the even neighbour), infinities, overflow to infinity, NaN quiet, as
+ *    util/bf16.h's rounding, the CPU backend's;
  *  - findings: a half-warp mma, misaligned ldmatrix rows, cp.async from host memory or
  *    into global memory. */
 #include "cuda_common.cuh"
@@ -285,6 +288,48 @@ static void test_cp_async(void)
     printf("ok   cp.async lands at its wait_group; src-size zero fill\n");
 }
 
+__global__ void cvt_kernel(uint32_t *out, const float *a, const float *b, int n)
+{
+    int i = threadIdx.x;
+    if (i < n)
+        out[i] = ft_cvt_rn_bf16x2(a[i], b[i]);
+}
+
+static void test_cvt_bf16x2(void)
+{
+    /* ties: 1 + 2^-8 lies halfway between 1 and 1 + 2^-7 (to the even: 1), 1 + 3 2^-8
+     * between 1 + 2^-7 and 1 + 2^-6 (to the even: 1 + 2^-6); the largest finite fp32
+     * rounds past bf16's largest finite value */
+    const float a[] = {1.0f, 1.00390625f, 1.01171875f, -2.5f, INFINITY, 3.4028235e38f, NAN,
+                       1e-40f, -0.0f, 0.333333343f};
+    const int n = (int)(sizeof a / sizeof a[0]);
+    float b[sizeof a / sizeof a[0]];
+    for (int i = 0; i < n; i++)
+        b[i] = -a[n - 1 - i];
+    float *da = (float *)dev(sizeof a), *db = (float *)dev(sizeof b);
+    uint32_t *dout = (uint32_t *)dev((size_t)n * 4), out[sizeof a / sizeof a[0]];
+    up(da, a, sizeof a);
+    up(db, b, sizeof b);
+    FT_LAUNCH(cvt_kernel, 1, 32, 0, (cudaStream_t)0)(dout, da, db, n);
+    down(out, dout, sizeof out);
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        uint32_t want = ((uint32_t)ft_f32_to_bf16(a[i]) << 16) | ft_f32_to_bf16(b[i]);
+        bool nan_hi = isnan(a[i]), nan_lo = isnan(b[i]);
+        uint32_t mask = (nan_hi ? 0u : 0xffff0000u) | (nan_lo ? 0u : 0xffffu);
+        bad += (out[i] & mask) != (want & mask);
+        bad += nan_hi && !isnan(__uint_as_float(out[i] & 0xffff0000u));
+        bad += nan_lo && !isnan(__uint_as_float(out[i] << 16));
+    }
+    CHECK(out[0] == 0x3f80beabu, "cvt.rn.bf16x2.f32(1, -1/3): 0x%08x, want 0x3f80beab", out[0]);
+    CHECK(out[1] == 0x3f800000u, "cvt.rn.bf16x2.f32(1 + 2^-8, -0): 0x%08x, want 0x3f800000",
+          out[1]);
+    CHECK(out[2] >> 16 == 0x3f82u, "cvt.rn.bf16x2.f32(1 + 3 2^-8, ...) upper 0x%04x, want 0x3f82",
+          out[2] >> 16);
+    CHECK(bad == 0, "cvt.rn.bf16x2.f32: %d halves differ from util/bf16.h's rounding", bad);
+    cudaFree(da), cudaFree(db), cudaFree(dout);
+    printf("ok   cvt.rn.bf16x2.f32: first source upper, rounded to nearest even\n");
+}
 
 static void run_defect(int which)
 {
@@ -299,6 +344,7 @@ int main(void)
     test_mma();
     test_ldmatrix();
     test_cp_async();
+    test_cvt_bf16x2();
     expect_finding("mma with half the warp exited", run_defect, 0, "exited");
     expect_finding("misaligned ldmatrix row", run_defect, 1, "not 16-byte aligned");
     expect_finding("ldmatrix from global memory", run_defect, 2, "is global memory");
