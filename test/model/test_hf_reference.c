@@ -229,9 +229,9 @@ static void check_adamw(const char *file)
     golden_close(&g);
 }
 
-/* The bf16 recipe (bf16 working weights, activations and GEMM operands; fp32 norms'
- * statistics, softmax, logits, loss and gradient accumulation) against the fp32
- * golden: equal to bf16 resolution. Measured (max |diff| / max |golden| per tensor):
+/* The bf16 recipe (bf16 working weights, activations, GEMM operands and, in the
+ * training head, logits but GPT-J's; fp32 norms' statistics, softmax, loss and gradient
+ * accumulation) against the fp32 golden: equal to bf16 resolution. Measured (max |diff| / max |golden| per tensor):
  * logits 4e-3 .. 8e-3, loss < 1e-4, gradients 1e-2 (hf_gptj; Llama's hf_basic
  * 1.3e-2) except the last layer's q/k weights of GPT-NeoX, 5e-2 .. 8e-2, where
  * PyTorch's own bf16 run is at 2.5e-2: with partial rotary the keys share a large
