@@ -13,10 +13,11 @@
  * Pass 1 (online logsumexp): each thread walks its strided elements keeping a
  * running max m and sum s of exp(z - m), rescaling s when m grows; then the
  * block combines the (m, s) pairs: M = max m, S = sum s * exp(m - M) in double
- * (a row has up to ~10^5 terms). Pass 2 writes the gradient. Both passes read
- * the row (the second from L2 where the rows in flight fit it: a row of 128256 bf16
- * logits is 250 KiB, two blocks an SM on 132 SMs hold 66 MB of rows in flight, fp32
- * twice that); the reduction shape is fixed, so results are reproducible. Where the
+ * (a row has up to ~10^5 terms). Pass 2 writes the gradient, walking the row from
+ * its end. Both passes read the row; the second finds in L2 what is still there (a
+ * row of 128256 bf16 logits is 250 KiB: two blocks an SM on 132 SMs hold 66 MB of
+ * rows in flight against an H100's 50 MB of L2, fp32 twice that), most likely the
+ * row's end, read last. The reduction shape is fixed, so results are reproducible. Where the
  * vocabulary is a multiple of 8 and the buffers 16-byte aligned (vec), a thread takes 8
  * consecutive logits at a time (ft_ld8/ft_st8: the 16-byte accesses HBM bandwidth
  * needs; the 1B model's 4096 x 128256 bf16 logits are 1.05 GB a pass), else one; the
@@ -86,18 +87,23 @@ __global__ void cross_entropy_kernel(const LT *logits, T *dlogits, float *__rest
     if (threadIdx.x == 0)
         row_loss[r] = w * (lse - zt);
     float coef = w * grad_scale;
-    if (vec) {
-        for (int j = threadIdx.x * FT_VEC; j < vocab; j += blockDim.x * FT_VEC) {
-            float x[FT_VEC];
-            ft_ld8(z, j, x);
+    /* Pass 2 walks the row backwards: its end, which pass 1 read last, is what L2 most
+     * likely still holds when the rows in flight outgrow it (each element's gradient is
+     * its own, so the order changes no bit). */
+    const int width = vec ? FT_VEC : 1, stride = blockDim.x * width, j0 = threadIdx.x * width;
+    if (j0 < vocab) {
+        for (int j = j0 + (vocab - 1 - j0) / stride * stride; j >= j0; j -= stride) {
+            if (vec) {
+                float x[FT_VEC];
+                ft_ld8(z, j, x);
 #pragma unroll
-            for (int e = 0; e < FT_VEC; e++)
-                x[e] = dlogit(x[e], lse, coef, j + e == t);
-            ft_st8(out, j, x);
+                for (int e = 0; e < FT_VEC; e++)
+                    x[e] = dlogit(x[e], lse, coef, j + e == t);
+                ft_st8(out, j, x);
+            } else {
+                ft_st(out, j, dlogit(ft_ld(z, j), lse, coef, j == t));
+            }
         }
-    } else {
-        for (int j = threadIdx.x; j < vocab; j += blockDim.x)
-            ft_st(out, j, dlogit(ft_ld(z, j), lse, coef, j == t));
     }
 }
 
