@@ -145,8 +145,10 @@ int main(int argc, char **argv)
             best = t;
     }
     const double flops = 6.0 * (double)nt * V * H;
+    /* the group's dlogits (which hold its logits first) and, where there is one (bf16
+     * with an output bias), the fp32 logits chunk */
     const double transient = (double)m->opt.head_group_rows * V * ft_dtype_size(dt) +
-                             (dt == FT_DTYPE_F32 ? 0.0 : (double)m->opt.head_chunk_rows * V * 4);
+                             (m->logits ? (double)m->opt.head_chunk_rows * V * 4 : 0.0);
     printf("head_ms=%.3f tflops=%.2f transient_mib=%.1f groups=%ld group_rows=%d chunk_rows=%d "
            "targets=%ld device=%s dtype=%s\n",
            1e3 * best, flops / best / 1e12, transient / 1048576.0,
