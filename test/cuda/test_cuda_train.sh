@@ -2,9 +2,11 @@
 # device = "cuda" trains like device = "cpu": for 1, 2 and 4 ranks at ZeRO stages 0-3,
 # with accumulation, optimizer offload and bf16 gradient reduction over NCCL, the per-step
 # losses agree with the CPU backend's 1-rank run to relative 1e-5 and the final weights to
-# absolute 1e-4. The CUDA kernels sum in other orders than the CPU's (block reductions,
-# flash-attention tiles), so agreement is to fp32 round-off, amplified a little by Adam
-# where |g| ~ eps (the CPU-only N-rank test holds 2e-5 / 1e-4 for the same reason).
+# absolute 2e-4. The CUDA kernels sum in other orders than the CPU's (block reductions,
+# flash-attention tiles), so agreement is to fp32 round-off, amplified by Adam where
+# |g| ~ eps (the CPU-only N-rank test holds 2e-5 / 1e-4 for the same reason): on
+# 2026-11-28 the ASan build's 1-rank stage-3 case found one weight of ~100k 1.01e-4 off,
+# the code of the day before too, on a machine where earlier runs had stayed under 1e-4.
 # bf16 reduction rounds every partial sum to 8 bits of mantissa: it is compared with the
 # CPU backend doing the same bf16 reduction over MPI, to the same tolerances.
 . "$(dirname "$0")/../train/lib.sh"
@@ -17,7 +19,7 @@ compare() { # TAG REF_LOG REF_WEIGHTS RUN_LOG RUN_WEIGHTS
     losses "$2" > lref; losses "$4" > lrun
     [ "$(wc -l < lrun)" -eq 3 ] || { cat "$4"; fail "$1: expected 3 steps"; }
     same_losses lrun lref 1e-5 || fail "$1: losses differ from the CPU backend"
-    h5diff -d 1e-4 "$3" "$5" /model /model > diff.log 2>&1 ||
+    h5diff -d 2e-4 "$3" "$5" /model /model > diff.log 2>&1 ||
         { head -20 diff.log; fail "$1: final weights differ from the CPU backend"; }
     echo "$1: ok"
 }
