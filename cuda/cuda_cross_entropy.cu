@@ -17,11 +17,11 @@
  * its end. Both passes read the row; the second finds in L2 what is still there (a
  * row of 128256 bf16 logits is 250 KiB: two blocks an SM on 132 SMs hold 66 MB of
  * rows in flight against an H100's 50 MB of L2, fp32 twice that), most likely the
- * row's end, read last. The reduction shape is fixed, so results are reproducible. Where the
- * vocabulary is a multiple of 8 and the buffers 16-byte aligned (vec), a thread takes 8
- * consecutive logits at a time (ft_ld8/ft_st8: the 16-byte accesses HBM bandwidth
- * needs; the 1B model's 4096 x 128256 bf16 logits are 1.05 GB a pass), else one; the
- * choice depends on shapes and pointers only. */
+ * row's end, read last. The reduction shape is fixed, so results are reproducible.
+ * Where the vocabulary is a multiple of 8 and the buffers 16-byte aligned (vec), a
+ * thread takes 8 consecutive logits at a time (ft_ld8/ft_st8: the 16-byte accesses HBM
+ * bandwidth needs; the 1B model's 4096 x 128256 bf16 logits are 1.05 GB a pass), else
+ * one; the choice depends on shapes and pointers only. */
 #include "cuda_common.cuh"
 
 #include <math.h>

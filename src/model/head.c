@@ -116,7 +116,7 @@ void ft_head_forward_backward(ft_model *m, const ft_head_params *p, ft_head_grad
             /* the fp32 dlogits are wanted for themselves only by a bias's gradient */
             const bool fp32_first = !in_place && train && g->b_out;
             ft_head_logits(m, p, logits, lt, ft_model_at(m, xs, (size_t)r0 * H), rows);
-            be->ops->cross_entropy(be, logits, lt, in_place || fp32_first ? logits : group_rows,
+            be->ops->cross_entropy(be, logits, lt, fp32_first ? logits : group_rows,
                                    fp32_first ? FT_DTYPE_F32 : m->dt, m->row_loss + r0,
                                    targets + r0, weights + r0, rows, V, grad_scale);
             if (!train)

@@ -102,6 +102,13 @@ void ft_model_resolve_head_rows(ft_model_options *o, size_t V, size_t tokens, si
         o->head_chunk_rows = o->head_group_rows;
 }
 
+/* Rows of the dlogits buffer: a group, rounded up to even so that ft_model_logits can
+ * make fp32 logits, half as many rows, in it in the bf16 recipe. */
+static size_t head_dlogits_rows(const ft_model *m)
+{
+    return ((size_t)m->opt.head_group_rows + 1) / 2 * 2;
+}
+
 /* fp32 logits apart from the group's dlogits: only where an output bias needs the fp32
  * dlogits for its gradient in the bf16 recipe (GPT-J); elsewhere the logits are made in
  * the activations' storage over their dlogits (head.c). */
@@ -238,8 +245,7 @@ static int allocate_buffers(ft_model *m)
     const size_t V = c->vocab_size;
     if (head_fp32_chunks(m))
         m->logits = alloc_f32(m, (size_t)m->opt.head_chunk_rows * V, &failed);
-    /* an even number of rows: ft_model_logits makes fp32 logits, half as many rows, in it */
-    m->dlogits = alloc_act(m, (size_t)(m->opt.head_group_rows + 1) / 2 * 2 * V, &failed);
+    m->dlogits = alloc_act(m, head_dlogits_rows(m) * V, &failed);
     m->row_loss = alloc_f32(m, N, &failed);
     m->pack.live = alloc_i32(m, N, &failed);
     m->pack.inv = alloc_i32(m, N, &failed);
@@ -727,11 +733,10 @@ int ft_model_logits(ft_model *m, const ft_param_source *src, const ft_host_batch
         bind_head(m, hp, c->tie_word_embeddings ? src->acquire(src->ctx, 0) : NULL);
     ft_head_norm(m, &p, m->block_in[c->num_hidden_layers]);
     /* fp32 logits: in the fp32 chunk buffer where there is one, else in the group's
-     * dlogits buffer (an even number of rows: half of them as fp32 in the bf16 recipe) */
+     * dlogits buffer (head_dlogits_rows) */
     float *logits = m->logits ? m->logits : m->dlogits;
     const int chunk = m->logits ? m->opt.head_chunk_rows
-                                : (int)(((size_t)m->opt.head_group_rows + 1) / 2 * 2 * m->esize /
-                                        sizeof(float));
+                                : (int)(head_dlogits_rows(m) * m->esize / sizeof(float));
     for (int r0 = 0; r0 < N; r0 += chunk) {
         const int rows = N - r0 < chunk ? N - r0 : chunk;
         ft_head_logits(m, &p, logits, FT_DTYPE_F32,

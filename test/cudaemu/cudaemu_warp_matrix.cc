@@ -25,6 +25,7 @@
 
 #include "cudaemu_device.h"
 #include "cudaemu_warp_matrix.h"
+#include "util/bf16.h"
 
 namespace {
 
@@ -234,15 +235,8 @@ void cudaemu_cp_async_wait(int newest_in_flight, const char *file, int line)
     s->n = kept;
 }
 
-static uint16_t bf16_rn(float x)
-{
-    uint32_t u = __float_as_uint(x);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x0040u);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
+/* round to nearest even as the harness's other bf16 stand-ins (cuBLASLt's, NCCL's) do */
 uint32_t cudaemu_cvt_rn_bf16x2_f32(float a, float b)
 {
-    return ((uint32_t)bf16_rn(a) << 16) | bf16_rn(b);
+    return ((uint32_t)ft_f32_to_bf16(a) << 16) | ft_f32_to_bf16(b);
 }
