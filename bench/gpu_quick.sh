@@ -14,9 +14,11 @@
 #      FTMPI_CUDNN_VERBOSE=1 (whether the real cuDNN takes each graph, and a deterministic
 #      engine for it) (45 each);
 #   1b. every test program of the build's test/cuda, then the 1-GPU cases of the cuda
-#      shell tests (train, resume, generate, plan): the last line of each (180);
+#      shell tests (train, resume, overlap, generate, plan): the last line of each (180);
 #   2. bench/gpu_step.sh --shape 1b: the training step against HF + PyTorch (200); where
 #      it fails, again with the own attention kernels (FTMPI_CUDNN_ATTENTION=off) (150);
+#      then ftmpi alone with its optimizer after the step instead of beside the next
+#      forward (FTMPI_OPTIMIZER_OVERLAP=0: what the overlap gains) (60);
 #      then both without checkpointing (--no-checkpointing: the 1B model fits without it) (150);
 #      then ftmpi alone with FTMPI_GRADS_ZERO_ALL=1 (gradient resets zeroing everything, the
 #      GEMMs adding to the zeros: what the unset 2-D part saves) (60);
@@ -89,13 +91,15 @@ step gpu_tests 180 sh -c 'for t in "$0"/test/cuda/test_*; do
         out=$(timeout 25 "$t" 2>&1); rc=$?
         echo "$(basename "$t"): exit $rc $(echo "$out" | tail -n 1)"
     done
-    for s in test_cuda_train test_cuda_resume test_cuda_generate test_cuda_plan; do
+    for s in test_cuda_train test_cuda_resume test_cuda_overlap test_cuda_generate test_cuda_plan; do
         FT_BUILDDIR=$0 FT_SRCDIR=$1 timeout 60 sh "$1/test/cuda/$s.sh" > "/tmp/$s.log" 2>&1
         echo "$s.sh: exit $? $(tail -n 1 "/tmp/$s.log")"
     done' "$build" "$top"
 step gpu_step 200 env FTMPI_BUILD="$build" GPU_STEP_LOGS="$logs" sh "$top/bench/gpu_step.sh" --shape 1b
 [ "$last" -ne 0 ] &&
     step gpu_step_own 150 env FTMPI_BUILD="$build" FTMPI_CUDNN_ATTENTION=off sh "$top/bench/gpu_step.sh" --shape 1b
+step overlap_off 60 env FTMPI_BUILD="$build" GPU_STEP_PEER=0 FTMPI_OPTIMIZER_OVERLAP=0 \
+    sh "$top/bench/gpu_step.sh" --shape 1b
 step gpu_step_nockpt 150 env FTMPI_BUILD="$build" sh "$top/bench/gpu_step.sh" --shape 1b --no-checkpointing
 step grads_zero_all 60 env FTMPI_BUILD="$build" GPU_STEP_PEER=0 FTMPI_GRADS_ZERO_ALL=1 \
     sh "$top/bench/gpu_step.sh" --shape 1b
@@ -121,7 +125,7 @@ for name in attention_tc attention_cudnn cuda_ops racecheck; do
     echo "== $name"
     grep -E "FAIL|checks|refused|skipped|passed|ERROR SUMMARY|hazard" "$logs/$name.log" | head -n 20
 done
-for name in gpu_tests gpu_step gpu_step_own gpu_step_nockpt grads_zero_all ckpt_half ckpt_keep_attention head gpu_attention attention_profile profile timeline first_run; do
+for name in gpu_tests gpu_step gpu_step_own overlap_off gpu_step_nockpt grads_zero_all ckpt_half ckpt_keep_attention head gpu_attention attention_profile profile timeline first_run; do
     [ -f "$logs/$name.log" ] || continue
     echo "== $name"
     cat "$logs/$name.log"

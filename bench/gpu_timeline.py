@@ -17,7 +17,11 @@ between launches, or a host wait (the device drained, then the host queued more)
 import re
 import sys
 
-GROUP_OTHERS = 8  # operations that may sit between two AdamW launches of one step
+# Operations that may sit between two AdamW launches of one step: at least this many,
+# and up to half the largest count between two launches in the whole timeline (with the
+# optimizer beside the next forward, each unit's update has that forward's operations of
+# a layer between it and the next: tens, where between steps there are hundreds).
+GROUP_OTHERS = 8
 
 
 def load(path):
@@ -57,14 +61,23 @@ def short(name):
 
 def step_windows(ops):
     """(start, end] of each whole step: between the ends of consecutive optimizer groups,
-    a group being AdamW launches with at most GROUP_OTHERS other operations between any
-    two of them (a step has hundreds between its last and the next step's first)."""
+    a group being AdamW launches with at most `limit` other operations between any two
+    of them (GROUP_OTHERS, or half the most between two launches: a step has hundreds
+    between its last and the next step's first)."""
+    counts, others = [], 0
+    for _, _, _, _, name in ops:
+        if "adamw_kernel" not in name:
+            others += 1
+            continue
+        counts.append(others)
+        others = 0
+    limit = max([GROUP_OTHERS] + [c // 2 for c in counts[1:]])
     ends, last, others = [], None, 0
     for start, end, _, _, name in ops:
         if "adamw_kernel" not in name:
             others += 1
             continue
-        if last is not None and others > GROUP_OTHERS:
+        if last is not None and others > limit:
             ends.append(last)
         last, others = end, 0
     if last is not None:

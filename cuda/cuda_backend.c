@@ -2,7 +2,8 @@
  * each op to its kernel launcher (cuda_<family>.cu).
  *
  * Execution model. Everything is enqueued on one non-blocking stream owned by
- * the backend, so ops execute in call order and no op synchronises the device:
+ * the backend (the main lane; between lane_fork and lane_join a second one: the side
+ * lane, cuda_lanes.h), so ops execute in call order and no op synchronises the device:
  * the host returns as soon as the work is queued. Exceptions, documented:
  *  - download returns when the copy has completed, so the host buffer can be read at
  *    once; upload returns with the host buffer free to reuse: a small one (at most 1
@@ -545,8 +546,8 @@ static void cuda_state_release(ft_cuda_state *st)
         (void)cublasLtDestroy(st->lt);
     if (st->host_result)
         (void)cudaFreeHost(st->host_result);
-    if (st->stream)
-        (void)cudaStreamDestroy(st->stream);
+    ft_cuda_lanes_release(&st->lanes);
+    st->stream = NULL;
     table_free(&st->table);
     (void)cudaGetLastError();
 }
@@ -607,6 +608,10 @@ static const ft_backend_ops cuda_ops = {
     .f32_to_bf16 = cuda_f32_to_bf16,
     .bf16_to_f32 = cuda_bf16_to_f32,
     .normal_fill = ft_cuda_normal_fill,
+    .lane_fork = ft_cuda_lane_fork,
+    .lane_mark = ft_cuda_lane_mark,
+    .lane_join = ft_cuda_lane_join,
+    .lane_await = ft_cuda_lane_await,
     .destroy = cuda_destroy,
 };
 
@@ -664,8 +669,8 @@ int ft_backend_cuda_create(ft_backend **out, int device, ft_error *err)
         CREATE_CHECK(cudaMemPoolSetAttribute(st->pool, cudaMemPoolAttrReleaseThreshold, &keep),
                      "cudaMemPoolSetAttribute(ReleaseThreshold)");
     }
-    CREATE_CHECK(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking),
-                 "cudaStreamCreateWithFlags");
+    CREATE_CHECK(ft_cuda_lanes_init(&st->lanes), "streams (cudaStreamCreateWithPriority)");
+    st->stream = st->lanes.main;
     CREATE_CHECK(cudaMallocHost((void **)&st->host_result, sizeof(double)), "cudaMallocHost");
     st->host_results = 1;
     CREATE_CHECK(ft_upload_stage_init(&st->upload_stage), "upload staging (cudaMallocHost)");

@@ -31,14 +31,47 @@ void ft_cuda_phase_begin(ft_backend *be, ft_phase p)
 {
     ft_cuda_state *st = ft_cuda_state_of(be);
     st->phases.open[p] = record(st);
+    st->phases.is_open[p] = 1;
+}
+
+/* Records side event `which` (0 begin, 1 end) of phase p in the set being recorded, on
+ * the side stream; 0 if it could not be made (the span then goes untimed). */
+static int record_side(ft_cuda_state *st, ft_phase p, int which)
+{
+    ft_cuda_phase_times *t = &st->phases;
+    cudaEvent_t *ev = &t->side_ev[t->side_set][p][which];
+    if (!*ev && cudaEventCreate(ev) != cudaSuccess) {
+        *ev = NULL;
+        (void)cudaGetLastError();
+        return 0;
+    }
+    ft_cuda_check(cudaEventRecord(*ev, st->lanes.side), "phase timing (record on the side)");
+    return 1;
+}
+
+void ft_cuda_phase_to_side(ft_cuda_state *st)
+{
+    ft_cuda_phase_times *t = &st->phases;
+    for (int p = 0; p < FT_PHASE_COUNT; p++)
+        if (t->is_open[p]) {
+            t->is_open[p] = 0; /* the main lane's begin event is simply not used */
+            t->open[p] = -1;
+            t->side_open[p] = record_side(st, (ft_phase)p, 0);
+        }
 }
 
 void ft_cuda_phase_end(ft_backend *be, ft_phase p)
 {
     ft_cuda_state *st = ft_cuda_state_of(be);
     ft_cuda_phase_times *t = &st->phases;
+    if (t->side_open[p]) {
+        t->side_open[p] = 0;
+        t->side_has[t->side_set][p] = record_side(st, p, 1);
+        return;
+    }
     const int begin = t->open[p], end = record(st);
     t->open[p] = -1;
+    t->is_open[p] = 0;
     if (begin < 0 || end < 0)
         return;
     if (t->n_spans == t->cap_spans) {
@@ -68,12 +101,30 @@ void ft_cuda_phase_collect(ft_backend *be, double *ms)
     }
     t->used = 0;
     t->n_spans = 0;
+    /* the side spans of the collect before; this collect's become the next one's */
+    const int prev = t->side_set ^ 1;
+    for (int p = 0; p < FT_PHASE_COUNT; p++) {
+        if (!t->side_has[prev][p])
+            continue;
+        float span = 0.0f;
+        ft_cuda_check(cudaEventSynchronize(t->side_ev[prev][p][1]), "phase timing (side wait)");
+        ft_cuda_check(cudaEventElapsedTime(&span, t->side_ev[prev][p][0], t->side_ev[prev][p][1]),
+                      "phase timing (side elapsed)");
+        ms[p] += span;
+        t->side_has[prev][p] = 0;
+    }
+    t->side_set = prev;
 }
 
 void ft_cuda_phase_times_release(ft_cuda_phase_times *t)
 {
     for (int i = 0; i < t->n_events; i++)
         (void)cudaEventDestroy(t->events[i]);
+    for (int set = 0; set < 2; set++)
+        for (int p = 0; p < FT_PHASE_COUNT; p++)
+            for (int w = 0; w < 2; w++)
+                if (t->side_ev[set][p][w])
+                    (void)cudaEventDestroy(t->side_ev[set][p][w]);
     free(t->events);
     free(t->spans);
     memset(t, 0, sizeof *t);

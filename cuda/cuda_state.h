@@ -8,6 +8,7 @@
 
 #include "cuda_internal.h"
 #include "cuda_attention_cudnn.h"
+#include "cuda_lanes.h"
 #include "cuda_phase_time.h"
 #include "cuda_segment_hint.h"
 #include "cuda_upload_stage.h"
@@ -47,7 +48,8 @@ typedef struct ft_cuda_alloc_table {
 } ft_cuda_alloc_table;
 
 typedef struct ft_cuda_state {
-    cudaStream_t stream;
+    cudaStream_t stream; /* the current lane's: lanes.main, or lanes.side between fork and join */
+    ft_cuda_lanes lanes;
     int use_pool;        /* stream-ordered allocator (cudaMallocAsync) available */
     cudaMemPool_t pool;  /* the device's default pool, when use_pool */
     cublasLtHandle_t lt;

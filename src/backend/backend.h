@@ -333,6 +333,26 @@ typedef struct ft_backend_ops {
     void (*phase_end)(ft_backend *be, ft_phase p);
     void (*phase_collect)(ft_backend *be, double *ms);
 
+    /* ---- a side lane of work (optional: NULL when a backend runs its ops in order) ----
+     * What the optimizer's update needs to run beside the next step's forward (the CUDA
+     * backend: a second stream, of lower priority than the main one). Ops run on the
+     * main lane unless between lane_fork and lane_join.
+     *   lane_fork:     the ops that follow go to the side lane, ordered after everything
+     *                  queued on the main lane so far;
+     *   lane_mark(id): mark id (>= 0) completes with the side lane's work so far
+     *                  (recording an id again moves it);
+     *   lane_join:     the ops that follow go to the main lane again, which does not
+     *                  wait for the side lane;
+     *   lane_await(id): the main lane's next ops wait for mark id (-1: for all the work
+     *                  queued on the side lane so far).
+     * The side lane is for ops on buffers nothing else touches until awaited: it must
+     * not allocate, free or use the backend's scratch (no reductions, GEMMs or
+     * attention). Host waits (sync, download, sum_squares) wait for the current lane. */
+    void (*lane_fork)(ft_backend *be);
+    void (*lane_mark)(ft_backend *be, int id);
+    void (*lane_join)(ft_backend *be);
+    void (*lane_await)(ft_backend *be, int id);
+
     void (*destroy)(ft_backend *be);
 } ft_backend_ops;
 

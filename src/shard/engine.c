@@ -198,6 +198,7 @@ int ft_engine_create(ft_engine **out, const ft_model_layout *layout, ft_backend 
         allocate_unit(e, &e->units[u]);
     if (!e->failed)
         allocate_pools(e);
+    e->overlap = !e->failed && ft_engine_overlap_wanted(e);
     if (e->failed) {
         ft_engine_memory m = e->mem;
         ft_engine_free(e);
@@ -214,6 +215,8 @@ void ft_engine_free(ft_engine *e)
     if (!e)
         return;
     ft_backend *be = e->be;
+    if (e->units)
+        ft_engine_settle_updates(e);
     ft_engine_flush_grads(e, NULL);
     for (int i = 0; i < e->n_gather; i++) {
         if (e->gather[i].req)

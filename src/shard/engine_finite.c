@@ -111,6 +111,7 @@ int ft_engine_check_finite(ft_engine *e, ft_engine_finite *out, ft_error *err)
 {
     if (e->opt.frozen)
         return ft_engine_frozen_check_finite(e, out, err);
+    ft_engine_settle_updates(e);
     /* [0]: lowest bad unit as n_units - u (max-reduced), [1], [2]: what is bad, as flags */
     double v[3] = { 0.0, 0.0, 0.0 };
     for (int u = 0; u < e->layout.n_units; u++) {

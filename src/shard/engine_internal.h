@@ -47,6 +47,8 @@ typedef struct engine_unit {
     float *grad_full;  /* stages 0-1: [n_pad] */
     float *grad_shard; /* stages 2-3: [S] */
     int grad_unset;    /* stages 0-1: grad_full's 2-D part holds no value yet (engine_unset.c) */
+    int update_pending; /* its update runs on the side lane, not yet awaited (engine_overlap.c) */
+    int reset_deferred; /* zero_grads left its reset to the unit's first gradient request */
     int loaded_nonfinite; /* frozen: the first tensor whose loaded own slice held NaN/Inf
                              on this rank, -1 none (engine_frozen.c) */
 } engine_unit;
@@ -107,6 +109,8 @@ struct ft_engine {
     int failed;            /* a collective failed inside a source callback */
     int dry_run;           /* ft_engine_estimate: count, do not allocate */
     int unset_mode;        /* ft_unset_mode: what a gradient reset leaves in the 2-D part */
+    int overlap;           /* the update runs on the backend's side lane (engine_overlap.c) */
+    int updates_pending;   /* some unit's update_pending is set */
     ft_error error;
 };
 
@@ -126,6 +130,23 @@ void ft_engine_reset_grad(ft_engine *e, int unit, void *full, size_t esize, int 
 void ft_engine_settle_grad(ft_engine *e, int unit, void *full, size_t esize, int *unset);
 /* Stages 0-1: settles every unit (before gradients are reduced or measured). */
 void ft_engine_settle_all_grads(ft_engine *e);
+
+/* The optimizer's update beside the next step's forward (engine_overlap.c). */
+int ft_engine_overlap_wanted(const ft_engine *e);
+/* The step's updates start on the side lane; each unit's completes mark `unit`. */
+void ft_engine_overlap_begin(ft_engine *e);
+void ft_engine_overlap_unit_done(ft_engine *e, int unit);
+void ft_engine_overlap_end(ft_engine *e);
+/* Orders the main lane after unit's pending update (the source's acquire). */
+void ft_engine_await_update(ft_engine *e, int unit);
+/* Orders the main lane after every pending update and makes the deferred gradient
+ * resets: what every entry point that touches the state outside acquire calls first. */
+void ft_engine_settle_updates(ft_engine *e);
+/* zero_grads: 1 when unit's reset is left to its first gradient request (its update may
+ * still be reading the gradient on the side lane), 0 when the caller resets it now. */
+int ft_engine_defer_reset(ft_engine *e, int unit);
+/* A gradient request: makes unit's deferred reset, if any (after its acquire). */
+void ft_engine_take_deferred_reset(ft_engine *e, int unit);
 
 /* The model takes bf16 bits (the mixed-precision recipe). */
 static inline int ft_engine_hands_bits(const ft_engine *e)

@@ -251,6 +251,7 @@ static int fill_on_device(ft_engine *e, int u, size_t b, size_t end, slice_devic
 static int fill_from(ft_engine *e, slice_source src, slice_device_source dev, void *ctx,
                      ft_error *err)
 {
+    ft_engine_settle_updates(e); /* no update may still write what this replaces */
     /* malloc'd, not touched: only the paths that stage through it fault its pages in */
     const size_t piece = fill_piece();
     const size_t host_n = e->max_shard < piece ? e->max_shard : piece;
@@ -474,6 +475,7 @@ int ft_engine_write_field(ft_engine *e, const ft_h5file *f, const char *group,
 {
     if (e->opt.frozen && field != FT_STATE_PARAMS)
         return ft_engine_frozen_refuse(err, "writing the master or optimizer state");
+    ft_engine_settle_updates(e);
     /* malloc'd, not touched: only the paths that copy fault its pages in */
     float *host = malloc(e->max_shard * sizeof(float) + 16);
     if (!host)
@@ -503,6 +505,7 @@ int ft_engine_read_field(ft_engine *e, const ft_h5file *f, const char *group,
 {
     if (e->opt.frozen && field != FT_STATE_PARAMS)
         return ft_engine_frozen_refuse(err, "reading the master or optimizer state");
+    ft_engine_settle_updates(e);
     if (field == FT_STATE_PARAMS || field == FT_STATE_MASTER) {
         file_ctx fc = { f, group, hashes };
         return fill_from(e, file_slice, NULL, &fc, err);
@@ -576,6 +579,7 @@ static int download_bits(ft_engine *e, int unit, float *host, ft_error *err)
 
 int ft_engine_download_params(ft_engine *e, int unit, float *host, ft_error *err)
 {
+    ft_engine_settle_updates(e);
     engine_unit *eu = &e->units[unit];
     ft_backend *be = e->be;
     /* a frozen stage-3 bf16 shard is gathered as bits, whatever the model takes */
@@ -600,6 +604,7 @@ int ft_engine_download_params(ft_engine *e, int unit, float *host, ft_error *err
 
 void ft_engine_download_grads(ft_engine *e, int unit, float *host)
 {
+    ft_engine_settle_updates(e);
     engine_unit *eu = &e->units[unit];
     if (!eu->grad_full)
         return;

@@ -202,8 +202,10 @@ static void src_plan(void *ctx, const int *units, int n)
 static const void *src_acquire(void *ctx, int unit)
 {
     ft_engine *e = ctx;
-    if (e->opt.zero_stage <= 2)
+    if (e->opt.zero_stage <= 2) {
+        ft_engine_await_update(e, unit); /* its update may still run on the side lane */
         return e->units[unit].full;
+    }
     return acquire_gathered(e, unit);
 }
 
@@ -221,6 +223,7 @@ static void src_release(void *ctx, int unit)
 static void *grads_and_flag(ft_engine *e, int unit, int **unset)
 {
     if (e->opt.zero_stage <= 1) {
+        ft_engine_take_deferred_reset(e, unit); /* after acquire: the update is done */
         *unset = &e->units[unit].grad_unset;
         return e->units[unit].grad_full;
     }

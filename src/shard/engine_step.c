@@ -11,8 +11,10 @@ void ft_engine_zero_grads(ft_engine *e)
     ft_engine_flush_grads(e, NULL);
     for (int u = 0; u < e->layout.n_units; u++) {
         engine_unit *eu = &e->units[u];
-        if (eu->grad_full) /* the 2-D part unset for the first micro-batch's GEMMs */
-            ft_engine_reset_grad(e, u, eu->grad_full, sizeof(float), &eu->grad_unset);
+        if (eu->grad_full) { /* the 2-D part unset for the first micro-batch's GEMMs */
+            if (!ft_engine_defer_reset(e, u)) /* its update may still read it */
+                ft_engine_reset_grad(e, u, eu->grad_full, sizeof(float), &eu->grad_unset);
+        }
         else
             e->be->ops->zero(e->be, eu->grad_shard, eu->shard * sizeof(float));
     }
@@ -22,6 +24,7 @@ int ft_engine_reduce_grads(ft_engine *e, ft_error *err)
 {
     if (e->opt.frozen)
         return ft_engine_frozen_refuse(err, "reducing gradients");
+    ft_engine_settle_updates(e);
     if (e->opt.zero_stage >= 2)
         return ft_engine_flush_grads(e, err);
     ft_engine_settle_all_grads(e); /* a unit no micro-batch wrote is zero */
@@ -70,6 +73,7 @@ int ft_engine_grad_norm(ft_engine *e, double *norm, ft_error *err)
 {
     if (e->opt.frozen)
         return ft_engine_frozen_refuse(err, "gradient norm");
+    ft_engine_settle_updates(e);
     ft_engine_settle_all_grads(e);
     /* Every unit's sum in one call (one wait for the device, not one per unit), added in
      * unit order. */
@@ -147,6 +151,9 @@ int ft_engine_step(ft_engine *e, const ft_optimizer_config *o, double lr, double
     /* The multiplier reaches the update kernels (one read of the gradient, not a scaling
      * pass before them); the gradient buffers keep their unscaled values. */
     const float mult = (float)grad_mult;
+    const int overlap = e->overlap; /* the updates run beside the next forward */
+    if (overlap)
+        ft_engine_overlap_begin(e);
     for (int u = 0; u < e->layout.n_units; u++) {
         engine_unit *eu = &e->units[u];
         /* Weight decay on the 2-D weights, which lead every unit; none on norms. */
@@ -157,8 +164,17 @@ int ft_engine_step(ft_engine *e, const ft_optimizer_config *o, double lr, double
         /* No wait here: publishing is ordered after the update on the device's stream,
          * and the stages that hand a shared staging buffer to the transport wait there. */
         if ((o->type == FT_OPT_ADAMW ? ft_engine_publish_updated(e, u, err)
-                                     : ft_engine_publish_params(e, u, err)))
+                                     : ft_engine_publish_params(e, u, err))) {
+            if (overlap)
+                ft_engine_overlap_end(e);
             return -1;
+        }
+        if (overlap)
+            ft_engine_overlap_unit_done(e, u);
+    }
+    if (overlap) { /* no wait: acquire and the settling points wait on the device */
+        ft_engine_overlap_end(e);
+        return 0;
     }
     if (e->opt.zero_stage == 3)
         ft_engine_invalidate_gathered(e);

@@ -24,6 +24,27 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
     return cudaemu_error(cudaemu_stream_create(pStream, flags));
 }
 
+/* Priorities order nothing in the harness (it runs what a dependency forces, in stream
+ * order); the range is a real device's, [-5, 0] as on sm_80/sm_90, and a priority
+ * outside it is clamped as CUDA does. */
+#define CUDAEMU_PRIORITY_GREATEST (-5)
+cudaError_t cudaDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+    STICKY_GUARD();
+    if (leastPriority)
+        *leastPriority = 0;
+    if (greatestPriority)
+        *greatestPriority = CUDAEMU_PRIORITY_GREATEST;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
+{
+    STICKY_GUARD();
+    (void)priority;
+    return cudaemu_error(cudaemu_stream_create(pStream, flags));
+}
+
 cudaError_t cudaStreamDestroy(cudaStream_t stream)
 {
     return cudaemu_error(cudaemu_stream_destroy(stream));

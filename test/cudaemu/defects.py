@@ -10,7 +10,7 @@ test run in every thread order, which orders failed). A defect whose text no lon
 exactly once in HEAD stops the run before the build: re-target it. One that does not
 compile is reported as such, never as caught. Exit status 0 when every defect was caught.
 The table it prints has the columns of the one in doc/cuda-emulation.md ("Evidence that
-it catches bugs"), which summarises its last column. Developer tool: all 54 take about 16
+it catches bugs"), which summarises its last column. Developer tool: all 58 take about 17
 minutes on two cores (a rebuild and a test per defect), so CI does not run it.
 """
 import os
@@ -40,6 +40,7 @@ NORMAL_FILL = ("make test/cuda/test_cuda_normal_fill >/dev/null 2>&1 && "
 # built after the defect is applied (the tree's build makes only the three above): a
 # test that is not there must not count as a defect caught
 OPS_BF16 = "make test/cuda/test_cuda_ops_bf16 >/dev/null 2>&1 && ./test/cuda/test_cuda_ops_bf16"
+OVERLAP = "make check TESTS=test/cuda/test_cuda_overlap.sh"
 
 # name, file, old text, new text, what the defect is, the command that must fail
 DEFECTS = [
@@ -343,6 +344,18 @@ DEFECTS = [
      "        if (0 && out) {\n#pragma unroll",
      "the SwiGLU backward's 8-wide path leaves the forward's output (out) unwritten",
      OPS_BF16),
+    ("overlap-acquire-no-wait", "src/shard/engine_source.c",
+     "        ft_engine_await_update(e, unit); /* its update may still run on the side lane */",
+     "",
+     "acquire hands out a unit whose update may still run on the side lane (the next "
+     "step's forward reads weights AdamW is writing)",
+     OVERLAP),
+    ("overlap-reset-not-deferred", "src/shard/engine_step.c",
+     "            if (!ft_engine_defer_reset(e, u)) /* its update may still read it */",
+     "            if (1)",
+     "zero_grads resets a gradient on the main lane while its update may still read it on "
+     "the side lane",
+     OVERLAP),
 ]
 
 

@@ -52,13 +52,13 @@ out=$(PATH="$PWD/gpu:$PATH" sh "$S/bench/gpu_attention_profile.sh" 64 x 2>&1); r
 
 # gpu_quick's budget: 3 s leaves less than the 5 s a step needs, so every step is skipped
 out=$(PATH="$PWD/gpu:$PATH" GPU_QUICK_BUDGET=3 FTMPI_BUILD="$PWD/none" sh "$S/bench/gpu_quick.sh" "$PWD/logs" 2>&1)
-steps="linkage attention_tc attention_cudnn gpu_tests gpu_step gpu_step_own gpu_step_nockpt grads_zero_all head gpu_attention cuda_ops racecheck ckpt_half ckpt_keep_attention attention_profile profile timeline"
+steps="linkage attention_tc attention_cudnn gpu_tests gpu_step gpu_step_own overlap_off gpu_step_nockpt grads_zero_all head gpu_attention cuda_ops racecheck ckpt_half ckpt_keep_attention attention_profile profile timeline"
 # (gpu_step_own, the step on the own attention kernels, follows a gpu_step that did not pass)
 for step in $steps; do
     echo "$out" | grep -qx "gpu_quick: $step: SKIPPED (the budget of 3s is spent)" ||
         { echo "$out"; fail "gpu_quick: no SKIPPED line for $step"; }
 done
-[ "$(echo "$out" | grep -c 'SKIPPED')" -eq 17 ] || { echo "$out"; fail "gpu_quick: expected 17 skipped steps"; }
+[ "$(echo "$out" | grep -c 'SKIPPED')" -eq 18 ] || { echo "$out"; fail "gpu_quick: expected 18 skipped steps"; }
 echo "$out" | grep -q "No such file" && { echo "$out"; fail "gpu_quick's summary reads logs no step wrote"; }
 [ -z "$(ls logs)" ] || { ls logs; fail "gpu_quick ran a step past its budget"; }
 # GPU_QUICK_STEPS: only the steps named get a line (here skipped for the budget)
@@ -87,6 +87,21 @@ echo "$out" | grep -q "^mean: 1.28 ms a step, 15 operations, idle 0.13 ms (9.9 %
     { echo "$out"; fail "gpu_timeline.py: wrong step totals"; }
 echo "$out" | grep -q "^ *50.0  memcpy -> adamw_kernel$" || { echo "$out"; fail "gpu_timeline.py: the host wait's gap"; }
 [ "$(echo "$out" | grep -c '^ *[234] ')" -eq 3 ] || { echo "$out"; fail "gpu_timeline.py: steps 2-4 expected"; }
+# and with the optimizer beside the next forward: each step's three AdamW launches (stream
+# 9) have five forward kernels (stream 7) after each, then 40 more kernels: still four
+# steps, each cut at its own updates (1.33 ms: 58 operations of 20 us, 3 us apart)
+awk 'BEGIN { t = 0; OFS = "\t"
+    for (s = 0; s < 4; s++) {
+        for (k = 0; k < 3; k++) {
+            print "K", t, t + 20000, 9, "_Z12adamw_kernelPf"; t += 23000
+            for (f = 0; f < 5; f++) { print "K", t, t + 20000, 7, "_Z7forwardv"; t += 23000 }
+        }
+        for (k = 0; k < 40; k++) { print "K", t, t + 20000, 7, "_Z8backwardv"; t += 23000 }
+    } }' > overlap.tsv
+out=$(python3 "$S/bench/gpu_timeline.py" overlap.tsv) || fail "gpu_timeline.py (overlap) failed: $out"
+echo "$out" | grep -q "^mean: 1.33 ms a step, 58 operations" &&
+    [ "$(echo "$out" | grep -c '^ *[234] ')" -eq 3 ] ||
+    { echo "$out"; fail "gpu_timeline.py: steps with the optimizer overlapped not cut at their updates"; }
 
 # gpu_env.sh: a libcudnn.so.9 under /opt is found by the same search the scripts use
 # only where ldconfig knows none; here a stand-in ldconfig names one

@@ -1,0 +1,69 @@
+#!/bin/sh
+# The optimizer's update beside the next step's forward (src/shard/engine_overlap.c):
+# training with it gives bitwise the losses, gradient norms, evaluation losses, checkpoints
+# (weights, master, moments) and final weights of training without it
+# (FTMPI_OPTIMIZER_OVERLAP=0), in the fp32 and the bf16 recipes, with gradient
+# accumulation, evaluation and checkpoints between steps and profile_phases on (the
+# optimizer's span on the side lane), on 1 rank and on 2 at zero_stage 0. On the CPU
+# execution harness every run is under its happens-before checker, which aborts on an
+# access that no wait orders (the defects in test/cudaemu/defects.py that drop a wait are
+# caught here), and the overlapped step takes one host wait fewer: its end does not wait
+# for the update.
+. "$(dirname "$0")/../train/lib.sh"
+. "$S/test/cuda/lib.sh" || exit 99
+"$GENDATA" --rows 64 --seq-len 32 --digits 2 train.h5 >/dev/null || fail "gendata"
+"$GENDATA" --rows 16 --seq-len 32 --digits 2 --seed 9 valid.h5 >/dev/null || fail "gendata (eval)"
+write_small_cfg s.cfg
+require_cuda_device s.cfg
+common="device=cuda global_batch_size=8 micro_batch_size=2 max_steps=6 eval_every=3 data.eval=valid.h5 save_every=3 profile_phases=true"
+
+# run N TAG OVERLAP EXTRA...: a run into TAG.OVERLAP.{log,jsonl,h5} and checkpoints ck-TAG.OVERLAP
+run() {
+    n=$1 tag=$2 ov=$3; shift 3
+    rm -rf "ck-$tag.$ov"
+    FTMPI_OPTIMIZER_OVERLAP=$ov run_ranks "$n" s.cfg $common "$@" metrics_file="$tag.$ov.jsonl" \
+        checkpoint_dir="ck-$tag.$ov" final_weights="$tag.$ov.h5" > "$tag.$ov.log" 2>&1 ||
+        { cat "$tag.$ov.log"; fail "$tag: run with FTMPI_OPTIMIZER_OVERLAP=$ov"; }
+}
+# numbers JSONL: every step's loss and gradient norm and every evaluation's loss, exactly
+numbers() {
+    sed -n -e 's/.*"kind":"step","step":\([0-9]*\),.*"loss":\([^,]*\),.*"grad_norm":\([^,]*\),.*/step \1 \2 \3/p' \
+           -e 's/.*"kind":"eval","step":\([0-9]*\),"loss":\([^,]*\),.*/eval \1 \2/p' "$1"
+}
+compare() { # N TAG EXTRA...
+    n=$1 tag=$2; shift 2
+    run "$n" "$tag" 1 "$@"
+    run "$n" "$tag" 0 "$@"
+    numbers "$tag.1.jsonl" > a; numbers "$tag.0.jsonl" > b
+    [ "$(grep -c '^step' a)" -eq 6 ] && [ "$(grep -c '^eval' a)" -eq 2 ] ||
+        { cat a; fail "$tag: expected 6 steps and 2 evaluations in the metrics"; }
+    cmp -s a b || { paste a b; fail "$tag: losses, gradient norms or evaluations differ with the overlap"; }
+    for s in 3 6; do
+        f=step-00000$s.h5
+        for g in /model /optim; do
+            h5diff "ck-$tag.1/$f" "ck-$tag.0/$f" $g $g > d.log 2>&1 ||
+                { head d.log; fail "$tag: checkpoint $f differs in $g with the overlap"; }
+        done
+    done
+    h5diff "$tag.1.h5" "$tag.0.h5" /model /model > d.log 2>&1 || { head d.log; fail "$tag: final weights differ"; }
+    grep -q "optimizer" "$tag.1.log" || { cat "$tag.1.log"; fail "$tag: no phase line"; }
+    echo "$tag: bitwise the same with and without the overlap"
+}
+compare 1 fp32 precision=fp32
+compare 1 bf16 precision=bf16
+if have_mpirun && enough_devices 2 "2 ranks at zero_stage 0"; then
+    compare 2 bf16-2 precision=bf16 zero_stage=0
+fi
+
+if "$FTMPI" --version | grep -q "CPU execution harness"; then
+    # the host's waits for the device: one a step fewer with the overlap
+    waits() { # OVERLAP STEPS
+        FTMPI_OPTIMIZER_OVERLAP=$1 CUDAEMU_REPORT=ops "$FTMPI" s.cfg device=cuda precision=bf16 \
+            global_batch_size=2 optimizer.warmup_steps=0 max_steps=$2 > w.log 2>&1 || { cat w.log; fail "waits run"; }
+        sed -n 's/^cudaemu: host waits for the device: \([0-9]*\);.*/\1/p' w.log
+    }
+    on=$(( $(waits 1 4) - $(waits 1 2) )); off=$(( $(waits 0 4) - $(waits 0 2) ))
+    echo "host waits over steps 3-4: $on with the overlap, $off without"
+    [ "$off" -eq $((on + 2)) ] || fail "expected 2 host waits fewer over 2 steps with the overlap ($on vs $off)"
+fi
+echo "PASS"
