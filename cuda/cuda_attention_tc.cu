@@ -27,7 +27,9 @@
  *   mask (where needed), online softmax in base 2 on S's accumulator registers with the
  *                 scale folded into the exponent's FMA, 2^(s c - m'): each lane holds two
  *                 rows (g, g+8) x two columns per 8-key group; row max and sum over the
- *                 four lanes of a quad (shuffles xor 1, 2)
+ *                 four lanes of a quad (shuffles xor 1, 2); O's rescale by 2^(m - m')
+ *                 skipped where it would multiply by exactly one (no row's maximum of
+ *                 the warp moved: most tiles once a row has seen its largest scores)
  *   O += P V      P re-packed to bf16 A fragments straight from S's registers (the
  *                 accumulator layout of two 8-key groups is the A layout of 16 keys), V
  *                 fragments two feature groups at a time by ldmatrix.x4.trans of V rows
@@ -207,6 +209,8 @@ __global__ void __launch_bounds__(TC_THREADS)
         /* Online softmax in base 2 on S's registers (lane: rows g, g+8 of each m-tile, two
          * columns per key group), the scale folded into the exponent's FMA:
          * p = 2^(s c - m'), c = log2(e) / sqrt(hd), m' the running maximum of s c. */
+        float alpha[MT][2];
+        bool moved = false; /* some row's rescale would change its O (below) */
 #pragma unroll
         for (int m = 0; m < MT; m++) {
             float rmax[2] = {-INFINITY, -INFINITY};
@@ -215,7 +219,7 @@ __global__ void __launch_bounds__(TC_THREADS)
 #pragma unroll
                 for (int e = 0; e < 4; e++)
                     rmax[e >> 1] = fmaxf(rmax[e >> 1], s[m][n][e]);
-            float ref[2], alpha[2];
+            float ref[2];
 #pragma unroll
             for (int r = 0; r < 2; r++) {
                 rmax[r] = fmaxf(rmax[r], __shfl_xor_sync(FT_FULL_MASK, rmax[r], 1));
@@ -223,7 +227,8 @@ __global__ void __launch_bounds__(TC_THREADS)
                 const float mn = fmaxf(mx[m][r], rmax[r] * a.scale_log2);
                 /* a row that has seen nothing keeps m = -inf: reference 0 avoids inf - inf */
                 ref[r] = mn == -INFINITY ? 0.0f : mn;
-                alpha[r] = tc_exp2(mx[m][r] - ref[r]);
+                alpha[m][r] = tc_exp2(mx[m][r] - ref[r]);
+                moved |= alpha[m][r] != 1.0f && mn != -INFINITY;
                 mx[m][r] = mn;
             }
             float sum[2] = {0.0f, 0.0f};
@@ -242,15 +247,25 @@ __global__ void __launch_bounds__(TC_THREADS)
             for (int r = 0; r < 2; r++) {
                 sum[r] += __shfl_xor_sync(FT_FULL_MASK, sum[r], 1);
                 sum[r] += __shfl_xor_sync(FT_FULL_MASK, sum[r], 2);
-                l[m][r] = l[m][r] * alpha[r] + sum[r];
+                l[m][r] = l[m][r] * alpha[m][r] + sum[r];
             }
+        }
+        /* Where a row's running maximum did not move, its rescale changes nothing: alpha =
+         * 2^0 = 1 exactly, or the row has seen nothing yet (m = -inf, alpha 0) and its O
+         * is still +0. The warp skips the MT x HDMAX / 2 multiplies when that holds for all
+         * of its rows (past a row's first tiles, most of the time), changing no bit. */
+        if (__any_sync(FT_FULL_MASK, moved)) {
 #pragma unroll
-            for (int d = 0; d < DT; d++) {
-                o[m][d][0] *= alpha[0];
-                o[m][d][1] *= alpha[0];
-                o[m][d][2] *= alpha[1];
-                o[m][d][3] *= alpha[1];
-            }
+            for (int m = 0; m < MT; m++)
+#pragma unroll
+                for (int d = 0; d < DT; d++) {
+                    o[m][d][0] *= alpha[m][0];
+                    o[m][d][1] *= alpha[m][0];
+                    o[m][d][2] *= alpha[m][1];
+                    o[m][d][3] *= alpha[m][1];
+                }
+        } else {
+            TC_COUNT_WARP(9);
         }
 
         /* O += P V: 16 keys (two 8-key groups of S, repacked from its registers as the A

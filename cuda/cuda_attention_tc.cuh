@@ -281,7 +281,7 @@ __device__ __forceinline__ int tc_pair_class(const TcArgs &a, int q0, int qn, in
 }
 
 /* Harness only: the tile pairs each kernel computed (0 forward, 1 dK/dV, 2 dQ), and per
- * warp (cuda_internal.h), so that test_attention_tc can check that exactly the needed
+ * warp, and the forward's skipped rescales (cuda_internal.h), so that test_attention_tc can check that exactly the needed
  * pairs ran and that exactly the ones that need it evaluated the mask. Thread 0 of a block
  * counts; blocks may run on several host threads, hence the atomic. */
 #ifdef FT_CUDA_EMULATION
@@ -301,9 +301,16 @@ __device__ __forceinline__ int tc_pair_class(const TcArgs &a, int q0, int qn, in
                                    __ATOMIC_RELAXED);                                              \
         }                                                                                          \
     } while (0)
+/* Lane 0 of a warp counts one event of counter kind (the forward's skipped rescales). */
+#define TC_COUNT_WARP(kind)                                                                        \
+    do {                                                                                           \
+        if (threadIdx.x % 32 == 0)                                                                 \
+            __atomic_fetch_add(&ft_cuda_attention_tc_tiles[kind], 1ull, __ATOMIC_RELAXED);         \
+    } while (0)
 #else
 #define TC_COUNT_TILE(kind) ((void)0)
 #define TC_COUNT_WARP_TILE(kind, masked) ((void)0)
+#define TC_COUNT_WARP(kind) ((void)0)
 #endif
 
 #endif

@@ -177,8 +177,9 @@ int ft_cuda_attention_tc_supported(ft_attn_shape s);
 #ifdef FT_CUDA_EMULATION
 /* Harness only: tile pairs the tensor-core kernels computed, per block (forward, dK/dV,
  * dQ: 0-2) and per warp, with the ones on which a warp evaluated the mask per element
- * (forward 3, 4; dK/dV 5, 6; dQ 7, 8). */
-enum { FT_TC_COUNTERS = 9 };
+ * (forward 3, 4; dK/dV 5, 6; dQ 7, 8); and the forward's warp tiles that skipped the
+ * rescale of O, no row's maximum having moved (9). */
+enum { FT_TC_COUNTERS = 10 };
 extern unsigned long long ft_cuda_attention_tc_tiles[FT_TC_COUNTERS];
 #endif
 /* scratch: ft_cuda_attention_fwd_bf16_scratch_bytes (the segment ranges of tile skipping) */

@@ -164,6 +164,10 @@ static void needed_warp_tiles(const int32_t *seg, int batch, int seq, int heads,
 }
 #endif
 
+/* Set: every row's first key scores far above the others (positive queries, the key all
+ * 2.0), so that the forward's running maxima never move after the first key tile. */
+static bool sink_key;
+
 static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, int hd,
                        enum seg_kind seg_kind, int window)
 {
@@ -174,9 +178,11 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
     float *qf = malloc(nq * 4), *kf = malloc(nkv * 4), *vf = malloc(nkv * 4);
     int32_t *seg = seg_kind ? malloc(tokens * 4) : NULL;
     for (size_t i = 0; i < nq; i++)
-        qf[i] = ft_bf16_to_f32(qb[i] = ft_f32_to_bf16(uniform(-2, 2)));
+        qf[i] = ft_bf16_to_f32(qb[i] = ft_f32_to_bf16(sink_key ? uniform(0.25, 2) : uniform(-2, 2)));
     for (size_t i = 0; i < nkv; i++) {
-        kf[i] = ft_bf16_to_f32(kb[i] = ft_f32_to_bf16(uniform(-2, 2)));
+        /* with sink_key, the first key of every row scores far above the rest */
+        const bool sink = sink_key && (i / ((size_t)kv * hd)) % seq == 0;
+        kf[i] = ft_bf16_to_f32(kb[i] = ft_f32_to_bf16(sink ? 2.0f : uniform(-2, 2)));
         vf[i] = ft_bf16_to_f32(vb[i] = ft_f32_to_bf16(uniform(-1, 1)));
     }
     for (size_t i = 0; seg && i < tokens; i++)
@@ -314,6 +320,20 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
                want[0], want[1], want[2], want[3], want[4], want[5]);
         failures += !ok;
     }
+    /* The forward's rescale of O is skipped exactly where no row of the warp's moved its
+     * maximum: with a sink key (causal, no documents), every warp tile but the first of
+     * each warp's rows (the one with key 0); never more than the warp tiles otherwise. */
+    {
+        unsigned long long *got = ft_cuda_attention_tc_tiles;
+        const int wr = fwd_rows(hd);
+        const unsigned long long warps = (unsigned long long)batch * heads * ((seq + wr - 1) / wr);
+        checks++;
+        ok = sink_key ? got[9] == got[3] - warps : got[9] <= got[3];
+        printf("%s attention rescales skipped %s%s: %llu of %llu forward warp tiles%s\n",
+               ok ? "ok  " : "FAIL", what, sink_key ? " (sink key)" : "", got[9], got[3],
+               sink_key ? " (all but each warp's first expected)" : "");
+        failures += !ok;
+    }
 #endif
     /* GQA (dK/dV sum over the group's heads) with a window or the feature split: a second
      * backward (under the harness in another thread order when it is random) gives the
@@ -391,6 +411,12 @@ int main(void)
      * document) at both head sizes of the two-m-tile forward, one with Q fragments held,
      * one reloaded */
     check_case(cpu, 1, 300, 2, 1, 64, SEG_NONE, 0);
+    /* the running maxima fixed by the first key: every later forward tile skips O's
+     * rescale (counted under the harness), results unchanged */
+    sink_key = true;
+    check_case(cpu, 1, 512, 2, 2, 64, SEG_NONE, 0);
+    check_case(cpu, 1, 300, 2, 1, 128, SEG_NONE, 0);
+    sink_key = false;
     check_case(cpu, 1, 330, 2, 1, 128, SEG_TWO, 0);
     /* the forward's other geometry at head_dim 65-128 (16 rows per warp, the GPU tuning
      * switch of cuda_attention_tc.cu) */
