@@ -6,9 +6,10 @@
  * lane, cuda_lanes.h), so ops execute in call order and no op synchronises the device:
  * the host returns as soon as the work is queued. Exceptions, documented:
  *  - download returns when the copy has completed, so the host buffer can be read at
- *    once; upload returns with the host buffer free to reuse: a small one (at most 1
- *    MiB: a batch's ids, positions, documents) through a ring of pinned memory without
- *    a wait (cuda_upload_stage.h), a large one (weights) after its copy completed;
+ *    once (a small one through pinned memory: one wait, the synchronisation);
+ *  - upload returns with the host buffer free to reuse: a small one (at most 1 MiB: a
+ *    batch's ids, positions, documents) through a ring of pinned memory without a wait
+ *    (cuda_upload_stage.h), a large one (weights) after its copy completed;
  *  - sum_squares returns a host double, so it waits for its own result (and
  *    sum_squares_each once for all of its results);
  *  - sync waits for everything.
@@ -27,9 +28,10 @@
  * not thread-safe: allocate from one thread.
  *
  * Scratch. Ops that need temporary device memory (reductions, attention's
- * segment ranges and D, the embedding sort) share one buffer that grows
- * stream-ordered (free old, allocate new, both on the stream) and is never
- * shrunk; since every op runs on the one stream, one buffer is enough. */
+ * segment ranges and D, the embedding sort) share one buffer per lane that grows
+ * stream-ordered (free old, allocate new, both on the lane's stream) and is never
+ * shrunk; the ops of one lane run in order on its stream, so one buffer a lane is
+ * enough. */
 #include "cuda_state.h"
 
 #include <math.h>
@@ -223,14 +225,21 @@ static void cuda_upload(ft_backend *be, void *dst, const void *src_host, size_t 
     ft_cuda_check(cudaStreamSynchronize(st->stream), "upload (synchronize)");
 }
 
+/* A small download (a micro-batch's losses, the norm's sums) lands in pinned memory, so
+ * that the copy is queued like any op and the one wait is the synchronisation; into the
+ * caller's pageable buffer the copy itself would wait, and the driver stage it. */
 static void cuda_download(ft_backend *be, void *dst_host, const void *src, size_t bytes)
 {
     ft_cuda_state *st = ft_cuda_state_of(be);
     if (bytes == 0)
         return;
-    ft_cuda_check(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, st->stream),
+    const int bounce = st->download_stage && bytes <= FT_CUDA_DOWNLOAD_STAGE;
+    ft_cuda_check(cudaMemcpyAsync(bounce ? st->download_stage : dst_host, src, bytes,
+                                  cudaMemcpyDeviceToHost, st->stream),
                   "download");
     ft_cuda_check(cudaStreamSynchronize(st->stream), "download (synchronize)");
+    if (bounce)
+        memcpy(dst_host, st->download_stage, bytes);
 }
 
 static void cuda_copy(ft_backend *be, void *dst, const void *src, size_t bytes)
@@ -264,25 +273,29 @@ static void cuda_sync(ft_backend *be)
     ft_cuda_check(cudaStreamSynchronize(ft_cuda_state_of(be)->stream), "sync");
 }
 
+/* Each lane has its own scratch, grown on its own stream: the side lane's work runs
+ * beside the main lane's, so one buffer would be two writers at once. */
 void *ft_cuda_scratch(ft_backend *be, size_t bytes)
 {
     ft_cuda_state *st = ft_cuda_state_of(be);
+    void **buf = st->lanes.on_side ? &st->lanes.scratch : &st->scratch;
+    size_t *have = st->lanes.on_side ? &st->lanes.scratch_bytes : &st->scratch_bytes;
     if (bytes == 0)
         bytes = 1;
-    if (bytes <= st->scratch_bytes)
-        return st->scratch;
+    if (bytes <= *have)
+        return *buf;
     size_t want = bytes + bytes / 4; /* some headroom for the next, slightly larger call */
-    dev_free(st, st->scratch);
-    st->scratch = NULL;
-    st->scratch_bytes = 0;
+    dev_free(st, *buf);
+    *buf = NULL;
+    *have = 0;
     void *p = dev_malloc(st, want);
     if (!p) {
         fprintf(stderr, "ftmpi: CUDA backend: out of device memory for %zu bytes of scratch\n",
                 want);
         abort();
     }
-    st->scratch = p;
-    st->scratch_bytes = want;
+    *buf = p;
+    *have = want;
     return p;
 }
 
@@ -336,6 +349,17 @@ static void cuda_sum_squares_each(ft_backend *be, const float *const *x, const s
     ft_cuda_check(cudaStreamSynchronize(st->stream), "sum_squares (synchronize)");
     for (int i = 0; i < count; i++)
         out[i] = n[i] > 0 ? st->host_result[i] : 0.0;
+}
+
+static void cuda_sum_squares_start(ft_backend *be, const float *x, size_t n, double *result)
+{
+    ft_cuda_state *st = ft_cuda_state_of(be);
+    if (n == 0) {
+        ft_cuda_check(cudaMemsetAsync(result, 0, sizeof *result, st->stream), "sum_squares_start");
+        return;
+    }
+    void *scratch = ft_cuda_scratch(be, ft_cuda_sum_squares_scratch_bytes(n));
+    ft_cuda_check(ft_cuda_launch_sum_squares(result, x, n, scratch, st->stream), "sum_squares_start");
 }
 
 static double cuda_sum_squares(ft_backend *be, const float *x, size_t n)
@@ -538,6 +562,12 @@ static void cuda_state_release(ft_cuda_state *st)
                                 : cudaFree((void *)st->table.keys[i]));
     if (st->scratch)
         (void)(st->use_pool ? cudaFreeAsync(st->scratch, st->stream) : cudaFree(st->scratch));
+    if (st->lanes.scratch) { /* after the side stream's last use of it */
+        (void)cudaStreamSynchronize(st->lanes.side);
+        (void)(st->use_pool ? cudaFreeAsync(st->lanes.scratch, st->stream)
+                            : cudaFree(st->lanes.scratch));
+        st->lanes.scratch = NULL;
+    }
     if (st->stream)
         (void)cudaStreamSynchronize(st->stream);
     if (st->lt_workspace)
@@ -546,6 +576,8 @@ static void cuda_state_release(ft_cuda_state *st)
         (void)cublasLtDestroy(st->lt);
     if (st->host_result)
         (void)cudaFreeHost(st->host_result);
+    if (st->download_stage)
+        (void)cudaFreeHost(st->download_stage);
     ft_cuda_lanes_release(&st->lanes);
     st->stream = NULL;
     table_free(&st->table);
@@ -579,6 +611,7 @@ static const ft_backend_ops cuda_ops = {
     .add = cuda_add,
     .scale = cuda_scale,
     .sum_squares = cuda_sum_squares,
+    .sum_squares_start = cuda_sum_squares_start,
     .sum_squares_each = cuda_sum_squares_each,
     .phase_begin = ft_cuda_phase_begin,
     .phase_end = ft_cuda_phase_end,
@@ -672,6 +705,8 @@ int ft_backend_cuda_create(ft_backend **out, int device, ft_error *err)
     CREATE_CHECK(ft_cuda_lanes_init(&st->lanes), "streams (cudaStreamCreateWithPriority)");
     st->stream = st->lanes.main;
     CREATE_CHECK(cudaMallocHost((void **)&st->host_result, sizeof(double)), "cudaMallocHost");
+    CREATE_CHECK(cudaMallocHost(&st->download_stage, FT_CUDA_DOWNLOAD_STAGE),
+                 "cudaMallocHost (download staging)");
     st->host_results = 1;
     CREATE_CHECK(ft_upload_stage_init(&st->upload_stage), "upload staging (cudaMallocHost)");
     CREATE_CHECK(cudaMalloc(&st->lt_workspace, FT_CUDA_LT_WORKSPACE),

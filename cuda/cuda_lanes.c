@@ -41,7 +41,7 @@ void ft_cuda_lanes_release(ft_cuda_lanes *l)
     *l = (ft_cuda_lanes){ 0 };
 }
 
-void ft_cuda_lane_fork(ft_backend *be)
+void ft_cuda_lane_fork(ft_backend *be, bool phases)
 {
     ft_cuda_state *st = ft_cuda_state_of(be);
     ft_cuda_lanes *l = &st->lanes;
@@ -49,7 +49,8 @@ void ft_cuda_lane_fork(ft_backend *be)
         return;
     ft_cuda_check(cudaEventRecord(l->fork, l->main), "lane_fork (record)");
     ft_cuda_check(cudaStreamWaitEvent(l->side, l->fork, 0), "lane_fork (wait)");
-    ft_cuda_phase_to_side(st); /* a phase open at the fork times the side lane's work */
+    if (phases) /* a phase open at the fork times the side lane's work */
+        ft_cuda_phase_to_side(st);
     st->stream = l->side;
     l->on_side = 1;
 }

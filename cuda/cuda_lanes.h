@@ -19,6 +19,8 @@ typedef struct ft_cuda_lanes {
     cudaEvent_t *marks; /* by id, created on demand (no timing) */
     int n_marks;
     int on_side;
+    void *scratch; /* the side lane's own scratch (ft_cuda_scratch), on its stream */
+    size_t scratch_bytes;
 } ft_cuda_lanes;
 
 /* Creates both streams (non-blocking, the main one at the greatest priority) and the two
@@ -27,7 +29,7 @@ cudaError_t ft_cuda_lanes_init(ft_cuda_lanes *l);
 /* Waits for both streams, then destroys them and every event (safe on a zeroed struct). */
 void ft_cuda_lanes_release(ft_cuda_lanes *l);
 
-void ft_cuda_lane_fork(ft_backend *be);
+void ft_cuda_lane_fork(ft_backend *be, bool phases);
 void ft_cuda_lane_mark(ft_backend *be, int id);
 void ft_cuda_lane_join(ft_backend *be);
 void ft_cuda_lane_await(ft_backend *be, int id);

@@ -17,6 +17,7 @@
  * stream-K algorithms need it); Ampere needs less. */
 #define FT_CUDA_LT_WORKSPACE ((size_t)32 << 20)
 #define FT_CUDA_MM_PLANS 64
+#define FT_CUDA_DOWNLOAD_STAGE ((size_t)64 << 10)
 
 /* A cached matmul configuration: descriptors and the algorithm the heuristic
  * picked for one shape, transposition and operand alignment. */
@@ -60,6 +61,7 @@ typedef struct ft_cuda_state {
     void *scratch;
     size_t scratch_bytes;
     double *host_result; /* pinned, for sum_squares and sum_squares_each */
+    void *download_stage; /* pinned, FT_CUDA_DOWNLOAD_STAGE bytes: small downloads land here */
     int host_results;    /* how many doubles host_result holds */
     ft_cuda_alloc_table table;
     ft_cudnn_attn *cudnn; /* cuDNN attention: handle and plans (cuda_attention_cudnn.c) */

@@ -164,6 +164,11 @@ typedef struct ft_backend_ops {
     double (*sum_squares)(ft_backend *be, const float *x, size_t n);     /* sum x^2 in fp64 */
     /* out[i] = sum_squares(x[i], n[i]) for i < count (out on the host), each bitwise what
      * sum_squares gives, with one wait for the device instead of one per buffer. */
+    /* *result = sum_squares(x, n), bitwise, with no host wait: queued on the current lane
+     * (backend.h, lane_fork), result a double in the backend's memory, read back with
+     * download once the work is ordered before it (optional: NULL where a backend has
+     * no lanes). */
+    void (*sum_squares_start)(ft_backend *be, const float *x, size_t n, double *result);
     void (*sum_squares_each)(ft_backend *be, const float *const *x, const size_t *n, int count,
                              double *out);
 
@@ -338,17 +343,19 @@ typedef struct ft_backend_ops {
      * backend: a second stream, of lower priority than the main one). Ops run on the
      * main lane unless between lane_fork and lane_join.
      *   lane_fork:     the ops that follow go to the side lane, ordered after everything
-     *                  queued on the main lane so far;
+     *                  queued on the main lane so far; with phases, the step phases open
+     *                  at the fork (phase_begin) time the side lane's work from there to
+     *                  their end instead (the optimizer's span);
      *   lane_mark(id): mark id (>= 0) completes with the side lane's work so far
      *                  (recording an id again moves it);
      *   lane_join:     the ops that follow go to the main lane again, which does not
      *                  wait for the side lane;
      *   lane_await(id): the main lane's next ops wait for mark id (-1: for all the work
      *                  queued on the side lane so far).
-     * The side lane is for ops on buffers nothing else touches until awaited: it must
-     * not allocate, free or use the backend's scratch (no reductions, GEMMs or
-     * attention). Host waits (sync, download, sum_squares) wait for the current lane. */
-    void (*lane_fork)(ft_backend *be);
+     * The side lane is for ops on buffers nothing else touches until awaited (the
+     * optimizer's, sum_squares_start): it must not allocate or free. Host waits (sync,
+     * download, sum_squares) wait for the current lane only. */
+    void (*lane_fork)(ft_backend *be, bool phases);
     void (*lane_mark)(ft_backend *be, int id);
     void (*lane_join)(ft_backend *be);
     void (*lane_await)(ft_backend *be, int id);

@@ -199,6 +199,9 @@ int ft_engine_create(ft_engine **out, const ft_model_layout *layout, ft_backend 
     if (!e->failed)
         allocate_pools(e);
     e->overlap = !e->failed && ft_engine_overlap_wanted(e);
+    e->early_norm = e->overlap && ft_engine_early_norm_wanted(e);
+    if (e->early_norm) /* a double a unit: not worth a line in the plan */
+        e->norm_sums = ft_engine_alloc(e, (size_t)layout->n_units * sizeof(double), NULL);
     if (e->failed) {
         ft_engine_memory m = e->mem;
         ft_engine_free(e);
@@ -231,6 +234,7 @@ void ft_engine_free(ft_engine *e)
         be->ops->free(be, e->grads[i].bits_shard);
     }
     be->ops->free(be, e->grad_bits);
+    be->ops->free(be, e->norm_sums);
     ft_backend *obe = e->opt_be ? e->opt_be : be;
     if (e->units)
         for (int u = 0; u < e->layout.n_units; u++) {

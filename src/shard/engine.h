@@ -109,6 +109,12 @@ void ft_engine_set_step_count(ft_engine *e, long step);
 ft_param_source ft_engine_param_source(ft_engine *e);
 
 void ft_engine_zero_grads(ft_engine *e);
+/* Says whether the micro-batch about to run ends the accumulation window (its
+ * gradient contributions are the last before the reduction): with a backend that has a
+ * side lane, on one rank, each unit's sum of squares for the gradient norm then starts
+ * there as soon as the unit's gradient is final, beside the rest of the backward.
+ * Optional: without the call the norm makes every sum itself. */
+void ft_engine_set_final_micro(ft_engine *e, bool final);
 /* Sums gradients over ranks (end of the accumulation window). */
 int ft_engine_reduce_grads(ft_engine *e, ft_error *err);
 /* Global L2 norm of the (reduced) gradient. */

@@ -49,6 +49,7 @@ typedef struct engine_unit {
     int grad_unset;    /* stages 0-1: grad_full's 2-D part holds no value yet (engine_unset.c) */
     int update_pending; /* its update runs on the side lane, not yet awaited (engine_overlap.c) */
     int reset_deferred; /* zero_grads left its reset to the unit's first gradient request */
+    int sum_started;    /* its gradient's sum of squares is queued on the side lane */
     int loaded_nonfinite; /* frozen: the first tensor whose loaded own slice held NaN/Inf
                              on this rank, -1 none (engine_frozen.c) */
 } engine_unit;
@@ -111,6 +112,9 @@ struct ft_engine {
     int unset_mode;        /* ft_unset_mode: what a gradient reset leaves in the 2-D part */
     int overlap;           /* the update runs on the backend's side lane (engine_overlap.c) */
     int updates_pending;   /* some unit's update_pending is set */
+    int early_norm;        /* sums of squares beside the backward (engine_overlap.c) */
+    int final_micro;       /* the current micro-batch ends the accumulation window */
+    double *norm_sums;     /* early_norm: [n_units] on the backend */
     ft_error error;
 };
 
@@ -147,6 +151,12 @@ void ft_engine_settle_updates(ft_engine *e);
 int ft_engine_defer_reset(ft_engine *e, int unit);
 /* A gradient request: makes unit's deferred reset, if any (after its acquire). */
 void ft_engine_take_deferred_reset(ft_engine *e, int unit);
+/* The gradient norm's sums beside the backward: grad_done of unit on the window's last
+ * micro-batch queues its sum of squares on the side lane (when early_norm); the norm
+ * takes every queued sum into each[] (after settling) and says which with 1 in got[]. */
+int ft_engine_early_norm_wanted(const ft_engine *e);
+void ft_engine_early_norm_unit(ft_engine *e, int unit);
+void ft_engine_early_norm_take(ft_engine *e, double *each, unsigned char *got);
 
 /* The model takes bf16 bits (the mixed-precision recipe). */
 static inline int ft_engine_hands_bits(const ft_engine *e)

@@ -23,6 +23,15 @@
  * those buffers; test/cuda/test_cuda_overlap.sh compares the training bitwise with and
  * without the overlap.
  *
+ * The gradient norm's sums of squares run on the side lane too, beside the backward
+ * (ft_engine_early_norm_*): on one rank (no reduction to wait for), a unit's gradient is
+ * final at its grad_done on the window's last micro-batch (ft_engine_set_final_micro),
+ * and its sum (the kernel and partials sum_squares_each uses, so bitwise the same value)
+ * then runs beside the blocks' backward that follow. The norm settles (the main lane
+ * awaits the side lane), reads the sums back with one copy and adds them in unit order
+ * as before. The next step's reset of that gradient comes after its acquire, which
+ * awaits a mark recorded after the sum on the same lane.
+ *
  * Used with zero_stage 0 only (the update and the publication of its bf16 bits are local
  * kernels; the stages that all-gather after the update would put the collectives on the
  * side lane), without offload (the update runs on the host) and without the test hook
@@ -46,7 +55,7 @@ int ft_engine_overlap_wanted(const ft_engine *e)
 
 void ft_engine_overlap_begin(ft_engine *e)
 {
-    e->be->ops->lane_fork(e->be);
+    e->be->ops->lane_fork(e->be, true); /* the optimizer phase times the side lane */
 }
 
 void ft_engine_overlap_unit_done(ft_engine *e, int unit)
@@ -98,4 +107,42 @@ void ft_engine_take_deferred_reset(ft_engine *e, int unit)
         return;
     eu->reset_deferred = 0;
     ft_engine_reset_grad(e, unit, eu->grad_full, sizeof(float), &eu->grad_unset);
+}
+
+int ft_engine_early_norm_wanted(const ft_engine *e)
+{
+    return e->size == 1 && e->be->ops->sum_squares_start != NULL;
+}
+
+void ft_engine_set_final_micro(ft_engine *e, bool final)
+{
+    e->final_micro = final;
+}
+
+void ft_engine_early_norm_unit(ft_engine *e, int unit)
+{
+    engine_unit *eu = &e->units[unit];
+    if (!e->early_norm || !e->final_micro || eu->sum_started || !eu->grad_full)
+        return;
+    /* the norm's range: stage 0 on one rank, the whole unit */
+    const float *g = eu->grad_full + eu->opt_begin;
+    ft_engine_settle_grad(e, unit, eu->grad_full, sizeof(float), &eu->grad_unset);
+    e->be->ops->lane_fork(e->be, false); /* the backward phase stays on the main lane */
+    e->be->ops->sum_squares_start(e->be, g, eu->opt_end - eu->opt_begin, &e->norm_sums[unit]);
+    e->be->ops->lane_join(e->be);
+    eu->sum_started = 1;
+    e->updates_pending = 1; /* the norm's settling awaits the side lane */
+}
+
+void ft_engine_early_norm_take(ft_engine *e, double *each, unsigned char *got)
+{
+    const int n = e->layout.n_units;
+    int any = 0;
+    for (int u = 0; u < n; u++)
+        any |= got[u] = (unsigned char)e->units[u].sum_started;
+    if (!any)
+        return;
+    e->be->ops->download(e->be, each, e->norm_sums, (size_t)n * sizeof(double));
+    for (int u = 0; u < n; u++)
+        e->units[u].sum_started = 0;
 }

@@ -256,8 +256,10 @@ static void *src_grads_first(void *ctx, int unit, bool *first)
 static void src_grad_done(void *ctx, int unit)
 {
     ft_engine *e = ctx;
-    if (e->opt.zero_stage <= 1)
+    if (e->opt.zero_stage <= 1) {
+        ft_engine_early_norm_unit(e, unit); /* the last micro-batch's: final on one rank */
         return;
+    }
     for (int i = 0; i < e->n_grad; i++) {
         grad_slot *g = &e->grads[i];
         if (g->unit == unit && g->open) {

@@ -95,12 +95,14 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
                             .first_sample = step_first_sample(t, step) + (int64_t)a * mb };
         double ls;
         long nt;
+        ft_engine_set_final_micro(t->engine, a == t->accum - 1);
         if (ft_model_train_micro(t->model, &src, &b, grad_scale, &ls, &nt, err))
             return ft_fail_context_path(err, cfg->train_data);
         if (ft_engine_status(t->engine, err))
             return -1;
         loss_sum += ls;
     }
+    ft_engine_set_final_micro(t->engine, false);
     ft_phase_begin(t->be, FT_PHASE_REDUCE);
     if (ft_engine_reduce_grads(t->engine, err) ||
         t->comm->ops->all_reduce_f64_sum(t->comm, &loss_sum, 1, err))
