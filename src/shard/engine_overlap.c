@@ -34,9 +34,8 @@
  *
  * Used with zero_stage 0 only (the update and the publication of its bf16 bits are local
  * kernels; the stages that all-gather after the update would put the collectives on the
- * side lane), without offload (the update runs on the host) and without the test hook
- * that poisons unset gradients (it uploads). FTMPI_OPTIMIZER_OVERLAP=0 turns it off, to
- * time the difference. */
+ * side lane) and without offload (the update runs on the host). FTMPI_OPTIMIZER_OVERLAP=0
+ * turns it off, to time the difference. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,7 +49,7 @@ int ft_engine_overlap_wanted(const ft_engine *e)
     const ft_backend_ops *ops = e->be->ops;
     return ops->lane_fork && ops->lane_mark && ops->lane_join && ops->lane_await &&
            !e->opt.frozen && e->opt.zero_stage == 0 && !e->opt.offload_optimizer &&
-           e->opt_be == e->be && e->unset_mode != FT_UNSET_POISON;
+           e->opt_be == e->be;
 }
 
 void ft_engine_overlap_begin(ft_engine *e)

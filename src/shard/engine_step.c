@@ -75,37 +75,31 @@ int ft_engine_grad_norm(ft_engine *e, double *norm, ft_error *err)
         return ft_engine_frozen_refuse(err, "gradient norm");
     ft_engine_settle_updates(e);
     ft_engine_settle_all_grads(e);
-    /* Every unit's sum in one call (one wait for the device, not one per unit), added in
-     * unit order. */
+    /* Every unit's sum: those the backward started on the side lane (engine_overlap.c),
+     * then the rest in one call (one wait for the device, not one per unit); added in
+     * unit order. each[nu..2nu) holds the rest's sums in their order. */
     const int nu = e->layout.n_units;
     const float **x = calloc((size_t)nu, sizeof *x);
     size_t *n = calloc((size_t)nu, sizeof *n);
     double *each = calloc(2 * (size_t)nu, sizeof *each);
-    if (!x || !n || !each) {
-        free(x), free(n), free(each);
-        return ft_fail(err, "gradient norm: out of host memory");
-    }
-    /* the sums the backward started on the side lane (engine_overlap.c), then the rest */
     unsigned char *got = calloc((size_t)nu, 1);
-    if (!got) {
-        free(x), free(n), free(each);
+    if (!x || !n || !each || !got) {
+        free(x), free(n), free(each), free(got);
         return ft_fail(err, "gradient norm: out of host memory");
     }
     ft_engine_early_norm_take(e, each, got);
     int rest = 0;
     for (int u = 0; u < nu; u++) {
-        engine_unit *eu = &e->units[u];
         if (got[u])
             continue;
-        x[rest] = opt_grads(e, eu);
-        n[rest++] = eu->opt_end - eu->opt_begin;
+        x[rest] = opt_grads(e, &e->units[u]);
+        n[rest++] = e->units[u].opt_end - e->units[u].opt_begin;
     }
-    double *rest_sums = each + nu; /* each has room for both */
     if (rest > 0)
-        e->be->ops->sum_squares_each(e->be, x, n, rest, rest_sums);
+        e->be->ops->sum_squares_each(e->be, x, n, rest, each + nu);
     for (int u = 0, r = 0; u < nu; u++)
         if (!got[u])
-            each[u] = rest_sums[r++];
+            each[u] = each[nu + r++];
     free(got);
     double sq = 0.0;
     for (int u = 0; u < nu; u++)
