@@ -121,6 +121,9 @@ static void allocate_pools(ft_engine *e)
         return;
     }
     e->stage_f32 = ft_engine_alloc(e, e->max_shard * sizeof(float), &m->scratch);
+    /* the gradient norm's sums when they start beside the backward (engine_overlap.c):
+     * a double a unit, allocated whether or not, so that the plan need not know */
+    e->norm_sums = ft_engine_alloc(e, (size_t)e->layout.n_units * sizeof(double), &m->scratch);
     if (e->opt.offload_optimizer) {
         size_t max_opt = 0;
         for (int u = 0; u < e->layout.n_units; u++)
@@ -200,8 +203,6 @@ int ft_engine_create(ft_engine **out, const ft_model_layout *layout, ft_backend 
         allocate_pools(e);
     e->overlap = !e->failed && ft_engine_overlap_wanted(e);
     e->early_norm = e->overlap && ft_engine_early_norm_wanted(e);
-    if (e->early_norm) /* a double a unit: not worth a line in the plan */
-        e->norm_sums = ft_engine_alloc(e, (size_t)layout->n_units * sizeof(double), NULL);
     if (e->failed) {
         ft_engine_memory m = e->mem;
         ft_engine_free(e);

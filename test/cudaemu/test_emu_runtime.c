@@ -464,6 +464,38 @@ static void test_legacy_stream(void **state)
     expect_finding(legacy_nonblocking, NULL, "race", "the legacy default stream", NULL);
 }
 
+/* Stream priorities (the CUDA backend's two lanes): a real device's range, greatest
+ * numerically smaller; a stream of either priority, or one outside the range (CUDA
+ * clamps it), is an ordinary stream; flags are checked as cudaStreamCreateWithFlags's. */
+static void test_stream_priorities(void **state)
+{
+    (void)state;
+    int least = 1, greatest = 1;
+    CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    assert_int_equal(least, 0);
+    assert_true(greatest < least);
+    CHECK(cudaDeviceGetStreamPriorityRange(NULL, &greatest)); /* either may be NULL */
+    cudaStream_t hi, lo, out_of_range, bad;
+    CHECK(cudaStreamCreateWithPriority(&hi, cudaStreamNonBlocking, greatest));
+    CHECK(cudaStreamCreateWithPriority(&lo, cudaStreamNonBlocking, least));
+    CHECK(cudaStreamCreateWithPriority(&out_of_range, cudaStreamDefault, greatest - 10));
+    assert_int_equal(cudaStreamCreateWithPriority(&bad, 0x40u, least), cudaErrorInvalidValue);
+    assert_int_equal(cudaGetLastError(), cudaErrorInvalidValue);
+    float *buf = dev_floats(4);
+    CHECK(cudaMemsetAsync(buf, 0, 4 * sizeof(float), hi));
+    cudaEvent_t done;
+    CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    CHECK(cudaEventRecord(done, hi));
+    CHECK(cudaStreamWaitEvent(lo, done, 0));
+    CHECK(cudaMemsetAsync(buf, 1, 4 * sizeof(float), lo)); /* ordered after hi's */
+    CHECK(cudaStreamSynchronize(lo));
+    CHECK(cudaEventDestroy(done));
+    CHECK(cudaFree(buf));
+    CHECK(cudaStreamDestroy(hi));
+    CHECK(cudaStreamDestroy(lo));
+    CHECK(cudaStreamDestroy(out_of_range));
+}
+
 /* Hundreds of thousands of operations on two streams that hand a buffer back and forth
  * stay fast: the shadow records do not pile up. */
 static void test_many_ops(void **state)
@@ -631,6 +663,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_missing_wait),
         cmocka_unit_test(test_free_async),
         cmocka_unit_test(test_legacy_stream),
+        cmocka_unit_test(test_stream_priorities),
         cmocka_unit_test(test_many_ops),
         cmocka_unit_test(test_device),
         cmocka_unit_test(test_sticky_error),

@@ -89,7 +89,9 @@ for ck in false true; do
         Na = L * adapter_unit;
         sets = ck == "true" ? 1 : L;              # saved block activations
         lora_acts = 4 * (2 * H) + 4 * tokens * r * (1 + sets * 7);
-        want = 12 * N + 4 * block - (16 * Na + 4 * adapter_unit) - lora_acts;
+        # the gradient norm sums, a double a unit: L + 2 units in full, L adapter units
+        norm_sums = 8 * (L + 2) - 8 * L;
+        want = 12 * N + 4 * block - (16 * Na + 4 * adapter_unit) - lora_acts + norm_sums;
         printf "checkpointing %s: full %d - LoRA %d = %d, expected %d\n", ck, f, l, f - l, want;
         exit !(f - l == want) }' || fail "LoRA is not full fine-tuning less the base's gradients and moments (checkpointing $ck)"
 done
