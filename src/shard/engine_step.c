@@ -11,12 +11,11 @@ void ft_engine_zero_grads(ft_engine *e)
     ft_engine_flush_grads(e, NULL);
     for (int u = 0; u < e->layout.n_units; u++) {
         engine_unit *eu = &e->units[u];
-        if (eu->grad_full) { /* the 2-D part unset for the first micro-batch's GEMMs */
-            if (!ft_engine_defer_reset(e, u)) /* its update may still read it */
-                ft_engine_reset_grad(e, u, eu->grad_full, sizeof(float), &eu->grad_unset);
-        }
-        else
+        if (!eu->grad_full)
             e->be->ops->zero(e->be, eu->grad_shard, eu->shard * sizeof(float));
+        else if (!ft_engine_defer_reset(e, u)) /* its update may still read it */
+            /* the 2-D part unset for the first micro-batch's GEMMs */
+            ft_engine_reset_grad(e, u, eu->grad_full, sizeof(float), &eu->grad_unset);
     }
 }
 
