@@ -162,13 +162,13 @@ typedef struct ft_backend_ops {
     void (*add)(ft_backend *be, float *y, const float *x, size_t n);      /* y += x */
     void (*scale)(ft_backend *be, float *x, float s, size_t n);           /* x *= s */
     double (*sum_squares)(ft_backend *be, const float *x, size_t n);     /* sum x^2 in fp64 */
-    /* out[i] = sum_squares(x[i], n[i]) for i < count (out on the host), each bitwise what
-     * sum_squares gives, with one wait for the device instead of one per buffer. */
     /* *result = sum_squares(x, n), bitwise, with no host wait: queued on the current lane
-     * (backend.h, lane_fork), result a double in the backend's memory, read back with
+     * (lane_fork, below), result a double in the backend's memory, read back with
      * download once the work is ordered before it (optional: NULL where a backend has
      * no lanes). */
     void (*sum_squares_start)(ft_backend *be, const float *x, size_t n, double *result);
+    /* out[i] = sum_squares(x[i], n[i]) for i < count (out on the host), each bitwise what
+     * sum_squares gives, with one wait for the device instead of one per buffer. */
     void (*sum_squares_each)(ft_backend *be, const float *const *x, const size_t *n, int count,
                              double *out);
 
