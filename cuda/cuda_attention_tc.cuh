@@ -280,10 +280,11 @@ __device__ __forceinline__ int tc_pair_class(const TcArgs &a, int q0, int qn, in
     return bare ? TC_BARE : TC_MASKED;
 }
 
-/* Harness only: the tile pairs each kernel computed (0 forward, 1 dK/dV, 2 dQ), and per
- * warp, and the forward's skipped rescales (cuda_internal.h), so that test_attention_tc can check that exactly the needed
- * pairs ran and that exactly the ones that need it evaluated the mask. Thread 0 of a block
- * counts; blocks may run on several host threads, hence the atomic. */
+/* Harness only: the tile pairs each kernel computed (0 forward, 1 dK/dV, 2 dQ), per warp
+ * too, and the forward's skipped rescales (cuda_internal.h), so that test_attention_tc
+ * can check that exactly the needed pairs ran, that exactly the ones that need it
+ * evaluated the mask, and which tiles skipped the rescale. Thread 0 of a block counts;
+ * blocks may run on several host threads, hence the atomic. */
 #ifdef FT_CUDA_EMULATION
 #define TC_COUNT_TILE(kind)                                                                        \
     do {                                                                                           \

@@ -359,7 +359,8 @@ static void cuda_sum_squares_start(ft_backend *be, const float *x, size_t n, dou
         return;
     }
     void *scratch = ft_cuda_scratch(be, ft_cuda_sum_squares_scratch_bytes(n));
-    ft_cuda_check(ft_cuda_launch_sum_squares(result, x, n, scratch, st->stream), "sum_squares_start");
+    ft_cuda_check(ft_cuda_launch_sum_squares(result, x, n, scratch, st->stream),
+                  "sum_squares_start");
 }
 
 static double cuda_sum_squares(ft_backend *be, const float *x, size_t n)

@@ -111,7 +111,8 @@ struct ft_engine {
     int dry_run;           /* ft_engine_estimate: count, do not allocate */
     int unset_mode;        /* ft_unset_mode: what a gradient reset leaves in the 2-D part */
     int overlap;           /* the update runs on the backend's side lane (engine_overlap.c) */
-    int updates_pending;   /* some unit's update_pending is set */
+    int side_pending;      /* the side lane holds work (updates, norm sums) the main lane
+                              has not awaited as a whole: settling has something to do */
     int early_norm;        /* sums of squares beside the backward (engine_overlap.c) */
     int final_micro;       /* the current micro-batch ends the accumulation window */
     double *norm_sums;     /* early_norm: [n_units] on the backend */
@@ -143,8 +144,9 @@ void ft_engine_overlap_unit_done(ft_engine *e, int unit);
 void ft_engine_overlap_end(ft_engine *e);
 /* Orders the main lane after unit's pending update (the source's acquire). */
 void ft_engine_await_update(ft_engine *e, int unit);
-/* Orders the main lane after every pending update and makes the deferred gradient
- * resets: what every entry point that touches the state outside acquire calls first. */
+/* Orders the main lane after all the side lane's work (updates, norm sums) and makes the
+ * deferred gradient resets: what every entry point that touches the state outside
+ * acquire calls first. */
 void ft_engine_settle_updates(ft_engine *e);
 /* zero_grads: 1 when unit's reset is left to its first gradient request (its update may
  * still be reading the gradient on the side lane), 0 when the caller resets it now. */

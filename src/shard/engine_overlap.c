@@ -61,7 +61,7 @@ void ft_engine_overlap_unit_done(ft_engine *e, int unit)
 {
     e->be->ops->lane_mark(e->be, unit);
     e->units[unit].update_pending = 1;
-    e->updates_pending = 1;
+    e->side_pending = 1;
 }
 
 void ft_engine_overlap_end(ft_engine *e)
@@ -80,14 +80,14 @@ void ft_engine_await_update(ft_engine *e, int unit)
 
 void ft_engine_settle_updates(ft_engine *e)
 {
-    if (!e->updates_pending)
+    if (!e->side_pending)
         return;
     e->be->ops->lane_await(e->be, -1);
     for (int u = 0; u < e->layout.n_units; u++) {
         e->units[u].update_pending = 0;
         ft_engine_take_deferred_reset(e, u);
     }
-    e->updates_pending = 0;
+    e->side_pending = 0;
 }
 
 int ft_engine_defer_reset(ft_engine *e, int unit)
@@ -130,7 +130,7 @@ void ft_engine_early_norm_unit(ft_engine *e, int unit)
     e->be->ops->sum_squares_start(e->be, g, eu->opt_end - eu->opt_begin, &e->norm_sums[unit]);
     e->be->ops->lane_join(e->be);
     eu->sum_started = 1;
-    e->updates_pending = 1; /* the norm's settling awaits the side lane */
+    e->side_pending = 1; /* the norm's settling awaits the side lane */
 }
 
 void ft_engine_early_norm_take(ft_engine *e, double *each, unsigned char *got)
