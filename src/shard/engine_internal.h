@@ -50,6 +50,8 @@ typedef struct engine_unit {
     int update_pending; /* its update runs on the side lane, not yet awaited (engine_overlap.c) */
     int reset_deferred; /* zero_grads left its reset to the unit's first gradient request */
     int sum_started;    /* its gradient's sum of squares is queued on the side lane */
+    ft_comm_request *reduce_req; /* stages 0-1: its all-reduce, started and not yet waited
+                                    for (engine_reduce.c) */
     int loaded_nonfinite; /* frozen: the first tensor whose loaded own slice held NaN/Inf
                              on this rank, -1 none (engine_frozen.c) */
 } engine_unit;
@@ -116,6 +118,7 @@ struct ft_engine {
     int early_norm;        /* sums of squares beside the backward (engine_overlap.c) */
     int final_micro;       /* the current micro-batch ends the accumulation window */
     double *norm_sums;     /* early_norm: [n_units] on the backend */
+    int early_reduce;      /* stages 0-1: all-reduces beside the backward (engine_reduce.c) */
     ft_error error;
 };
 
@@ -159,6 +162,15 @@ void ft_engine_take_deferred_reset(ft_engine *e, int unit);
 int ft_engine_early_norm_wanted(const ft_engine *e);
 void ft_engine_early_norm_unit(ft_engine *e, int unit);
 void ft_engine_early_norm_take(ft_engine *e, double *each, unsigned char *got);
+
+/* Stages 0-1 on several ranks (engine_reduce.c): grad_done of unit on the window's last
+ * micro-batch starts its all-reduce (when early_reduce; nonzero: it could not start);
+ * reduce_full_grads starts the rest and waits for all; finish waits for the started ones
+ * without reporting (before a gradient is reset or freed). */
+int ft_engine_early_reduce_wanted(const ft_engine *e);
+int ft_engine_early_reduce_unit(ft_engine *e, int unit);
+int ft_engine_reduce_full_grads(ft_engine *e, ft_error *err);
+void ft_engine_finish_early_reduces(ft_engine *e);
 
 /* The model takes bf16 bits (the mixed-precision recipe). */
 static inline int ft_engine_hands_bits(const ft_engine *e)
@@ -217,7 +229,8 @@ uint16_t *ft_engine_update_bits(ft_engine *e, int unit);
 /* Forgets gathered units (their parameters changed). */
 void ft_engine_invalidate_gathered(ft_engine *e);
 
-/* Completes outstanding reduce-scatters (stages 2-3). */
+/* Completes outstanding gradient reductions: reduce-scatters (stages 2-3), all-reduces
+ * started beside the backward (stages 0-1). */
 int ft_engine_flush_grads(ft_engine *e, ft_error *err);
 
 /* The frozen engine (engine_frozen.c; ft_engine_options.frozen): its buffers, its load

@@ -176,6 +176,7 @@ static grad_slot *open_grad_slot(ft_engine *e, int unit)
 
 int ft_engine_flush_grads(ft_engine *e, ft_error *err)
 {
+    ft_engine_finish_early_reduces(e);
     for (int i = 0; i < e->n_grad; i++)
         if (!e->grads[i].open)
             finish_reduce(e, &e->grads[i]);
@@ -257,7 +258,11 @@ static void src_grad_done(void *ctx, int unit)
 {
     ft_engine *e = ctx;
     if (e->opt.zero_stage <= 1) {
-        ft_engine_early_norm_unit(e, unit); /* the last micro-batch's: final on one rank */
+        /* on the window's last micro-batch the gradient is final: its sum of squares (one
+         * rank) or its all-reduce (several) starts beside the rest of the backward */
+        ft_engine_early_norm_unit(e, unit);
+        if (ft_engine_early_reduce_unit(e, unit))
+            record_failure(e, "gradient all-reduce", unit);
         return;
     }
     for (int i = 0; i < e->n_grad; i++) {

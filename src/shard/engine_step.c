@@ -26,38 +26,7 @@ int ft_engine_reduce_grads(ft_engine *e, ft_error *err)
     ft_engine_settle_updates(e);
     if (e->opt.zero_stage >= 2)
         return ft_engine_flush_grads(e, err);
-    ft_engine_settle_all_grads(e); /* a unit no micro-batch wrote is zero */
-    if (e->size == 1)
-        return 0;
-    e->be->ops->sync(e->be);
-    if (e->grad_bits) { /* bf16: one unit at a time through the staging buffer */
-        for (int u = 0; u < e->layout.n_units; u++) {
-            engine_unit *eu = &e->units[u];
-            ft_comm_request *req = NULL;
-            e->be->ops->f32_to_bf16(e->be, e->grad_bits, eu->grad_full, eu->numel);
-            e->be->ops->sync(e->be);
-            if (e->comm->ops->all_reduce_bf16(e->comm, e->grad_bits, eu->numel, &req) ||
-                ft_comm_wait(e->comm, req, err))
-                return ft_fail(err, "bf16 gradient all-reduce of unit %d failed", u);
-            e->be->ops->bf16_to_f32(e->be, eu->grad_full, e->grad_bits, eu->numel);
-        }
-        return 0;
-    }
-    /* Issue every unit's all-reduce, then wait: the transport may pipeline them. */
-    const int n = e->layout.n_units;
-    ft_comm_request **reqs = calloc((size_t)n, sizeof *reqs);
-    if (!reqs)
-        return ft_fail(err, "out of host memory");
-    int rc = 0;
-    for (int u = 0; u < n && !rc; u++)
-        if (e->comm->ops->all_reduce_f32(e->comm, e->units[u].grad_full, e->units[u].numel,
-                                         &reqs[u]))
-            rc = ft_fail(err, "gradient all-reduce of unit %d could not start", u);
-    for (int u = 0; u < n; u++)
-        if (reqs[u] && ft_comm_wait(e->comm, reqs[u], rc ? NULL : err))
-            rc = -1;
-    free(reqs);
-    return rc;
+    return ft_engine_reduce_full_grads(e, err);
 }
 
 /* The reduced gradient over this rank's optimizer range. */
