@@ -32,7 +32,8 @@
 #      (checkpoint_layers=8: what memory buys back of the recompute) (60), then with every
 #      block checkpointed but keeping its attention half (checkpoint_keep_attention=true:
 #      only the MLP half recomputed) (60), then Nsight Compute inside the own attention
-#      kernels at head_dim 128 (bench/gpu_attention_profile.sh) (90).
+#      kernels at head_dim 128, per-instruction warp sampling included
+#      (bench/gpu_attention_profile.sh) (150).
 # GPU_QUICK_STEPS="name ..." runs only the steps named (the names of the lines printed),
 # in the order above, for a session that measured the others already. One step runs only
 # when named there: first_run, scripts/gpu-first-run.sh on the build (compute-sanitizer's
@@ -113,7 +114,7 @@ step ckpt_half 60 env FTMPI_BUILD="$build" GPU_STEP_PEER=0 \
     sh "$top/bench/gpu_step.sh" --shape 1b checkpoint_layers=8
 step ckpt_keep_attention 60 env FTMPI_BUILD="$build" GPU_STEP_PEER=0 \
     sh "$top/bench/gpu_step.sh" --shape 1b checkpoint_keep_attention=true
-step attention_profile 90 env FTMPI_BUILD="$build" OUT="$logs/attention-profile" \
+step attention_profile 150 env FTMPI_BUILD="$build" OUT="$logs/attention-profile" \
     sh "$top/bench/gpu_attention_profile.sh" 128
 case " ${GPU_QUICK_STEPS:-} " in
 *" first_run "*) step first_run 540 env FTMPI_BUILD_DIR="$build" sh "$top/scripts/gpu-first-run.sh" ;;
