@@ -30,7 +30,8 @@ typedef struct ft_comm_stats {
 typedef struct ft_comm_ops {
     /* In place: buf = sum over ranks of buf (fp32). */
     int (*all_reduce_f32)(ft_comm *c, float *buf, size_t n, ft_comm_request **req);
-    /* out[count] = sum over ranks of in[rank*count .. rank*count+count) (fp32). */
+    /* out[count] = sum over ranks of in[rank*count .. rank*count+count) (fp32). In place
+     * when out == in + rank*count; the rest of in is then undefined after the wait. */
     int (*reduce_scatter_f32)(ft_comm *c, float *out, const float *in, size_t count,
                               ft_comm_request **req);
     /* out[P*bytes] = concatenation of every rank's in[bytes]. */

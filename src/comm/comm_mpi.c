@@ -44,6 +44,9 @@ static void bf16_sum_op(void *in, void *inout, int *len, MPI_Datatype *type)
 
 struct ft_comm_request {
     MPI_Request req;
+    void *landing;      /* in-place reduce-scatter: the result's place in the input ... */
+    void *result;       /* ... and the separate buffer MPI writes it to (owned) */
+    size_t result_bytes;
 };
 
 static MPI_Comm world_of(ft_comm *c) { return ((mpi_comm_impl *)c->impl)->world; }
@@ -58,8 +61,25 @@ static int mpi_failed(int rc, const char *what, ft_error *err)
 
 static int new_request(ft_comm_request **req)
 {
-    *req = malloc(sizeof **req);
-    return *req ? 0 : -1;
+    *req = calloc(1, sizeof **req);
+    if (!*req)
+        return -1;
+    (*req)->req = MPI_REQUEST_NULL; /* a call that fails leaves a request wait can take */
+    return 0;
+}
+
+/* The buffer a reduce-scatter of `bytes` a rank receives into: out itself, or, in place
+ * (out == in + rank * bytes, which MPI forbids as aliasing: its in-place form puts the
+ * result at the start of the input instead), a separate one that the wait copies to out. */
+static void *scatter_target(ft_comm *c, void *out, const void *in, size_t bytes,
+                            ft_comm_request *req)
+{
+    if ((const char *)out != (const char *)in + (size_t)c->rank * bytes)
+        return out;
+    req->result = malloc(bytes ? bytes : 1);
+    req->landing = out;
+    req->result_bytes = bytes;
+    return req->result;
 }
 
 /* MPI counts are int; our buffers can exceed 2^31 elements only at sizes no rank
@@ -92,8 +112,9 @@ static int mpi_reduce_scatter_f32(ft_comm *c, float *out, const float *in, size_
     account(c, (p - 1.0) / p, count * (size_t)c->size * sizeof(float));
     host_only(in, "reduce_scatter");
     host_only(out, "reduce_scatter");
-    return MPI_Ireduce_scatter_block(in, out, (int)count, MPI_FLOAT, MPI_SUM, world_of(c),
-                                     &(*req)->req) == MPI_SUCCESS ? 0 : -1;
+    void *to = scatter_target(c, out, in, count * sizeof(float), *req);
+    return to && MPI_Ireduce_scatter_block(in, to, (int)count, MPI_FLOAT, MPI_SUM, world_of(c),
+                                           &(*req)->req) == MPI_SUCCESS ? 0 : -1;
 }
 
 static int mpi_all_reduce_bf16(ft_comm *c, uint16_t *buf, size_t n, ft_comm_request **req)
@@ -118,8 +139,9 @@ static int mpi_reduce_scatter_bf16(ft_comm *c, uint16_t *out, const uint16_t *in
     account(c, (p - 1.0) / p, count * (size_t)c->size * sizeof(uint16_t));
     host_only(in, "reduce_scatter");
     host_only(out, "reduce_scatter");
-    return MPI_Ireduce_scatter_block(in, out, (int)count, im->bf16, im->bf16_sum, im->world,
-                                     &(*req)->req) == MPI_SUCCESS ? 0 : -1;
+    void *to = scatter_target(c, out, in, count * sizeof(uint16_t), *req);
+    return to && MPI_Ireduce_scatter_block(in, to, (int)count, im->bf16, im->bf16_sum,
+                                           im->world, &(*req)->req) == MPI_SUCCESS ? 0 : -1;
 }
 
 static int mpi_all_gather(ft_comm *c, void *out, const void *in, size_t bytes,
@@ -155,6 +177,9 @@ static int mpi_wait(ft_comm *c, ft_comm_request *req, ft_error *err)
     double t0 = MPI_Wtime();
     int rc = MPI_Wait(&req->req, MPI_STATUS_IGNORE);
     c->stats.seconds_in_wait += MPI_Wtime() - t0;
+    if (req->result && rc == MPI_SUCCESS)
+        memcpy(req->landing, req->result, req->result_bytes);
+    free(req->result);
     free(req);
     return rc == MPI_SUCCESS ? 0 : mpi_failed(rc, "wait", err);
 }

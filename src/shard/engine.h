@@ -3,7 +3,8 @@
  * gradients across ranks and runs the optimizer.
  *
  * zero_stage 0 is plain data parallelism: every rank holds every unit; gradients are
- * summed with one all-reduce per unit at the end of the accumulation window.
+ * summed with one all-reduce per unit at the end of the accumulation window (stage 1:
+ * a reduce-scatter, each rank updating its slice), started beside the backward.
  * Stages 1-3 are ZeRO: each rank owns one contiguous slice of every unit's
  * optimizer state (1), also of its gradients (2), also of its parameters (3, gathered
  * unit by unit around their use and freed after). See engine_internal.h for what
@@ -157,8 +158,9 @@ ft_engine_memory ft_engine_memory_usage(const ft_engine *e);
 /* Copies unit u's working parameters (fp32, all n elements) to host memory.
  * Collective: every rank calls it for the same unit. */
 int ft_engine_download_params(ft_engine *e, int unit, float *host, ft_error *err);
-/* Copies unit u's reduced gradient to host memory (stages 0-1 only: the others
- * keep only a shard). */
+/* Copies unit u's gradient to host memory (stages 0-1 only: the others keep only a
+ * shard); after reduce_grads on several ranks at stage 1 only the rank's own slice holds
+ * the reduced values (the reduction is a reduce-scatter). */
 void ft_engine_download_grads(ft_engine *e, int unit, float *host);
 
 #endif

@@ -6,7 +6,8 @@
  *
  * What each stage keeps per rank (fp32 unless noted):
  *   stage 0: full params [n_pad], full grads [n_pad], optimizer state over [0, n)
- *   stage 1: full params, full grads, optimizer state and master over the own slice
+ *   stage 1: full params, full grads (reduced over the own slice only: a reduce-scatter),
+ *            optimizer state and master over the own slice
  *   stage 2: full params, grad shard [S], optimizer state over the own slice
  *   stage 3: param shard [S] (bf16 bits when precision.params = bf16, else the master;
  *            none when the model takes bf16 bits and the master is on the device:

@@ -1,12 +1,16 @@
-/* Stages 0-1 on several ranks: the gradient all-reduce beside the backward.
+/* Stages 0-1 on several ranks: the gradient reduction beside the backward.
  *
- * At stages 0 and 1 every rank keeps whole gradients and sums them across ranks with one
- * all-reduce per unit. Issued after the whole backward, that traffic (8 bytes a parameter
+ * At stages 0 and 1 every rank accumulates whole gradients over the window and sums them
+ * across ranks once per unit: stage 0 with an all-reduce (every rank updates the whole
+ * unit), stage 1 with a reduce-scatter in place, since a rank updates only its own slice
+ * (half the traffic; the rest of the buffer then holds partial sums that nothing reads
+ * before the next reset, and the update's all-gather brings the parameters back whole).
+ * Issued after the whole backward, that traffic (an all-reduce moves 8 bytes a parameter
  * through a ring, 4 each way: about 10 GB a step for a 1.2 B model) adds to the step's
  * time. A unit's gradient is final at its grad_done on the accumulation window's last
  * micro-batch (ft_engine_set_final_micro; the model reports a unit done once a micro-batch,
  * after its last contribution, a tied embedding after its own backward), so its
- * all-reduce starts there, as PyTorch's DDP starts a bucket's, and runs beside the backward
+ * reduction starts there, as PyTorch's DDP starts a bucket's, and runs beside the backward
  * of the units after it. reduce_grads starts the units that were not started (those no
  * grad_done reached) and then waits for all.
  *
@@ -16,12 +20,13 @@
  * MPI's non-blocking collectives and NCCL's stream alike need that. NCCL orders its stream
  * after the compute stream's work so far (comm_nccl.c); the CPU backend is synchronous.
  * Anything that could touch a gradient outside the window (zero_grads, free) first waits
- * for every started all-reduce (ft_engine_flush_grads). The values are the same: the same
- * buffers, the same collective, only issued earlier (test/train/test_reduce_overlap.sh
+ * for every started reduction (ft_engine_flush_grads). The values are the same: the same
+ * buffers, the same collective, only issued earlier (test/shard/test_reduce_overlap.sh
  * compares training with and without it bitwise).
  *
  * fp32 reduction only: the bf16 reduction goes through one staging buffer, a unit at a
- * time, after the backward. FTMPI_REDUCE_OVERLAP=0 turns it off, to time the difference. */
+ * time, after the backward (overlapping it would take a second staging buffer the size of
+ * the largest unit). FTMPI_REDUCE_OVERLAP=0 turns it off, to time the difference. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +40,15 @@ int ft_engine_early_reduce_wanted(const ft_engine *e)
     return e->size > 1 && !e->opt.frozen && e->opt.zero_stage <= 1 && !e->grad_bits;
 }
 
+/* Starts unit u's reduction of its fp32 gradient (the window's sum on this rank). */
+static int start_unit(ft_engine *e, engine_unit *eu)
+{
+    if (e->opt.zero_stage == 1) /* the own slice [rank S, rank S + S) of the padded unit */
+        return e->comm->ops->reduce_scatter_f32(e->comm, eu->grad_full + (size_t)e->rank * eu->shard,
+                                                eu->grad_full, eu->shard, &eu->reduce_req);
+    return e->comm->ops->all_reduce_f32(e->comm, eu->grad_full, eu->numel, &eu->reduce_req);
+}
+
 int ft_engine_early_reduce_unit(ft_engine *e, int unit)
 {
     engine_unit *eu = &e->units[unit];
@@ -42,10 +56,10 @@ int ft_engine_early_reduce_unit(ft_engine *e, int unit)
         return 0;
     /* a unit this window never wrote is zero (its first request would have settled it) */
     ft_engine_settle_grad(e, unit, eu->grad_full, sizeof(float), &eu->grad_unset);
-    return e->comm->ops->all_reduce_f32(e->comm, eu->grad_full, eu->numel, &eu->reduce_req);
+    return start_unit(e, eu);
 }
 
-/* Waits for unit u's started all-reduce, if any; err NULL: failures are not reported. */
+/* Waits for unit u's started reduction, if any; err NULL: failures are not reported. */
 static int wait_unit(ft_engine *e, engine_unit *eu, ft_error *err)
 {
     if (!eu->reduce_req)
@@ -63,18 +77,26 @@ void ft_engine_finish_early_reduces(ft_engine *e)
         wait_unit(e, &e->units[u], NULL);
 }
 
-/* bf16: one unit at a time through the staging buffer, after the backward. */
+/* bf16: one unit at a time through the staging buffer, after the backward; stage 1
+ * reduce-scatters in place there and widens its own slice only. */
 static int reduce_through_bits(ft_engine *e, ft_error *err)
 {
+    const int scatter = e->opt.zero_stage == 1;
     for (int u = 0; u < e->layout.n_units; u++) {
         engine_unit *eu = &e->units[u];
         ft_comm_request *req = NULL;
-        e->be->ops->f32_to_bf16(e->be, e->grad_bits, eu->grad_full, eu->numel);
+        const size_t own = (size_t)e->rank * eu->shard;
+        e->be->ops->f32_to_bf16(e->be, e->grad_bits, eu->grad_full, scatter ? eu->padded : eu->numel);
         e->be->ops->sync(e->be);
-        if (e->comm->ops->all_reduce_bf16(e->comm, e->grad_bits, eu->numel, &req) ||
-            ft_comm_wait(e->comm, req, err))
-            return ft_fail(err, "bf16 gradient all-reduce of unit %d failed", u);
-        e->be->ops->bf16_to_f32(e->be, eu->grad_full, e->grad_bits, eu->numel);
+        int rc = scatter ? e->comm->ops->reduce_scatter_bf16(e->comm, e->grad_bits + own, e->grad_bits,
+                                                            eu->shard, &req)
+                         : e->comm->ops->all_reduce_bf16(e->comm, e->grad_bits, eu->numel, &req);
+        if (rc || ft_comm_wait(e->comm, req, err))
+            return ft_fail(err, "bf16 gradient reduction of unit %d failed", u);
+        if (scatter)
+            e->be->ops->bf16_to_f32(e->be, eu->grad_full + own, e->grad_bits + own, eu->shard);
+        else
+            e->be->ops->bf16_to_f32(e->be, eu->grad_full, e->grad_bits, eu->numel);
     }
     return 0;
 }
@@ -93,9 +115,8 @@ int ft_engine_reduce_full_grads(ft_engine *e, ft_error *err)
     int rc = 0;
     for (int u = 0; u < n && !rc; u++) {
         engine_unit *eu = &e->units[u];
-        if (!eu->reduce_req &&
-            e->comm->ops->all_reduce_f32(e->comm, eu->grad_full, eu->numel, &eu->reduce_req))
-            rc = ft_fail(err, "gradient all-reduce of unit %d could not start", u);
+        if (!eu->reduce_req && start_unit(e, eu))
+            rc = ft_fail(err, "gradient reduction of unit %d could not start", u);
     }
     for (int u = 0; u < n; u++)
         if (wait_unit(e, &e->units[u], rc ? NULL : err))

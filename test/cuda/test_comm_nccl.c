@@ -91,6 +91,18 @@ int main(int argc, char **argv)
     be->ops->download(be, g, dout, per * 4);
     check(ok && memcmp(g, hm_out, per * 4) == 0, "reduce_scatter_f32 equals MPI's (exact)");
 
+    /* reduce-scatter fp32 in place (out = in + rank * per: ZeRO-1's gradients), on both
+     * communicators: the slice lands at the rank's own place (MPI goes through a buffer of
+     * its own there, since it forbids aliasing) */
+    const size_t own = (size_t)rank * per;
+    be->ops->upload(be, d, h, n * 4);
+    memcpy(hm, h, n * 4);
+    ok = nccl->ops->reduce_scatter_f32(nccl, d + own, d, per, &rq) == 0 && wait_ok(nccl, rq);
+    ok = ok && mpi->ops->reduce_scatter_f32(mpi, hm + own, hm, per, &rq) == 0 && wait_ok(mpi, rq);
+    be->ops->download(be, g, d + own, per * 4);
+    check(ok && memcmp(g, hm_out, per * 4) == 0 && memcmp(hm + own, hm_out, per * 4) == 0,
+          "reduce_scatter_f32 in place equals the out-of-place result (NCCL and MPI, exact)");
+
     /* bf16 all-reduce and reduce-scatter */
     memcpy(hbm, hb, n * 2);
     be->ops->upload(be, db, hb, n * 2);

@@ -5,7 +5,9 @@
 #  - Bytes sent per rank per step (ring accounting, comm.h) with P=2 ranks, fp32,
 #    X = padded elements of all units, E = padded elements of the embedding, a = accum:
 #      stage 0: 2 (P-1)/P * 4 * n_real      (all-reduce of the unpadded gradients)
-#      stage 1: stage 0 + (P-1)/P * 4 X     (+ all-gather of the updated parameters)
+#      stage 1: (P-1)/P * 4 X + (P-1)/P * 4 X  (reduce-scatter of the window's padded
+#               gradients, in place: a rank updates only its slice; all-gather of the
+#               updated parameters): as much as stage 0
 #      stage 2: a (P-1)/P * 4 X + (P-1)/P * 4 X  (reduce-scatter per micro-batch)
 #      stage 3, a = 1, 2 layers, untied: (P-1)/P * 4 (X + E + B) + (P-1)/P * 4 X
 #        (every unit gathered in forward; in backward the 2-slot pool still holds the
@@ -42,7 +44,7 @@ check() { # STAGE DTYPE ACCUM [GRAD_REDUCE_DTYPE]
     g=4; [ "$rdt" = bf16 ] && g=2
     want=$(awk -v s=$stage -v n=$n -v X=$X -v E=$E -v B=$B -v a=$accum -v bp=$bp -v g=$g 'BEGIN { h = 0.5;
         if (s == 0) w = 2 * h * g * n;
-        if (s == 1) w = 2 * h * g * n + h * bp * X;
+        if (s == 1) w = h * g * X + h * bp * X;
         if (s == 2) w = a * h * g * X + h * bp * X;
         if (s == 3) w = h * bp * (X + E + B) + h * g * X;
         printf "%.0f", w }')
@@ -53,6 +55,7 @@ check() { # STAGE DTYPE ACCUM [GRAD_REDUCE_DTYPE]
 check 0 fp32 2
 check 1 fp32 2
 check 1 bf16 1
+check 1 bf16 2 bf16
 check 2 fp32 3
 check 2 bf16 2
 check 3 fp32 1
