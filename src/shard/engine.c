@@ -204,6 +204,7 @@ int ft_engine_create(ft_engine **out, const ft_model_layout *layout, ft_backend 
     e->overlap = !e->failed && ft_engine_overlap_wanted(e);
     e->early_norm = e->overlap && ft_engine_early_norm_wanted(e);
     e->early_reduce = !e->failed && ft_engine_early_reduce_wanted(e);
+    e->gather_overlap = !e->failed && ft_engine_gather_overlap_wanted(e);
     if (e->failed) {
         ft_engine_memory m = e->mem;
         ft_engine_free(e);

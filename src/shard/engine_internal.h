@@ -53,6 +53,8 @@ typedef struct engine_unit {
     int sum_started;    /* its gradient's sum of squares is queued on the side lane */
     ft_comm_request *reduce_req; /* stages 0-1: its all-reduce, started and not yet waited
                                     for (engine_reduce.c) */
+    ft_comm_request *gather_req; /* stages 1-2: the all-gather of its updated bits, started
+                                    and not yet waited for (engine_overlap.c) */
     int loaded_nonfinite; /* frozen: the first tensor whose loaded own slice held NaN/Inf
                              on this rank, -1 none (engine_frozen.c) */
 } engine_unit;
@@ -120,6 +122,8 @@ struct ft_engine {
     int final_micro;       /* the current micro-batch ends the accumulation window */
     double *norm_sums;     /* early_norm: [n_units] on the backend */
     int early_reduce;      /* stages 0-1: all-reduces beside the backward (engine_reduce.c) */
+    int gather_overlap;    /* stages 1-2: the updated bits' all-gathers beside the next
+                              forward (engine_overlap.c) */
     ft_error error;
 };
 
@@ -157,6 +161,13 @@ void ft_engine_settle_updates(ft_engine *e);
 int ft_engine_defer_reset(ft_engine *e, int unit);
 /* A gradient request: makes unit's deferred reset, if any (after its acquire). */
 void ft_engine_take_deferred_reset(ft_engine *e, int unit);
+/* Stages 1-2 in the bf16 recipe: the update writes a unit's bits into its own slice of
+ * the working parameters and the all-gather in place starts at once; the step returns
+ * without waiting, acquire waits for the unit's gather (ft_engine_await_update) and
+ * settling for all. start: nonzero when the gather could not start (it was waited). */
+int ft_engine_gather_overlap_wanted(const ft_engine *e);
+int ft_engine_start_deferred_gather(ft_engine *e, int unit, ft_error *err);
+
 /* The gradient norm's sums beside the backward: grad_done of unit on the window's last
  * micro-batch queues its sum of squares on the side lane (when early_norm); the norm
  * takes every queued sum into each[] (after settling) and says which with 1 in got[]. */

@@ -32,10 +32,16 @@
  * as before. The next step's reset of that gradient comes after its acquire, which
  * awaits a mark recorded after the sum on the same lane.
  *
- * Used with zero_stage 0 only (the update and the publication of its bf16 bits are local
- * kernels; the stages that all-gather after the update would put the collectives on the
- * side lane) and without offload (the update runs on the host). FTMPI_OPTIMIZER_OVERLAP=0
- * turns it off, to time the difference. */
+ * Stages 1 and 2 in the bf16 recipe defer their parameter all-gathers the same way,
+ * without a side lane (ft_engine_start_deferred_gather): the update writes each unit's bits
+ * into the rank's own slice of the unit's working parameters, the all-gather starts there
+ * in place and is not waited for; acquire waits for the unit's gather (on NCCL the compute
+ * stream waits on its event), settling for all. FTMPI_GATHER_OVERLAP=0 turns it off.
+ *
+ * The side lane is used with zero_stage 0 only (the update and the publication of its
+ * bf16 bits are local kernels; the stages that all-gather after the update would put
+ * the collectives on the side lane) and without offload (the update runs on the host).
+ * FTMPI_OPTIMIZER_OVERLAP=0 turns it off, to time the difference. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,9 +75,26 @@ void ft_engine_overlap_end(ft_engine *e)
     e->be->ops->lane_join(e->be);
 }
 
+/* Waits for unit's deferred all-gather; a failure is the engine's to report
+ * (ft_engine_status), as the source's other collectives' are. */
+static void await_gather(ft_engine *e, engine_unit *eu)
+{
+    if (!eu->gather_req)
+        return;
+    ft_error err;
+    ft_error_clear(&err);
+    if (ft_comm_wait(e->comm, eu->gather_req, &err) && !e->failed) {
+        e->failed = 1;
+        ft_fail(&e->error, "parameter all-gather of unit %d failed: %s", (int)(eu - e->units),
+                err.msg);
+    }
+    eu->gather_req = NULL;
+}
+
 void ft_engine_await_update(ft_engine *e, int unit)
 {
     engine_unit *eu = &e->units[unit];
+    await_gather(e, eu);
     if (!eu->update_pending)
         return;
     e->be->ops->lane_await(e->be, unit);
@@ -80,6 +103,9 @@ void ft_engine_await_update(ft_engine *e, int unit)
 
 void ft_engine_settle_updates(ft_engine *e)
 {
+    if (e->gather_overlap)
+        for (int u = 0; u < e->layout.n_units; u++)
+            await_gather(e, &e->units[u]);
     if (!e->side_pending)
         return;
     e->be->ops->lane_await(e->be, -1);
@@ -106,6 +132,29 @@ void ft_engine_take_deferred_reset(ft_engine *e, int unit)
         return;
     eu->reset_deferred = 0;
     ft_engine_reset_grad(e, unit, eu->grad_full, sizeof(float), &eu->grad_unset);
+}
+
+int ft_engine_gather_overlap_wanted(const ft_engine *e)
+{
+    const char *env = getenv("FTMPI_GATHER_OVERLAP");
+    if (env && !strcmp(env, "0"))
+        return 0;
+    return !e->opt.frozen && (e->opt.zero_stage == 1 || e->opt.zero_stage == 2) &&
+           ft_engine_hands_bits(e) && e->opt.precision.has_master && !e->opt.offload_optimizer;
+}
+
+int ft_engine_start_deferred_gather(ft_engine *e, int unit, ft_error *err)
+{
+    engine_unit *eu = &e->units[unit];
+    uint16_t *full = eu->full;
+    const size_t S = eu->shard;
+    if (e->comm->ops->all_gather(e->comm, full, full + (size_t)e->rank * S, S * sizeof(uint16_t),
+                                 &eu->gather_req)) {
+        ft_comm_wait(e->comm, eu->gather_req, NULL);
+        eu->gather_req = NULL;
+        return ft_fail(err, "parameter all-gather of unit %d could not start", unit);
+    }
+    return 0;
 }
 
 int ft_engine_early_norm_wanted(const ft_engine *e)

@@ -76,8 +76,8 @@ uint16_t *ft_engine_update_bits(ft_engine *e, int unit)
     case 0: /* the whole unit: full's bits, or the bits widened into full */
         return ft_engine_hands_bits(e) ? (uint16_t *)eu->full : e->gather_bits;
     case 1:
-    case 2:
-        return e->stage_bits;
+    case 2: /* deferred gathers: in place, the unit's own slice of its working bits */
+        return e->gather_overlap ? (uint16_t *)eu->full + eu->opt_begin : e->stage_bits;
     default:
         return eu->shard_bf16;
     }
@@ -107,6 +107,8 @@ static int publish(ft_engine *e, int unit, int bits_ready, ft_error *err)
     case 2:
         if (!bf16)
             return gather_f32(e, eu->full, master, eu->shard, err);
+        if (bits_ready && e->gather_overlap) /* the bits are in place: gather, no wait */
+            return ft_engine_start_deferred_gather(e, unit, err);
         if (!bits_ready) {
             be->ops->f32_to_bf16(be, e->stage_bits, master, eu->shard);
         } else { /* the update wrote the opt range; the padding after it (last rank)

@@ -125,6 +125,8 @@ int ft_engine_step(ft_engine *e, const ft_optimizer_config *o, double lr, double
 {
     if (e->opt.frozen)
         return ft_engine_frozen_refuse(err, "optimizer step");
+    ft_engine_settle_updates(e); /* the last step's updates and gathers (a step without a
+                                    pass between: reduce and norm settled them otherwise) */
     e->step++;
     /* The multiplier reaches the update kernels (one read of the gradient, not a scaling
      * pass before them); the gradient buffers keep their unscaled values. */
