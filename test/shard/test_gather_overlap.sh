@@ -18,34 +18,11 @@ have_mpirun || skip "mpirun not found"
 write_small_cfg s.cfg
 common="precision=bf16 max_steps=4 optimizer.warmup_steps=1 global_batch_size=12 micro_batch_size=2 eval_every=2 data.eval=valid.h5 save_every=2"
 
-numbers() { # JSONL: every step's loss and gradient norm and every evaluation's loss, exactly
-    sed -n -e 's/.*"kind":"step","step":\([0-9]*\),.*"loss":\([^,]*\),.*"grad_norm":\([^,]*\),.*/step \1 \2 \3/p' \
-           -e 's/.*"kind":"eval","step":\([0-9]*\),"loss":\([^,]*\),.*/eval \1 \2/p' "$1"
-}
-run() { # OVERLAP N TAG EXTRA...
-    ov=$1 n=$2 tag=$3; shift 3
-    rm -rf "ck-$tag.$ov"
-    FTMPI_GATHER_OVERLAP=$ov run_ranks "$n" s.cfg $common "$@" metrics_file="$tag.$ov.jsonl" \
-        checkpoint_dir="ck-$tag.$ov" final_weights="$tag.$ov.h5" > "$tag.$ov.log" 2>&1 ||
-        { cat "$tag.$ov.log"; fail "$tag: run with FTMPI_GATHER_OVERLAP=$ov"; }
-}
-compare() { # N TAG EXTRA...
+# compare N TAG EXTRA...: 4 steps, evaluations and checkpoints after steps 2 and 4
+compare() {
     n=$1 tag=$2; shift 2
-    run 1 "$n" "$tag" "$@"
-    run 0 "$n" "$tag" "$@"
-    numbers "$tag.1.jsonl" > a; numbers "$tag.0.jsonl" > b
-    [ "$(grep -c '^step' a)" -eq 4 ] && [ "$(grep -c '^eval' a)" -eq 2 ] ||
-        { cat a; fail "$tag: expected 4 steps and 2 evaluations in the metrics"; }
-    cmp -s a b || { paste a b; fail "$tag: losses, norms or evaluations differ with the overlap"; }
-    for f in step-000002.h5 step-000004.h5; do
-        for g in /model /optim; do
-            h5diff "ck-$tag.1/$f" "ck-$tag.0/$f" $g $g > d.log 2>&1 ||
-                { head d.log; fail "$tag: checkpoint $f differs in $g with the overlap"; }
-        done
-    done
-    h5diff "$tag.1.h5" "$tag.0.h5" /model /model > d.log 2>&1 ||
-        { head d.log; fail "$tag: final weights differ with the overlap"; }
-    echo "$tag: bitwise the same with and without the overlap"
+    same_with_and_without FTMPI_GATHER_OVERLAP "$n" "$tag" 4 2 "step-000002.h5 step-000004.h5" \
+        s.cfg $common "$@"
 }
 compare 2 cpu-s1 zero_stage=1
 compare 3 cpu-s2 zero_stage=2

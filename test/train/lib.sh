@@ -69,3 +69,43 @@ start_ranks() {
 # metric FILE KIND KEY: KEY of the last KIND record of a metrics file (exact figures the
 # log shows in human units: "memory" bytes, "peak_memory" backend_bytes, "step" comm_bytes)
 metric() { sed -n "s/.*\"kind\":\"$2\".*\"$3\":\([0-9.eE+-]*\).*/\1/p" "$1" | tail -n 1; }
+
+# step_numbers JSONL: every step's loss and gradient norm and every evaluation's loss,
+# exactly as the metrics file has them, one record a line
+step_numbers() {
+    sed -n -e 's/.*"kind":"step","step":\([0-9]*\),.*"loss":\([^,]*\),.*"grad_norm":\([^,]*\),.*/step \1 \2 \3/p' \
+           -e 's/.*"kind":"eval","step":\([0-9]*\),"loss":\([^,]*\),.*/eval \1 \2/p' "$1"
+}
+
+# same_with_and_without VAR N TAG STEPS EVALS "CHECKPOINTS" CFG ARGS...: trains CFG with
+# ARGS on N ranks with VAR=1 and with VAR=0 (TAG.V.log, metrics TAG.V.jsonl, checkpoints
+# in ck-TAG.V, final weights TAG.V.h5) and fails unless the two are bitwise the same:
+# every step's loss and gradient norm and every evaluation (STEPS and EVALS records
+# expected), /model and /optim of each checkpoint file named in CHECKPOINTS, and the final
+# weights. For the switches that only reorder work (overlaps), which must change no bit.
+same_with_and_without() {
+    var=$1 n=$2 tag=$3 nsteps=$4 nevals=$5 ckpts=$6; shift 6
+    for v in 1 0; do
+        rm -rf "ck-$tag.$v"
+        export "$var=$v"
+        run_ranks "$n" "$@" metrics_file="$tag.$v.jsonl" checkpoint_dir="ck-$tag.$v" \
+            final_weights="$tag.$v.h5" > "$tag.$v.log" 2>&1 ||
+            { cat "$tag.$v.log"; fail "$tag: run with $var=$v"; }
+    done
+    unset "$var"
+    step_numbers "$tag.1.jsonl" > "$tag.1.numbers"; step_numbers "$tag.0.jsonl" > "$tag.0.numbers"
+    [ "$(grep -c '^step' "$tag.1.numbers")" -eq "$nsteps" ] &&
+        [ "$(grep -c '^eval' "$tag.1.numbers")" -eq "$nevals" ] ||
+        { cat "$tag.1.numbers"; fail "$tag: expected $nsteps steps and $nevals evaluations in the metrics"; }
+    cmp -s "$tag.1.numbers" "$tag.0.numbers" ||
+        { paste "$tag.1.numbers" "$tag.0.numbers"; fail "$tag: losses, gradient norms or evaluations differ with $var=0"; }
+    for f in $ckpts; do
+        for g in /model /optim; do
+            h5diff "ck-$tag.1/$f" "ck-$tag.0/$f" $g $g > "$tag.diff" 2>&1 ||
+                { head "$tag.diff"; fail "$tag: checkpoint $f differs in $g with $var=0"; }
+        done
+    done
+    h5diff "$tag.1.h5" "$tag.0.h5" /model /model > "$tag.diff" 2>&1 ||
+        { head "$tag.diff"; fail "$tag: final weights differ with $var=0"; }
+    echo "$tag: bitwise the same with $var=1 and $var=0"
+}
