@@ -140,8 +140,10 @@ static void allocate_pools(ft_engine *e)
         e->gather_bits = ft_engine_alloc(e, e->max_padded * sizeof(uint16_t), &m->scratch);
     allocate_gather_pool(e);
     const int rbf16 = (e->opt.precision.reduction == FT_DTYPE_BF16);
-    if (stage <= 1 && rbf16)
-        e->grad_bits = ft_engine_alloc(e, e->max_padded * sizeof(uint16_t), &m->scratch);
+    e->bits_unit[0] = e->bits_unit[1] = -1;
+    if (stage <= 1 && rbf16) /* two when the reductions run beside the backward */
+        for (int i = 0; i < (ft_engine_early_reduce_wanted(e) ? 2 : 1); i++)
+            e->bits_slot[i] = ft_engine_alloc(e, e->max_padded * sizeof(uint16_t), &m->scratch);
     for (int i = 0; i < e->n_grad; i++) {
         grad_slot *g = &e->grads[i];
         g->unit = -1;
@@ -236,7 +238,8 @@ void ft_engine_free(ft_engine *e)
         be->ops->free(be, e->grads[i].bits_full);
         be->ops->free(be, e->grads[i].bits_shard);
     }
-    be->ops->free(be, e->grad_bits);
+    be->ops->free(be, e->bits_slot[0]);
+    be->ops->free(be, e->bits_slot[1]);
     be->ops->free(be, e->norm_sums);
     ft_backend *obe = e->opt_be ? e->opt_be : be;
     if (e->units)

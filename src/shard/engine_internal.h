@@ -51,8 +51,9 @@ typedef struct engine_unit {
     int update_pending; /* its update runs on the side lane, not yet awaited (engine_overlap.c) */
     int reset_deferred; /* zero_grads left its reset to the unit's first gradient request */
     int sum_started;    /* its gradient's sum of squares is queued on the side lane */
-    ft_comm_request *reduce_req; /* stages 0-1: its all-reduce, started and not yet waited
+    ft_comm_request *reduce_req; /* stages 0-1: its reduction, started and not yet waited
                                     for (engine_reduce.c) */
+    int reduce_started;          /* ... started in this window (waited for or not) */
     ft_comm_request *gather_req; /* stages 1-2: the all-gather of its updated bits, started
                                     and not yet waited for (engine_overlap.c) */
     int loaded_nonfinite; /* frozen: the first tensor whose loaded own slice held NaN/Inf
@@ -104,7 +105,11 @@ struct ft_engine {
     float *stage_f32;      /* [max S] */
     uint16_t *stage_bits;  /* [max S] */
     uint16_t *gather_bits; /* [max n_pad] (bf16 publish into full) */
-    uint16_t *grad_bits;   /* [max n_pad] stages 0-1 with bf16 gradient reduction */
+    /* stages 0-1 with bf16 gradient reduction: staging [max n_pad] each (the second only
+     * with early_reduce), the unit each holds (-1 none), the next to use
+     * (engine_reduce.c) */
+    uint16_t *bits_slot[2];
+    int bits_unit[2], bits_next;
 
     gather_slot gather[FT_GATHER_POOL];
     grad_slot grads[FT_GRAD_POOL];

@@ -24,9 +24,12 @@
  * buffers, the same collective, only issued earlier (test/shard/test_reduce_overlap.sh
  * compares training with and without it bitwise).
  *
- * fp32 reduction only: the bf16 reduction goes through one staging buffer, a unit at a
- * time, after the backward (overlapping it would take a second staging buffer the size of
- * the largest unit). FTMPI_REDUCE_OVERLAP=0 turns it off, to time the difference. */
+ * With grad_reduce_dtype bf16 a unit's window gradient is rounded into a staging buffer
+ * and reduced there, then widened back into its fp32 buffer (stage 1: its own slice). Two
+ * staging buffers (the size of the largest unit each) take units in turn, so one unit's
+ * reduction runs while the next is rounded and the backward goes on; a buffer is reused
+ * after its unit's reduction is waited for and widened. Without the overlap one buffer
+ * serves, a unit at a time after the backward: the same collectives on the same values. FTMPI_REDUCE_OVERLAP=0 turns it off, to time the difference. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,26 +40,7 @@ int ft_engine_early_reduce_wanted(const ft_engine *e)
     const char *env = getenv("FTMPI_REDUCE_OVERLAP");
     if (env && !strcmp(env, "0"))
         return 0;
-    return e->size > 1 && !e->opt.frozen && e->opt.zero_stage <= 1 && !e->grad_bits;
-}
-
-/* Starts unit u's reduction of its fp32 gradient (the window's sum on this rank). */
-static int start_unit(ft_engine *e, engine_unit *eu)
-{
-    if (e->opt.zero_stage == 1) /* the own slice [rank S, rank S + S) of the padded unit */
-        return e->comm->ops->reduce_scatter_f32(e->comm, eu->grad_full + (size_t)e->rank * eu->shard,
-                                                eu->grad_full, eu->shard, &eu->reduce_req);
-    return e->comm->ops->all_reduce_f32(e->comm, eu->grad_full, eu->numel, &eu->reduce_req);
-}
-
-int ft_engine_early_reduce_unit(ft_engine *e, int unit)
-{
-    engine_unit *eu = &e->units[unit];
-    if (!e->early_reduce || !e->final_micro || eu->reduce_req || !eu->grad_full)
-        return 0;
-    /* a unit this window never wrote is zero (its first request would have settled it) */
-    ft_engine_settle_grad(e, unit, eu->grad_full, sizeof(float), &eu->grad_unset);
-    return start_unit(e, eu);
+    return e->size > 1 && !e->opt.frozen && e->opt.zero_stage <= 1;
 }
 
 /* Waits for unit u's started reduction, if any; err NULL: failures are not reported. */
@@ -69,36 +53,79 @@ static int wait_unit(ft_engine *e, engine_unit *eu, ft_error *err)
     return rc;
 }
 
-void ft_engine_finish_early_reduces(ft_engine *e)
+/* bf16: waits for the reduction staged in slot, if any, and widens it back into its
+ * unit's fp32 gradient (stage 1: the own slice, the rest of the staged values being
+ * partial sums). The slot is free after. */
+static int finish_slot(ft_engine *e, int slot, ft_error *err)
 {
-    if (!e->early_reduce)
-        return;
-    for (int u = 0; u < e->layout.n_units; u++)
-        wait_unit(e, &e->units[u], NULL);
+    const int u = e->bits_unit[slot];
+    if (u < 0)
+        return 0;
+    engine_unit *eu = &e->units[u];
+    const uint16_t *bits = e->bits_slot[slot];
+    const size_t own = e->opt.zero_stage == 1 ? (size_t)e->rank * eu->shard : 0;
+    const size_t n = e->opt.zero_stage == 1 ? eu->shard : eu->numel;
+    e->bits_unit[slot] = -1;
+    if (wait_unit(e, eu, err))
+        return -1;
+    e->be->ops->bf16_to_f32(e->be, eu->grad_full + own, bits + own, n);
+    return 0;
 }
 
-/* bf16: one unit at a time through the staging buffer, after the backward; stage 1
- * reduce-scatters in place there and widens its own slice only. */
-static int reduce_through_bits(ft_engine *e, ft_error *err)
+/* Starts unit u's reduction of its window gradient: fp32 in place, or rounded into the
+ * next staging slot (waiting for and widening the unit that held it). Stage 1
+ * reduce-scatters in place: the own slice [rank S, rank S + S) of the padded unit. */
+static int start_unit(ft_engine *e, engine_unit *eu, ft_error *err)
 {
+    const size_t own = (size_t)e->rank * eu->shard;
     const int scatter = e->opt.zero_stage == 1;
+    const ft_comm_ops *c = e->comm->ops;
+    if (!e->bits_slot[0])
+        return scatter ? c->reduce_scatter_f32(e->comm, eu->grad_full + own, eu->grad_full,
+                                               eu->shard, &eu->reduce_req)
+                       : c->all_reduce_f32(e->comm, eu->grad_full, eu->numel, &eu->reduce_req);
+    const int slot = e->bits_next;
+    if (finish_slot(e, slot, err))
+        return -1;
+    e->bits_next = e->bits_slot[1] ? slot ^ 1 : 0;
+    uint16_t *bits = e->bits_slot[slot];
+    e->be->ops->f32_to_bf16(e->be, bits, eu->grad_full, scatter ? eu->padded : eu->numel);
+    e->bits_unit[slot] = (int)(eu - e->units);
+    return scatter ? c->reduce_scatter_bf16(e->comm, bits + own, bits, eu->shard, &eu->reduce_req)
+                   : c->all_reduce_bf16(e->comm, bits, eu->numel, &eu->reduce_req);
+}
+
+int ft_engine_early_reduce_unit(ft_engine *e, int unit)
+{
+    engine_unit *eu = &e->units[unit];
+    if (!e->early_reduce || !e->final_micro || eu->reduce_started || !eu->grad_full)
+        return 0;
+    /* a unit this window never wrote is zero (its first request would have settled it) */
+    ft_engine_settle_grad(e, unit, eu->grad_full, sizeof(float), &eu->grad_unset);
+    eu->reduce_started = 1;
+    return start_unit(e, eu, NULL);
+}
+
+/* Waits for every started reduction (bf16: and widens the staged ones); the window's
+ * reduction is over. */
+static int finish_all(ft_engine *e, ft_error *err)
+{
+    int rc = 0;
+    for (int slot = 0; slot < 2; slot++)
+        if (finish_slot(e, slot, rc ? NULL : err))
+            rc = -1;
     for (int u = 0; u < e->layout.n_units; u++) {
-        engine_unit *eu = &e->units[u];
-        ft_comm_request *req = NULL;
-        const size_t own = (size_t)e->rank * eu->shard;
-        e->be->ops->f32_to_bf16(e->be, e->grad_bits, eu->grad_full, scatter ? eu->padded : eu->numel);
-        e->be->ops->sync(e->be);
-        int rc = scatter ? e->comm->ops->reduce_scatter_bf16(e->comm, e->grad_bits + own, e->grad_bits,
-                                                            eu->shard, &req)
-                         : e->comm->ops->all_reduce_bf16(e->comm, e->grad_bits, eu->numel, &req);
-        if (rc || ft_comm_wait(e->comm, req, err))
-            return ft_fail(err, "bf16 gradient reduction of unit %d failed", u);
-        if (scatter)
-            e->be->ops->bf16_to_f32(e->be, eu->grad_full + own, e->grad_bits + own, eu->shard);
-        else
-            e->be->ops->bf16_to_f32(e->be, eu->grad_full, e->grad_bits, eu->numel);
+        if (wait_unit(e, &e->units[u], rc ? NULL : err))
+            rc = -1;
+        e->units[u].reduce_started = 0;
     }
-    return 0;
+    return rc;
+}
+
+void ft_engine_finish_early_reduces(ft_engine *e)
+{
+    if (e->early_reduce)
+        finish_all(e, NULL);
 }
 
 int ft_engine_reduce_full_grads(ft_engine *e, ft_error *err)
@@ -106,20 +133,15 @@ int ft_engine_reduce_full_grads(ft_engine *e, ft_error *err)
     ft_engine_settle_all_grads(e); /* a unit no micro-batch wrote is zero */
     if (e->size == 1)
         return 0;
-    e->be->ops->sync(e->be);
-    if (e->grad_bits)
-        return reduce_through_bits(e, err);
-    /* Start every unit the backward did not, then wait for all, in unit order: the
+    /* Start every unit the backward did not, in unit order, then wait for all: the
      * transport may pipeline them. */
-    const int n = e->layout.n_units;
     int rc = 0;
-    for (int u = 0; u < n && !rc; u++) {
+    for (int u = 0; u < e->layout.n_units && !rc; u++) {
         engine_unit *eu = &e->units[u];
-        if (!eu->reduce_req && start_unit(e, eu))
-            rc = ft_fail(err, "gradient reduction of unit %d could not start", u);
+        if (!eu->reduce_started && start_unit(e, eu, err))
+            rc = ft_fail(err, "gradient reduction of unit %d failed", u);
     }
-    for (int u = 0; u < n; u++)
-        if (wait_unit(e, &e->units[u], rc ? NULL : err))
-            rc = -1;
+    if (finish_all(e, rc ? NULL : err))
+        rc = -1;
     return rc;
 }

@@ -70,6 +70,11 @@ if have_mpirun; then
     check 2 zero_stage=3 precision=bf16
     check 2 zero_stage=2 precision=bf16 grad_reduce_dtype=bf16 global_batch_size=16
     check 2 zero_stage=0 precision=bf16 offload_optimizer=true
+    # bf16 reduction beside the backward: two staging buffers (one with the overlap off)
+    check 2 zero_stage=0 grad_reduce_dtype=bf16
+    export FTMPI_REDUCE_OVERLAP=0
+    check 2 zero_stage=1 precision=bf16 grad_reduce_dtype=bf16
+    unset FTMPI_REDUCE_OVERLAP
 fi
 check 1 zero_stage=1 precision=bf16 activation_checkpointing=false
 # large decks: planned without allocating, 70B on 16 ranks fits 80 GiB at stage 3 + offload

@@ -1,11 +1,12 @@
 #!/bin/sh
-# The gradient all-reduce beside the backward (src/shard/engine_reduce.c: at zero_stage 0
-# and 1 on several ranks each unit's all-reduce starts at its last grad_done of the
-# accumulation window): training with it gives bitwise the losses, gradient norms and
-# final weights of training without it (FTMPI_REDUCE_OVERLAP=0, every all-reduce after
-# the backward), on 2 and 3 ranks (3: every unit padded), stages 0 and 1, one micro-batch
-# a step and several (an all-reduce started at an earlier micro-batch's grad_done would
-# sum a partial gradient), the fp32 and bf16 recipes, on the CPU backend (MPI) and, in a
+# The gradient reduction beside the backward (src/shard/engine_reduce.c: at zero_stage 0
+# and 1 on several ranks each unit's all-reduce, or reduce-scatter at stage 1, starts at
+# its last grad_done of the accumulation window): training with it gives bitwise the
+# losses, gradient norms and final weights of training without it (FTMPI_REDUCE_OVERLAP=0,
+# every reduction after the backward), on 2 and 3 ranks (3: every unit padded), stages 0
+# and 1, one micro-batch a step and several (a reduction started at an earlier
+# micro-batch's grad_done would sum a partial gradient), the fp32 and bf16 recipes, fp32 and bf16 reduction (two staging
+# buffers taking the units in turn), on the CPU backend (MPI) and, in a
 # build with the CUDA backend, on CUDA with NCCL (on the CPU execution harness under its
 # happens-before checker: a backward kernel writing a gradient NCCL still reads is a race);
 # and stage 1's reduce-scatter gives stage 0's weights.
@@ -25,6 +26,9 @@ compare 2 cpu-s0-acc3 zero_stage=0 global_batch_size=12 micro_batch_size=2
 compare 2 cpu-s0-acc1 zero_stage=0 global_batch_size=4 micro_batch_size=2
 compare 3 cpu-s1-acc2 zero_stage=1 global_batch_size=12 micro_batch_size=2
 compare 2 cpu-s1-bf16 zero_stage=1 global_batch_size=12 micro_batch_size=2 precision=bf16
+# bf16 reduction: two staging buffers in turn for the model's 4 units (each reused)
+compare 3 cpu-s0-rbf16 zero_stage=0 global_batch_size=12 micro_batch_size=2 grad_reduce_dtype=bf16
+compare 2 cpu-s1-rbf16 zero_stage=1 global_batch_size=12 micro_batch_size=2 grad_reduce_dtype=bf16 precision=bf16
 
 # Stage 1 reduce-scatters in place where stage 0 all-reduces: on 2 ranks each reduced
 # element is one rounding of the same two addends either way, so with clipping off (the
@@ -50,6 +54,8 @@ if "$FTMPI" --version 2>/dev/null | grep -q "backends:.*cuda"; then
         compare 2 cuda-s0-bf16 device=cuda zero_stage=0 global_batch_size=12 micro_batch_size=2 precision=bf16
         compare 2 cuda-s1-fp32 device=cuda zero_stage=1 global_batch_size=8 micro_batch_size=2 precision=fp32
         stage_pair cuda-bf16 device=cuda precision=bf16
+        compare 2 cuda-s0-rbf16 device=cuda zero_stage=0 global_batch_size=12 micro_batch_size=2 \
+            precision=bf16 grad_reduce_dtype=bf16
     fi
 fi
 echo "PASS"
