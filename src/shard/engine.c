@@ -115,6 +115,7 @@ static void allocate_pools(ft_engine *e)
     const int stage = e->opt.zero_stage, bf16 = e->opt.precision.has_master;
     const int bits = ft_engine_hands_bits(e);
     ft_engine_memory *m = &e->mem;
+    e->bits_unit[0] = e->bits_unit[1] = -1; /* no staging slot holds a unit */
     if (e->opt.frozen) {
         ft_engine_frozen_allocate_scratch(e);
         allocate_gather_pool(e);
@@ -140,7 +141,6 @@ static void allocate_pools(ft_engine *e)
         e->gather_bits = ft_engine_alloc(e, e->max_padded * sizeof(uint16_t), &m->scratch);
     allocate_gather_pool(e);
     const int rbf16 = (e->opt.precision.reduction == FT_DTYPE_BF16);
-    e->bits_unit[0] = e->bits_unit[1] = -1;
     if (stage <= 1 && rbf16) /* two when the reductions run beside the backward */
         for (int i = 0; i < (ft_engine_early_reduce_wanted(e) ? 2 : 1); i++)
             e->bits_slot[i] = ft_engine_alloc(e, e->max_padded * sizeof(uint16_t), &m->scratch);

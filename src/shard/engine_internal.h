@@ -126,7 +126,7 @@ struct ft_engine {
     int early_norm;        /* sums of squares beside the backward (engine_overlap.c) */
     int final_micro;       /* the current micro-batch ends the accumulation window */
     double *norm_sums;     /* early_norm: [n_units] on the backend */
-    int early_reduce;      /* stages 0-1: all-reduces beside the backward (engine_reduce.c) */
+    int early_reduce;      /* stages 0-1: reductions beside the backward (engine_reduce.c) */
     int gather_overlap;    /* stages 1-2: the updated bits' all-gathers beside the next
                               forward (engine_overlap.c) */
     ft_error error;
@@ -181,7 +181,7 @@ void ft_engine_early_norm_unit(ft_engine *e, int unit);
 void ft_engine_early_norm_take(ft_engine *e, double *each, unsigned char *got);
 
 /* Stages 0-1 on several ranks (engine_reduce.c): grad_done of unit on the window's last
- * micro-batch starts its all-reduce (when early_reduce; nonzero: it could not start);
+ * micro-batch starts its reduction (when early_reduce; nonzero: it could not start);
  * reduce_full_grads starts the rest and waits for all; finish waits for the started ones
  * without reporting (before a gradient is reset or freed). */
 int ft_engine_early_reduce_wanted(const ft_engine *e);
@@ -246,7 +246,7 @@ uint16_t *ft_engine_update_bits(ft_engine *e, int unit);
 /* Forgets gathered units (their parameters changed). */
 void ft_engine_invalidate_gathered(ft_engine *e);
 
-/* Completes outstanding gradient reductions: reduce-scatters (stages 2-3), all-reduces
+/* Completes outstanding gradient reductions: reduce-scatters (stages 2-3), reductions
  * started beside the backward (stages 0-1). */
 int ft_engine_flush_grads(ft_engine *e, ft_error *err);
 
