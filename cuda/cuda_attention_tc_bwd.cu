@@ -184,6 +184,20 @@ __device__ __forceinline__ void tc_store_ds_t(uint16_t *dsT, const uint32_t (*ds
     }
 }
 
+/* p[0] += a, p[1] += b (global memory, p 8-byte aligned): on sm_90 one vector reduction
+ * (red.global.add.v2.f32, PTX 8.1: half the atomic operations the L2 takes), elsewhere
+ * and on the harness two scalar ones. Each element is added atomically either way, and
+ * flushed like atomicAdd's (FTZ, round to nearest). */
+__device__ __forceinline__ void tc_red_add2(float *p, float a, float b)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(FT_CUDA_EMULATION)
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b) : "memory");
+#else
+    atomicAdd(p, a);
+    atomicAdd(p + 1, b);
+#endif
+}
+
 /* dQ += dS K for this warp's 16 queries of the tile (q0 + 16 warp ..), over the block's
  * BKV keys: A = dS from dsT by ldmatrix.trans (the 8 x 8 blocks of dS^T transposed on the
  * way in), B = K rows (row-major K x N, ldmatrix.trans); added unscaled to dq_acc (the
@@ -214,14 +228,11 @@ __device__ __forceinline__ void tc_dq_atomic(float *dq_acc, const uint16_t *dsT,
             const int c = (d + h2) * 8 + 2 * t;
             if (c >= a.hd)
                 continue;
-            if (r0 < a.seq) {
-                atomicAdd(dq_acc + (size_t)r0 * a.q_stride + c, acc[h2][0]);
-                atomicAdd(dq_acc + (size_t)r0 * a.q_stride + c + 1, acc[h2][1]);
-            }
-            if (r1 < a.seq) {
-                atomicAdd(dq_acc + (size_t)r1 * a.q_stride + c, acc[h2][2]);
-                atomicAdd(dq_acc + (size_t)r1 * a.q_stride + c + 1, acc[h2][3]);
-            }
+            /* c even, rows of an even number of floats: 8-byte aligned pairs */
+            if (r0 < a.seq)
+                tc_red_add2(dq_acc + (size_t)r0 * a.q_stride + c, acc[h2][0], acc[h2][1]);
+            if (r1 < a.seq)
+                tc_red_add2(dq_acc + (size_t)r1 * a.q_stride + c, acc[h2][2], acc[h2][3]);
         }
     }
 }
