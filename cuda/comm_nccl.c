@@ -10,6 +10,13 @@
  * ft_comm_wait makes the compute stream wait for that event. No host blocking and no
  * device-wide synchronisation: the host only issues work. Scalar reductions of host
  * values (loss sums, norms, counts) go over MPI.
+ *
+ * The communication stream has the greatest priority, like the compute stream
+ * (cuda_lanes.c): a collective started beside the backward or the forward (the engine's
+ * reductions at grad_done, its prefetched and deferred gathers) must get SMs for its
+ * blocks while the compute stream keeps the device full, or it would run only in the
+ * gaps between compute kernels, and the compute that waits for it later would wait longer.
+ * NCCL's kernels take a few SMs (one block a channel).
  */
 #include <mpi.h>
 #include <nccl.h>
@@ -234,8 +241,11 @@ int ft_comm_nccl_create(ft_comm **out, ft_backend *be, ft_error *err)
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, im->world);
     if (ok) {
         MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, im->world);
+        int least = 0, greatest = 0;
         ok = cudaSetDevice(be->device) == cudaSuccess &&
-             cudaStreamCreateWithFlags(&im->comm_stream, cudaStreamNonBlocking) == cudaSuccess &&
+             cudaDeviceGetStreamPriorityRange(&least, &greatest) == cudaSuccess &&
+             cudaStreamCreateWithPriority(&im->comm_stream, cudaStreamNonBlocking, greatest) ==
+                 cudaSuccess &&
              (r = ncclCommInitRank(&im->nccl, c->size, id, c->rank)) == ncclSuccess;
     }
     if (!ok) {

@@ -33,13 +33,14 @@ if "$FTMPI" --version 2>/dev/null | grep -q "backends:.*cuda"; then
         compare 2 cuda-s2 device=cuda zero_stage=2
         compare 2 cuda-s1 device=cuda zero_stage=1 grad_reduce_dtype=bf16
         if "$FTMPI" --version | grep -q "CPU execution harness"; then
-            # the host's waits for the device over steps 3-4 (rank 0's count): none per
-            # unit's gather with the overlap
+            # the host's waits for the device over steps 3-4 (both ranks' counts summed:
+            # their lines come in either order): none per unit's gather with the overlap
             waits() { # OVERLAP STEPS
                 FTMPI_GATHER_OVERLAP=$1 CUDAEMU_REPORT=ops run_ranks 2 s.cfg device=cuda \
                     precision=bf16 zero_stage=2 global_batch_size=4 optimizer.warmup_steps=0 \
                     max_steps=$2 > w.log 2>&1 || { cat w.log; fail "waits run"; }
-                sed -n 's/^cudaemu: host waits for the device: \([0-9]*\);.*/\1/p' w.log | head -n 1
+                sed -n 's/^cudaemu: host waits for the device: \([0-9]*\);.*/\1/p' w.log |
+                    awk '{ n += $1 } END { print n + 0 }'
             }
             on=$(( $(waits 1 4) - $(waits 1 2) )); off=$(( $(waits 0 4) - $(waits 0 2) ))
             echo "host waits over steps 3-4: $on with the overlap, $off without"
