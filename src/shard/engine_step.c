@@ -158,6 +158,9 @@ int ft_engine_step(ft_engine *e, const ft_optimizer_config *o, double lr, double
     }
     if (e->opt.zero_stage == 3)
         ft_engine_invalidate_gathered(e);
-    e->be->ops->sync(e->be);
+    /* No wait for the device either: what reads the state next (the next pass, through
+     * acquire; downloads; collectives) is ordered after the update on the device, and a
+     * host wait here would leave the GPU idle while the host starts the next step. With
+     * offload the update ran on the host and its uploads are done. */
     return 0;
 }

@@ -7,8 +7,10 @@
 #   and stay within the two a step needs: the loss read back at the end of each
 #   micro-batch (into pinned memory: the synchronisation is the one wait) and the
 #   gradient norm. The step's end does not wait: the optimizer's update runs beside the
-#   next step's forward (src/shard/engine_overlap.c). The batch's uploads take none
-#   (pinned staging: cuda/cuda_upload_stage.h);
+#   next step's forward (src/shard/engine_overlap.c), and at ZeRO stages 1-3 the step
+#   returns without a wait too (stages 1-2: each unit's parameter all-gather is waited
+#   for by the next forward, on the device). The batch's uploads take none (pinned
+#   staging: cuda/cuda_upload_stage.h);
 # - device operations (kernels, library calls, copies, sets): each is a launch and a
 #   kernel boundary. Per layer, a step of this Llama-shaped model takes at most 44 (its
 #   GEMMs, K and V and gate and up as one strided batch each, forward and weight
@@ -24,18 +26,25 @@ write_small_cfg small.cfg
 require_cuda_device small.cfg
 "$FTMPI" --version | grep -q "CPU execution harness" ||
     skip "not the CPU execution harness: nothing counts the waits"
-run() { # run LAYERS STEPS: the harness's report into r.LAYERS.STEPS
+run() { # run LAYERS STEPS [ARGS...]: the harness's report into r.LAYERS.STEPS
+    l=$1 n=$2; shift 2
     CUDAEMU_REPORT=ops "$FTMPI" small.cfg device=cuda precision=bf16 global_batch_size=2 \
-        optimizer.warmup_steps=0 model.num_hidden_layers=$1 max_steps=$2 > "r.$1.$2" 2>&1 ||
-        { cat "r.$1.$2"; fail "run of $1 layers, $2 steps"; }
+        optimizer.warmup_steps=0 model.num_hidden_layers=$l max_steps=$n "$@" > "r.$l.$n" 2>&1 ||
+        { cat "r.$l.$n"; fail "run of $l layers, $n steps $*"; }
 }
-for layers in 2 6; do run $layers 2; run $layers 4; done
 # per_step LAYERS SED: the count the sed script prints, per step (steps 3 and 4)
 per_step() {
     a=$(sed -n "$2" "r.$1.2"); b=$(sed -n "$2" "r.$1.4")
     echo $(((${b:-0} - ${a:-0}) / 2))
 }
 WAITS='s/^cudaemu: host waits for the device: \([0-9]*\);.*/\1/p'
+for stage in 1 2 3; do
+    run 2 2 zero_stage=$stage; run 2 4 zero_stage=$stage
+    w=$(per_step 2 "$WAITS")
+    echo "host waits per step at zero_stage $stage: $w"
+    [ -n "$w" ] && [ "$w" -gt 0 ] && [ "$w" -le 2 ] || fail "$w waits per step at zero_stage $stage (at most 2 expected)"
+done
+for layers in 2 6; do run $layers 2; run $layers 4; done
 OPS='s/^cudaemu: host waits .*; device operations: \([0-9]*\)$/\1/p'
 D2D='s/^cudaemu: *\([0-9]*\) x cudaMemcpyAsync(DeviceToDevice)$/\1/p'
 two=$(per_step 2 "$WAITS")
