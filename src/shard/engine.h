@@ -155,6 +155,14 @@ size_t ft_engine_padded_total(const ft_engine *e);
 size_t ft_engine_padded_unit(const ft_engine *e, int unit);
 ft_engine_memory ft_engine_memory_usage(const ft_engine *e);
 
+/* Work the engine runs beside compute rather than after it (its choices at creation:
+ * backend, stage, rank count, recipe, the FTMPI_*_OVERLAP switches), a mask of: */
+#define FT_ENGINE_BESIDE_UPDATE 1 /* the optimizer's update, beside the next forward */
+#define FT_ENGINE_BESIDE_NORM 2   /* the gradient norm's sums, beside the backward */
+#define FT_ENGINE_BESIDE_REDUCE 4 /* the gradient reductions, beside the backward */
+#define FT_ENGINE_BESIDE_GATHER 8 /* the updated parameters' all-gathers, beside the next forward */
+unsigned ft_engine_beside_compute(const ft_engine *e);
+
 /* Copies unit u's working parameters (fp32, all n elements) to host memory.
  * Collective: every rank calls it for the same unit. */
 int ft_engine_download_params(ft_engine *e, int unit, float *host, ft_error *err);

@@ -70,6 +70,30 @@ static void print_memory(ft_trainer *t, const ft_engine_memory *mem)
     ft_metrics_values(t->metrics, "memory", 0, keys, v, 7);
 }
 
+/* What the trained engine runs beside compute (engine.h), one line: a user timing a
+ * run (or an FTMPI_*_OVERLAP=0 comparison) sees what is on. */
+static void print_beside_compute(ft_trainer *t)
+{
+    static const struct {
+        unsigned bit;
+        const char *what;
+    } parts[] = {
+        { FT_ENGINE_BESIDE_UPDATE, "the optimizer's update (beside the next forward)" },
+        { FT_ENGINE_BESIDE_NORM, "the gradient norm's sums (beside the backward)" },
+        { FT_ENGINE_BESIDE_REDUCE, "the gradient reductions (beside the backward)" },
+        { FT_ENGINE_BESIDE_GATHER, "the parameter all-gathers (beside the next forward)" },
+    };
+    const unsigned on = ft_engine_beside_compute(t->engine);
+    fprintf(t->out, "ftmpi: beside compute:");
+    const char *sep = " ";
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (on & parts[i].bit) {
+            fprintf(t->out, "%s%s", sep, parts[i].what);
+            sep = ", ";
+        }
+    fprintf(t->out, "%s\n", on ? "" : " nothing (each runs after the work it follows)");
+}
+
 void ft_trainer_print_startup(ft_trainer *t)
 {
     if (!t->out)
@@ -112,6 +136,7 @@ void ft_trainer_print_startup(ft_trainer *t)
         fprintf(t->out, "ftmpi: sharding the adapters: %d units, %zu elements padded to %zu\n",
                 t->adapter_layout.n_units, t->adapter_layout.total_numel,
                 ft_engine_padded_total(t->engine));
+    print_beside_compute(t);
     fflush(t->out);
 }
 

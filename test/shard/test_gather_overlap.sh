@@ -23,6 +23,7 @@ compare() {
     n=$1 tag=$2; shift 2
     same_with_and_without FTMPI_GATHER_OVERLAP "$n" "$tag" 4 2 "step-000002.h5 step-000004.h5" \
         s.cfg $common "$@"
+    beside_or_not "$tag" "the parameter all-gathers"
 }
 compare 2 cpu-s1 zero_stage=1
 compare 3 cpu-s2 zero_stage=2

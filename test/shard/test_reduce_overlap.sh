@@ -20,6 +20,7 @@ compare() {
     n=$1 tag=$2; shift 2
     same_with_and_without FTMPI_REDUCE_OVERLAP "$n" "$tag" 4 0 "" s.cfg max_steps=4 \
         optimizer.warmup_steps=1 "$@"
+    beside_or_not "$tag" "the gradient reductions"
 }
 # global 12, micro 2: accumulation 3 on 2 ranks, 2 on 3; global 4 on 2 ranks: 1
 compare 2 cpu-s0-acc3 zero_stage=0 global_batch_size=12 micro_batch_size=2

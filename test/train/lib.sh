@@ -109,3 +109,13 @@ same_with_and_without() {
         { head "$tag.diff"; fail "$tag: final weights differ with $var=0"; }
     echo "$tag: bitwise the same with $var=1 and $var=0"
 }
+
+# beside_or_not TAG WHAT: the start-up line "beside compute" of TAG.1.log (the switch on)
+# names WHAT, that of TAG.0.log (off) does not: the runs compared did differ in it
+beside_or_not() {
+    grep "^ftmpi: beside compute:" "$1.1.log" | grep -qF "$2" ||
+        { grep "beside compute" "$1.1.log"; fail "$1: '$2' not beside compute with the switch on"; }
+    grep "^ftmpi: beside compute:" "$1.0.log" | grep -qF "$2" &&
+        { grep "beside compute" "$1.0.log"; fail "$1: '$2' still beside compute with the switch off"; }
+    return 0
+}
