@@ -289,7 +289,8 @@ int ft_engine_estimate(const ft_model_layout *layout, int world_size,
 
 unsigned ft_engine_beside_compute(const ft_engine *e)
 {
-    return (e->overlap ? FT_ENGINE_BESIDE_UPDATE : 0u) | (e->early_norm ? FT_ENGINE_BESIDE_NORM : 0u) |
+    return (e->overlap ? FT_ENGINE_BESIDE_UPDATE : 0u) |
+           (e->early_norm ? FT_ENGINE_BESIDE_NORM : 0u) |
            (e->early_reduce ? FT_ENGINE_BESIDE_REDUCE : 0u) |
            (e->gather_overlap && e->size > 1 ? FT_ENGINE_BESIDE_GATHER : 0u);
 }

@@ -160,7 +160,8 @@ ft_engine_memory ft_engine_memory_usage(const ft_engine *e);
 #define FT_ENGINE_BESIDE_UPDATE 1 /* the optimizer's update, beside the next forward */
 #define FT_ENGINE_BESIDE_NORM 2   /* the gradient norm's sums, beside the backward */
 #define FT_ENGINE_BESIDE_REDUCE 4 /* the gradient reductions, beside the backward */
-#define FT_ENGINE_BESIDE_GATHER 8 /* the updated parameters' all-gathers, beside the next forward */
+#define FT_ENGINE_BESIDE_GATHER 8 /* the updated parameters' all-gathers, beside the
+                                     next forward */
 unsigned ft_engine_beside_compute(const ft_engine *e);
 
 /* Copies unit u's working parameters (fp32, all n elements) to host memory.

@@ -29,7 +29,8 @@
  * staging buffers (the size of the largest unit each) take units in turn, so one unit's
  * reduction runs while the next is rounded and the backward goes on; a buffer is reused
  * after its unit's reduction is waited for and widened. Without the overlap one buffer
- * serves, a unit at a time after the backward: the same collectives on the same values. FTMPI_REDUCE_OVERLAP=0 turns it off, to time the difference. */
+ * serves, a unit at a time after the backward: the same collectives on the same values.
+ * FTMPI_REDUCE_OVERLAP=0 turns it off, to time the difference. */
 #include <stdlib.h>
 #include <string.h>
 
