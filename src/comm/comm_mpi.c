@@ -44,8 +44,9 @@ static void bf16_sum_op(void *in, void *inout, int *len, MPI_Datatype *type)
 
 struct ft_comm_request {
     MPI_Request req;
-    void *landing;      /* in-place reduce-scatter: the result's place in the input ... */
-    void *result;       /* ... and the separate buffer MPI writes it to (owned) */
+    /* in-place reduce-scatter: MPI leaves the result at the start of the input (result),
+     * the wait moves it to the rank's own place (landing); NULL otherwise */
+    void *landing, *result;
     size_t result_bytes;
 };
 
@@ -68,18 +69,26 @@ static int new_request(ft_comm_request **req)
     return 0;
 }
 
-/* The buffer a reduce-scatter of `bytes` a rank receives into: out itself, or, in place
- * (out == in + rank * bytes, which MPI forbids as aliasing: its in-place form puts the
- * result at the start of the input instead), a separate one that the wait copies to out. */
-static void *scatter_target(ft_comm *c, void *out, const void *in, size_t bytes,
-                            ft_comm_request *req)
+/* A reduce-scatter of `bytes` a rank from in into out, in place when out == in + rank *
+ * bytes (the engine's ZeRO-1 gradients). MPI forbids aliased buffers; its own in-place
+ * form (MPI_IN_PLACE as the send buffer) takes the input from the receive buffer and
+ * leaves the rank's result at its start, so the wait moves it to out: no extra memory.
+ * Sets *send and *recv for the call. */
+static void scatter_buffers(ft_comm *c, void *out, const void *in, size_t bytes,
+                            ft_comm_request *req, const void **send, void **recv)
 {
-    if ((const char *)out != (const char *)in + (size_t)c->rank * bytes)
-        return out;
-    req->result = malloc(bytes ? bytes : 1);
-    req->landing = out;
-    req->result_bytes = bytes;
-    return req->result;
+    const bool in_place = (const char *)out == (const char *)in + (size_t)c->rank * bytes;
+    *send = in;
+    *recv = out;
+    if (!in_place && out != in)
+        return;
+    *send = MPI_IN_PLACE;
+    *recv = (void *)in; /* the input, and where the result lands: its start */
+    if (out != in) {    /* rank >= 1: the start is another rank's slice */
+        req->result = (void *)in;
+        req->landing = out;
+        req->result_bytes = bytes;
+    }
 }
 
 /* MPI counts are int; our buffers can exceed 2^31 elements only at sizes no rank
@@ -112,9 +121,11 @@ static int mpi_reduce_scatter_f32(ft_comm *c, float *out, const float *in, size_
     account(c, (p - 1.0) / p, count * (size_t)c->size * sizeof(float));
     host_only(in, "reduce_scatter");
     host_only(out, "reduce_scatter");
-    void *to = scatter_target(c, out, in, count * sizeof(float), *req);
-    return to && MPI_Ireduce_scatter_block(in, to, (int)count, MPI_FLOAT, MPI_SUM, world_of(c),
-                                           &(*req)->req) == MPI_SUCCESS ? 0 : -1;
+    const void *send;
+    void *recv;
+    scatter_buffers(c, out, in, count * sizeof(float), *req, &send, &recv);
+    return MPI_Ireduce_scatter_block(send, recv, (int)count, MPI_FLOAT, MPI_SUM, world_of(c),
+                                     &(*req)->req) == MPI_SUCCESS ? 0 : -1;
 }
 
 static int mpi_all_reduce_bf16(ft_comm *c, uint16_t *buf, size_t n, ft_comm_request **req)
@@ -139,9 +150,11 @@ static int mpi_reduce_scatter_bf16(ft_comm *c, uint16_t *out, const uint16_t *in
     account(c, (p - 1.0) / p, count * (size_t)c->size * sizeof(uint16_t));
     host_only(in, "reduce_scatter");
     host_only(out, "reduce_scatter");
-    void *to = scatter_target(c, out, in, count * sizeof(uint16_t), *req);
-    return to && MPI_Ireduce_scatter_block(in, to, (int)count, im->bf16, im->bf16_sum,
-                                           im->world, &(*req)->req) == MPI_SUCCESS ? 0 : -1;
+    const void *send;
+    void *recv;
+    scatter_buffers(c, out, in, count * sizeof(uint16_t), *req, &send, &recv);
+    return MPI_Ireduce_scatter_block(send, recv, (int)count, im->bf16, im->bf16_sum, im->world,
+                                     &(*req)->req) == MPI_SUCCESS ? 0 : -1;
 }
 
 static int mpi_all_gather(ft_comm *c, void *out, const void *in, size_t bytes,
@@ -177,9 +190,8 @@ static int mpi_wait(ft_comm *c, ft_comm_request *req, ft_error *err)
     double t0 = MPI_Wtime();
     int rc = MPI_Wait(&req->req, MPI_STATUS_IGNORE);
     c->stats.seconds_in_wait += MPI_Wtime() - t0;
-    if (req->result && rc == MPI_SUCCESS)
+    if (req->result && rc == MPI_SUCCESS) /* disjoint: the landing is rank >= 1's slice */
         memcpy(req->landing, req->result, req->result_bytes);
-    free(req->result);
     free(req);
     return rc == MPI_SUCCESS ? 0 : mpi_failed(rc, "wait", err);
 }
