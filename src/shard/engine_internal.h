@@ -178,6 +178,8 @@ int ft_engine_start_deferred_gather(ft_engine *e, int unit, ft_error *err);
  * takes every queued sum into each[] (after settling) and says which with 1 in got[]. */
 int ft_engine_early_norm_wanted(const ft_engine *e);
 void ft_engine_early_norm_unit(ft_engine *e, int unit);
+/* Several ranks: unit's reduction was waited for (its gradient is final): its sum starts. */
+void ft_engine_early_norm_reduced(ft_engine *e, int unit);
 void ft_engine_early_norm_take(ft_engine *e, double *each, unsigned char *got);
 
 /* Stages 0-1 on several ranks (engine_reduce.c): grad_done of unit on the window's last

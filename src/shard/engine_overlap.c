@@ -27,7 +27,9 @@
  * (ft_engine_early_norm_*): on one rank (no reduction to wait for), a unit's gradient is
  * final at its grad_done on the window's last micro-batch (ft_engine_set_final_micro),
  * and its sum (the kernel and partials sum_squares_each uses, so bitwise the same value)
- * then runs beside the blocks' backward that follow. The norm settles (the main lane
+ * then runs beside the blocks' backward that follow; on several ranks it starts as soon
+ * as the unit's reduction is waited for (engine_reduce.c), beside the reductions still
+ * in flight. The norm settles (the main lane
  * awaits the side lane), reads the sums back with one copy and adds them in unit order
  * as before. The next step's reset of that gradient comes after its acquire, which
  * awaits a mark recorded after the sum on the same lane.
@@ -159,7 +161,7 @@ int ft_engine_start_deferred_gather(ft_engine *e, int unit, ft_error *err)
 
 int ft_engine_early_norm_wanted(const ft_engine *e)
 {
-    return e->size == 1 && e->be->ops->sum_squares_start != NULL;
+    return e->be->ops->sum_squares_start != NULL;
 }
 
 void ft_engine_set_final_micro(ft_engine *e, bool final)
@@ -167,12 +169,11 @@ void ft_engine_set_final_micro(ft_engine *e, bool final)
     e->final_micro = final;
 }
 
-void ft_engine_early_norm_unit(ft_engine *e, int unit)
+/* Queues unit's sum of squares on the side lane, after the main lane's work so far. */
+static void start_sum(ft_engine *e, int unit)
 {
     engine_unit *eu = &e->units[unit];
-    if (!e->early_norm || !e->final_micro || eu->sum_started || !eu->grad_full)
-        return;
-    /* the norm's range: stage 0 on one rank, the whole unit */
+    /* the norm's range: stage 0, the whole unit */
     const float *g = eu->grad_full + eu->opt_begin;
     ft_engine_settle_grad(e, unit, eu->grad_full, sizeof(float), &eu->grad_unset);
     e->be->ops->lane_fork(e->be, false); /* the backward phase stays on the main lane */
@@ -180,6 +181,23 @@ void ft_engine_early_norm_unit(ft_engine *e, int unit)
     e->be->ops->lane_join(e->be);
     eu->sum_started = 1;
     e->side_pending = 1; /* the norm's settling awaits the side lane */
+}
+
+void ft_engine_early_norm_unit(ft_engine *e, int unit)
+{
+    engine_unit *eu = &e->units[unit];
+    /* several ranks: the sum needs the reduced gradient (ft_engine_early_norm_reduced) */
+    if (!e->early_norm || !e->final_micro || e->size > 1 || eu->sum_started || !eu->grad_full)
+        return;
+    start_sum(e, unit);
+}
+
+void ft_engine_early_norm_reduced(ft_engine *e, int unit)
+{
+    engine_unit *eu = &e->units[unit];
+    if (!e->early_norm || eu->sum_started || !eu->grad_full)
+        return;
+    start_sum(e, unit);
 }
 
 void ft_engine_early_norm_take(ft_engine *e, double *each, unsigned char *got)

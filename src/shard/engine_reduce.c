@@ -31,6 +31,7 @@
  * after its unit's reduction is waited for and widened. Without the overlap one buffer
  * serves, a unit at a time after the backward: the same collectives on the same values.
  * FTMPI_REDUCE_OVERLAP=0 turns it off, to time the difference. */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,7 +58,7 @@ static int wait_unit(ft_engine *e, engine_unit *eu, ft_error *err)
 /* bf16: waits for the reduction staged in slot, if any, and widens it back into its
  * unit's fp32 gradient (stage 1: the own slice, the rest of the staged values being
  * partial sums). The slot is free after. */
-static int finish_slot(ft_engine *e, int slot, ft_error *err)
+static int finish_slot(ft_engine *e, int slot, ft_error *err, bool norms)
 {
     const int u = e->bits_unit[slot];
     if (u < 0)
@@ -70,6 +71,8 @@ static int finish_slot(ft_engine *e, int slot, ft_error *err)
     if (wait_unit(e, eu, err))
         return -1;
     e->be->ops->bf16_to_f32(e->be, eu->grad_full + own, bits + own, n);
+    if (norms)
+        ft_engine_early_norm_reduced(e, u);
     return 0;
 }
 
@@ -86,7 +89,7 @@ static int start_unit(ft_engine *e, engine_unit *eu, ft_error *err)
                                                eu->shard, &eu->reduce_req)
                        : c->all_reduce_f32(e->comm, eu->grad_full, eu->numel, &eu->reduce_req);
     const int slot = e->bits_next;
-    if (finish_slot(e, slot, err))
+    if (finish_slot(e, slot, err, true))
         return -1;
     e->bits_next = e->bits_slot[1] ? slot ^ 1 : 0;
     uint16_t *bits = e->bits_slot[slot];
@@ -108,16 +111,19 @@ int ft_engine_early_reduce_unit(ft_engine *e, int unit)
 }
 
 /* Waits for every started reduction (bf16: and widens the staged ones); the window's
- * reduction is over. */
-static int finish_all(ft_engine *e, ft_error *err)
+ * reduction is over. norms: each unit's sum of squares for the norm starts as soon as
+ * its reduction is waited for (not when a window is abandoned). */
+static int finish_all(ft_engine *e, ft_error *err, bool norms)
 {
     int rc = 0;
     for (int slot = 0; slot < 2; slot++)
-        if (finish_slot(e, slot, rc ? NULL : err))
+        if (finish_slot(e, slot, rc ? NULL : err, norms))
             rc = -1;
     for (int u = 0; u < e->layout.n_units; u++) {
         if (wait_unit(e, &e->units[u], rc ? NULL : err))
             rc = -1;
+        else if (norms)
+            ft_engine_early_norm_reduced(e, u);
         e->units[u].reduce_started = 0;
     }
     return rc;
@@ -126,7 +132,7 @@ static int finish_all(ft_engine *e, ft_error *err)
 void ft_engine_finish_early_reduces(ft_engine *e)
 {
     if (e->early_reduce)
-        finish_all(e, NULL);
+        finish_all(e, NULL, false);
 }
 
 int ft_engine_reduce_full_grads(ft_engine *e, ft_error *err)
@@ -142,7 +148,7 @@ int ft_engine_reduce_full_grads(ft_engine *e, ft_error *err)
         if (!eu->reduce_started && start_unit(e, eu, err))
             rc = ft_fail(err, "gradient reduction of unit %d failed", u);
     }
-    if (finish_all(e, rc ? NULL : err))
+    if (finish_all(e, rc ? NULL : err, !rc))
         rc = -1;
     return rc;
 }
