@@ -133,6 +133,10 @@ struct ft_engine {
 };
 
 void *ft_engine_alloc(ft_engine *e, size_t bytes, size_t *counter);
+/* A collective inside a source callback (or a deferred one) failed: the engine keeps the
+ * first error (ft_engine_status reports it), "WHAT of unit UNIT failed" where the
+ * transport left no message of its own (engine_source.c). */
+void ft_engine_record_failure(ft_engine *e, const char *what, int unit);
 
 /* Gradient resets that leave the 2-D weights' part unset for a writer (engine_unset.c). */
 typedef enum {

@@ -83,13 +83,8 @@ static void await_gather(ft_engine *e, engine_unit *eu)
 {
     if (!eu->gather_req)
         return;
-    ft_error err;
-    ft_error_clear(&err);
-    if (ft_comm_wait(e->comm, eu->gather_req, &err) && !e->failed) {
-        e->failed = 1;
-        ft_fail(&e->error, "parameter all-gather of unit %d failed: %s", (int)(eu - e->units),
-                err.msg);
-    }
+    if (ft_comm_wait(e->comm, eu->gather_req, &e->error))
+        ft_engine_record_failure(e, "parameter all-gather", (int)(eu - e->units));
     eu->gather_req = NULL;
 }
 

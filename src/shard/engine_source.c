@@ -18,7 +18,7 @@
 
 #include "shard/engine_internal.h"
 
-static void record_failure(ft_engine *e, const char *what, int unit)
+void ft_engine_record_failure(ft_engine *e, const char *what, int unit)
 {
     if (!e->failed) {
         e->failed = 1;
@@ -42,7 +42,7 @@ static void finish_gather(ft_engine *e, gather_slot *s)
     if (s->state != SLOT_PENDING)
         return;
     if (ft_comm_wait(e->comm, s->req, &e->error))
-        record_failure(e, "parameter all-gather", s->unit);
+        ft_engine_record_failure(e, "parameter all-gather", s->unit);
     s->req = NULL;
     if (s->bits && s->params)
         e->be->ops->bf16_to_f32(e->be, s->params, s->bits, e->units[s->unit].padded);
@@ -72,7 +72,7 @@ static gather_slot *start_gather(ft_engine *e, int unit)
 {
     gather_slot *s = free_slot(e);
     if (!s) {
-        record_failure(e, "gather pool exhausted for", unit);
+        ft_engine_record_failure(e, "gather pool exhausted for", unit);
         return NULL;
     }
     const engine_unit *eu = &e->units[unit];
@@ -81,7 +81,7 @@ static gather_slot *start_gather(ft_engine *e, int unit)
                                                 eu->dev_shard ? eu->dev_shard : eu->master,
                                                 eu->shard * sizeof(float), &s->req);
     if (rc)
-        record_failure(e, "parameter all-gather", unit);
+        ft_engine_record_failure(e, "parameter all-gather", unit);
     s->unit = unit;
     s->state = SLOT_PENDING;
     s->last_use = ++e->clock;
@@ -139,7 +139,7 @@ static void finish_reduce(ft_engine *e, grad_slot *g)
     if (!g->req)
         return;
     if (ft_comm_wait(e->comm, g->req, &e->error))
-        record_failure(e, "gradient reduce-scatter", g->unit);
+        ft_engine_record_failure(e, "gradient reduce-scatter", g->unit);
     g->req = NULL;
     engine_unit *eu = &e->units[g->unit];
     if (g->bits_shard)
@@ -164,7 +164,7 @@ static grad_slot *open_grad_slot(ft_engine *e, int unit)
             pick = g;
     }
     if (!pick) {
-        record_failure(e, "gradient pool exhausted for", unit);
+        ft_engine_record_failure(e, "gradient pool exhausted for", unit);
         return NULL;
     }
     finish_reduce(e, pick);
@@ -259,10 +259,10 @@ static void src_grad_done(void *ctx, int unit)
     ft_engine *e = ctx;
     if (e->opt.zero_stage <= 1) {
         /* on the window's last micro-batch the gradient is final: its sum of squares (one
-         * rank) or its all-reduce (several) starts beside the rest of the backward */
+         * rank) or its reduction (several) starts beside the rest of the backward */
         ft_engine_early_norm_unit(e, unit);
         if (ft_engine_early_reduce_unit(e, unit))
-            record_failure(e, "gradient all-reduce", unit);
+            ft_engine_record_failure(e, "gradient reduction", unit);
         return;
     }
     for (int i = 0; i < e->n_grad; i++) {
@@ -284,7 +284,7 @@ static void src_grad_done(void *ctx, int unit)
                                                       &g->req);
             }
             if (rc)
-                record_failure(e, "gradient reduce-scatter", unit);
+                ft_engine_record_failure(e, "gradient reduce-scatter", unit);
             g->open = 0;
             return;
         }
