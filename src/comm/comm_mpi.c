@@ -77,14 +77,13 @@ static int new_request(ft_comm_request **req)
 static void scatter_buffers(ft_comm *c, void *out, const void *in, size_t bytes,
                             ft_comm_request *req, const void **send, void **recv)
 {
-    const bool in_place = (const char *)out == (const char *)in + (size_t)c->rank * bytes;
     *send = in;
     *recv = out;
-    if (!in_place && out != in)
+    if ((const char *)out != (const char *)in + (size_t)c->rank * bytes)
         return;
     *send = MPI_IN_PLACE;
     *recv = (void *)in; /* the input, and where the result lands: its start */
-    if (out != in) {    /* rank >= 1: the start is another rank's slice */
+    if (c->rank > 0) {  /* the start is rank 0's slice: moved to out by the wait */
         req->result = (void *)in;
         req->landing = out;
         req->result_bytes = bytes;
