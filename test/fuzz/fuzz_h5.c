@@ -2,6 +2,8 @@
 #include "fuzz_h5.h"
 
 #include <math.h>
+#include <mpi.h>
+#include <sanitizer/lsan_interface.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,6 +224,24 @@ static int copy_file(const char *from, const char *to)
     }
     fuzz_write_file(strrchr(to, '/') + 1, data, len);
     return 0;
+}
+
+void fuzz_mpi_init(int *argc, char ***argv)
+{
+    __lsan_disable();
+    MPI_Init(argc, argv);
+    MPI_File fh;
+    const char *path = fuzz_path("mpi-io-warm-up");
+    if (MPI_File_open(MPI_COMM_SELF, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL,
+                      &fh) != MPI_SUCCESS) {
+        fprintf(stderr, "fuzz: MPI_File_open(%s) failed\n", path);
+        abort();
+    }
+    const int word = 42;
+    MPI_File_write_at_all(fh, 0, &word, 1, MPI_INT, MPI_STATUS_IGNORE);
+    MPI_File_close(&fh);
+    remove(path);
+    __lsan_enable();
 }
 
 int fuzz_h5_mutate(const char *base, const char *path, const fuzz_h5_names *nm, fuzz_bytes *in)

@@ -35,7 +35,7 @@ static void die(const char *what, const ft_error *err)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-    MPI_Init(argc, argv);
+    fuzz_mpi_init(argc, argv); /* the writer creates on MPI_COMM_SELF */
     ft_error err;
     const ft_engine_options opt = {
         .zero_stage = 0,

@@ -18,7 +18,7 @@ static char base[1024];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-    MPI_Init(argc, argv); /* ft_dataset_write writes on MPI_COMM_SELF */
+    fuzz_mpi_init(argc, argv); /* the writer creates on MPI_COMM_SELF */
     ft_dataset_info info = { .rows = ROWS, .seq_len = SEQ, .vocab_size = 64, .bos_token_id = 1,
                              .eos_token_id = 2, .pad_token_id = 0, .n_documents = 4,
                              .n_target_tokens = 9, .tokenizer_hash = "0123456789abcdef",
