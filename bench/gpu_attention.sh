@@ -89,13 +89,19 @@ for seq in 1024 4096 16384; do
 done
 
 # The own backward: two deterministic passes (the default) against the one-pass backward
-# that sums dQ with atomics (FTMPI_ATTENTION_NONDETERMINISTIC=1, as FlashAttention-2).
-printf "\nown backward, causal: %12s %12s\n" "2 passes" "1 pass"
+# that sums dQ with atomics (FTMPI_ATTENTION_NONDETERMINISTIC=1, as FlashAttention-2), each
+# with the dK/dV pass's two block sizes: 64 keys and 4 warps (the default) or 128 keys and
+# 8 warps (FTMPI_TC_BWD_KEYS=128, FlashAttention-2's tile), TF/s.
+bwd_tflops() { "$bench" "$@" | sed -n 's/.*bwd_tflops=\([0-9.]*\).*/\1/p'; }
+printf "\nown backward, causal: %12s %12s %12s %12s\n" "2 passes" "1 pass" "2p 128 keys" \
+    "1p 128 keys"
 for hd in 64 128; do
     for seq in 1024 4096 16384; do
-        b2=$("$bench" $hd $seq $((16384 / seq)) $((2048 / hd)) | sed -n 's/.*bwd_tflops=\([0-9.]*\).*/\1/p')
-        b1=$(FTMPI_ATTENTION_NONDETERMINISTIC=1 "$bench" $hd $seq $((16384 / seq)) $((2048 / hd)) |
-            sed -n 's/.*bwd_tflops=\([0-9.]*\).*/\1/p')
-        printf "  hd %-4s seq %-6s %12s %12s\n" "$hd" "$seq" "$b2" "$b1"
+        set -- $hd $seq $((16384 / seq)) $((2048 / hd))
+        b2=$(bwd_tflops "$@")
+        b1=$(FTMPI_ATTENTION_NONDETERMINISTIC=1 bwd_tflops "$@")
+        w2=$(FTMPI_TC_BWD_KEYS=128 bwd_tflops "$@")
+        w1=$(FTMPI_TC_BWD_KEYS=128 FTMPI_ATTENTION_NONDETERMINISTIC=1 bwd_tflops "$@")
+        printf "  hd %-4s seq %-6s %12s %12s %12s %12s\n" "$hd" "$seq" "$b2" "$b1" "$w2" "$w1"
     done
 done

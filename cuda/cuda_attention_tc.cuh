@@ -43,14 +43,14 @@ struct TcFwdCfg {
     static constexpr size_t smem = (size_t)(BQ + 4 * BK) * PITCH * sizeof(uint16_t);
 };
 
-/* Stages rows t0 .. t0+n-1 of one head (hd bf16 each) into dst[row][PITCH] with cp.async;
- * rows >= n and features >= hd are zero-filled. */
-template <int HDMAX, int ROWS>
+/* Stages rows t0 .. t0+n-1 of one head (hd bf16 each) into dst[row][PITCH] with cp.async,
+ * by the block's THREADS threads; rows >= n and features >= hd are zero-filled. */
+template <int HDMAX, int ROWS, int THREADS = TC_THREADS>
 __device__ __forceinline__ void tc_stage(uint16_t *dst, const uint16_t *base, size_t stride,
                                          int t0, int n, int hd)
 {
     constexpr int CHUNKS = HDMAX / 8; /* 16-byte chunks per row */
-    for (int idx = threadIdx.x; idx < ROWS * CHUNKS; idx += TC_THREADS) {
+    for (int idx = threadIdx.x; idx < ROWS * CHUNKS; idx += THREADS) {
         int r = idx / CHUNKS, c = idx % CHUNKS;
         int d0 = c * 8;
         bool valid = r < n && d0 < hd;
@@ -109,13 +109,13 @@ __device__ __forceinline__ float tc_exp2(float x)
 
 /* Stages key tile kt (BK keys, clipped at the sequence's end) of one head's K and V rows
  * (kb, vb) into Kd and Vd. */
-template <int HDMAX, int BK>
+template <int HDMAX, int BK, int THREADS = TC_THREADS>
 __device__ __forceinline__ void tc_stage_kv(uint16_t *Kd, uint16_t *Vd, const uint16_t *kb,
                                             const uint16_t *vb, const TcArgs &a, int kt)
 {
     const int k0 = kt * BK, kn = min(BK, a.seq - k0);
-    tc_stage<HDMAX, BK>(Kd, kb, a.kv_stride, k0, kn, a.hd);
-    tc_stage<HDMAX, BK>(Vd, vb, a.kv_stride, k0, kn, a.hd);
+    tc_stage<HDMAX, BK, THREADS>(Kd, kb, a.kv_stride, k0, kn, a.hd);
+    tc_stage<HDMAX, BK, THREADS>(Vd, vb, a.kv_stride, k0, kn, a.hd);
 }
 
 /* Two fp32 as the bf16 pair of one mma operand register (lo in the lower half), each

@@ -4,8 +4,9 @@
  *   D_i   = dO_i . O_i                                   (tc_bwd_dot_kernel)
  *   p_ij  = exp(s_ij - lse_i),  dP_ij = dO_i . v_j,  dS_ij = p_ij (dP_ij - D_i)
  *   dV_j  = sum_i p_ij dO_i,  dK_j = scale sum_i dS_ij q_i   (tc_bwd_dkdv_kernel: one
- *           block per (64-key tile, kv head, batch row; 32 keys and each warp half the
- *           features at head_dim 256, TcBwdCfg); warp w owns keys 16w..16w+15 and
+ *           block per (64-key tile, kv head, batch row; 128 keys and 8 warps with
+ *           FTMPI_TC_BWD_KEYS=128; 32 keys and each warp half the features at head_dim
+ *           256, TcBwdCfg); warp w owns keys 16w..16w+15 and
  *           walks the query tiles from the diagonal to the last one whose window reaches
  *           its keys, of every query head of its GQA group, so each dK/dV element is
  *           summed by one thread in a fixed order)
@@ -76,11 +77,11 @@ __global__ void tc_bwd_dot_kernel(float *__restrict__ Dv, const uint16_t *__rest
  * (rounding them a k-step at a time before the products, with integer arithmetic,
  * spilled 12 to 76 bytes a thread at head_dim 128 and 256), and 24 fewer registers at
  * head_dim 64 (200: 224 before). */
-template <int HDMAX>
+template <int HDMAX, int WARPS = TC_WARPS>
 struct TcBwdCfg {
     static constexpr int P = HDMAX + TC_PAD;
     static constexpr int DSPLIT = HDMAX > 128 ? 2 : 1;     /* warps sharing a key group */
-    static constexpr int BKV = 16 * TC_WARPS / DSPLIT;     /* keys per dK/dV block */
+    static constexpr int BKV = 16 * WARPS / DSPLIT;        /* keys per dK/dV block */
     static constexpr bool KV_IN_REGS = HDMAX <= 64;        /* dK/dV: K, V fragments held */
     static constexpr bool QO_IN_REGS = HDMAX <= 128;       /* dQ: Q, dO fragments held */
     /* Buffers of the walked tiles (dQ: K and V; dK/dV: Q, dO, lse and D): two (the next
@@ -198,24 +199,28 @@ __device__ __forceinline__ void tc_red_add2(float *p, float a, float b)
 #endif
 }
 
-/* dQ += dS K for this warp's 16 queries of the tile (q0 + 16 warp ..), over the block's
- * BKV keys: A = dS from dsT by ldmatrix.trans (the 8 x 8 blocks of dS^T transposed on the
- * way in), B = K rows (row-major K x N, ldmatrix.trans); added unscaled to dq_acc (the
- * head's fp32 rows, dq's layout). */
-template <int HDMAX>
+/* dQ += dS K for 16 queries of the tile over the block's BKV keys: A = dS from dsT by
+ * ldmatrix.trans (the 8 x 8 blocks of dS^T transposed on the way in), B = K rows
+ * (row-major K x N, ldmatrix.trans); added unscaled to dq_acc (the head's fp32 rows, dq's
+ * layout). The tile's 64 x HDMAX block of dQ is split over the block's warps: warp w takes
+ * the query rows 16 (w % 4) .. and, with 8 warps, half the features (w / 4). */
+template <int HDMAX, int WARPS>
 __device__ __forceinline__ void tc_dq_atomic(float *dq_acc, const uint16_t *dsT,
                                              const uint16_t *Ks, const TcArgs &a, int q0,
                                              int warp, int lane)
 {
-    constexpr int P = TcBwdCfg<HDMAX>::P, BKV = TcBwdCfg<HDMAX>::BKV;
-    const int g = lane / 4, t = lane % 4;
+    constexpr int P = TcBwdCfg<HDMAX, WARPS>::P, BKV = TcBwdCfg<HDMAX, WARPS>::BKV;
+    constexpr int FSPLIT = WARPS * 16 / TC_BQ, DQ = HDMAX / 8 / FSPLIT; /* feature groups */
+    static_assert(FSPLIT >= 1 && DQ % 2 == 0, "dQ split: whole pairs of feature groups");
+    const int g = lane / 4, t = lane % 4, mrow = 16 * (warp % (TC_BQ / 16));
+    const int dbase = (warp / (TC_BQ / 16)) * DQ;
     uint32_t af[BKV / 16][4];
 #pragma unroll
     for (int j = 0; j < BKV / 16; j++)
-        ft_ldmatrix<4, true>(af[j], dsT + tc_bt_pair_row(j * 16, lane, TC_DS_PITCH) + 16 * warp);
-    const int r0 = q0 + 16 * warp + g, r1 = r0 + 8;
+        ft_ldmatrix<4, true>(af[j], dsT + tc_bt_pair_row(j * 16, lane, TC_DS_PITCH) + mrow);
+    const int r0 = q0 + mrow + g, r1 = r0 + 8;
 #pragma unroll
-    for (int d = 0; d < HDMAX / 8; d += 2) {
+    for (int d = dbase; d < dbase + DQ; d += 2) {
         float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
         for (int j = 0; j < BKV / 16; j++) {
@@ -237,17 +242,21 @@ __device__ __forceinline__ void tc_dq_atomic(float *dq_acc, const uint16_t *dsT,
     }
 }
 
-/* FUSED: the one-pass backward above (dq_acc non-NULL); else dq_acc is unused */
-template <int HDMAX, bool FUSED, typename OT>
-__global__ void __launch_bounds__(TC_THREADS)
+/* FUSED: the one-pass backward above (dq_acc non-NULL); else dq_acc is unused. WARPS: 4
+ * (64 keys a block) or 8 (128 keys, head_dim <= 128: FlashAttention-2's backward tile,
+ * half the staging of Q and dO and, one-pass, half the dQ atomics per product) */
+template <int HDMAX, bool FUSED, typename OT, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32)
     tc_bwd_dkdv_kernel(OT *__restrict__ dk, OT *__restrict__ dv, float *__restrict__ dq_acc,
                        const uint16_t *__restrict__ dout, const float *__restrict__ lse,
                        const float *__restrict__ Dv, const uint16_t *__restrict__ q,
                        const uint16_t *__restrict__ k, const uint16_t *__restrict__ v, TcArgs a,
                        int heads)
 {
-    typedef TcBwdCfg<HDMAX> C;
+    typedef TcBwdCfg<HDMAX, WARPS> C;
     static_assert(!FUSED || C::DSPLIT == 1, "the one-pass backward needs one warp per key group");
+    static_assert(WARPS == TC_WARPS || C::DSPLIT == 1, "8 warps: head_dim <= 128");
+    constexpr int THREADS = WARPS * 32;
     constexpr int P = C::P, KS = HDMAX / 16, NQ = TC_BQ / 8, BKV = C::BKV;
     constexpr int DT = HDMAX / 8 / C::DSPLIT; /* 8-feature groups of dK/dV this warp owns */
     constexpr bool KV_IN_REGS = C::KV_IN_REGS;
@@ -264,7 +273,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     const int hk = blockIdx.y, b = blockIdx.z;
     const uint16_t *kb = k + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
     const uint16_t *vb = v + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
-    tc_stage_kv<HDMAX, BKV>(Ks, Vs, kb, vb, a, (int)blockIdx.x);
+    tc_stage_kv<HDMAX, BKV, THREADS>(Ks, Vs, kb, vb, a, (int)blockIdx.x);
     ft_cp_async_commit();
     ft_cp_async_wait<0>();
     __syncthreads();
@@ -311,9 +320,10 @@ __global__ void __launch_bounds__(TC_THREADS)
         const int h = hk * a.group + gi, q0 = qt * TC_BQ, qn = min(TC_BQ, a.seq - q0);
         const size_t tok = (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
         const size_t row = ((size_t)b * heads + h) * a.seq;
-        tc_stage<HDMAX, TC_BQ>(Qs + buf * TC_BQ * P, q + tok, a.q_stride, q0, qn, a.hd);
-        tc_stage<HDMAX, TC_BQ>(dOs + buf * TC_BQ * P, dout + tok, a.q_stride, q0, qn, a.hd);
-        for (int i = threadIdx.x; i < TC_BQ; i += TC_THREADS) {
+        tc_stage<HDMAX, TC_BQ, THREADS>(Qs + buf * TC_BQ * P, q + tok, a.q_stride, q0, qn, a.hd);
+        tc_stage<HDMAX, TC_BQ, THREADS>(dOs + buf * TC_BQ * P, dout + tok, a.q_stride, q0, qn,
+                                        a.hd);
+        for (int i = threadIdx.x; i < TC_BQ; i += THREADS) {
             lse_s[buf * TC_BQ + i] = i < qn ? lse[row + q0 + i] * TC_LOG2E : 0.0f;
             D_s[buf * TC_BQ + i] = i < qn ? Dv[row + q0 + i] : 0.0f;
         }
@@ -401,8 +411,8 @@ __global__ void __launch_bounds__(TC_THREADS)
         }
         if constexpr (FUSED) {
             __syncthreads(); /* dS^T of all the block's keys in dsT */
-            tc_dq_atomic<HDMAX>(dq_acc + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd, dsT, Ks,
-                                a, q0, warp, lane);
+            float *dq_head = dq_acc + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
+            tc_dq_atomic<HDMAX, WARPS>(dq_head, dsT, Ks, a, q0, warp, lane);
         }
     }
     ft_cp_async_wait<0>(); /* no copy may still target shared memory at exit */
@@ -568,23 +578,23 @@ __global__ void tc_dq_convert_kernel(OT *__restrict__ dq, const float *__restric
 }
 
 /* dq_acc: NULL for the two deterministic passes, else the one-pass backward's zeroed fp32
- * accumulator (head_dim <= 128) */
-template <int HDMAX, typename OT>
+ * accumulator (head_dim <= 128); WARPS of the dK/dV kernel (4, or 8 at head_dim <= 128) */
+template <int HDMAX, int WARPS, typename OT>
 static cudaError_t tc_bwd_run(OT *dq, OT *dk, OT *dv, float *dq_acc, const uint16_t *dout,
                               const float *lse, const float *Dv, const uint16_t *q,
                               const uint16_t *k, const uint16_t *v, const TcArgs &a,
                               ft_attn_shape s, cudaStream_t st)
 {
-    typedef TcBwdCfg<HDMAX> C;
+    typedef TcBwdCfg<HDMAX, WARPS> C;
     typedef void (*dkdv_fn)(OT *, OT *, float *, const uint16_t *, const float *, const float *,
                             const uint16_t *, const uint16_t *, const uint16_t *, TcArgs, int);
     constexpr bool can_fuse = C::DSPLIT == 1;
     const bool fused = can_fuse && dq_acc != NULL;
-    dkdv_fn kkv = tc_bwd_dkdv_kernel<HDMAX, false, OT>;
+    dkdv_fn kkv = tc_bwd_dkdv_kernel<HDMAX, false, OT, WARPS>;
     size_t smem_kv = C::smem_dkdv;
     if constexpr (can_fuse)
         if (fused) {
-            kkv = tc_bwd_dkdv_kernel<HDMAX, can_fuse, OT>;
+            kkv = tc_bwd_dkdv_kernel<HDMAX, can_fuse, OT, WARPS>;
             smem_kv = C::smem_fused;
         }
     cudaError_t e = cudaFuncSetAttribute(kkv, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -594,7 +604,7 @@ static cudaError_t tc_bwd_run(OT *dq, OT *dk, OT *dv, float *dq_acc, const uint1
     const int bkv = C::BKV;
     dim3 gkv((unsigned)((s.seq_len + bkv - 1) / bkv), (unsigned)s.n_kv_heads,
              (unsigned)s.batch);
-    FT_LAUNCH(kkv, gkv, TC_THREADS, smem_kv, st)(dk, dv, dq_acc, dout, lse, Dv, q, k, v, a,
+    FT_LAUNCH(kkv, gkv, WARPS * 32, smem_kv, st)(dk, dv, dq_acc, dout, lse, Dv, q, k, v, a,
                                                  s.n_heads);
     e = cudaGetLastError();
     if (e != cudaSuccess)
@@ -623,6 +633,18 @@ static bool tc_bwd_one_pass(ft_attn_shape s)
 {
     const char *e = getenv("FTMPI_ATTENTION_NONDETERMINISTIC");
     return s.head_dim <= 128 && e && strcmp(e, "1") == 0;
+}
+
+/* Keys per block of the dK/dV pass at head_dim <= 128: 64 (4 warps, the default) or 128
+ * (8 warps, FlashAttention-2's tile: the Q and dO tiles staged once for twice the keys,
+ * and in the one-pass backward the dQ atomics halved, at the price of a barrier across
+ * 8 warps and one block an SM where two fit now). Which is faster is a measurement:
+ * FTMPI_TC_BWD_KEYS=128 selects the second so that bench/gpu_attention.sh times both in
+ * one run. Read per call, so a test can switch it. */
+static int tc_bwd_keys_per_block(void)
+{
+    const char *e = getenv("FTMPI_TC_BWD_KEYS");
+    return e && strcmp(e, "128") == 0 ? 128 : 64;
 }
 
 /* Scratch: the segment-range table, then D, then (one-pass) the fp32 dQ accumulator, each
@@ -660,11 +682,16 @@ static cudaError_t tc_bwd_dispatch(OT *dq, OT *dk, OT *dv, const uint16_t *dout,
                             st);
     if (e != cudaSuccess)
         return e;
+    const bool wide = tc_bwd_keys_per_block() == 128;
+    if (s.head_dim <= 64 && wide)
+        return tc_bwd_run<64, 8>(dq, dk, dv, dq_acc, dout, lse, Dv, q, k, v, a, s, st);
     if (s.head_dim <= 64)
-        return tc_bwd_run<64>(dq, dk, dv, dq_acc, dout, lse, Dv, q, k, v, a, s, st);
+        return tc_bwd_run<64, 4>(dq, dk, dv, dq_acc, dout, lse, Dv, q, k, v, a, s, st);
+    if (s.head_dim <= 128 && wide)
+        return tc_bwd_run<128, 8>(dq, dk, dv, dq_acc, dout, lse, Dv, q, k, v, a, s, st);
     if (s.head_dim <= 128)
-        return tc_bwd_run<128>(dq, dk, dv, dq_acc, dout, lse, Dv, q, k, v, a, s, st);
-    return tc_bwd_run<256>(dq, dk, dv, NULL, dout, lse, Dv, q, k, v, a, s, st);
+        return tc_bwd_run<128, 4>(dq, dk, dv, dq_acc, dout, lse, Dv, q, k, v, a, s, st);
+    return tc_bwd_run<256, 4>(dq, dk, dv, NULL, dout, lse, Dv, q, k, v, a, s, st);
 }
 
 extern "C" cudaError_t ft_cuda_launch_attention_bwd_bf16(ft_dtype dt, void *dq, void *dk, void *dv,

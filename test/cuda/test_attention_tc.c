@@ -13,7 +13,8 @@
  * Determinism: a second backward of the windowed and head_dim-256 GQA cases must give
  * the same bits. The one-pass backward (FTMPI_ATTENTION_NONDETERMINISTIC=1: dQ summed
  * with atomics by the dK/dV pass) is checked against the same references, with no dQ
- * pass run, and is exempt from the bitwise check.
+ * pass run, and is exempt from the bitwise check. The dK/dV pass's 128-key block
+ * (FTMPI_TC_BWD_KEYS=128) must give the 64-key block's bits (two passes).
  *
  * Tolerances. The scores are exact bf16 products summed in fp32, so lse agrees to fp32
  * round-off (relative 1e-5 of |lse| + 1e-5). The output multiplies probabilities rounded
@@ -113,6 +114,13 @@ static int fwd_rows(int hd)
 {
     const char *e = getenv("FTMPI_TC_FWD_ROWS");
     return hd > 128 || (hd > 64 && e && strcmp(e, "16") == 0) ? 16 : 32;
+}
+
+/* Keys per block of the dK/dV pass (cuda_attention_tc_bwd.cu: TcBwdCfg, the dispatch). */
+static int dkdv_keys(int hd)
+{
+    const char *e = getenv("FTMPI_TC_BWD_KEYS");
+    return hd > 128 ? 32 : e && strcmp(e, "128") == 0 ? 128 : 64;
 }
 
 /* Tile pairs ([q0, q0+bq) x [k0, k0+bk), clipped to seq) of one row holding a visible
@@ -278,12 +286,13 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
     /* the exact count needs ranges that are the documents themselves: packed ids. The
      * forward (cuda_attention_tc.cu, TcFwdCfg) pairs 128-query tiles with 64-key ones, 64
      * with 32 at head_dim > 128; the dK/dV pass (cuda_attention_tc_bwd.cu, TcBwdCfg) 64
-     * queries with 64 keys, 32 at head_dim > 128; the dQ pass 64 with 64. The dK/dV pass
-     * visits each pair once per query head of the group. */
+     * queries with 64 keys (128 with FTMPI_TC_BWD_KEYS=128), 32 at head_dim > 128; the dQ
+     * pass 64 with 64. The dK/dV pass visits each pair once per query head of the group. */
     if (seg_kind != SEG_SCATTERED) {
         int bk = hd > 128 ? 32 : 64, fwd_bq = 4 * fwd_rows(hd);
         unsigned long long want[3] = {needed_tiles(seg, batch, seq, heads, window, fwd_bq, bk),
-                                      needed_tiles(seg, batch, seq, heads, window, 64, bk),
+                                      needed_tiles(seg, batch, seq, heads, window, 64,
+                                                   dkdv_keys(hd)),
                                       one_pass(hd) ? 0
                                                    : needed_tiles(seg, batch, seq, heads, window,
                                                                   64, 64)};
@@ -354,6 +363,29 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
         checks++;
         printf("%s attention_bwd_bf16 %s: a second backward %s\n", ok ? "ok  " : "FAIL", what,
                ok ? "is bitwise the first" : "differs from the first");
+        failures += !ok;
+        free(h2);
+    }
+    /* The dK/dV pass's 128-key block: every warp keeps its 16 keys and its order over the
+     * query tiles, so the two passes' dQ, dK and dV are bitwise those of the 64-key block */
+    if (dkdv_keys(hd) == 128 && !one_pass(hd)) {
+        float *d2[3] = {dev_copy(NULL, nq * 4), dev_copy(NULL, nkv * 4), dev_copy(NULL, nkv * 4)};
+        unsetenv("FTMPI_TC_BWD_KEYS");
+        e = ft_cuda_launch_attention_bwd_bf16(FT_DTYPE_F32, d2[0], d2[1], d2[2], ddo, dro, drl, dq,
+                                              dk, dv, ds, s, scratch, 0);
+        setenv("FTMPI_TC_BWD_KEYS", "128", 1);
+        float *h2 = malloc(nq * 4);
+        const float *wide[3] = {gdq, gdk, gdv};
+        const size_t n2[3] = {nq, nkv, nkv};
+        ok = e == cudaSuccess;
+        for (int i = 0; i < 3; i++) {
+            cudaMemcpy(h2, d2[i], n2[i] * 4, cudaMemcpyDeviceToHost);
+            ok = ok && memcmp(h2, wide[i], n2[i] * 4) == 0;
+            cudaFree(d2[i]);
+        }
+        checks++;
+        printf("%s attention_bwd_bf16 %s: 64-key dK/dV blocks %s\n", ok ? "ok  " : "FAIL", what,
+               ok ? "give the 128-key blocks' bits" : "differ from the 128-key blocks");
         failures += !ok;
         free(h2);
     }
@@ -436,6 +468,25 @@ int main(void)
     check_case(cpu, 1, 330, 4, 2, 128, SEG_TWO, 0);
     check_case(cpu, 1, 99, 2, 1, 256, SEG_PACKED, 40);
     unsetenv("FTMPI_ATTENTION_NONDETERMINISTIC");
+    /* the dK/dV pass's other block (128 keys, 8 warps; the GPU tuning switch of
+     * cuda_attention_tc_bwd.cu), two passes and one: causal at both head sizes, GQA
+     * (the group's heads summed by one thread, bitwise repeatable), documents, windows,
+     * a length that ends inside a block's second half, and head_dim 256, which keeps 4 */
+    setenv("FTMPI_TC_BWD_KEYS", "128", 1);
+    check_case(cpu, 1, 300, 2, 1, 64, SEG_NONE, 0);
+    check_case(cpu, 1, 330, 4, 2, 128, SEG_TWO, 0);
+    check_case(cpu, 1, 150, 2, 2, 128, SEG_NONE, 64);
+    check_case(cpu, 2, 131, 4, 2, 64, SEG_NONE, 20);
+    check_case(cpu, 1, 201, 2, 1, 64, SEG_LONG, 100);
+    check_case(cpu, 1, 200, 2, 1, 80, SEG_SHORT, 0);
+    check_case(cpu, 1, 99, 2, 1, 256, SEG_PACKED, 40);
+    setenv("FTMPI_ATTENTION_NONDETERMINISTIC", "1", 1);
+    check_case(cpu, 1, 300, 2, 1, 64, SEG_NONE, 0);
+    check_case(cpu, 1, 330, 4, 2, 128, SEG_TWO, 0);
+    check_case(cpu, 2, 131, 2, 1, 64, SEG_NONE, 20);
+    check_case(cpu, 1, 70, 3, 1, 80, SEG_PACKED, 0);
+    unsetenv("FTMPI_ATTENTION_NONDETERMINISTIC");
+    unsetenv("FTMPI_TC_BWD_KEYS");
     ft_backend_destroy(cpu);
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
