@@ -88,6 +88,16 @@ for seq in 1024 4096 16384; do
     printf "  seq %-6s %30s %10s\n" "$seq" "$f32" "$f16"
 done
 
+# The forward's key tiles at head_dim 64: 64 keys (the default) or 128 (FlashAttention-2's
+# tile there, FTMPI_TC_FWD_KEYS=128).
+printf "\nown forward at hd 64, keys per tile: %10s %10s\n" "64 (TF/s)" "128 (TF/s)"
+for seq in 1024 4096 16384; do
+    k64=$("$bench" 64 $seq $((16384 / seq)) 32 | sed -n 's/.*fwd_tflops=\([0-9.]*\).*/\1/p')
+    k128=$(FTMPI_TC_FWD_KEYS=128 "$bench" 64 $seq $((16384 / seq)) 32 |
+        sed -n 's/.*fwd_tflops=\([0-9.]*\).*/\1/p')
+    printf "  seq %-6s %23s %10s\n" "$seq" "$k64" "$k128"
+done
+
 # The own backward: two deterministic passes (the default) against the one-pass backward
 # that sums dQ with atomics (FTMPI_ATTENTION_NONDETERMINISTIC=1, as FlashAttention-2), each
 # with the dK/dV pass's two block sizes: 64 keys and 4 warps (the default) or 128 keys and

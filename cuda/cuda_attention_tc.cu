@@ -352,11 +352,26 @@ static int tc_fwd_rows_per_warp(void)
     return e && strcmp(e, "16") == 0 ? 16 : 32;
 }
 
+/* Keys per tile of the forward at head_dim <= 64: 64 (the default) or 128
+ * (FlashAttention-2's tile at that size: the per-tile costs, the barrier, the row maxima
+ * and sums across the quad, the rescale of O, spread over twice the keys; the Q
+ * fragments reloaded from shared memory per k-step as S's 128 registers leave no room to
+ * hold them; ptxas for sm_90 still spills 76 bytes, a few scalar loads and stores a
+ * tile against its 256 products). FTMPI_TC_FWD_KEYS=128 selects it so that
+ * bench/gpu_attention.sh times both in one run. Read per call, as above. */
+static int tc_fwd_keys_per_tile(void)
+{
+    const char *e = getenv("FTMPI_TC_FWD_KEYS");
+    return e && strcmp(e, "128") == 0 ? 128 : 64;
+}
+
 template <typename OT>
 static cudaError_t tc_fwd_dispatch(OT *out, float *lse, const uint16_t *q, const uint16_t *k,
                                    const uint16_t *v, const TcArgs &a, ft_attn_shape s,
                                    cudaStream_t st)
 {
+    if (s.head_dim <= 64 && tc_fwd_keys_per_tile() == 128)
+        return tc_fwd_run<64, 128, 2>(out, lse, q, k, v, a, s, st);
     if (s.head_dim <= 64)
         return tc_fwd_run<64, 64, 2>(out, lse, q, k, v, a, s, st);
     if (s.head_dim <= 128 && tc_fwd_rows_per_warp() == 16)

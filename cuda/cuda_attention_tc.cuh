@@ -32,14 +32,15 @@ struct TcArgs {
 /* Forward tile geometry: each warp owns MT m-tiles of 16 query rows (so each K and V
  * fragment read from shared memory feeds MT products), the block BQ = 64 MT queries; the
  * Q tile and two K and two V buffers of BK rows. Q's A fragments stay in registers where
- * they fit beside O (MT x HDMAX/2 fp32) and S (MT x BK/2): up to MT x HDMAX = 128;
+ * they fit beside O (MT x HDMAX/2 fp32) and S (MT x BK/2): up to MT x HDMAX = 128 with
+ * 64-key tiles;
  * elsewhere each k-step reloads them from the Q tile, which stays in shared memory for
  * the whole pass. */
 template <int HDMAX, int BK, int MT>
 struct TcFwdCfg {
     static constexpr int BQ = 16 * TC_WARPS * MT;
     static constexpr int PITCH = HDMAX + TC_PAD; /* bf16 per smem row */
-    static constexpr bool Q_IN_REGS = MT * HDMAX <= 128;
+    static constexpr bool Q_IN_REGS = MT * HDMAX <= 128 && BK <= 64;
     static constexpr size_t smem = (size_t)(BQ + 4 * BK) * PITCH * sizeof(uint16_t);
 };
 

@@ -116,6 +116,13 @@ static int fwd_rows(int hd)
     return hd > 128 || (hd > 64 && e && strcmp(e, "16") == 0) ? 16 : 32;
 }
 
+/* Keys per tile of the forward (cuda_attention_tc.cu: the dispatch). */
+static int fwd_keys(int hd)
+{
+    const char *e = getenv("FTMPI_TC_FWD_KEYS");
+    return hd > 128 ? 32 : hd <= 64 && e && strcmp(e, "128") == 0 ? 128 : 64;
+}
+
 /* Keys per block of the dK/dV pass (cuda_attention_tc_bwd.cu: TcBwdCfg, the dispatch). */
 static int dkdv_keys(int hd)
 {
@@ -289,8 +296,9 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
      * queries with 64 keys (128 with FTMPI_TC_BWD_KEYS=128), 32 at head_dim > 128; the dQ
      * pass 64 with 64. The dK/dV pass visits each pair once per query head of the group. */
     if (seg_kind != SEG_SCATTERED) {
-        int bk = hd > 128 ? 32 : 64, fwd_bq = 4 * fwd_rows(hd);
-        unsigned long long want[3] = {needed_tiles(seg, batch, seq, heads, window, fwd_bq, bk),
+        int fwd_bq = 4 * fwd_rows(hd);
+        unsigned long long want[3] = {needed_tiles(seg, batch, seq, heads, window, fwd_bq,
+                                                   fwd_keys(hd)),
                                       needed_tiles(seg, batch, seq, heads, window, 64,
                                                    dkdv_keys(hd)),
                                       one_pass(hd) ? 0
@@ -313,7 +321,7 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
     if (seg_kind != SEG_SCATTERED) {
         unsigned long long want[6], *got = ft_cuda_attention_tc_tiles;
         bool big = hd > 128;
-        needed_warp_tiles(seg, batch, seq, heads, window, fwd_rows(hd), big ? 32 : 64, &want[0],
+        needed_warp_tiles(seg, batch, seq, heads, window, fwd_rows(hd), fwd_keys(hd), &want[0],
                           &want[1]);
         needed_warp_tiles(seg, batch, seq, heads, window, 64, 16, &want[2], &want[3]);
         needed_warp_tiles(seg, batch, seq, heads, window, 16, 64, &want[4], &want[5]);
@@ -457,6 +465,20 @@ int main(void)
     check_case(cpu, 1, 150, 2, 2, 128, SEG_NONE, 64);
     check_case(cpu, 1, 330, 2, 1, 96, SEG_TWO, 0);
     unsetenv("FTMPI_TC_FWD_ROWS");
+    /* the forward's 128-key tiles at head_dim <= 64 (the other GPU tuning switch of
+     * cuda_attention_tc.cu): causal past a tile, documents, windows, GQA, the sink key
+     * (rescales skipped), and head_dim 128, which keeps 64 */
+    setenv("FTMPI_TC_FWD_KEYS", "128", 1);
+    check_case(cpu, 1, 300, 2, 1, 64, SEG_NONE, 0);
+    check_case(cpu, 2, 100, 4, 2, 64, SEG_PACKED, 0);
+    check_case(cpu, 1, 201, 2, 1, 64, SEG_LONG, 100);
+    check_case(cpu, 2, 131, 2, 1, 48, SEG_NONE, 20);
+    check_case(cpu, 1, 200, 2, 2, 64, SEG_SHORT, 0);
+    check_case(cpu, 1, 130, 2, 1, 128, SEG_PACKED, 0);
+    sink_key = true;
+    check_case(cpu, 1, 512, 2, 2, 64, SEG_NONE, 0);
+    sink_key = false;
+    unsetenv("FTMPI_TC_FWD_KEYS");
     /* the one-pass backward (dQ by atomics), where it applies, and where it does not
      * (head_dim 256 keeps the two passes); GQA, documents, windows, odd lengths */
     setenv("FTMPI_ATTENTION_NONDETERMINISTIC", "1", 1);
