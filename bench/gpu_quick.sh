@@ -107,7 +107,7 @@ step grads_zero_all 60 env FTMPI_BUILD="$build" GPU_STEP_PEER=0 FTMPI_GRADS_ZERO
 step head 60 env FTMPI_BUILD="$build" sh "$top/bench/head.sh" cuda
 step profile 120 env FTMPI_BUILD="$build" sh "$top/bench/gpu_profile.sh" 2
 step timeline 90 env FTMPI_BUILD="$build" OUT="$logs" sh "$top/bench/gpu_timeline.sh" 16
-step gpu_attention 180 env FTMPI_BUILD="$build" sh "$top/bench/gpu_attention.sh"
+step gpu_attention 240 env FTMPI_BUILD="$build" sh "$top/bench/gpu_attention.sh"
 step cuda_ops 60 "$build/test/cuda/test_cuda_ops"
 step racecheck 120 compute-sanitizer --tool racecheck --print-limit 5 "$build/test/cuda/test_attention_tc"
 step ckpt_half 60 env FTMPI_BUILD="$build" GPU_STEP_PEER=0 \
