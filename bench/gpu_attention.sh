@@ -77,32 +77,28 @@ for case in "128 16384 4096 0" "128 16384 0 1024" "64 16384 4096 2048"; do
     printf "%-4s %-6s %-8s %-8s %10s %10s\n" "$1" "$2" "$3" "$4" "$f" "$b"
 done
 
-# The forward's other geometry at head_dim 128 (16 query rows per warp instead of 32,
-# FTMPI_TC_FWD_ROWS=16, cuda_attention_tc.cu): which one the default should be is this
-# measurement's to decide.
-printf "\nown forward at hd 128, query rows per warp: %10s %10s\n" "32 (TF/s)" "16 (TF/s)"
+# TF/s of one run of the timing program (its arguments), forward or backward
+fwd_tflops() { "$bench" "$@" | sed -n 's/.*fwd_tflops=\([0-9.]*\).*/\1/p'; }
+bwd_tflops() { "$bench" "$@" | sed -n 's/.*bwd_tflops=\([0-9.]*\).*/\1/p'; }
+
+# The own kernels' tile switches (cuda_attention_tc*.cu), each beside its default: which
+# one the default should be is this measurement's to decide. The forward at head_dim 128
+# with 16 query rows per warp instead of 32 (FTMPI_TC_FWD_ROWS=16), at head_dim 64 with
+# 128-key tiles instead of 64 (FTMPI_TC_FWD_KEYS=128, FlashAttention-2's tile there).
+printf "\nown forward, TF/s: %20s %10s %20s %10s\n" "hd 128, 32 rows" "16 rows" \
+    "hd 64, 64 keys" "128 keys"
 for seq in 1024 4096 16384; do
-    f32=$("$bench" 128 $seq $((16384 / seq)) 16 | sed -n 's/.*fwd_tflops=\([0-9.]*\).*/\1/p')
-    f16=$(FTMPI_TC_FWD_ROWS=16 "$bench" 128 $seq $((16384 / seq)) 16 |
-        sed -n 's/.*fwd_tflops=\([0-9.]*\).*/\1/p')
-    printf "  seq %-6s %30s %10s\n" "$seq" "$f32" "$f16"
+    r32=$(fwd_tflops 128 $seq $((16384 / seq)) 16)
+    r16=$(FTMPI_TC_FWD_ROWS=16 fwd_tflops 128 $seq $((16384 / seq)) 16)
+    k64=$(fwd_tflops 64 $seq $((16384 / seq)) 32)
+    k128=$(FTMPI_TC_FWD_KEYS=128 fwd_tflops 64 $seq $((16384 / seq)) 32)
+    printf "  seq %-6s %26s %10s %20s %10s\n" "$seq" "$r32" "$r16" "$k64" "$k128"
 done
 
-# The forward's key tiles at head_dim 64: 64 keys (the default) or 128 (FlashAttention-2's
-# tile there, FTMPI_TC_FWD_KEYS=128).
-printf "\nown forward at hd 64, keys per tile: %10s %10s\n" "64 (TF/s)" "128 (TF/s)"
-for seq in 1024 4096 16384; do
-    k64=$("$bench" 64 $seq $((16384 / seq)) 32 | sed -n 's/.*fwd_tflops=\([0-9.]*\).*/\1/p')
-    k128=$(FTMPI_TC_FWD_KEYS=128 "$bench" 64 $seq $((16384 / seq)) 32 |
-        sed -n 's/.*fwd_tflops=\([0-9.]*\).*/\1/p')
-    printf "  seq %-6s %23s %10s\n" "$seq" "$k64" "$k128"
-done
-
-# The own backward: two deterministic passes (the default) against the one-pass backward
+# The backward: two deterministic passes (the default) against the one-pass backward
 # that sums dQ with atomics (FTMPI_ATTENTION_NONDETERMINISTIC=1, as FlashAttention-2), each
 # with the dK/dV pass's two block sizes: 64 keys and 4 warps (the default) or 128 keys and
 # 8 warps (FTMPI_TC_BWD_KEYS=128, FlashAttention-2's tile), TF/s.
-bwd_tflops() { "$bench" "$@" | sed -n 's/.*bwd_tflops=\([0-9.]*\).*/\1/p'; }
 printf "\nown backward, causal: %12s %12s %12s %12s\n" "2 passes" "1 pass" "2p 128 keys" \
     "1p 128 keys"
 for hd in 64 128; do

@@ -179,6 +179,32 @@ static void needed_warp_tiles(const int32_t *seg, int batch, int seq, int heads,
 }
 #endif
 
+/* One backward's device inputs, to run it again (backward_repeats). */
+typedef struct bwd_call {
+    void *ddo, *dro, *drl, *dq, *dk, *dv, *ds, *scratch;
+    ft_attn_shape s;
+    size_t nq, nkv;
+} bwd_call;
+
+/* Runs the backward of c again into fresh buffers: true when it launches and its dQ, dK
+ * and dV are bitwise first[0..2] (host copies of an earlier run). */
+static bool backward_repeats(const bwd_call *c, const float *const first[3])
+{
+    const size_t n[3] = {c->nq, c->nkv, c->nkv};
+    float *d[3] = {dev_copy(NULL, n[0] * 4), dev_copy(NULL, n[1] * 4), dev_copy(NULL, n[2] * 4)};
+    bool ok = ft_cuda_launch_attention_bwd_bf16(FT_DTYPE_F32, d[0], d[1], d[2], c->ddo, c->dro,
+                                                c->drl, c->dq, c->dk, c->dv, c->ds, c->s,
+                                                c->scratch, 0) == cudaSuccess;
+    float *h = malloc(c->nq * 4);
+    for (int i = 0; i < 3; i++) {
+        cudaMemcpy(h, d[i], n[i] * 4, cudaMemcpyDeviceToHost);
+        ok = ok && memcmp(h, first[i], n[i] * 4) == 0;
+        cudaFree(d[i]);
+    }
+    free(h);
+    return ok;
+}
+
 /* Set: every row's first key scores far above the others (positive queries, the key all
  * 2.0), so that the forward's running maxima never move after the first key tile. */
 static bool sink_key;
@@ -352,50 +378,28 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
         failures += !ok;
     }
 #endif
+    const bwd_call again = {ddo, dro, drl, dq, dk, dv, ds, scratch, s, nq, nkv};
+    const float *const first[3] = {gdq, gdk, gdv};
     /* GQA (dK/dV sum over the group's heads) with a window or the feature split: a second
      * backward (under the harness in another thread order when it is random) gives the
      * same bits, as every gradient element is summed by one thread in a fixed order */
     if (kv < heads && (window > 0 || hd > 128) && !one_pass(hd)) {
-        float *d2[3] = {dev_copy(NULL, nq * 4), dev_copy(NULL, nkv * 4), dev_copy(NULL, nkv * 4)};
-        e = ft_cuda_launch_attention_bwd_bf16(FT_DTYPE_F32, d2[0], d2[1], d2[2], ddo, dro, drl, dq,
-                                              dk, dv, ds, s, scratch, 0);
-        float *h2 = malloc(nq * 4);
-        const float *first[3] = {gdq, gdk, gdv};
-        const size_t n2[3] = {nq, nkv, nkv};
-        ok = e == cudaSuccess;
-        for (int i = 0; i < 3; i++) {
-            cudaMemcpy(h2, d2[i], n2[i] * 4, cudaMemcpyDeviceToHost);
-            ok = ok && memcmp(h2, first[i], n2[i] * 4) == 0;
-            cudaFree(d2[i]);
-        }
+        ok = backward_repeats(&again, first);
         checks++;
         printf("%s attention_bwd_bf16 %s: a second backward %s\n", ok ? "ok  " : "FAIL", what,
                ok ? "is bitwise the first" : "differs from the first");
         failures += !ok;
-        free(h2);
     }
     /* The dK/dV pass's 128-key block: every warp keeps its 16 keys and its order over the
      * query tiles, so the two passes' dQ, dK and dV are bitwise those of the 64-key block */
     if (dkdv_keys(hd) == 128 && !one_pass(hd)) {
-        float *d2[3] = {dev_copy(NULL, nq * 4), dev_copy(NULL, nkv * 4), dev_copy(NULL, nkv * 4)};
         unsetenv("FTMPI_TC_BWD_KEYS");
-        e = ft_cuda_launch_attention_bwd_bf16(FT_DTYPE_F32, d2[0], d2[1], d2[2], ddo, dro, drl, dq,
-                                              dk, dv, ds, s, scratch, 0);
+        ok = backward_repeats(&again, first);
         setenv("FTMPI_TC_BWD_KEYS", "128", 1);
-        float *h2 = malloc(nq * 4);
-        const float *wide[3] = {gdq, gdk, gdv};
-        const size_t n2[3] = {nq, nkv, nkv};
-        ok = e == cudaSuccess;
-        for (int i = 0; i < 3; i++) {
-            cudaMemcpy(h2, d2[i], n2[i] * 4, cudaMemcpyDeviceToHost);
-            ok = ok && memcmp(h2, wide[i], n2[i] * 4) == 0;
-            cudaFree(d2[i]);
-        }
         checks++;
         printf("%s attention_bwd_bf16 %s: 64-key dK/dV blocks %s\n", ok ? "ok  " : "FAIL", what,
                ok ? "give the 128-key blocks' bits" : "differ from the 128-key blocks");
         failures += !ok;
-        free(h2);
     }
     cudaFree(ddo), cudaFree(dro), cudaFree(drl), cudaFree(ddq), cudaFree(ddk), cudaFree(ddv);
     cudaFree(scratch), cudaFree(fscratch);
