@@ -83,16 +83,19 @@ bwd_tflops() { "$bench" "$@" | sed -n 's/.*bwd_tflops=\([0-9.]*\).*/\1/p'; }
 
 # The own kernels' tile switches (cuda_attention_tc*.cu), each beside its default: which
 # one the default should be is this measurement's to decide. The forward at head_dim 128
-# with 16 query rows per warp instead of 32 (FTMPI_TC_FWD_ROWS=16), at head_dim 64 with
-# 128-key tiles instead of 64 (FTMPI_TC_FWD_KEYS=128, FlashAttention-2's tile there).
-printf "\nown forward, TF/s: %20s %10s %20s %10s\n" "hd 128, 32 rows" "16 rows" \
-    "hd 64, 64 keys" "128 keys"
+# with 16 query rows per warp instead of 32 (FTMPI_TC_FWD_ROWS=16) or with 32-key tiles
+# instead of 64 (FTMPI_TC_FWD_KEYS=32: fragments loaded a k-step ahead), at head_dim 64
+# with 128-key tiles (FTMPI_TC_FWD_KEYS=128, FlashAttention-2's tile there).
+printf "\nown forward, TF/s: %20s %10s %10s %20s %10s\n" "hd 128, default" "16 rows" \
+    "32 keys" "hd 64, default" "128 keys"
 for seq in 1024 4096 16384; do
-    r32=$(fwd_tflops 128 $seq $((16384 / seq)) 16)
-    r16=$(FTMPI_TC_FWD_ROWS=16 fwd_tflops 128 $seq $((16384 / seq)) 16)
-    k64=$(fwd_tflops 64 $seq $((16384 / seq)) 32)
-    k128=$(FTMPI_TC_FWD_KEYS=128 fwd_tflops 64 $seq $((16384 / seq)) 32)
-    printf "  seq %-6s %26s %10s %20s %10s\n" "$seq" "$r32" "$r16" "$k64" "$k128"
+    set -- $seq $((16384 / seq))
+    r32=$(fwd_tflops 128 "$@" 16)
+    r16=$(FTMPI_TC_FWD_ROWS=16 fwd_tflops 128 "$@" 16)
+    k32=$(FTMPI_TC_FWD_KEYS=32 fwd_tflops 128 "$@" 16)
+    k64=$(fwd_tflops 64 "$@" 32)
+    k128=$(FTMPI_TC_FWD_KEYS=128 fwd_tflops 64 "$@" 32)
+    printf "  seq %-6s %26s %10s %10s %20s %10s\n" "$seq" "$r32" "$r16" "$k32" "$k64" "$k128"
 done
 
 # The backward: two deterministic passes (the default) against the one-pass backward

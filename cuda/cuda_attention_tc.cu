@@ -166,28 +166,55 @@ __global__ void __launch_bounds__(TC_THREADS)
 #pragma unroll
             for (int n = 0; n < NT; n++)
                 s[m][n][0] = s[m][n][1] = s[m][n][2] = s[m][n][3] = 0.0f;
-#pragma unroll
-        for (int ks = 0; ks < KS; ks++) {
-            uint32_t qf[MT][4];
+        /* k-step ks's fragments: Q's MT A fragments (from registers or reloaded) and K's
+         * NT/2 B fragment pairs. Where registers allow (C::K_AHEAD) a whole k-step's are
+         * loaded one k-step ahead of their products, two sets alternating, so that the
+         * shared-memory latency hides behind the current k-step's MMAs instead of stalling
+         * them; else Q's at the k-step's start and each K pair just before its products. */
+        constexpr int SETS = C::K_AHEAD ? 2 : 1;
+        uint32_t qf[SETS][MT][4], kf[SETS][NT / 2][4];
+        auto load_q = [&](int ks, int set) {
 #pragma unroll
             for (int m = 0; m < MT; m++) {
                 if constexpr (C::Q_IN_REGS) {
 #pragma unroll
                     for (int i = 0; i < 4; i++)
-                        qf[m][i] = qa[m][ks][i];
+                        qf[set][m][i] = qa[m][ks][i];
                 } else { /* reloaded from the tile */
-                    ft_ldmatrix<4, false>(qf[m], Qs + tc_a_frag_row(warp * WR + 16 * m, lane, P) +
-                                                     ks * 16);
+                    ft_ldmatrix<4, false>(qf[set][m],
+                                          Qs + tc_a_frag_row(warp * WR + 16 * m, lane, P) + ks * 16);
                 }
+            }
+        };
+        auto load_k = [&](int ks, int set, int n) { /* key groups n, n + 1 */
+            ft_ldmatrix<4, false>(kf[set][n / 2], Kt + tc_bt_pair_row(n * 8, lane, P) + ks * 16);
+        };
+        if constexpr (C::K_AHEAD) {
+            load_q(0, 0);
+#pragma unroll
+            for (int n = 0; n < NT; n += 2)
+                load_k(0, 0, n);
+        }
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++) {
+            const int set = C::K_AHEAD ? ks & 1 : 0;
+            if constexpr (C::K_AHEAD) {
+                if (ks + 1 < KS) {
+                    load_q(ks + 1, set ^ 1);
+#pragma unroll
+                    for (int n = 0; n < NT; n += 2)
+                        load_k(ks + 1, set ^ 1, n);
+                }
+            } else {
+                load_q(ks, 0);
             }
 #pragma unroll
             for (int n = 0; n < NT; n += 2) {
-                uint32_t kf[4];
-                ft_ldmatrix<4, false>(kf, Kt + tc_bt_pair_row(n * 8, lane, P) + ks * 16);
+                if constexpr (!C::K_AHEAD)
+                    load_k(ks, 0, n);
 #pragma unroll
-                for (int m = 0; m < MT; m++) {
-                    tc_mma_pair(s[m][n], s[m][n + 1], qf[m], kf);
-                }
+                for (int m = 0; m < MT; m++)
+                    tc_mma_pair(s[m][n], s[m][n + 1], qf[set][m], kf[set][n / 2]);
             }
         }
 
@@ -352,17 +379,20 @@ static int tc_fwd_rows_per_warp(void)
     return e && strcmp(e, "16") == 0 ? 16 : 32;
 }
 
-/* Keys per tile of the forward at head_dim <= 64: 64 (the default) or 128
- * (FlashAttention-2's tile at that size: the per-tile costs, the barrier, the row maxima
- * and sums across the quad, the rescale of O, spread over twice the keys; the Q
- * fragments reloaded from shared memory per k-step as S's 128 registers leave no room to
- * hold them; ptxas for sm_90 still spills 76 bytes, a few scalar loads and stores a
- * tile against its 256 products). FTMPI_TC_FWD_KEYS=128 selects it so that
- * bench/gpu_attention.sh times both in one run. Read per call, as above. */
+/* Keys per tile of the forward, FTMPI_TC_FWD_KEYS: at head_dim <= 64, 64 (the default) or
+ * 128 (FlashAttention-2's tile at that size: the per-tile costs, the barrier, the row
+ * maxima and sums across the quad, the rescale of O, spread over twice the keys; Q's
+ * fragments reloaded per k-step as S's 128 registers leave no room to hold them, and
+ * ptxas for sm_90 still spills 76 bytes, a few scalar loads and stores a tile); at
+ * head_dim 65-128, 64 (the default) or 32 (S's 32 registers fewer leave room to load the
+ * fragments a k-step ahead, TcFwdCfg::K_AHEAD, which the 64-key tile cannot without
+ * spilling, for twice the per-tile costs). Which is faster is a measurement:
+ * bench/gpu_attention.sh times each beside the default in one run. Read per call, as
+ * above. */
 static int tc_fwd_keys_per_tile(void)
 {
     const char *e = getenv("FTMPI_TC_FWD_KEYS");
-    return e && strcmp(e, "128") == 0 ? 128 : 64;
+    return !e ? 64 : strcmp(e, "128") == 0 ? 128 : strcmp(e, "32") == 0 ? 32 : 64;
 }
 
 template <typename OT>
@@ -376,6 +406,8 @@ static cudaError_t tc_fwd_dispatch(OT *out, float *lse, const uint16_t *q, const
         return tc_fwd_run<64, 64, 2>(out, lse, q, k, v, a, s, st);
     if (s.head_dim <= 128 && tc_fwd_rows_per_warp() == 16)
         return tc_fwd_run<128, 64, 1>(out, lse, q, k, v, a, s, st);
+    if (s.head_dim <= 128 && tc_fwd_keys_per_tile() == 32)
+        return tc_fwd_run<128, 32, 2>(out, lse, q, k, v, a, s, st);
     if (s.head_dim <= 128)
         return tc_fwd_run<128, 64, 2>(out, lse, q, k, v, a, s, st);
     return tc_fwd_run<256, 32, 1>(out, lse, q, k, v, a, s, st);

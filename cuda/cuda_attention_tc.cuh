@@ -41,6 +41,14 @@ struct TcFwdCfg {
     static constexpr int BQ = 16 * TC_WARPS * MT;
     static constexpr int PITCH = HDMAX + TC_PAD; /* bf16 per smem row */
     static constexpr bool Q_IN_REGS = MT * HDMAX <= 128 && BK <= 64;
+    /* S = Q K^T loads each k-step's fragments (MT x 4 + BK / 2 registers) one k-step ahead
+     * where the live registers allow two sets: O (MT x HDMAX/2), S (MT x BK/2) and held Q
+     * fragments. ptxas (CUDA 13, sm_90) fits up to about 224 (64 x 64, 128 x 32 and
+     * 128 x 64 with one m-tile, 256 x 32: no spill) and spills above it (128 x 64 with
+     * two m-tiles, 240: 76 bytes in the loop; 64 x 128: 144), where one set stays. */
+    static constexpr int LIVE_REGS = MT * HDMAX / 2 + MT * BK / 2 +
+                                     (Q_IN_REGS ? MT * HDMAX / 4 : 0) + 2 * (MT * 4 + BK / 2);
+    static constexpr bool K_AHEAD = LIVE_REGS <= 224;
     static constexpr size_t smem = (size_t)(BQ + 4 * BK) * PITCH * sizeof(uint16_t);
 };
 

@@ -116,11 +116,18 @@ static int fwd_rows(int hd)
     return hd > 128 || (hd > 64 && e && strcmp(e, "16") == 0) ? 16 : 32;
 }
 
-/* Keys per tile of the forward (cuda_attention_tc.cu: the dispatch). */
+/* Keys per tile of the forward (cuda_attention_tc.cu: the dispatch; 32 at head_dim 65-128
+ * only with 32 query rows per warp). */
 static int fwd_keys(int hd)
 {
     const char *e = getenv("FTMPI_TC_FWD_KEYS");
-    return hd > 128 ? 32 : hd <= 64 && e && strcmp(e, "128") == 0 ? 128 : 64;
+    if (hd > 128)
+        return 32;
+    if (e && hd <= 64 && strcmp(e, "128") == 0)
+        return 128;
+    if (e && hd > 64 && fwd_rows(hd) == 32 && strcmp(e, "32") == 0)
+        return 32;
+    return 64;
 }
 
 /* Keys per block of the dK/dV pass (cuda_attention_tc_bwd.cu: TcBwdCfg, the dispatch). */
@@ -481,6 +488,17 @@ int main(void)
     check_case(cpu, 1, 130, 2, 1, 128, SEG_PACKED, 0);
     sink_key = true;
     check_case(cpu, 1, 512, 2, 2, 64, SEG_NONE, 0);
+    sink_key = false;
+    /* and 32-key tiles at head_dim 65-128 (the fragments loaded a k-step ahead) */
+    setenv("FTMPI_TC_FWD_KEYS", "32", 1);
+    check_case(cpu, 1, 300, 2, 1, 128, SEG_NONE, 0);
+    check_case(cpu, 1, 130, 4, 4, 128, SEG_SCATTERED, 0);
+    check_case(cpu, 1, 150, 2, 2, 128, SEG_NONE, 64);
+    check_case(cpu, 1, 330, 2, 1, 96, SEG_TWO, 0);
+    check_case(cpu, 1, 70, 3, 1, 80, SEG_PACKED, 0);
+    check_case(cpu, 2, 100, 4, 2, 64, SEG_NONE, 0);
+    sink_key = true;
+    check_case(cpu, 1, 300, 2, 1, 128, SEG_NONE, 0);
     sink_key = false;
     unsetenv("FTMPI_TC_FWD_KEYS");
     /* the one-pass backward (dQ by atomics), where it applies, and where it does not
