@@ -100,10 +100,11 @@ done
 
 # The backward: two deterministic passes (the default) against the one-pass backward
 # that sums dQ with atomics (FTMPI_ATTENTION_NONDETERMINISTIC=1, as FlashAttention-2), each
-# with the dK/dV pass's two block sizes: 64 keys and 4 warps (the default) or 128 keys and
-# 8 warps (FTMPI_TC_BWD_KEYS=128, FlashAttention-2's tile), TF/s.
-printf "\nown backward, causal: %12s %12s %12s %12s\n" "2 passes" "1 pass" "2p 128 keys" \
-    "1p 128 keys"
+# with the dK/dV pass's three blocks: 64 keys and 4 warps (the default), 128 keys and 8
+# warps of the same layout (FTMPI_TC_BWD_KEYS=128), and FlashAttention-2's layout with P
+# and dS through shared memory (FTMPI_TC_BWD_LAYOUT=shared), TF/s.
+printf "\nown backward, causal: %9s %9s %9s %9s %9s %9s\n" "2 passes" "1 pass" "2p 128k" \
+    "1p 128k" "2p shared" "1p shared"
 for hd in 64 128; do
     for seq in 1024 4096 16384; do
         set -- $hd $seq $((16384 / seq)) $((2048 / hd))
@@ -111,6 +112,9 @@ for hd in 64 128; do
         b1=$(FTMPI_ATTENTION_NONDETERMINISTIC=1 bwd_tflops "$@")
         w2=$(FTMPI_TC_BWD_KEYS=128 bwd_tflops "$@")
         w1=$(FTMPI_TC_BWD_KEYS=128 FTMPI_ATTENTION_NONDETERMINISTIC=1 bwd_tflops "$@")
-        printf "  hd %-4s seq %-6s %12s %12s %12s %12s\n" "$hd" "$seq" "$b2" "$b1" "$w2" "$w1"
+        s2=$(FTMPI_TC_BWD_LAYOUT=shared bwd_tflops "$@")
+        s1=$(FTMPI_TC_BWD_LAYOUT=shared FTMPI_ATTENTION_NONDETERMINISTIC=1 bwd_tflops "$@")
+        printf "  hd %-4s seq %-6s %9s %9s %9s %9s %9s %9s\n" "$hd" "$seq" "$b2" "$b1" "$w2" \
+            "$w1" "$s2" "$s1"
     done
 done

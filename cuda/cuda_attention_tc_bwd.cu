@@ -5,8 +5,10 @@
  *   p_ij  = exp(s_ij - lse_i),  dP_ij = dO_i . v_j,  dS_ij = p_ij (dP_ij - D_i)
  *   dV_j  = sum_i p_ij dO_i,  dK_j = scale sum_i dS_ij q_i   (tc_bwd_dkdv_kernel: one
  *           block per (64-key tile, kv head, batch row; 128 keys and 8 warps with
- *           FTMPI_TC_BWD_KEYS=128; 32 keys and each warp half the features at head_dim
- *           256, TcBwdCfg); warp w owns keys 16w..16w+15 and
+ *           FTMPI_TC_BWD_KEYS=128 or, in FlashAttention-2's warp layout,
+ *           FTMPI_TC_BWD_LAYOUT=shared: cuda_attention_tc_bwd_shared.cuh; 32 keys and
+ *           each warp half the features at head_dim 256, TcBwdCfg); warp w owns keys
+ *           16w..16w+15 and
  *           walks the query tiles from the diagonal to the last one whose window reaches
  *           its keys, of every query head of its GQA group, so each dK/dV element is
  *           summed by one thread in a fixed order)
@@ -31,7 +33,7 @@
  * dQ pass's key tiles, the dK/dV pass's query tiles; at 256 two buffers would not fit
  * sm_80's shared memory). P and dS enter the tensor cores rounded
  * to bf16; everything else stays fp32. */
-#include "cuda_attention_tc.cuh"
+#include "cuda_attention_tc_bwd_shared.cuh"
 
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +99,8 @@ struct TcBwdCfg {
         (size_t)(2 * TC_BQ + 2 * STAGES * TC_BK) * P * sizeof(uint16_t);
     /* the one-pass backward's dK/dV kernel: also dS^T, [BKV][TC_BQ + TC_PAD] bf16 */
     static constexpr size_t smem_fused = smem_dkdv + (size_t)BKV * (TC_BQ + TC_PAD) * 2;
+    /* the shared layout (cuda_attention_tc_bwd_shared.cuh), one pass or two: P^T and dS^T */
+    static constexpr size_t smem_shared = smem_dkdv + 2 * (size_t)BKV * TC_SH_PITCH * 2;
 };
 
 /* k-step j of the A operand from accumulator rows already rounded to bf16 pairs
@@ -185,20 +189,6 @@ __device__ __forceinline__ void tc_store_ds_t(uint16_t *dsT, const uint32_t (*ds
     }
 }
 
-/* p[0] += a, p[1] += b (global memory, p 8-byte aligned): on sm_90 one vector reduction
- * (red.global.add.v2.f32, PTX 8.1: half the atomic operations the L2 takes), elsewhere
- * and on the harness two scalar ones. Each element is added atomically either way, and
- * flushed like atomicAdd's (FTZ, round to nearest). */
-__device__ __forceinline__ void tc_red_add2(float *p, float a, float b)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(FT_CUDA_EMULATION)
-    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b) : "memory");
-#else
-    atomicAdd(p, a);
-    atomicAdd(p + 1, b);
-#endif
-}
-
 /* dQ += dS K for 16 queries of the tile over the block's BKV keys: A = dS from dsT by
  * ldmatrix.trans (the 8 x 8 blocks of dS^T transposed on the way in), B = K rows
  * (row-major K x N, ldmatrix.trans); added unscaled to dq_acc (the head's fp32 rows, dq's
@@ -244,8 +234,10 @@ __device__ __forceinline__ void tc_dq_atomic(float *dq_acc, const uint16_t *dsT,
 
 /* FUSED: the one-pass backward above (dq_acc non-NULL); else dq_acc is unused. WARPS: 4
  * (64 keys a block) or 8 (128 keys, head_dim <= 128: FlashAttention-2's backward tile,
- * half the staging of Q and dO and, one-pass, half the dQ atomics per product) */
-template <int HDMAX, bool FUSED, typename OT, int WARPS>
+ * half the staging of Q and dO and, one-pass, half the dQ atomics per product). SHARED
+ * (8 warps): the shared layout of cuda_attention_tc_bwd_shared.cuh instead of each warp
+ * owning 16 keys throughout. */
+template <int HDMAX, bool FUSED, typename OT, int WARPS, bool SHARED>
 __global__ void __launch_bounds__(WARPS * 32)
     tc_bwd_dkdv_kernel(OT *__restrict__ dk, OT *__restrict__ dv, float *__restrict__ dq_acc,
                        const uint16_t *__restrict__ dout, const float *__restrict__ lse,
@@ -256,16 +248,19 @@ __global__ void __launch_bounds__(WARPS * 32)
     typedef TcBwdCfg<HDMAX, WARPS> C;
     static_assert(!FUSED || C::DSPLIT == 1, "the one-pass backward needs one warp per key group");
     static_assert(WARPS == TC_WARPS || C::DSPLIT == 1, "8 warps: head_dim <= 128");
+    static_assert(!SHARED || WARPS == 8, "the shared layout is for 8 warps");
     constexpr int THREADS = WARPS * 32;
     constexpr int P = C::P, KS = HDMAX / 16, NQ = TC_BQ / 8, BKV = C::BKV;
-    constexpr int DT = HDMAX / 8 / C::DSPLIT; /* 8-feature groups of dK/dV this warp owns */
-    constexpr bool KV_IN_REGS = C::KV_IN_REGS;
+    /* 8-feature groups of dK/dV this warp owns, for MK m-tiles of 16 keys */
+    constexpr int DT = SHARED ? HDMAX / 16 : HDMAX / 8 / C::DSPLIT, MK = SHARED ? 2 : 1;
+    constexpr bool KV_IN_REGS = C::KV_IN_REGS && !SHARED;
     FT_DYNAMIC_SMEM(uint16_t, smem);
     constexpr int STAGES = C::STAGES;
     uint16_t *Ks = smem, *Vs = Ks + BKV * P;                          /* [BKV][P] each */
     uint16_t *Qs = Vs + BKV * P, *dOs = Qs + STAGES * TC_BQ * P;      /* [STAGES][BQ][P] */
     float *lse_s = (float *)(dOs + STAGES * TC_BQ * P), *D_s = lse_s + STAGES * TC_BQ;
     uint16_t *dsT = (uint16_t *)(D_s + STAGES * TC_BQ); /* FUSED: [BKV][TC_DS_PITCH] */
+    uint16_t *Ps = dsT, *dSs = Ps + BKV * TC_SH_PITCH;  /* SHARED: [BKV][TC_SH_PITCH] each */
 
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     const int kgrp = warp / C::DSPLIT, dbase = (warp % C::DSPLIT) * DT; /* keys, features */
@@ -288,13 +283,17 @@ __global__ void __launch_bounds__(WARPS * 32)
     }
     const int kr0 = k0 + kgrp * 16 + g, kr1 = kr0 + 8; /* this lane's two keys */
     const int2 kr = tc_segment_range(a, b, k0, kn);
-    const int kw0 = k0 + kgrp * 16; /* this warp's 16 keys and their documents */
-    const int2 kwr = tc_warp_segment_range(a, b, kw0, min(16, a.seq - kw0));
-    float dka[DT][4], dva[DT][4];
+    /* this warp's keys (16; 32 in the shared layout, wk = warp % 4) and their documents */
+    const int wkeys = SHARED ? 32 : 16, kw0 = k0 + (SHARED ? 32 * (warp % 4) : kgrp * 16);
+    const int2 kwr = tc_warp_segment_range(a, b, kw0, min(wkeys, a.seq - kw0));
+    float dk_acc[MK][DT][4], dv_acc[MK][DT][4];
+    float(&dka)[DT][4] = dk_acc[0], (&dva)[DT][4] = dv_acc[0]; /* the own layout's one m-tile */
 #pragma unroll
-    for (int d = 0; d < DT; d++)
-        for (int e = 0; e < 4; e++)
-            dka[d][e] = dva[d][e] = 0.0f;
+    for (int m = 0; m < MK; m++)
+#pragma unroll
+        for (int d = 0; d < DT; d++)
+            for (int e = 0; e < 4; e++)
+                dk_acc[m][d][e] = dv_acc[m][d][e] = 0.0f;
 
     /* The (query head of the group, query tile) pairs the block visits, in order: per
      * head, the query tiles from the one holding k0 (queries before it see none of the
@@ -353,7 +352,28 @@ __global__ void __launch_bounds__(WARPS * 32)
         const uint16_t *Qt = Qs + buf * TC_BQ * P, *dOt = dOs + buf * TC_BQ * P;
         const float *lse_t = lse_s + buf * TC_BQ, *D_t = D_s + buf * TC_BQ;
         /* warp-uniform: this warp's keys against the query tile (tc_pair_class) */
-        const int cls = tc_pair_class(a, q0, TC_BQ, tc_segment_range(a, b, q0, qn), kw0, 16, kwr);
+        const int2 qr = tc_segment_range(a, b, q0, qn);
+        const int cls = tc_pair_class(a, q0, TC_BQ, qr, kw0, wkeys, kwr);
+        if constexpr (SHARED) {
+            /* phase A: keys 32 wk .. against queries 32 wq .. of the tile */
+            const int wk = warp % 4, wq = warp / 4, qw0 = q0 + 32 * wq, qwn = min(32, a.seq - qw0);
+            const int cls_a = qwn > 0 ? tc_pair_class(a, qw0, 32, tc_segment_range(a, b, qw0, qwn),
+                                                      kw0, 32, kwr)
+                                      : TC_SKIP;
+            if (cls_a != TC_SKIP)
+                TC_COUNT_WARP_TILE(5, cls_a == TC_MASKED);
+            tc_shared_scores<HDMAX, P>(Ps, dSs, Ks, Vs, Qt, dOt, lse_t, D_t, a, b, q0, kw0, wk, wq,
+                                       cls_a, lane);
+            __syncthreads(); /* P^T and dS^T of the whole tile pair in Ps and dSs */
+            /* phase B: the same keys, feature half warp / 4; nothing to add where none of
+             * the keys sees any query of the tile */
+            if (cls != TC_SKIP)
+                tc_shared_grads<HDMAX, P>(dk_acc, dv_acc, Ps, dSs, Qt, dOt, wk, warp / 4, lane);
+            if constexpr (FUSED) /* phase C */
+                tc_shared_dq<HDMAX, P>(dq_acc + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd,
+                                       dSs, Ks, a, q0, warp / 4, warp % 4, lane);
+            continue; /* the next tile's barrier orders these reads before its stores */
+        }
         if (cls != TC_SKIP) {
             const bool masked = cls == TC_MASKED;
             TC_COUNT_WARP_TILE(5, masked);
@@ -419,19 +439,23 @@ __global__ void __launch_bounds__(WARPS * 32)
     const float scale = a.scale_log2 / TC_LOG2E;
     OT *dkb = dk + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
     OT *dvb = dv + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
+    /* this warp's rows: m-tile m's keys from key0 + 16 m, features from f0 */
+    const int key0 = SHARED ? kw0 : kr0 - g, f0 = SHARED ? (warp / 4) * (HDMAX / 2) : dbase * 8;
 #pragma unroll
-    for (int d = 0; d < DT; d++) {
-        int c = (dbase + d) * 8 + 2 * t;
-        if (c >= a.hd)
-            continue;
-        for (int e = 0; e < 4; e++) {
-            int key = e < 2 ? kr0 : kr1;
-            if (key < a.seq) {
-                ft_st(dkb, (size_t)key * a.kv_stride + c + (e & 1), dka[d][e] * scale);
-                ft_st(dvb, (size_t)key * a.kv_stride + c + (e & 1), dva[d][e]);
+    for (int m = 0; m < MK; m++)
+#pragma unroll
+        for (int d = 0; d < DT; d++) {
+            int c = f0 + d * 8 + 2 * t;
+            if (c >= a.hd)
+                continue;
+            for (int e = 0; e < 4; e++) {
+                int key = key0 + 16 * m + g + 8 * (e >> 1);
+                if (key < a.seq) {
+                    ft_st(dkb, (size_t)key * a.kv_stride + c + (e & 1), dk_acc[m][d][e] * scale);
+                    ft_st(dvb, (size_t)key * a.kv_stride + c + (e & 1), dv_acc[m][d][e]);
+                }
             }
         }
-    }
 }
 
 template <int HDMAX, typename OT>
@@ -578,8 +602,9 @@ __global__ void tc_dq_convert_kernel(OT *__restrict__ dq, const float *__restric
 }
 
 /* dq_acc: NULL for the two deterministic passes, else the one-pass backward's zeroed fp32
- * accumulator (head_dim <= 128); WARPS of the dK/dV kernel (4, or 8 at head_dim <= 128) */
-template <int HDMAX, int WARPS, typename OT>
+ * accumulator (head_dim <= 128); WARPS of the dK/dV kernel (4, or 8 at head_dim <= 128),
+ * SHARED its layout (8 warps) */
+template <int HDMAX, int WARPS, bool SHARED, typename OT>
 static cudaError_t tc_bwd_run(OT *dq, OT *dk, OT *dv, float *dq_acc, const uint16_t *dout,
                               const float *lse, const float *Dv, const uint16_t *q,
                               const uint16_t *k, const uint16_t *v, const TcArgs &a,
@@ -590,12 +615,12 @@ static cudaError_t tc_bwd_run(OT *dq, OT *dk, OT *dv, float *dq_acc, const uint1
                             const uint16_t *, const uint16_t *, const uint16_t *, TcArgs, int);
     constexpr bool can_fuse = C::DSPLIT == 1;
     const bool fused = can_fuse && dq_acc != NULL;
-    dkdv_fn kkv = tc_bwd_dkdv_kernel<HDMAX, false, OT, WARPS>;
-    size_t smem_kv = C::smem_dkdv;
+    dkdv_fn kkv = tc_bwd_dkdv_kernel<HDMAX, false, OT, WARPS, SHARED>;
+    size_t smem_kv = SHARED ? C::smem_shared : C::smem_dkdv;
     if constexpr (can_fuse)
         if (fused) {
-            kkv = tc_bwd_dkdv_kernel<HDMAX, can_fuse, OT, WARPS>;
-            smem_kv = C::smem_fused;
+            kkv = tc_bwd_dkdv_kernel<HDMAX, can_fuse, OT, WARPS, SHARED>;
+            smem_kv = SHARED ? C::smem_shared : C::smem_fused;
         }
     cudaError_t e = cudaFuncSetAttribute(kkv, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)smem_kv);
@@ -635,17 +660,38 @@ static bool tc_bwd_one_pass(ft_attn_shape s)
     return s.head_dim <= 128 && e && strcmp(e, "1") == 0;
 }
 
-/* Keys per block of the dK/dV pass at head_dim <= 128: 64 (4 warps, the default) or 128
- * (8 warps, FlashAttention-2's tile: the Q and dO tiles staged once for twice the keys,
- * and in the one-pass backward the dQ atomics halved, at the price of a barrier across
- * 8 warps and one block an SM where two fit now). Which is faster is a measurement:
- * FTMPI_TC_BWD_KEYS=128 selects the second so that bench/gpu_attention.sh times both in
- * one run. Read per call, so a test can switch it. */
-static int tc_bwd_keys_per_block(void)
+/* The dK/dV pass's block at head_dim <= 128 (ft_cuda_attention_tc_bwd_layout):
+ *  - FT_TC_BWD_OWN: 64 keys, 4 warps each owning 16 keys throughout (the default; two blocks
+ *    an SM);
+ *  - FT_TC_BWD_WIDE (FTMPI_TC_BWD_KEYS=128): 128 keys, 8 warps of the same layout: each
+ *    staged Q and dO tile serves twice the keys and in the one-pass backward each dQ atomic
+ *    sums twice the keys, for a barrier across 8 warps and one block an SM;
+ *  - FT_TC_BWD_SHARED (FTMPI_TC_BWD_LAYOUT=shared): 128 keys, 8 warps in FlashAttention-2's
+ *    layout, P^T and dS^T through shared memory (cuda_attention_tc_bwd_shared.cuh), where
+ *    the device's shared memory takes its block (at head_dim 128, 173 KiB: an H100's 227
+ *    but not an A100's 163; the wide block there).
+ * Which is faster is a measurement: the switches let bench/gpu_attention.sh time each in
+ * one run. Read per call (a getenv beside the launches), so a test can switch them. */
+static int tc_bwd_layout(ft_attn_shape s)
 {
-    const char *e = getenv("FTMPI_TC_BWD_KEYS");
-    return e && strcmp(e, "128") == 0 ? 128 : 64;
+    if (s.head_dim > 128)
+        return FT_TC_BWD_OWN;
+    const char *l = getenv("FTMPI_TC_BWD_LAYOUT"), *k = getenv("FTMPI_TC_BWD_KEYS");
+    if (l && strcmp(l, "shared") == 0) {
+        int dev = 0, optin = 0;
+        size_t need = s.head_dim <= 64 ? TcBwdCfg<64, 8>::smem_shared
+                                       : TcBwdCfg<128, 8>::smem_shared;
+        if (cudaGetDevice(&dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) ==
+                cudaSuccess &&
+            need <= (size_t)optin)
+            return FT_TC_BWD_SHARED;
+        return FT_TC_BWD_WIDE;
+    }
+    return k && strcmp(k, "128") == 0 ? FT_TC_BWD_WIDE : FT_TC_BWD_OWN;
 }
+
+extern "C" int ft_cuda_attention_tc_bwd_layout(ft_attn_shape s) { return tc_bwd_layout(s); }
 
 /* Scratch: the segment-range table, then D, then (one-pass) the fp32 dQ accumulator, each
  * 256-byte aligned. */
@@ -682,16 +728,20 @@ static cudaError_t tc_bwd_dispatch(OT *dq, OT *dk, OT *dv, const uint16_t *dout,
                             st);
     if (e != cudaSuccess)
         return e;
-    const bool wide = tc_bwd_keys_per_block() == 128;
-    if (s.head_dim <= 64 && wide)
-        return tc_bwd_run<64, 8>(dq, dk, dv, dq_acc, dout, lse, Dv, q, k, v, a, s, st);
+    const int layout = tc_bwd_layout(s);
+    if (s.head_dim <= 64 && layout == FT_TC_BWD_SHARED)
+        return tc_bwd_run<64, 8, true>(dq, dk, dv, dq_acc, dout, lse, Dv, q, k, v, a, s, st);
+    if (s.head_dim <= 64 && layout == FT_TC_BWD_WIDE)
+        return tc_bwd_run<64, 8, false>(dq, dk, dv, dq_acc, dout, lse, Dv, q, k, v, a, s, st);
     if (s.head_dim <= 64)
-        return tc_bwd_run<64, 4>(dq, dk, dv, dq_acc, dout, lse, Dv, q, k, v, a, s, st);
-    if (s.head_dim <= 128 && wide)
-        return tc_bwd_run<128, 8>(dq, dk, dv, dq_acc, dout, lse, Dv, q, k, v, a, s, st);
+        return tc_bwd_run<64, 4, false>(dq, dk, dv, dq_acc, dout, lse, Dv, q, k, v, a, s, st);
+    if (s.head_dim <= 128 && layout == FT_TC_BWD_SHARED)
+        return tc_bwd_run<128, 8, true>(dq, dk, dv, dq_acc, dout, lse, Dv, q, k, v, a, s, st);
+    if (s.head_dim <= 128 && layout == FT_TC_BWD_WIDE)
+        return tc_bwd_run<128, 8, false>(dq, dk, dv, dq_acc, dout, lse, Dv, q, k, v, a, s, st);
     if (s.head_dim <= 128)
-        return tc_bwd_run<128, 4>(dq, dk, dv, dq_acc, dout, lse, Dv, q, k, v, a, s, st);
-    return tc_bwd_run<256, 4>(dq, dk, dv, NULL, dout, lse, Dv, q, k, v, a, s, st);
+        return tc_bwd_run<128, 4, false>(dq, dk, dv, dq_acc, dout, lse, Dv, q, k, v, a, s, st);
+    return tc_bwd_run<256, 4, false>(dq, dk, dv, NULL, dout, lse, Dv, q, k, v, a, s, st);
 }
 
 extern "C" cudaError_t ft_cuda_launch_attention_bwd_bf16(ft_dtype dt, void *dq, void *dk, void *dv,

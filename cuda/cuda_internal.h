@@ -174,6 +174,12 @@ cudaError_t ft_cuda_launch_attention_bwd(float *dq, float *dk, float *dv, const 
  * (ft_cuda_attention_tc_supported); bf16 attention calls of such shapes come here
  * (cuda_attention_route.c). */
 int ft_cuda_attention_tc_supported(ft_attn_shape s);
+/* The block the tensor-core backward's dK/dV pass takes for a shape now, from the
+ * FTMPI_TC_BWD_KEYS and FTMPI_TC_BWD_LAYOUT switches and the device's shared memory
+ * (cuda_attention_tc_bwd.cu): 64 keys of 16-key warps, 128 keys of them, or 128 keys in
+ * the shared layout (cuda_attention_tc_bwd_shared.cuh). */
+enum { FT_TC_BWD_OWN, FT_TC_BWD_WIDE, FT_TC_BWD_SHARED };
+int ft_cuda_attention_tc_bwd_layout(ft_attn_shape s);
 #ifdef FT_CUDA_EMULATION
 /* Harness only: tile pairs the tensor-core kernels computed, per block (forward, dK/dV,
  * dQ: 0-2) and per warp, with the ones on which a warp evaluated the mask per element

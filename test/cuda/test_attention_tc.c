@@ -14,7 +14,8 @@
  * the same bits. The one-pass backward (FTMPI_ATTENTION_NONDETERMINISTIC=1: dQ summed
  * with atomics by the dK/dV pass) is checked against the same references, with no dQ
  * pass run, and is exempt from the bitwise check. The dK/dV pass's 128-key block
- * (FTMPI_TC_BWD_KEYS=128) must give the 64-key block's bits (two passes).
+ * (FTMPI_TC_BWD_KEYS=128) and its shared layout (FTMPI_TC_BWD_LAYOUT=shared) must give
+ * the default block's bits (two passes).
  *
  * Tolerances. The scores are exact bf16 products summed in fp32, so lse agrees to fp32
  * round-off (relative 1e-5 of |lse| + 1e-5). The output multiplies probabilities rounded
@@ -103,7 +104,40 @@ static bool one_pass(int hd)
     return hd <= 128 && e && strcmp(e, "1") == 0;
 }
 
+/* The dK/dV switches as they are, to be put back (switches_restore) after running the
+ * default layout. */
+typedef struct switches {
+    char keys[16], layout[16];
+} switches;
+
+static switches switches_clear(void)
+{
+    switches w = {"", ""};
+    const char *k = getenv("FTMPI_TC_BWD_KEYS"), *l = getenv("FTMPI_TC_BWD_LAYOUT");
+    snprintf(w.keys, sizeof w.keys, "%s", k ? k : "");
+    snprintf(w.layout, sizeof w.layout, "%s", l ? l : "");
+    unsetenv("FTMPI_TC_BWD_KEYS");
+    unsetenv("FTMPI_TC_BWD_LAYOUT");
+    return w;
+}
+
+static void switches_restore(const switches *w)
+{
+    if (w->keys[0])
+        setenv("FTMPI_TC_BWD_KEYS", w->keys, 1);
+    if (w->layout[0])
+        setenv("FTMPI_TC_BWD_LAYOUT", w->layout, 1);
+}
+
 #ifdef FT_CUDA_EMULATION /* only the harness counts the tiles the kernels compute */
+/* Keys per block of the dK/dV pass (cuda_attention_tc_bwd.cu: TcBwdCfg, the layouts). */
+static int dkdv_keys(ft_attn_shape s)
+{
+    if (ft_cuda_attention_tc_bwd_layout(s) != FT_TC_BWD_OWN)
+        return 128;
+    return s.head_dim > 128 ? 32 : 64;
+}
+
 static bool visible(const int32_t *seg, int window, int i, int j)
 {
     return j <= i && (window == 0 || j > i - window) && (!seg || seg[j] == seg[i]);
@@ -128,13 +162,6 @@ static int fwd_keys(int hd)
     if (e && hd > 64 && fwd_rows(hd) == 32 && strcmp(e, "32") == 0)
         return 32;
     return 64;
-}
-
-/* Keys per block of the dK/dV pass (cuda_attention_tc_bwd.cu: TcBwdCfg, the dispatch). */
-static int dkdv_keys(int hd)
-{
-    const char *e = getenv("FTMPI_TC_BWD_KEYS");
-    return hd > 128 ? 32 : e && strcmp(e, "128") == 0 ? 128 : 64;
 }
 
 /* Tile pairs ([q0, q0+bq) x [k0, k0+bk), clipped to seq) of one row holding a visible
@@ -333,7 +360,7 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
         unsigned long long want[3] = {needed_tiles(seg, batch, seq, heads, window, fwd_bq,
                                                    fwd_keys(hd)),
                                       needed_tiles(seg, batch, seq, heads, window, 64,
-                                                   dkdv_keys(hd)),
+                                                   dkdv_keys(s)),
                                       one_pass(hd) ? 0
                                                    : needed_tiles(seg, batch, seq, heads, window,
                                                                   64, 64)};
@@ -348,15 +375,17 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
     /* Per warp: the tile pairs a warp computes and those on which it evaluates the mask
      * per element are exactly those holding a visible pair and, of them, those also holding
      * an invisible one. A forward warp holds 32 query rows against 64 keys (16 against 32
-     * at head_dim 256), a dK/dV warp 16 keys against 64 queries, a dQ warp 16 queries
-     * against 64 keys. At head_dim 256 two dK/dV warps share each key group (the feature
-     * split), so each of their tiles counts twice. */
+     * at head_dim 256), a dK/dV warp 16 keys against 64 queries (32 against 32 in the
+     * shared layout's scores), a dQ warp 16 queries against 64 keys. At head_dim 256 two
+     * dK/dV warps share each key group (the feature split), so each of their tiles counts
+     * twice. */
     if (seg_kind != SEG_SCATTERED) {
         unsigned long long want[6], *got = ft_cuda_attention_tc_tiles;
-        bool big = hd > 128;
+        bool big = hd > 128, shared = ft_cuda_attention_tc_bwd_layout(s) == FT_TC_BWD_SHARED;
         needed_warp_tiles(seg, batch, seq, heads, window, fwd_rows(hd), fwd_keys(hd), &want[0],
                           &want[1]);
-        needed_warp_tiles(seg, batch, seq, heads, window, 64, 16, &want[2], &want[3]);
+        needed_warp_tiles(seg, batch, seq, heads, window, shared ? 32 : 64, shared ? 32 : 16,
+                          &want[2], &want[3]);
         needed_warp_tiles(seg, batch, seq, heads, window, 16, 64, &want[4], &want[5]);
         if (one_pass(hd))
             want[4] = want[5] = 0;
@@ -397,15 +426,18 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
                ok ? "is bitwise the first" : "differs from the first");
         failures += !ok;
     }
-    /* The dK/dV pass's 128-key block: every warp keeps its 16 keys and its order over the
-     * query tiles, so the two passes' dQ, dK and dV are bitwise those of the 64-key block */
-    if (dkdv_keys(hd) == 128 && !one_pass(hd)) {
-        unsetenv("FTMPI_TC_BWD_KEYS");
+    /* The dK/dV pass's other blocks (128 keys; the shared layout): every dK and dV
+     * element is summed over the same query tiles, 16 queries a product, in the same
+     * order, so the two passes' dQ, dK and dV are bitwise those of the default block */
+    const int layout = ft_cuda_attention_tc_bwd_layout(s);
+    if (layout != FT_TC_BWD_OWN && !one_pass(hd)) {
+        switches saved = switches_clear();
         ok = backward_repeats(&again, first);
-        setenv("FTMPI_TC_BWD_KEYS", "128", 1);
+        switches_restore(&saved);
         checks++;
-        printf("%s attention_bwd_bf16 %s: 64-key dK/dV blocks %s\n", ok ? "ok  " : "FAIL", what,
-               ok ? "give the 128-key blocks' bits" : "differ from the 128-key blocks");
+        printf("%s attention_bwd_bf16 %s: the default dK/dV block %s the %s's\n",
+               ok ? "ok  " : "FAIL", what, ok ? "gives the bits of" : "differs from",
+               layout == FT_TC_BWD_SHARED ? "shared layout" : "128-key block");
         failures += !ok;
     }
     cudaFree(ddo), cudaFree(dro), cudaFree(drl), cudaFree(ddq), cudaFree(ddk), cudaFree(ddv);
@@ -531,6 +563,30 @@ int main(void)
     check_case(cpu, 1, 70, 3, 1, 80, SEG_PACKED, 0);
     unsetenv("FTMPI_ATTENTION_NONDETERMINISTIC");
     unsetenv("FTMPI_TC_BWD_KEYS");
+    /* the shared layout (FlashAttention-2's warp split, P^T and dS^T through shared
+     * memory; cuda_attention_tc_bwd_shared.cuh), where the device's shared memory takes it
+     * (head_dim 128 needs an H100's: under the harness's default A100 those cases run the
+     * 128-key block, test_attention_tc_h100.sh runs them all on the H100's figures) */
+    setenv("FTMPI_TC_BWD_LAYOUT", "shared", 1);
+    check_case(cpu, 1, 300, 2, 1, 64, SEG_NONE, 0);
+    check_case(cpu, 1, 330, 4, 2, 128, SEG_TWO, 0);
+    check_case(cpu, 1, 150, 2, 2, 128, SEG_NONE, 64);
+    check_case(cpu, 2, 131, 4, 2, 64, SEG_NONE, 20);
+    check_case(cpu, 1, 201, 2, 1, 64, SEG_LONG, 100);
+    check_case(cpu, 1, 200, 2, 1, 80, SEG_SHORT, 0);
+    check_case(cpu, 1, 130, 4, 4, 128, SEG_SCATTERED, 0);
+    check_case(cpu, 1, 99, 2, 1, 256, SEG_PACKED, 40);
+    sink_key = true;
+    check_case(cpu, 1, 300, 2, 1, 128, SEG_NONE, 0);
+    sink_key = false;
+    setenv("FTMPI_ATTENTION_NONDETERMINISTIC", "1", 1);
+    check_case(cpu, 1, 300, 2, 1, 64, SEG_NONE, 0);
+    check_case(cpu, 1, 330, 4, 2, 128, SEG_TWO, 0);
+    check_case(cpu, 2, 131, 2, 1, 64, SEG_NONE, 20);
+    check_case(cpu, 1, 70, 3, 1, 80, SEG_PACKED, 0);
+    check_case(cpu, 1, 201, 2, 1, 48, SEG_LONG, 100);
+    unsetenv("FTMPI_ATTENTION_NONDETERMINISTIC");
+    unsetenv("FTMPI_TC_BWD_LAYOUT");
     ft_backend_destroy(cpu);
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;

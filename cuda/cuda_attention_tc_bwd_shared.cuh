@@ -1,0 +1,204 @@
+/* The dK/dV pass's shared layout (cuda_attention_tc_bwd.cu, FTMPI_TC_BWD_LAYOUT=shared):
+ * FlashAttention-2's division of a (64-query, 128-key) tile pair among 8 warps, with P^T
+ * and dS^T passed through shared memory between the products that want them in different
+ * warp layouts.
+ *
+ * The own layout gives each warp 16 keys for everything: it computes S^T and dP^T of its
+ * keys against all 64 queries (each Q and dO fragment read from shared memory feeds one
+ * product) and keeps its keys' dK and dV rows over all features. Per warp and tile that
+ * is 72 KiB of ldmatrix reads for 256 products at head_dim 128, 288 bytes a product,
+ * which puts the pass at the shared-memory bandwidth's limit before the tensor cores'.
+ * Here:
+ *   phase A  warp (wk, wq) = (w % 4, w / 4) computes S^T and dP^T of keys 32 wk .. +31
+ *            against queries 32 wq .. +31 (two m-tiles: every Q and dO fragment feeds two
+ *            products, every K and V fragment four), makes P^T and dS^T and stores them,
+ *            rounded to bf16, into Ps and dSs ([128 keys][64 queries + pad]);
+ *   barrier;
+ *   phase B  warp (wk, wf) = (w % 4, w / 4) adds P^T dO to dV and dS^T Q to dK for keys
+ *            32 wk .. +31 and the feature half wf: its accumulators are 32 keys x half the
+ *            features (as many registers as the own layout's 16 keys x all of them);
+ *   phase C  (the one-pass backward) warp (wq, wf) = (w / 4, w % 4) adds dS K for queries
+ *            32 wq .. +31 and feature quarter wf to the fp32 dQ accumulator, summed over
+ *            all 128 keys before its atomics.
+ * About 234 bytes of ldmatrix reads and stores a product at head_dim 128. The summation
+ * order of every dK and dV element (query tiles in the walk's order, 16 queries a k-step
+ * within a tile) is that of the own layout, so both layouts give the same bits. */
+#ifndef FT_CUDA_ATTENTION_TC_BWD_SHARED_CUH
+#define FT_CUDA_ATTENTION_TC_BWD_SHARED_CUH
+
+#include "cuda_attention_tc.cuh"
+
+#define TC_SH_PITCH (TC_BQ + TC_PAD) /* bf16 per row of Ps and dSs */
+
+/* p[0] += a, p[1] += b (global memory, p 8-byte aligned): on sm_90 one vector reduction
+ * (red.global.add.v2.f32, PTX 8.1: half the atomic operations the L2 takes), elsewhere
+ * and on the harness two scalar ones. Each element is added atomically either way, and
+ * flushed like atomicAdd's (FTZ, round to nearest). */
+__device__ __forceinline__ void tc_red_add2(float *p, float a, float b)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(FT_CUDA_EMULATION)
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b) : "memory");
+#else
+    atomicAdd(p, a);
+    atomicAdd(p + 1, b);
+#endif
+}
+
+/* Phase A for warp (wk, wq): S^T and dP^T of its 32 keys (kw0 = k0 + 32 wk) against its 32
+ * queries (32 wq .. of the tile at q0), the probabilities and dS from them, stored as bf16
+ * pairs into Ps and dSs; zeros where cls is TC_SKIP (no pair of the footprint visible).
+ * Qt, dOt, lse_t (base 2) and D_t are the staged query tile; P the K/V/Q row pitch. */
+template <int HDMAX, int P>
+__device__ __forceinline__ void tc_shared_scores(uint16_t *Ps, uint16_t *dSs, const uint16_t *Ks,
+                                                 const uint16_t *Vs, const uint16_t *Qt,
+                                                 const uint16_t *dOt, const float *lse_t,
+                                                 const float *D_t, const TcArgs &a, int b,
+                                                 int q0, int kw0, int wk, int wq, int cls,
+                                                 int lane)
+{
+    const int g = lane / 4, t = lane % 4;
+    float s[2][4][4], dp[2][4][4];
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int n = 0; n < 4; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                s[m][n][e] = dp[m][n][e] = 0.0f;
+    if (cls != TC_SKIP) {
+#pragma unroll
+        for (int ks = 0; ks < HDMAX / 16; ks++) {
+            uint32_t ka[2][4], va[2][4];
+#pragma unroll
+            for (int m = 0; m < 2; m++) {
+                const int off = tc_a_frag_row(32 * wk + 16 * m, lane, P) + ks * 16;
+                ft_ldmatrix<4, false>(ka[m], Ks + off);
+                ft_ldmatrix<4, false>(va[m], Vs + off);
+            }
+#pragma unroll
+            for (int n = 0; n < 4; n += 2) {
+                const int off = tc_bt_pair_row(32 * wq + 8 * n, lane, P) + ks * 16;
+                uint32_t qf[4], of[4];
+                ft_ldmatrix<4, false>(qf, Qt + off);
+                ft_ldmatrix<4, false>(of, dOt + off);
+#pragma unroll
+                for (int m = 0; m < 2; m++) {
+                    tc_mma_pair(s[m][n], s[m][n + 1], ka[m], qf);
+                    tc_mma_pair(dp[m][n], dp[m][n + 1], va[m], of);
+                }
+            }
+        }
+    }
+    const bool masked = cls == TC_MASKED;
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int n = 0; n < 4; n++) {
+            float pe[4], dse[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int qi = 32 * wq + 8 * n + 2 * t + (e & 1); /* query of the tile */
+                float p = cls == TC_SKIP ? 0.0f
+                                         : tc_exp2(fmaf(s[m][n][e], a.scale_log2, -lse_t[qi]));
+                if (masked) {
+                    const int key = kw0 + 16 * m + g + 8 * (e >> 1), qc = q0 + qi;
+                    if (!tc_visible(a, b, qc, key, tc_segment(a, b, qc)))
+                        p = 0.0f;
+                }
+                pe[e] = p;
+                dse[e] = p * (dp[m][n][e] - D_t[qi]);
+            }
+            const int row = 32 * wk + 16 * m + g, col = 32 * wq + 8 * n + 2 * t;
+            uint32_t *p0 = (uint32_t *)(Ps + row * TC_SH_PITCH + col);
+            uint32_t *d0 = (uint32_t *)(dSs + row * TC_SH_PITCH + col);
+            p0[0] = tc_pack_bf16(pe[0], pe[1]);
+            p0[8 * TC_SH_PITCH / 2] = tc_pack_bf16(pe[2], pe[3]);
+            d0[0] = tc_pack_bf16(dse[0], dse[1]);
+            d0[8 * TC_SH_PITCH / 2] = tc_pack_bf16(dse[2], dse[3]);
+        }
+}
+
+/* Phase B for warp (wk, wf): dV += P^T dO and dK += dS^T Q for its 32 keys and the
+ * HDMAX / 2 features from fbase = wf HDMAX / 2, 16 queries a k-step (A = P^T and dS^T rows
+ * from Ps, dSs; B = dO and Q by ldmatrix.trans, two feature groups a load). */
+template <int HDMAX, int P>
+__device__ __forceinline__ void tc_shared_grads(float (*dka)[HDMAX / 16][4],
+                                                float (*dva)[HDMAX / 16][4], const uint16_t *Ps,
+                                                const uint16_t *dSs, const uint16_t *Qt,
+                                                const uint16_t *dOt, int wk, int wf, int lane)
+{
+    constexpr int FD = HDMAX / 16; /* 8-feature groups of the half */
+#pragma unroll
+    for (int j = 0; j < TC_BQ / 16; j++) {
+        uint32_t pa[2][4], sa[2][4];
+#pragma unroll
+        for (int m = 0; m < 2; m++) {
+            const int off = tc_a_frag_row(32 * wk + 16 * m, lane, TC_SH_PITCH) + 16 * j;
+            ft_ldmatrix<4, false>(pa[m], Ps + off);
+            ft_ldmatrix<4, false>(sa[m], dSs + off);
+        }
+#pragma unroll
+        for (int d = 0; d < FD; d += 2) {
+            const int off = tc_b_pair_row(16 * j, wf * (HDMAX / 2) + 8 * d, lane, P);
+            uint32_t of[4], qf[4];
+            ft_ldmatrix<4, true>(of, dOt + off);
+            ft_ldmatrix<4, true>(qf, Qt + off);
+#pragma unroll
+            for (int m = 0; m < 2; m++) {
+                tc_mma_pair(dva[m][d], dva[m][d + 1], pa[m], of);
+                tc_mma_pair(dka[m][d], dka[m][d + 1], sa[m], qf);
+            }
+        }
+    }
+}
+
+/* Phase C (the one-pass backward) for warp (wq, wf): dQ += dS K for queries 32 wq .. of the
+ * tile at q0 and the HDMAX / 4 features from wf HDMAX / 4, over the block's 128 keys (A =
+ * dS by ldmatrix.trans of dSs, B = K rows by ldmatrix.trans), added unscaled to the head's
+ * fp32 rows dq_head (dq's layout) with one 8-byte reduction a pair (tc_red_add2). */
+template <int HDMAX, int P>
+__device__ __forceinline__ void tc_shared_dq(float *dq_head, const uint16_t *dSs,
+                                             const uint16_t *Ks, const TcArgs &a, int q0, int wq,
+                                             int wf, int lane)
+{
+    constexpr int FQ = HDMAX / 32; /* 8-feature groups of the quarter */
+    const int g = lane / 4, t = lane % 4, f0 = wf * (HDMAX / 4);
+    float acc[2][FQ][4];
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int d = 0; d < FQ; d++)
+            acc[m][d][0] = acc[m][d][1] = acc[m][d][2] = acc[m][d][3] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 128 / 16; j++) {
+        uint32_t af[2][4];
+#pragma unroll
+        for (int m = 0; m < 2; m++)
+            ft_ldmatrix<4, true>(af[m], dSs + tc_bt_pair_row(16 * j, lane, TC_SH_PITCH) +
+                                            32 * wq + 16 * m);
+#pragma unroll
+        for (int d = 0; d < FQ; d += 2) {
+            uint32_t kf[4];
+            ft_ldmatrix<4, true>(kf, Ks + tc_b_pair_row(16 * j, f0 + 8 * d, lane, P));
+#pragma unroll
+            for (int m = 0; m < 2; m++)
+                tc_mma_pair(acc[m][d], acc[m][d + 1], af[m], kf);
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < 2; m++) {
+        const int r0 = q0 + 32 * wq + 16 * m + g, r1 = r0 + 8;
+#pragma unroll
+        for (int d = 0; d < FQ; d++) {
+            const int c = f0 + 8 * d + 2 * t;
+            if (c >= a.hd)
+                continue;
+            if (r0 < a.seq)
+                tc_red_add2(dq_head + (size_t)r0 * a.q_stride + c, acc[m][d][0], acc[m][d][1]);
+            if (r1 < a.seq)
+                tc_red_add2(dq_head + (size_t)r1 * a.q_stride + c, acc[m][d][2], acc[m][d][3]);
+        }
+    }
+}
+
+#endif
