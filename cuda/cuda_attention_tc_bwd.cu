@@ -99,8 +99,12 @@ struct TcBwdCfg {
         (size_t)(2 * TC_BQ + 2 * STAGES * TC_BK) * P * sizeof(uint16_t);
     /* the one-pass backward's dK/dV kernel: also dS^T, [BKV][TC_BQ + TC_PAD] bf16 */
     static constexpr size_t smem_fused = smem_dkdv + (size_t)BKV * (TC_BQ + TC_PAD) * 2;
-    /* the shared layout (cuda_attention_tc_bwd_shared.cuh), one pass or two: P^T and dS^T */
+    /* the shared layout (cuda_attention_tc_bwd_shared.cuh), one pass or two: P^T and dS^T;
+     * its dQ pass: Q and dO tiles of 128 queries, STAGES K and V tiles, dS */
     static constexpr size_t smem_shared = smem_dkdv + 2 * (size_t)BKV * TC_SH_PITCH * 2;
+    static constexpr size_t smem_dq_shared =
+        (size_t)(2 * 128 + 2 * STAGES * TC_BK) * P * sizeof(uint16_t) +
+        (size_t)128 * TC_SH_PITCH * 2;
 };
 
 /* k-step j of the A operand from accumulator rows already rounded to bf16 pairs
@@ -458,23 +462,30 @@ __global__ void __launch_bounds__(WARPS * 32)
         }
 }
 
-template <int HDMAX, typename OT>
-__global__ void __launch_bounds__(TC_THREADS)
+/* SHARED: the shared layout (cuda_attention_tc_bwd_shared.cuh: 8 warps, 128 queries a
+ * block); else 4 warps of 16 queries each, 64 a block */
+template <int HDMAX, typename OT, bool SHARED>
+__global__ void __launch_bounds__(SHARED ? 256 : TC_THREADS)
     tc_bwd_dq_kernel(OT *__restrict__ dq, const uint16_t *__restrict__ dout,
                      const float *__restrict__ lse, const float *__restrict__ Dv,
                      const uint16_t *__restrict__ q, const uint16_t *__restrict__ k,
                      const uint16_t *__restrict__ v, TcArgs a, int heads)
 {
-    constexpr int P = TcBwdCfg<HDMAX>::P, KS = HDMAX / 16, NK = TC_BK / 8, DT = HDMAX / 8;
+    static_assert(!SHARED || HDMAX <= 128, "the shared layout: head_dim <= 128");
+    constexpr int P = TcBwdCfg<HDMAX>::P, KS = HDMAX / 16, NK = TC_BK / 8;
+    constexpr int THREADS = SHARED ? 256 : TC_THREADS, BQ = SHARED ? 128 : TC_BQ;
+    /* 8-feature groups of dQ a warp owns, for MQ m-tiles of 16 queries */
+    constexpr int DT = SHARED ? HDMAX / 16 : HDMAX / 8, MQ = SHARED ? 2 : 1;
     constexpr int STAGES = TcBwdCfg<HDMAX>::STAGES;
     FT_DYNAMIC_SMEM(uint16_t, smem);
-    uint16_t *Qs = smem, *dOs = Qs + TC_BQ * P;                      /* [BQ][P] each */
-    uint16_t *Ks = dOs + TC_BQ * P, *Vs = Ks + STAGES * TC_BK * P; /* [STAGES][BK][P] each */
+    uint16_t *Qs = smem, *dOs = Qs + BQ * P;                       /* [BQ][P] each */
+    uint16_t *Ks = dOs + BQ * P, *Vs = Ks + STAGES * TC_BK * P;   /* [STAGES][BK][P] each */
+    uint16_t *dSs = Vs + STAGES * TC_BK * P; /* SHARED: [BQ][TC_SH_PITCH] */
 
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-    const int nqt = (a.seq + TC_BQ - 1) / TC_BQ;
+    const int nqt = (a.seq + BQ - 1) / BQ;
     const int qt = nqt - 1 - (int)blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    const int hk = h / a.group, q0 = qt * TC_BQ, qn = min(TC_BQ, a.seq - q0);
+    const int hk = h / a.group, q0 = qt * BQ, qn = min(BQ, a.seq - q0);
     const uint16_t *qb = q + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
     const uint16_t *ob = dout + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
     const uint16_t *kb = k + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
@@ -483,14 +494,14 @@ __global__ void __launch_bounds__(TC_THREADS)
     const int nkt = (q0 + qn - 1) / TC_BK + 1;
     const int2 qr = tc_segment_range(a, b, q0, qn);
     int kt = tc_next_key_tile<TC_BK>(a, b, qr, tc_first_key_tile(a, q0, TC_BK) - 1, nkt);
-    tc_stage<HDMAX, TC_BQ>(Qs, qb, a.q_stride, q0, qn, a.hd);
-    tc_stage<HDMAX, TC_BQ>(dOs, ob, a.q_stride, q0, qn, a.hd);
+    tc_stage<HDMAX, BQ, THREADS>(Qs, qb, a.q_stride, q0, qn, a.hd);
+    tc_stage<HDMAX, BQ, THREADS>(dOs, ob, a.q_stride, q0, qn, a.hd);
     if (STAGES == 2 && kt < nkt)
-        tc_stage_kv<HDMAX, TC_BK>(Ks, Vs, kb, vb, a, kt);
+        tc_stage_kv<HDMAX, TC_BK, THREADS>(Ks, Vs, kb, vb, a, kt);
     ft_cp_async_commit();
     ft_cp_async_wait<0>();
     __syncthreads();
-    constexpr bool QO_IN_REGS = TcBwdCfg<HDMAX>::QO_IN_REGS;
+    constexpr bool QO_IN_REGS = TcBwdCfg<HDMAX>::QO_IN_REGS && !SHARED;
     const int qo_off = (warp * 16 + lane % 16) * P + 8 * (lane / 16); /* A fragment rows */
     uint32_t qa[QO_IN_REGS ? KS : 1][4], oa[QO_IN_REGS ? KS : 1][4];
     if constexpr (QO_IN_REGS) {
@@ -500,26 +511,45 @@ __global__ void __launch_bounds__(TC_THREADS)
             ft_ldmatrix<4, false>(oa[ks], dOs + qo_off + ks * 16);
         }
     }
-    const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
-    const int seg0 = tc_segment(a, b, r0), seg1 = tc_segment(a, b, r1);
-    const int qw0 = q0 + warp * 16; /* this warp's 16 queries and their documents */
-    const int2 qwr = tc_warp_segment_range(a, b, qw0, min(16, a.seq - qw0));
+    /* this warp's queries (16; 32 in the shared layout, wq = warp % 4) and their
+     * documents; this lane's rows (m-tile m: g and g + 8), their lse (base 2), D and ids */
+    const int wrows = SHARED ? 32 : 16, qw0 = q0 + (SHARED ? 32 * (warp % 4) : 16 * warp);
+    const int2 qwr = tc_warp_segment_range(a, b, qw0, min(wrows, a.seq - qw0));
     const size_t row_base = ((size_t)b * heads + h) * a.seq;
+    const int r0 = qw0 + g, r1 = r0 + 8; /* the own layout's rows */
+    const int seg0 = tc_segment(a, b, r0), seg1 = tc_segment(a, b, r1);
     const float lse0 = r0 < a.seq ? lse[row_base + r0] * TC_LOG2E : 0.0f;
     const float lse1 = r1 < a.seq ? lse[row_base + r1] * TC_LOG2E : 0.0f;
     const float D0 = r0 < a.seq ? Dv[row_base + r0] : 0.0f;
     const float D1 = r1 < a.seq ? Dv[row_base + r1] : 0.0f;
-    float dqa[DT][4];
+    int rows[MQ][2], segs[MQ][2]; /* the shared layout's */
+    float lse2[MQ][2], Drow[MQ][2];
+    if constexpr (SHARED) {
 #pragma unroll
-    for (int d = 0; d < DT; d++)
-        for (int e = 0; e < 4; e++)
-            dqa[d][e] = 0.0f;
+        for (int m = 0; m < MQ; m++)
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const int row = qw0 + 16 * m + g + 8 * r;
+                rows[m][r] = row;
+                segs[m][r] = tc_segment(a, b, row);
+                lse2[m][r] = row < a.seq ? lse[row_base + row] * TC_LOG2E : 0.0f;
+                Drow[m][r] = row < a.seq ? Dv[row_base + row] : 0.0f;
+            }
+    }
+    float dq_acc[MQ][DT][4];
+    float(&dqa)[DT][4] = dq_acc[0]; /* the own layout's one m-tile */
+#pragma unroll
+    for (int m = 0; m < MQ; m++)
+#pragma unroll
+        for (int d = 0; d < DT; d++)
+            for (int e = 0; e < 4; e++)
+                dq_acc[m][d][e] = 0.0f;
 
     for (int it = 0; kt < nkt; it++) { /* it: visited tiles so far, kt: this one */
         const int k0 = kt * TC_BK, kn = min(TC_BK, a.seq - k0), buf = STAGES == 2 ? it & 1 : 0;
         if constexpr (STAGES == 1) {
             __syncthreads(); /* the previous key tile is no longer read */
-            tc_stage_kv<HDMAX, TC_BK>(Ks, Vs, kb, vb, a, kt);
+            tc_stage_kv<HDMAX, TC_BK, THREADS>(Ks, Vs, kb, vb, a, kt);
             ft_cp_async_commit();
         }
         ft_cp_async_wait<0>();
@@ -528,14 +558,31 @@ __global__ void __launch_bounds__(TC_THREADS)
         const int kt_next = tc_next_key_tile<TC_BK>(a, b, qr, kt, nkt);
         if constexpr (STAGES == 2) { /* prefetch the next tile into the other buffer */
             if (kt_next < nkt)
-                tc_stage_kv<HDMAX, TC_BK>(Ks + (buf ^ 1) * TC_BK * P, Vs + (buf ^ 1) * TC_BK * P,
-                                          kb, vb, a, kt_next);
+                tc_stage_kv<HDMAX, TC_BK, THREADS>(Ks + (buf ^ 1) * TC_BK * P,
+                                                   Vs + (buf ^ 1) * TC_BK * P, kb, vb, a, kt_next);
             ft_cp_async_commit();
         }
         kt = kt_next;
         const uint16_t *Kt = Ks + buf * TC_BK * P, *Vt = Vs + buf * TC_BK * P;
         /* warp-uniform: this warp's queries against the key tile (tc_pair_class) */
-        const int cls = tc_pair_class(a, qw0, 16, qwr, k0, TC_BK, tc_segment_range(a, b, k0, kn));
+        const int2 kr = tc_segment_range(a, b, k0, kn);
+        const int cls = tc_pair_class(a, qw0, wrows, qwr, k0, TC_BK, kr);
+        if constexpr (SHARED) {
+            /* phase A: queries 32 wq .. against keys 32 wk .. of the tile */
+            const int wq = warp % 4, wk = warp / 4, kw0 = k0 + 32 * wk, kwn = min(32, a.seq - kw0);
+            const int cls_a = kwn > 0 ? tc_pair_class(a, qw0, 32, qwr, kw0, 32,
+                                                      tc_segment_range(a, b, kw0, kwn))
+                                      : TC_SKIP;
+            if (cls_a != TC_SKIP)
+                TC_COUNT_WARP_TILE(7, cls_a == TC_MASKED);
+            tc_shared_dq_scores<HDMAX, P>(dSs, Qs, dOs, Kt, Vt, a, b, rows, lse2, Drow, segs, kw0,
+                                          wq, wk, cls_a, lane);
+            __syncthreads(); /* dS of the whole tile pair in dSs */
+            /* phase B: the same queries, feature half warp / 4 */
+            if (cls != TC_SKIP)
+                tc_shared_dq_grads<HDMAX, P>(dq_acc, dSs, Kt, wq, warp / 4, lane);
+            continue; /* the next tile's barrier orders these reads before its stores */
+        }
         if (cls == TC_SKIP)
             continue;
         const bool masked = cls == TC_MASKED;
@@ -578,17 +625,20 @@ __global__ void __launch_bounds__(TC_THREADS)
     ft_cp_async_wait<0>(); /* no copy may still target shared memory at exit */
     const float scale = a.scale_log2 / TC_LOG2E;
     OT *dqb = dq + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
+    const int f0 = SHARED ? (warp / 4) * (HDMAX / 2) : 0; /* this warp's first feature */
 #pragma unroll
-    for (int d = 0; d < DT; d++) {
-        int c = d * 8 + 2 * t;
-        if (c >= a.hd)
-            continue;
-        for (int e = 0; e < 4; e++) {
-            int row = e < 2 ? r0 : r1;
-            if (row < a.seq)
-                ft_st(dqb, (size_t)row * a.q_stride + c + (e & 1), dqa[d][e] * scale);
+    for (int m = 0; m < MQ; m++)
+#pragma unroll
+        for (int d = 0; d < DT; d++) {
+            int c = f0 + d * 8 + 2 * t;
+            if (c >= a.hd)
+                continue;
+            for (int e = 0; e < 4; e++) {
+                int row = SHARED ? rows[m][e >> 1] : e < 2 ? r0 : r1;
+                if (row < a.seq)
+                    ft_st(dqb, (size_t)row * a.q_stride + c + (e & 1), dq_acc[m][d][e] * scale);
+            }
         }
-    }
 }
 
 /* dq = scale * dq_acc, rounded once to dq's storage (the one-pass backward's last step). */
@@ -642,12 +692,16 @@ static cudaError_t tc_bwd_run(OT *dq, OT *dk, OT *dv, float *dq_acc, const uint1
         return cudaGetLastError();
     }
     void (*kq)(OT *, const uint16_t *, const float *, const float *, const uint16_t *,
-               const uint16_t *, const uint16_t *, TcArgs, int) = tc_bwd_dq_kernel<HDMAX, OT>;
-    e = cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::smem_dq);
+               const uint16_t *, const uint16_t *, TcArgs, int) =
+        tc_bwd_dq_kernel<HDMAX, OT, SHARED>;
+    const size_t smem_q = SHARED ? C::smem_dq_shared : C::smem_dq;
+    e = cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q);
     if (e != cudaSuccess)
         return e;
-    dim3 gq((unsigned)((s.seq_len + TC_BQ - 1) / TC_BQ), (unsigned)s.n_heads, (unsigned)s.batch);
-    FT_LAUNCH(kq, gq, TC_THREADS, C::smem_dq, st)(dq, dout, lse, Dv, q, k, v, a, s.n_heads);
+    const int bq = SHARED ? 128 : TC_BQ;
+    dim3 gq((unsigned)((s.seq_len + bq - 1) / bq), (unsigned)s.n_heads, (unsigned)s.batch);
+    FT_LAUNCH(kq, gq, SHARED ? 256 : TC_THREADS, smem_q, st)(dq, dout, lse, Dv, q, k, v, a,
+                                                           s.n_heads);
     return cudaGetLastError();
 }
 

@@ -22,7 +22,8 @@
  *            all 128 keys before its atomics.
  * About 234 bytes of ldmatrix reads and stores a product at head_dim 128. The summation
  * order of every dK and dV element (query tiles in the walk's order, 16 queries a k-step
- * within a tile) is that of the own layout, so both layouts give the same bits. */
+ * within a tile) is that of the own layout, so both layouts give the same bits. The
+ * two-pass backward's dQ pass has a shared layout too (below). */
 #ifndef FT_CUDA_ATTENTION_TC_BWD_SHARED_CUH
 #define FT_CUDA_ATTENTION_TC_BWD_SHARED_CUH
 
@@ -44,6 +45,48 @@ __device__ __forceinline__ void tc_red_add2(float *p, float a, float b)
 #endif
 }
 
+/* x = A1 X^T and y = A2 Y^T (fp32, zeroed first) for a warp's 32 rows (rows ra .. of the
+ * row-major tiles A1, A2) against 32 columns (rows rx .. of the token tiles X, Y) over
+ * HDMAX features: two m-tiles and four 8-column groups, so that every A fragment read
+ * from shared memory feeds four products and every X, Y fragment two. dK/dV: A = K, V and
+ * X = Q, dO (S^T, dP^T); dQ: A = Q, dO and X = K, V (S, dP). */
+template <int HDMAX, int P>
+__device__ __forceinline__ void tc_shared_products(float (*x)[4][4], float (*y)[4][4],
+                                                   const uint16_t *A1, const uint16_t *A2, int ra,
+                                                   const uint16_t *X, const uint16_t *Y, int rx,
+                                                   int lane)
+{
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int n = 0; n < 4; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                x[m][n][e] = y[m][n][e] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < HDMAX / 16; ks++) {
+        uint32_t a1[2][4], a2[2][4];
+#pragma unroll
+        for (int m = 0; m < 2; m++) {
+            const int off = tc_a_frag_row(ra + 16 * m, lane, P) + ks * 16;
+            ft_ldmatrix<4, false>(a1[m], A1 + off);
+            ft_ldmatrix<4, false>(a2[m], A2 + off);
+        }
+#pragma unroll
+        for (int n = 0; n < 4; n += 2) {
+            const int off = tc_bt_pair_row(rx + 8 * n, lane, P) + ks * 16;
+            uint32_t xf[4], yf[4];
+            ft_ldmatrix<4, false>(xf, X + off);
+            ft_ldmatrix<4, false>(yf, Y + off);
+#pragma unroll
+            for (int m = 0; m < 2; m++) {
+                tc_mma_pair(x[m][n], x[m][n + 1], a1[m], xf);
+                tc_mma_pair(y[m][n], y[m][n + 1], a2[m], yf);
+            }
+        }
+    }
+}
+
 /* Phase A for warp (wk, wq): S^T and dP^T of its 32 keys (kw0 = k0 + 32 wk) against its 32
  * queries (32 wq .. of the tile at q0), the probabilities and dS from them, stored as bf16
  * pairs into Ps and dSs; zeros where cls is TC_SKIP (no pair of the footprint visible).
@@ -57,38 +100,9 @@ __device__ __forceinline__ void tc_shared_scores(uint16_t *Ps, uint16_t *dSs, co
                                                  int lane)
 {
     const int g = lane / 4, t = lane % 4;
-    float s[2][4][4], dp[2][4][4];
-#pragma unroll
-    for (int m = 0; m < 2; m++)
-#pragma unroll
-        for (int n = 0; n < 4; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                s[m][n][e] = dp[m][n][e] = 0.0f;
-    if (cls != TC_SKIP) {
-#pragma unroll
-        for (int ks = 0; ks < HDMAX / 16; ks++) {
-            uint32_t ka[2][4], va[2][4];
-#pragma unroll
-            for (int m = 0; m < 2; m++) {
-                const int off = tc_a_frag_row(32 * wk + 16 * m, lane, P) + ks * 16;
-                ft_ldmatrix<4, false>(ka[m], Ks + off);
-                ft_ldmatrix<4, false>(va[m], Vs + off);
-            }
-#pragma unroll
-            for (int n = 0; n < 4; n += 2) {
-                const int off = tc_bt_pair_row(32 * wq + 8 * n, lane, P) + ks * 16;
-                uint32_t qf[4], of[4];
-                ft_ldmatrix<4, false>(qf, Qt + off);
-                ft_ldmatrix<4, false>(of, dOt + off);
-#pragma unroll
-                for (int m = 0; m < 2; m++) {
-                    tc_mma_pair(s[m][n], s[m][n + 1], ka[m], qf);
-                    tc_mma_pair(dp[m][n], dp[m][n + 1], va[m], of);
-                }
-            }
-        }
-    }
+    float s[2][4][4] = {}, dp[2][4][4] = {}; /* zeros where the warp skips */
+    if (cls != TC_SKIP)
+        tc_shared_products<HDMAX, P>(s, dp, Ks, Vs, 32 * wk, Qt, dOt, 32 * wq, lane);
     const bool masked = cls == TC_MASKED;
 #pragma unroll
     for (int m = 0; m < 2; m++)
@@ -197,6 +211,80 @@ __device__ __forceinline__ void tc_shared_dq(float *dq_head, const uint16_t *dSs
                 tc_red_add2(dq_head + (size_t)r0 * a.q_stride + c, acc[m][d][0], acc[m][d][1]);
             if (r1 < a.seq)
                 tc_red_add2(dq_head + (size_t)r1 * a.q_stride + c, acc[m][d][2], acc[m][d][3]);
+        }
+    }
+}
+
+/* The dQ pass in the shared layout (two-pass backward): a block of 8 warps takes 128
+ * queries and walks the 64-key tiles; per tile
+ *   phase A  warp (wq, wk) = (w % 4, w / 4) computes S and dP of queries 32 wq .. +31
+ *            against keys 32 wk .. +31 of the tile and stores dS, rounded to bf16, into
+ *            dSs ([128 queries][64 keys + pad]);
+ *   barrier;
+ *   phase B  warp (wq, wf) adds dS K to dQ of its 32 queries and the feature half wf.
+ * The own dQ layout (16 queries a warp) reads each K and V fragment for one product;
+ * here for two. Each dQ element is summed over the same key tiles, 16 keys a product, in
+ * the same order: the same bits. */
+
+/* Phase A for warp (wq, wk): rows[m][r] are its queries (m-tile m, rows g and g + 8; their
+ * lse in base 2, D and segment ids in lse2, D, seg), kw0 the first of its 32 keys, cls its
+ * footprint's class; dS into dSs, zeros where cls is TC_SKIP. */
+template <int HDMAX, int P>
+__device__ __forceinline__ void tc_shared_dq_scores(uint16_t *dSs, const uint16_t *Qs,
+                                                    const uint16_t *dOs, const uint16_t *Kt,
+                                                    const uint16_t *Vt, const TcArgs &a, int b,
+                                                    const int (*rows)[2], const float (*lse2)[2],
+                                                    const float (*D)[2], const int (*seg)[2],
+                                                    int kw0, int wq, int wk, int cls, int lane)
+{
+    const int g = lane / 4, t = lane % 4;
+    float s[2][4][4] = {}, dp[2][4][4] = {}; /* zeros where the warp skips */
+    if (cls != TC_SKIP)
+        tc_shared_products<HDMAX, P>(s, dp, Qs, dOs, 32 * wq, Kt, Vt, 32 * wk, lane);
+    const bool masked = cls == TC_MASKED;
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int n = 0; n < 4; n++) {
+            float dse[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = e >> 1, key = kw0 + 8 * n + 2 * t + (e & 1);
+                float p = cls == TC_SKIP ? 0.0f
+                                         : tc_exp2(fmaf(s[m][n][e], a.scale_log2, -lse2[m][r]));
+                if (masked && !tc_visible(a, b, rows[m][r], key, seg[m][r]))
+                    p = 0.0f;
+                dse[e] = p * (dp[m][n][e] - D[m][r]);
+            }
+            const int row = 32 * wq + 16 * m + g, col = 32 * wk + 8 * n + 2 * t;
+            uint32_t *d0 = (uint32_t *)(dSs + row * TC_SH_PITCH + col);
+            d0[0] = tc_pack_bf16(dse[0], dse[1]);
+            d0[8 * TC_SH_PITCH / 2] = tc_pack_bf16(dse[2], dse[3]);
+        }
+}
+
+/* Phase B for warp (wq, wf): dQ += dS K for its 32 queries and the HDMAX / 2 features from
+ * wf HDMAX / 2, 16 keys a k-step (A = dS rows from dSs, B = K rows by ldmatrix.trans). */
+template <int HDMAX, int P>
+__device__ __forceinline__ void tc_shared_dq_grads(float (*dqa)[HDMAX / 16][4],
+                                                   const uint16_t *dSs, const uint16_t *Kt,
+                                                   int wq, int wf, int lane)
+{
+    constexpr int FD = HDMAX / 16;
+#pragma unroll
+    for (int j = 0; j < 64 / 16; j++) {
+        uint32_t sa[2][4];
+#pragma unroll
+        for (int m = 0; m < 2; m++)
+            ft_ldmatrix<4, false>(sa[m], dSs + tc_a_frag_row(32 * wq + 16 * m, lane, TC_SH_PITCH) +
+                                             16 * j);
+#pragma unroll
+        for (int d = 0; d < FD; d += 2) {
+            uint32_t kf[4];
+            ft_ldmatrix<4, true>(kf, Kt + tc_b_pair_row(16 * j, wf * (HDMAX / 2) + 8 * d, lane, P));
+#pragma unroll
+            for (int m = 0; m < 2; m++)
+                tc_mma_pair(dqa[m][d], dqa[m][d + 1], sa[m], kf);
         }
     }
 }

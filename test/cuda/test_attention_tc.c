@@ -353,17 +353,19 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
     /* the exact count needs ranges that are the documents themselves: packed ids. The
      * forward (cuda_attention_tc.cu, TcFwdCfg) pairs 128-query tiles with 64-key ones, 64
      * with 32 at head_dim > 128; the dK/dV pass (cuda_attention_tc_bwd.cu, TcBwdCfg) 64
-     * queries with 64 keys (128 with FTMPI_TC_BWD_KEYS=128), 32 at head_dim > 128; the dQ
-     * pass 64 with 64. The dK/dV pass visits each pair once per query head of the group. */
+     * queries with 64 keys (128 with FTMPI_TC_BWD_KEYS=128 and in the shared layout), 32
+     * at head_dim > 128; the dQ pass 64 with 64 (128 with 64 in the shared layout). The
+     * dK/dV pass visits each pair once per query head of the group. */
     if (seg_kind != SEG_SCATTERED) {
         int fwd_bq = 4 * fwd_rows(hd);
+        bool shared = ft_cuda_attention_tc_bwd_layout(s) == FT_TC_BWD_SHARED;
         unsigned long long want[3] = {needed_tiles(seg, batch, seq, heads, window, fwd_bq,
                                                    fwd_keys(hd)),
                                       needed_tiles(seg, batch, seq, heads, window, 64,
                                                    dkdv_keys(s)),
                                       one_pass(hd) ? 0
                                                    : needed_tiles(seg, batch, seq, heads, window,
-                                                                  64, 64)};
+                                                                  shared ? 128 : 64, 64)};
         unsigned long long *got = ft_cuda_attention_tc_tiles;
         checks++;
         ok = got[0] == want[0] && got[1] == want[1] && got[2] == want[2];
@@ -376,7 +378,8 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
      * per element are exactly those holding a visible pair and, of them, those also holding
      * an invisible one. A forward warp holds 32 query rows against 64 keys (16 against 32
      * at head_dim 256), a dK/dV warp 16 keys against 64 queries (32 against 32 in the
-     * shared layout's scores), a dQ warp 16 queries against 64 keys. At head_dim 256 two
+     * shared layout's scores), a dQ warp 16 queries against 64 keys (32 against 32 in the
+     * shared layout's scores). At head_dim 256 two
      * dK/dV warps share each key group (the feature split), so each of their tiles counts
      * twice. */
     if (seg_kind != SEG_SCATTERED) {
@@ -386,7 +389,8 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
                           &want[1]);
         needed_warp_tiles(seg, batch, seq, heads, window, shared ? 32 : 64, shared ? 32 : 16,
                           &want[2], &want[3]);
-        needed_warp_tiles(seg, batch, seq, heads, window, 16, 64, &want[4], &want[5]);
+        needed_warp_tiles(seg, batch, seq, heads, window, shared ? 32 : 16, shared ? 32 : 64,
+                          &want[4], &want[5]);
         if (one_pass(hd))
             want[4] = want[5] = 0;
         if (big)
@@ -455,6 +459,32 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
             cpu->ops->free(cpu, c[i]);
     free(qb), free(kb), free(vb), free(qf), free(kf), free(vf), free(seg);
     free(ro), free(rl), free(go), free(gl);
+}
+
+/* The cases for a dK/dV block other than the default, two passes and one: causal at both
+ * head sizes, GQA (the group's heads summed by one thread, bitwise repeatable), documents
+ * (packed, scattered), windows, lengths that end inside a block's second half, the sink
+ * key, and head_dim 256, which keeps the default block. */
+static void check_dkdv_blocks(ft_backend *cpu)
+{
+    check_case(cpu, 1, 300, 2, 1, 64, SEG_NONE, 0);
+    check_case(cpu, 1, 330, 4, 2, 128, SEG_TWO, 0);
+    check_case(cpu, 1, 150, 2, 2, 128, SEG_NONE, 64);
+    check_case(cpu, 2, 131, 4, 2, 64, SEG_NONE, 20);
+    check_case(cpu, 1, 201, 2, 1, 64, SEG_LONG, 100);
+    check_case(cpu, 1, 200, 2, 1, 80, SEG_SHORT, 0);
+    check_case(cpu, 1, 130, 4, 4, 128, SEG_SCATTERED, 0);
+    check_case(cpu, 1, 99, 2, 1, 256, SEG_PACKED, 40);
+    sink_key = true;
+    check_case(cpu, 1, 300, 2, 1, 128, SEG_NONE, 0);
+    sink_key = false;
+    setenv("FTMPI_ATTENTION_NONDETERMINISTIC", "1", 1);
+    check_case(cpu, 1, 300, 2, 1, 64, SEG_NONE, 0);
+    check_case(cpu, 1, 330, 4, 2, 128, SEG_TWO, 0);
+    check_case(cpu, 2, 131, 2, 1, 64, SEG_NONE, 20);
+    check_case(cpu, 1, 70, 3, 1, 80, SEG_PACKED, 0);
+    check_case(cpu, 1, 201, 2, 1, 48, SEG_LONG, 100);
+    unsetenv("FTMPI_ATTENTION_NONDETERMINISTIC");
 }
 
 int main(void)
@@ -544,48 +574,17 @@ int main(void)
     check_case(cpu, 1, 330, 4, 2, 128, SEG_TWO, 0);
     check_case(cpu, 1, 99, 2, 1, 256, SEG_PACKED, 40);
     unsetenv("FTMPI_ATTENTION_NONDETERMINISTIC");
-    /* the dK/dV pass's other block (128 keys, 8 warps; the GPU tuning switch of
-     * cuda_attention_tc_bwd.cu), two passes and one: causal at both head sizes, GQA
-     * (the group's heads summed by one thread, bitwise repeatable), documents, windows,
-     * a length that ends inside a block's second half, and head_dim 256, which keeps 4 */
+    /* the dK/dV pass's other blocks (the GPU tuning switches of cuda_attention_tc_bwd.cu):
+     * 128 keys of 16-key warps, and the shared layout (FlashAttention-2's warp split, P^T
+     * and dS^T through shared memory; cuda_attention_tc_bwd_shared.cuh) where the device's
+     * shared memory takes it (head_dim 128 needs an H100's: under the harness's default
+     * A100 those cases run the 128-key block, test_attention_tc_h100.sh runs them all on
+     * the H100's figures) */
     setenv("FTMPI_TC_BWD_KEYS", "128", 1);
-    check_case(cpu, 1, 300, 2, 1, 64, SEG_NONE, 0);
-    check_case(cpu, 1, 330, 4, 2, 128, SEG_TWO, 0);
-    check_case(cpu, 1, 150, 2, 2, 128, SEG_NONE, 64);
-    check_case(cpu, 2, 131, 4, 2, 64, SEG_NONE, 20);
-    check_case(cpu, 1, 201, 2, 1, 64, SEG_LONG, 100);
-    check_case(cpu, 1, 200, 2, 1, 80, SEG_SHORT, 0);
-    check_case(cpu, 1, 99, 2, 1, 256, SEG_PACKED, 40);
-    setenv("FTMPI_ATTENTION_NONDETERMINISTIC", "1", 1);
-    check_case(cpu, 1, 300, 2, 1, 64, SEG_NONE, 0);
-    check_case(cpu, 1, 330, 4, 2, 128, SEG_TWO, 0);
-    check_case(cpu, 2, 131, 2, 1, 64, SEG_NONE, 20);
-    check_case(cpu, 1, 70, 3, 1, 80, SEG_PACKED, 0);
-    unsetenv("FTMPI_ATTENTION_NONDETERMINISTIC");
+    check_dkdv_blocks(cpu);
     unsetenv("FTMPI_TC_BWD_KEYS");
-    /* the shared layout (FlashAttention-2's warp split, P^T and dS^T through shared
-     * memory; cuda_attention_tc_bwd_shared.cuh), where the device's shared memory takes it
-     * (head_dim 128 needs an H100's: under the harness's default A100 those cases run the
-     * 128-key block, test_attention_tc_h100.sh runs them all on the H100's figures) */
     setenv("FTMPI_TC_BWD_LAYOUT", "shared", 1);
-    check_case(cpu, 1, 300, 2, 1, 64, SEG_NONE, 0);
-    check_case(cpu, 1, 330, 4, 2, 128, SEG_TWO, 0);
-    check_case(cpu, 1, 150, 2, 2, 128, SEG_NONE, 64);
-    check_case(cpu, 2, 131, 4, 2, 64, SEG_NONE, 20);
-    check_case(cpu, 1, 201, 2, 1, 64, SEG_LONG, 100);
-    check_case(cpu, 1, 200, 2, 1, 80, SEG_SHORT, 0);
-    check_case(cpu, 1, 130, 4, 4, 128, SEG_SCATTERED, 0);
-    check_case(cpu, 1, 99, 2, 1, 256, SEG_PACKED, 40);
-    sink_key = true;
-    check_case(cpu, 1, 300, 2, 1, 128, SEG_NONE, 0);
-    sink_key = false;
-    setenv("FTMPI_ATTENTION_NONDETERMINISTIC", "1", 1);
-    check_case(cpu, 1, 300, 2, 1, 64, SEG_NONE, 0);
-    check_case(cpu, 1, 330, 4, 2, 128, SEG_TWO, 0);
-    check_case(cpu, 2, 131, 2, 1, 64, SEG_NONE, 20);
-    check_case(cpu, 1, 70, 3, 1, 80, SEG_PACKED, 0);
-    check_case(cpu, 1, 201, 2, 1, 48, SEG_LONG, 100);
-    unsetenv("FTMPI_ATTENTION_NONDETERMINISTIC");
+    check_dkdv_blocks(cpu);
     unsetenv("FTMPI_TC_BWD_LAYOUT");
     ft_backend_destroy(cpu);
     printf("%d checks, %d failed\n", checks, failures);
