@@ -26,7 +26,8 @@
 #      step's kernel times by kind under Nsight Compute (120); bench/gpu_timeline.sh: the
 #      whole 1B step's idle time between operations, recorded by CUPTI (90);
 #   4. bench/gpu_attention.sh: own kernels against SDPA's FA2, the cuDNN path against SDPA's
-#      cuDNN, the two forward geometries and the two backwards (180);
+#      cuDNN, each tile switch of the own kernels beside its default (forward rows and key
+#      tiles; the backward's passes, its 128-key block and its shared layout) (240);
 #   5. with what is left: test_cuda_ops (60), then compute-sanitizer's racecheck on
 #      test_attention_tc, then ftmpi's step alone with half its 16 blocks checkpointed
 #      (checkpoint_layers=8: what memory buys back of the recompute) (60), then with every
@@ -35,10 +36,11 @@
 #      kernels at head_dim 128, per-instruction warp sampling included
 #      (bench/gpu_attention_profile.sh) (150).
 # GPU_QUICK_STEPS="name ..." runs only the steps named (the names of the lines printed),
-# in the order above, for a session that measured the others already. One step runs only
-# when named there: first_run, scripts/gpu-first-run.sh on the build (compute-sanitizer's
-# four tools on test_cuda_ops, the test programs and cuda shell tests, two training
-# steps under memcheck: several minutes) (540).
+# in the order above, for a session that measured the others already. Two steps run only
+# when named there: attention_profile_shared, the profile of step 5 with the backward in
+# its shared layout (FTMPI_TC_BWD_LAYOUT=shared) (150); first_run, scripts/gpu-first-run.sh
+# on the build (compute-sanitizer's four tools on test_cuda_ops, the test programs and
+# cuda shell tests, two training steps under memcheck: several minutes) (540).
 # cuDNN: the machine's own libcudnn.so.9 goes first in LD_LIBRARY_PATH (bench/gpu_env.sh).
 # Prints one "gpu_quick: <step>: ok|FAILED|TIMEOUT|SKIPPED (Ns)" line per step, then the
 # logs' tables. Prints "no GPU" and exits 77 on a machine without one.
@@ -117,6 +119,11 @@ step ckpt_keep_attention 60 env FTMPI_BUILD="$build" GPU_STEP_PEER=0 \
 step attention_profile 150 env FTMPI_BUILD="$build" OUT="$logs/attention-profile" \
     sh "$top/bench/gpu_attention_profile.sh" 128
 case " ${GPU_QUICK_STEPS:-} " in
+*" attention_profile_shared "*)
+    step attention_profile_shared 150 env FTMPI_BUILD="$build" FTMPI_TC_BWD_LAYOUT=shared \
+        OUT="$logs/attention-profile-shared" sh "$top/bench/gpu_attention_profile.sh" 128 ;;
+esac
+case " ${GPU_QUICK_STEPS:-} " in
 *" first_run "*) step first_run 540 env FTMPI_BUILD_DIR="$build" sh "$top/scripts/gpu-first-run.sh" ;;
 esac
 
@@ -126,7 +133,7 @@ for name in attention_tc attention_cudnn cuda_ops racecheck; do
     echo "== $name"
     grep -E "FAIL|checks|refused|skipped|passed|ERROR SUMMARY|hazard" "$logs/$name.log" | head -n 20
 done
-for name in gpu_tests gpu_step gpu_step_own overlap_off gpu_step_nockpt grads_zero_all ckpt_half ckpt_keep_attention head gpu_attention attention_profile profile timeline first_run; do
+for name in gpu_tests gpu_step gpu_step_own overlap_off gpu_step_nockpt grads_zero_all ckpt_half ckpt_keep_attention head gpu_attention attention_profile attention_profile_shared profile timeline first_run; do
     [ -f "$logs/$name.log" ] || continue
     echo "== $name"
     cat "$logs/$name.log"
