@@ -11,7 +11,8 @@
  * m-tiles of 16 query rows (BQ = 64 MT: MT = 2 up to head_dim 128, 1 at 256, TcFwdCfg)
  * for the whole pass (its O accumulator and its softmax statistics stay in registers: no
  * atomics, no inter-warp reduction). The block walks the key tiles from the first inside
- * the window (tc_first_key_tile) up to the diagonal (causal bound), BK keys at a time,
+ * the window (tc_first_key_tile) up to the diagonal (causal bound), BK keys at a time (64;
+ * 32 at head_dim 256; other sizes by the switches at the dispatch, below),
  * skipping tiles whose documents cannot meet its own (tc_segments_meet), staged in
  * shared memory by cp.async with double buffering: the next tile to be visited is in
  * flight while the current one is used. A warp none of whose rows sees the tile skips
@@ -181,8 +182,8 @@ __global__ void __launch_bounds__(TC_THREADS)
                     for (int i = 0; i < 4; i++)
                         qf[set][m][i] = qa[m][ks][i];
                 } else { /* reloaded from the tile */
-                    ft_ldmatrix<4, false>(qf[set][m],
-                                          Qs + tc_a_frag_row(warp * WR + 16 * m, lane, P) + ks * 16);
+                    const int off = tc_a_frag_row(warp * WR + 16 * m, lane, P) + ks * 16;
+                    ft_ldmatrix<4, false>(qf[set][m], Qs + off);
                 }
             }
         };
