@@ -131,31 +131,41 @@ int main(int argc, char **argv)
     cudaEvent_t a, b;
     cudaEventCreate(&a);
     cudaEventCreate(&b);
+    cudaError_t launched = cudaSuccess; /* the first failed launch's error */
     for (int pass = 0; pass < 2; pass++) { /* pass 0 warms up */
         cudaEventRecord(a, 0);
-        for (int r = 0; r < reps; r++)
-            ft_cuda_launch_attention_fwd_bf16(FT_DTYPE_BF16, out, lse, q, k, v, segment, s,
-                                              fscratch, 0);
+        for (int r = 0; r < reps; r++) {
+            cudaError_t e = ft_cuda_launch_attention_fwd_bf16(FT_DTYPE_BF16, out, lse, q, k, v,
+                                                              segment, s, fscratch, 0);
+            launched = launched == cudaSuccess ? e : launched;
+        }
         cudaEventRecord(b, 0);
         cudaEventSynchronize(b);
         cudaEventElapsedTime(&fwd_ms, a, b);
         cudaEventRecord(a, 0);
-        for (int r = 0; r < reps; r++)
-            ft_cuda_launch_attention_bwd_bf16(FT_DTYPE_BF16, dq, dk, dv, dout, out, lse, q, k, v,
-                                              segment, s, scratch, 0);
+        for (int r = 0; r < reps; r++) {
+            cudaError_t e = ft_cuda_launch_attention_bwd_bf16(FT_DTYPE_BF16, dq, dk, dv, dout, out,
+                                                              lse, q, k, v, segment, s, scratch, 0);
+            launched = launched == cudaSuccess ? e : launched;
+        }
         cudaEventRecord(b, 0);
         cudaEventSynchronize(b);
         cudaEventElapsedTime(&bwd_ms, a, b);
     }
-    if (cudaGetLastError() != cudaSuccess) {
-        fprintf(stderr, "attention_tc_bench: a launch failed\n");
+    if (launched == cudaSuccess)
+        launched = cudaGetLastError();
+    if (launched != cudaSuccess) {
+        fprintf(stderr, "attention_tc_bench: a launch failed: %s\n", cudaGetErrorString(launched));
         return 1;
     }
     fwd_ms /= reps;
     bwd_ms /= reps;
+    /* the dK/dV block the backward ran (the FTMPI_TC_BWD_* switches, where the device's
+     * shared memory takes them) */
+    static const char *const layout[] = {"own", "wide", "shared"};
     printf("tc_attention hd=%d seq=%d batch=%d heads=%d window=%d doc_len=%d fwd_ms=%.3f "
-           "fwd_tflops=%.1f bwd_ms=%.3f bwd_tflops=%.1f\n",
+           "fwd_tflops=%.1f bwd_ms=%.3f bwd_tflops=%.1f bwd_layout=%s\n",
            hd, seq, batch, heads, window, doc_len, fwd_ms, flops / fwd_ms / 1e9, bwd_ms,
-           2.5 * flops / bwd_ms / 1e9);
+           2.5 * flops / bwd_ms / 1e9, layout[ft_cuda_attention_tc_bwd_layout(s)]);
     return 0;
 }
