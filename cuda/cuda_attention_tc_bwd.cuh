@@ -25,7 +25,8 @@
  * sm_90) finds no spill in any backward kernel, the one-pass dK/dV kernel included
  * (rounding them a k-step at a time before the products, with integer arithmetic,
  * spilled 12 to 76 bytes a thread at head_dim 128 and 256), and 24 fewer registers at
- * head_dim 64 (200: 224 before). */
+ * head_dim 64 (200: 224 before); but for the 128-key block's two-pass dK/dV kernel at
+ * head_dim 128 on sm_90, 24-32 bytes of loop-invariant scalars. */
 template <int HDMAX, int WARPS = TC_WARPS>
 struct TcBwdCfg {
     static constexpr int P = HDMAX + TC_PAD;
