@@ -487,20 +487,9 @@ static void check_dkdv_blocks(ft_backend *cpu)
     unsetenv("FTMPI_ATTENTION_NONDETERMINISTIC");
 }
 
-int main(void)
+/* The default kernels, the forward's tile switches and the one-pass backward. */
+static void check_kernels(ft_backend *cpu)
 {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        printf("SKIP: no CUDA device\n");
-        return 77;
-    }
-    ft_backend *cpu = NULL;
-    ft_error err;
-    ft_error_clear(&err);
-    if (ft_backend_cpu_create(&cpu, &err) != 0) {
-        fprintf(stderr, "cpu backend: %s\n", err.msg);
-        return 1;
-    }
     check_case(cpu, 2, 100, 4, 2, 64, SEG_NONE, 0);
     check_case(cpu, 2, 100, 4, 2, 64, SEG_PACKED, 0);
     check_case(cpu, 1, 130, 2, 1, 128, SEG_PACKED, 0);
@@ -574,15 +563,39 @@ int main(void)
     check_case(cpu, 1, 330, 4, 2, 128, SEG_TWO, 0);
     check_case(cpu, 1, 99, 2, 1, 256, SEG_PACKED, 40);
     unsetenv("FTMPI_ATTENTION_NONDETERMINISTIC");
+}
+
+int main(void)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        printf("SKIP: no CUDA device\n");
+        return 77;
+    }
+    ft_backend *cpu = NULL;
+    ft_error err;
+    ft_error_clear(&err);
+    if (ft_backend_cpu_create(&cpu, &err) != 0) {
+        fprintf(stderr, "cpu backend: %s\n", err.msg);
+        return 1;
+    }
+    /* TEST_ATTENTION_TC_ONLY=shared: only the shared layout's cases
+     * (test_attention_tc_h100.sh, on the harness's H100 model) */
+    const char *only = getenv("TEST_ATTENTION_TC_ONLY");
+    const bool shared_only = only && strcmp(only, "shared") == 0;
+    if (!shared_only)
+        check_kernels(cpu);
     /* the dK/dV pass's other blocks (the GPU tuning switches of cuda_attention_tc_bwd.cu):
      * 128 keys of 16-key warps, and the shared layout (FlashAttention-2's warp split, P^T
      * and dS^T through shared memory; cuda_attention_tc_bwd_shared.cuh) where the device's
      * shared memory takes it (head_dim 128 needs an H100's: under the harness's default
      * A100 those cases run the 128-key block, test_attention_tc_h100.sh runs them all on
      * the H100's figures) */
-    setenv("FTMPI_TC_BWD_KEYS", "128", 1);
-    check_dkdv_blocks(cpu);
-    unsetenv("FTMPI_TC_BWD_KEYS");
+    if (!shared_only) {
+        setenv("FTMPI_TC_BWD_KEYS", "128", 1);
+        check_dkdv_blocks(cpu);
+        unsetenv("FTMPI_TC_BWD_KEYS");
+    }
     setenv("FTMPI_TC_BWD_LAYOUT", "shared", 1);
     check_dkdv_blocks(cpu);
     unsetenv("FTMPI_TC_BWD_LAYOUT");
