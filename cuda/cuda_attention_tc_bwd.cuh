@@ -160,7 +160,7 @@ __device__ __forceinline__ void tc_dq_atomic(float *dq_acc, const uint16_t *dsT,
 #pragma unroll
     for (int j = 0; j < BKV / 16; j++)
         ft_ldmatrix<4, true>(af[j], dsT + tc_bt_pair_row(j * 16, lane, TC_DS_PITCH) + mrow);
-    const int r0 = q0 + mrow + g, r1 = r0 + 8;
+    const int r0 = q0 + mrow + g;
 #pragma unroll
     for (int d = dbase; d < dbase + DQ; d += 2) {
         float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
@@ -171,17 +171,34 @@ __device__ __forceinline__ void tc_dq_atomic(float *dq_acc, const uint16_t *dsT,
             tc_mma_pair(acc[0], acc[1], af[j], kf);
         }
 #pragma unroll
-        for (int h2 = 0; h2 < 2; h2++) {
-            const int c = (d + h2) * 8 + 2 * t;
+        for (int h2 = 0; h2 < 2; h2++)
+            tc_red_frag(dq_acc, acc[h2], r0, (d + h2) * 8 + 2 * t, a);
+    }
+}
+
+/* Stores a warp's accumulator tiles acc[m][d] times scale, rounded once to dst's storage:
+ * m-tile m's rows row0 + 16 m + g and + 8, 8-feature group d's columns f0 + 8 d + 2 t and
+ * + 1, of the head's rows dst (stride elements apart); rows past the sequence and
+ * columns past the head left out. */
+template <int MT, int DT, typename OT>
+__device__ __forceinline__ void tc_store_tiles(OT *dst, size_t stride, const float (*acc)[DT][4],
+                                               float scale, int row0, int f0, const TcArgs &a,
+                                               int lane)
+{
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int d = 0; d < DT; d++) {
+            const int c = f0 + d * 8 + 2 * t;
             if (c >= a.hd)
                 continue;
-            /* c even, rows of an even number of floats: 8-byte aligned pairs */
-            if (r0 < a.seq)
-                tc_red_add2(dq_acc + (size_t)r0 * a.q_stride + c, acc[h2][0], acc[h2][1]);
-            if (r1 < a.seq)
-                tc_red_add2(dq_acc + (size_t)r1 * a.q_stride + c, acc[h2][2], acc[h2][3]);
+            for (int e = 0; e < 4; e++) {
+                const int row = row0 + 16 * m + g + 8 * (e >> 1);
+                if (row < a.seq)
+                    ft_st(dst, (size_t)row * stride + c + (e & 1), acc[m][d][e] * scale);
+            }
         }
-    }
 }
 
 #endif

@@ -214,23 +214,10 @@ __global__ void __launch_bounds__(WARPS * 32)
     const float scale = a.scale_log2 / TC_LOG2E;
     OT *dkb = dk + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
     OT *dvb = dv + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
-    /* this warp's rows: m-tile m's keys from key0 + 16 m, features from f0 */
-    const int key0 = SHARED ? kw0 : kr0 - g, f0 = SHARED ? (warp / 4) * (HDMAX / 2) : dbase * 8;
-#pragma unroll
-    for (int m = 0; m < MK; m++)
-#pragma unroll
-        for (int d = 0; d < DT; d++) {
-            int c = f0 + d * 8 + 2 * t;
-            if (c >= a.hd)
-                continue;
-            for (int e = 0; e < 4; e++) {
-                int key = key0 + 16 * m + g + 8 * (e >> 1);
-                if (key < a.seq) {
-                    ft_st(dkb, (size_t)key * a.kv_stride + c + (e & 1), dk_acc[m][d][e] * scale);
-                    ft_st(dvb, (size_t)key * a.kv_stride + c + (e & 1), dv_acc[m][d][e]);
-                }
-            }
-        }
+    /* this warp's rows: its keys from kw0, its features from f0 */
+    const int f0 = SHARED ? (warp / 4) * (HDMAX / 2) : dbase * 8;
+    tc_store_tiles<MK, DT>(dkb, a.kv_stride, dk_acc, scale, kw0, f0, a, lane);
+    tc_store_tiles<MK, DT>(dvb, a.kv_stride, dv_acc, 1.0f, kw0, f0, a, lane);
 }
 
 #endif

@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(SHARED ? 256 : TC_THREADS)
     const float lse1 = r1 < a.seq ? lse[row_base + r1] * TC_LOG2E : 0.0f;
     const float D0 = r0 < a.seq ? Dv[row_base + r0] : 0.0f;
     const float D1 = r1 < a.seq ? Dv[row_base + r1] : 0.0f;
-    int rows[MQ][2], segs[MQ][2]; /* the shared layout's */
+    int segs[MQ][2]; /* the shared layout's rows' ids, lse (base 2) and D */
     float lse2[MQ][2], Drow[MQ][2];
     if constexpr (SHARED) {
 #pragma unroll
@@ -74,7 +74,6 @@ __global__ void __launch_bounds__(SHARED ? 256 : TC_THREADS)
 #pragma unroll
             for (int r = 0; r < 2; r++) {
                 const int row = qw0 + 16 * m + g + 8 * r;
-                rows[m][r] = row;
                 segs[m][r] = tc_segment(a, b, row);
                 lse2[m][r] = row < a.seq ? lse[row_base + row] * TC_LOG2E : 0.0f;
                 Drow[m][r] = row < a.seq ? Dv[row_base + row] : 0.0f;
@@ -119,7 +118,7 @@ __global__ void __launch_bounds__(SHARED ? 256 : TC_THREADS)
                                       : TC_SKIP;
             if (cls_a != TC_SKIP)
                 TC_COUNT_WARP_TILE(7, cls_a == TC_MASKED);
-            tc_shared_dq_scores<HDMAX, P>(dSs, Qs, dOs, Kt, Vt, a, b, rows, lse2, Drow, segs, kw0,
+            tc_shared_dq_scores<HDMAX, P>(dSs, Qs, dOs, Kt, Vt, a, b, qw0, lse2, Drow, segs, kw0,
                                           wq, wk, cls_a, lane);
             __syncthreads(); /* dS of the whole tile pair in dSs */
             /* phase B: the same queries, feature half warp / 4 */
@@ -170,19 +169,7 @@ __global__ void __launch_bounds__(SHARED ? 256 : TC_THREADS)
     const float scale = a.scale_log2 / TC_LOG2E;
     OT *dqb = dq + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
     const int f0 = SHARED ? (warp / 4) * (HDMAX / 2) : 0; /* this warp's first feature */
-#pragma unroll
-    for (int m = 0; m < MQ; m++)
-#pragma unroll
-        for (int d = 0; d < DT; d++) {
-            int c = f0 + d * 8 + 2 * t;
-            if (c >= a.hd)
-                continue;
-            for (int e = 0; e < 4; e++) {
-                int row = SHARED ? rows[m][e >> 1] : e < 2 ? r0 : r1;
-                if (row < a.seq)
-                    ft_st(dqb, (size_t)row * a.q_stride + c + (e & 1), dq_acc[m][d][e] * scale);
-            }
-        }
+    tc_store_tiles<MQ, DT>(dqb, a.q_stride, dq_acc, scale, qw0, f0, a, lane);
 }
 
 #endif

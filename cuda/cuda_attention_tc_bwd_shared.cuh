@@ -45,6 +45,21 @@ __device__ __forceinline__ void tc_red_add2(float *p, float a, float b)
 #endif
 }
 
+/* One accumulator fragment added to the fp32 rows dq_head (dq's layout): acc[0..1] at row
+ * r0, acc[2..3] at row r0 + 8, columns c and c + 1 (c even, rows of an even number of
+ * floats: 8-byte aligned pairs); rows past the sequence and columns past the head left
+ * out. */
+__device__ __forceinline__ void tc_red_frag(float *dq_head, const float acc[4], int r0, int c,
+                                            const TcArgs &a)
+{
+    if (c >= a.hd)
+        return;
+    if (r0 < a.seq)
+        tc_red_add2(dq_head + (size_t)r0 * a.q_stride + c, acc[0], acc[1]);
+    if (r0 + 8 < a.seq)
+        tc_red_add2(dq_head + (size_t)(r0 + 8) * a.q_stride + c, acc[2], acc[3]);
+}
+
 /* x = A1 X^T and y = A2 Y^T (fp32, zeroed first) for a warp's 32 rows (rows ra .. of the
  * row-major tiles A1, A2) against 32 columns (rows rx .. of the token tiles X, Y) over
  * HDMAX features: two m-tiles and four 8-column groups, so that every A fragment read
@@ -200,19 +215,10 @@ __device__ __forceinline__ void tc_shared_dq(float *dq_head, const uint16_t *dSs
         }
     }
 #pragma unroll
-    for (int m = 0; m < 2; m++) {
-        const int r0 = q0 + 32 * wq + 16 * m + g, r1 = r0 + 8;
+    for (int m = 0; m < 2; m++)
 #pragma unroll
-        for (int d = 0; d < FQ; d++) {
-            const int c = f0 + 8 * d + 2 * t;
-            if (c >= a.hd)
-                continue;
-            if (r0 < a.seq)
-                tc_red_add2(dq_head + (size_t)r0 * a.q_stride + c, acc[m][d][0], acc[m][d][1]);
-            if (r1 < a.seq)
-                tc_red_add2(dq_head + (size_t)r1 * a.q_stride + c, acc[m][d][2], acc[m][d][3]);
-        }
-    }
+        for (int d = 0; d < FQ; d++)
+            tc_red_frag(dq_head, acc[m][d], q0 + 32 * wq + 16 * m + g, f0 + 8 * d + 2 * t, a);
 }
 
 /* The dQ pass in the shared layout (two-pass backward): a block of 8 warps takes 128
@@ -226,14 +232,15 @@ __device__ __forceinline__ void tc_shared_dq(float *dq_head, const uint16_t *dSs
  * here for two. Each dQ element is summed over the same key tiles, 16 keys a product, in
  * the same order: the same bits. */
 
-/* Phase A for warp (wq, wk): rows[m][r] are its queries (m-tile m, rows g and g + 8; their
- * lse in base 2, D and segment ids in lse2, D, seg), kw0 the first of its 32 keys, cls its
- * footprint's class; dS into dSs, zeros where cls is TC_SKIP. */
+/* Phase A for warp (wq, wk): its queries from qw0 (m-tile m's rows qw0 + 16 m + g and
+ * + 8: lse2[m][r], D[m][r] and seg[m][r] are their lse in base 2, D and segment ids), kw0
+ * the first of its 32 keys, cls its footprint's class; dS into dSs, zeros where cls is
+ * TC_SKIP. */
 template <int HDMAX, int P>
 __device__ __forceinline__ void tc_shared_dq_scores(uint16_t *dSs, const uint16_t *Qs,
                                                     const uint16_t *dOs, const uint16_t *Kt,
                                                     const uint16_t *Vt, const TcArgs &a, int b,
-                                                    const int (*rows)[2], const float (*lse2)[2],
+                                                    int qw0, const float (*lse2)[2],
                                                     const float (*D)[2], const int (*seg)[2],
                                                     int kw0, int wq, int wk, int cls, int lane)
 {
@@ -252,7 +259,7 @@ __device__ __forceinline__ void tc_shared_dq_scores(uint16_t *dSs, const uint16_
                 const int r = e >> 1, key = kw0 + 8 * n + 2 * t + (e & 1);
                 float p = cls == TC_SKIP ? 0.0f
                                          : tc_exp2(fmaf(s[m][n][e], a.scale_log2, -lse2[m][r]));
-                if (masked && !tc_visible(a, b, rows[m][r], key, seg[m][r]))
+                if (masked && !tc_visible(a, b, qw0 + 16 * m + g + 8 * r, key, seg[m][r]))
                     p = 0.0f;
                 dse[e] = p * (dp[m][n][e] - D[m][r]);
             }

@@ -130,14 +130,6 @@ static void switches_restore(const switches *w)
 }
 
 #ifdef FT_CUDA_EMULATION /* only the harness counts the tiles the kernels compute */
-/* Keys per block of the dK/dV pass (cuda_attention_tc_bwd.cu: TcBwdCfg, the layouts). */
-static int dkdv_keys(ft_attn_shape s)
-{
-    if (ft_cuda_attention_tc_bwd_layout(s) != FT_TC_BWD_OWN)
-        return 128;
-    return s.head_dim > 128 ? 32 : 64;
-}
-
 static bool visible(const int32_t *seg, int window, int i, int j)
 {
     return j <= i && (window == 0 || j > i - window) && (!seg || seg[j] == seg[i]);
@@ -349,6 +341,8 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
     printf("%s attention_bwd_bf16 %s: worst dq %.2f, dk %.2f, dv %.2f of tolerance%s\n",
            ok ? "ok  " : "FAIL", what, wq, wk, wv, e == cudaSuccess ? "" : " (launch failed)");
     failures += !ok;
+    /* the dK/dV block the backward took (cuda_attention_tc_bwd.cu: the layouts) */
+    const int layout = ft_cuda_attention_tc_bwd_layout(s);
 #ifdef FT_CUDA_EMULATION
     /* the exact count needs ranges that are the documents themselves: packed ids. The
      * forward (cuda_attention_tc.cu, TcFwdCfg) pairs 128-query tiles with 64-key ones, 64
@@ -358,11 +352,12 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
      * dK/dV pass visits each pair once per query head of the group. */
     if (seg_kind != SEG_SCATTERED) {
         int fwd_bq = 4 * fwd_rows(hd);
-        bool shared = ft_cuda_attention_tc_bwd_layout(s) == FT_TC_BWD_SHARED;
+        int dkdv_keys = layout != FT_TC_BWD_OWN ? 128 : hd > 128 ? 32 : 64; /* a block's */
+        bool shared = layout == FT_TC_BWD_SHARED;
         unsigned long long want[3] = {needed_tiles(seg, batch, seq, heads, window, fwd_bq,
                                                    fwd_keys(hd)),
                                       needed_tiles(seg, batch, seq, heads, window, 64,
-                                                   dkdv_keys(s)),
+                                                   dkdv_keys),
                                       one_pass(hd) ? 0
                                                    : needed_tiles(seg, batch, seq, heads, window,
                                                                   shared ? 128 : 64, 64)};
@@ -384,7 +379,7 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
      * twice. */
     if (seg_kind != SEG_SCATTERED) {
         unsigned long long want[6], *got = ft_cuda_attention_tc_tiles;
-        bool big = hd > 128, shared = ft_cuda_attention_tc_bwd_layout(s) == FT_TC_BWD_SHARED;
+        bool big = hd > 128, shared = layout == FT_TC_BWD_SHARED;
         needed_warp_tiles(seg, batch, seq, heads, window, fwd_rows(hd), fwd_keys(hd), &want[0],
                           &want[1]);
         needed_warp_tiles(seg, batch, seq, heads, window, shared ? 32 : 64, shared ? 32 : 16,
@@ -433,7 +428,6 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
     /* The dK/dV pass's other blocks (128 keys; the shared layout): every dK and dV
      * element is summed over the same query tiles, 16 queries a product, in the same
      * order, so the two passes' dQ, dK and dV are bitwise those of the default block */
-    const int layout = ft_cuda_attention_tc_bwd_layout(s);
     if (layout != FT_TC_BWD_OWN && !one_pass(hd)) {
         switches saved = switches_clear();
         ok = backward_repeats(&again, first);
