@@ -46,6 +46,7 @@ struct cudaemu_block_view {
     dim3 dim;
     dim3 grid;
     void *dynamic_smem;
+    size_t dynamic_smem_bytes; /* the launch's size (cudaemu_wgmma.cc bounds-checks with it) */
 };
 extern thread_local const uint3 *cudaemu_cur_tid;
 extern thread_local cudaemu_block_view cudaemu_cur_block;
@@ -96,6 +97,10 @@ void cudaemu_warp_collective(const char *name, unsigned mask, void *lane_data,
 int cudaemu_lane_id(void);
 /* The running thread's slot for an extension's state; drop(state) runs when it exits. */
 void **cudaemu_thread_ext(void (*drop)(void *));
+/* The running block's slot for an extension's state (one slot per `end` function, a few
+ * at most); end(state) runs once every thread of the block has exited, before the next
+ * block starts: it checks what only the whole block shows and frees the state. */
+void **cudaemu_block_ext(void (*end)(void *));
 
 #define __syncthreads() cudaemu_syncthreads_at(__FILE__, __LINE__)
 #define __syncwarp(...) cudaemu_syncwarp_at(__FILE__, __LINE__ __VA_OPT__(, ) __VA_ARGS__)

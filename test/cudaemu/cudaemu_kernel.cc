@@ -88,6 +88,12 @@ struct emu_block {
     uint64_t *ready; /* bitmap of runnable (or not yet started) threads */
     int words;
     int last; /* thread that ran last */
+    /* per-block state of extensions (wgmma's), ended when the block's threads are done */
+    struct {
+        void *state;
+        void (*end)(void *);
+    } ext[4];
+    int n_ext;
 };
 
 int order_from_name(const char *e)
@@ -332,6 +338,7 @@ void run_block(const grid_job *job, emu_block *b, uint3 bidx, void *smem)
         memset(smem, 0xFF, job->d.smem);
     b->done = 0;
     b->at_barrier = 0;
+    b->n_ext = 0;
     b->last = thread_order() == ORDER_REVERSE ? b->n : -1;
     memset(b->ready, 0, (size_t)b->words * sizeof *b->ready);
     for (int i = 0; i < b->n; i++) {
@@ -367,6 +374,9 @@ void run_block(const grid_job *job, emu_block *b, uint3 bidx, void *smem)
         if (b->at_barrier > 0 && b->at_barrier + b->done == b->n)
             release_barrier(b);
     }
+    for (int i = 0; i < b->n_ext; i++)
+        b->ext[i].end(b->ext[i].state);
+    b->n_ext = 0;
 }
 
 void run_grid(void *arg)
@@ -396,6 +406,7 @@ void run_grid(void *arg)
     cudaemu_cur_block.dim = bd;
     cudaemu_cur_block.grid = g;
     cudaemu_cur_block.dynamic_smem = smem;
+    cudaemu_cur_block.dynamic_smem_bytes = job->d.smem;
 
     uint64_t blocks = (uint64_t)g.x * g.y * g.z;
     uint64_t start = 0, step = 1;
@@ -644,6 +655,19 @@ extern "C++" void **cudaemu_thread_ext(void (*drop)(void *))
     emu_thread *t = running_thread("per-thread state");
     t->ext_drop = drop;
     return &t->ext;
+}
+
+extern "C++" void **cudaemu_block_ext(void (*end)(void *))
+{
+    emu_block *b = running_thread("per-block state")->block;
+    for (int i = 0; i < b->n_ext; i++)
+        if (b->ext[i].end == end)
+            return &b->ext[i].state;
+    if (b->n_ext == (int)(sizeof b->ext / sizeof b->ext[0]))
+        cudaemu_fail("more than %d extensions keep per-block state", b->n_ext);
+    b->ext[b->n_ext].state = NULL;
+    b->ext[b->n_ext].end = end;
+    return &b->ext[b->n_ext++].state;
 }
 
 extern "C++" void cudaemu_launch_erased(const cudaemu_launch_desc *d, void *closure,

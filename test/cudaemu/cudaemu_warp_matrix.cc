@@ -15,7 +15,8 @@
  * cp.async copies are held per thread and land when a wait releases their group: a thread
  * that reads shared memory before waiting (or another thread before the barrier that
  * follows the wait) sees the old contents. Copies still pending when the thread exits
- * never land.
+ * never land. A landed copy is a generic-proxy write: wgmma sees it only after the
+ * thread's fence.proxy.async (cudaemu_wgmma_smem.cc keeps the account).
  *
  * cvt.rn.bf16x2.f32 d, a, b: a rounded to nearest even into d's upper half, b into its
  * lower half (the PTX ISA's "cvt"); a NaN stays a quiet NaN (the payload the hardware
@@ -25,6 +26,7 @@
 
 #include "cudaemu_device.h"
 #include "cudaemu_warp_matrix.h"
+#include "cudaemu_wgmma_smem.h"
 #include "util/bf16.h"
 
 namespace {
@@ -228,6 +230,7 @@ void cudaemu_cp_async_wait(int newest_in_flight, const char *file, int line)
         if (c->group < done_below) {
             memcpy(c->dst, c->src, (size_t)c->src_bytes);
             memset(c->dst + c->src_bytes, 0, (size_t)(c->bytes - c->src_bytes));
+            cudaemu_async_proxy_landed(c->dst, (size_t)c->bytes); /* for fence.proxy.async */
         } else {
             s->v[kept++] = *c;
         }
