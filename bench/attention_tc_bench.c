@@ -160,12 +160,14 @@ int main(int argc, char **argv)
     }
     fwd_ms /= reps;
     bwd_ms /= reps;
-    /* the dK/dV block the backward ran (the FTMPI_TC_BWD_* switches, where the device's
-     * shared memory takes them) */
+    /* the forward's instructions and the dK/dV block the backward ran (the FTMPI_TC_*
+     * switches, where the device and the build take them) */
     static const char *const layout[] = {"own", "wide", "shared"};
     printf("tc_attention hd=%d seq=%d batch=%d heads=%d window=%d doc_len=%d fwd_ms=%.3f "
-           "fwd_tflops=%.1f bwd_ms=%.3f bwd_tflops=%.1f bwd_layout=%s\n",
+           "fwd_tflops=%.1f bwd_ms=%.3f bwd_tflops=%.1f fwd_mma=%s bwd_mma=%s bwd_layout=%s\n",
            hd, seq, batch, heads, window, doc_len, fwd_ms, flops / fwd_ms / 1e9, bwd_ms,
-           2.5 * flops / bwd_ms / 1e9, layout[ft_cuda_attention_tc_bwd_layout(s)]);
+           2.5 * flops / bwd_ms / 1e9, ft_cuda_attention_tc_fwd_wgmma(s) ? "wgmma" : "mma.sync",
+           ft_cuda_attention_tc_bwd_wgmma(s) ? "wgmma" : "mma.sync",
+           layout[ft_cuda_attention_tc_bwd_layout(s)]);
     return 0;
 }

@@ -87,30 +87,46 @@ shared_tflops() {
     case $r in *bwd_layout=shared*) echo "$v" ;; *) echo "$v*" ;; esac
 }
 
+# the forward (fwd) or backward (bwd) on Hopper's wgmma, marked * where the device or the
+# build does not take it
+wgmma_tflops() {
+    pass=$1
+    shift
+    r=$(FTMPI_TC_FWD_WGMMA=1 FTMPI_TC_BWD_WGMMA=1 "$bench" "$@")
+    v=$(echo "$r" | sed -n "s/.*${pass}_tflops=\([0-9.]*\).*/\1/p")
+    case $r in *${pass}_mma=wgmma*) echo "$v" ;; *) echo "$v*" ;; esac
+}
+
 # The own kernels' tile switches (cuda_attention_tc*.cu), each beside its default: which
 # one the default should be is this measurement's to decide. The forward at head_dim 128
 # with 16 query rows per warp instead of 32 (FTMPI_TC_FWD_ROWS=16) or with 32-key tiles
 # instead of 64 (FTMPI_TC_FWD_KEYS=32: fragments loaded a k-step ahead), at head_dim 64
-# with 128-key tiles (FTMPI_TC_FWD_KEYS=128, FlashAttention-2's tile there).
-printf "\nown forward, TF/s: %20s %10s %10s %20s %10s\n" "hd 128, default" "16 rows" \
-    "32 keys" "hd 64, default" "128 keys"
+# with 128-key tiles (FTMPI_TC_FWD_KEYS=128, FlashAttention-2's tile there); at both, the
+# forward on Hopper's warpgroup MMA (FTMPI_TC_FWD_WGMMA=1, cuda_attention_wgmma.cu).
+printf "\nown forward, TF/s: %20s %10s %10s %10s %20s %10s %10s\n" "hd 128, default" \
+    "16 rows" "32 keys" "wgmma" "hd 64, default" "128 keys" "wgmma"
 for seq in 1024 4096 16384; do
     set -- $seq $((16384 / seq))
     r32=$(fwd_tflops 128 "$@" 16)
     r16=$(FTMPI_TC_FWD_ROWS=16 fwd_tflops 128 "$@" 16)
     k32=$(FTMPI_TC_FWD_KEYS=32 fwd_tflops 128 "$@" 16)
+    w128=$(wgmma_tflops fwd 128 "$@" 16)
     k64=$(fwd_tflops 64 "$@" 32)
     k128=$(FTMPI_TC_FWD_KEYS=128 fwd_tflops 64 "$@" 32)
-    printf "  seq %-6s %26s %10s %10s %20s %10s\n" "$seq" "$r32" "$r16" "$k32" "$k64" "$k128"
+    w64=$(wgmma_tflops fwd 64 "$@" 32)
+    printf "  seq %-6s %26s %10s %10s %10s %20s %10s %10s\n" "$seq" "$r32" "$r16" "$k32" \
+        "$w128" "$k64" "$k128" "$w64"
 done
+echo "  (*: this device or build does not take the wgmma forward: the default ran)"
 
 # The backward: two deterministic passes (the default) against the one-pass backward
 # that sums dQ with atomics (FTMPI_ATTENTION_NONDETERMINISTIC=1, as FlashAttention-2), each
 # with the dK/dV pass's three blocks: 64 keys and 4 warps (the default), 128 keys and 8
 # warps of the same layout (FTMPI_TC_BWD_KEYS=128), and FlashAttention-2's layout with P
-# and dS through shared memory (FTMPI_TC_BWD_LAYOUT=shared), TF/s.
-printf "\nown backward, causal: %9s %9s %9s %9s %9s %9s\n" "2 passes" "1 pass" "2p 128k" \
-    "1p 128k" "2p shared" "1p shared"
+# and dS through shared memory (FTMPI_TC_BWD_LAYOUT=shared); and the two passes on
+# Hopper's warpgroup MMA (FTMPI_TC_BWD_WGMMA=1, cuda_attention_wgmma_bwd.cu), TF/s.
+printf "\nown backward, causal: %9s %9s %9s %9s %9s %9s %9s\n" "2 passes" "1 pass" "2p 128k" \
+    "1p 128k" "2p shared" "1p shared" "2p wgmma"
 for hd in 64 128; do
     for seq in 1024 4096 16384; do
         set -- $hd $seq $((16384 / seq)) $((2048 / hd))
@@ -120,8 +136,10 @@ for hd in 64 128; do
         w1=$(FTMPI_TC_BWD_KEYS=128 FTMPI_ATTENTION_NONDETERMINISTIC=1 bwd_tflops "$@")
         s2=$(shared_tflops "$@")
         s1=$(FTMPI_ATTENTION_NONDETERMINISTIC=1 shared_tflops "$@")
-        printf "  hd %-4s seq %-6s %9s %9s %9s %9s %9s %9s\n" "$hd" "$seq" "$b2" "$b1" "$w2" \
-            "$w1" "$s2" "$s1"
+        g2=$(wgmma_tflops bwd "$@")
+        printf "  hd %-4s seq %-6s %9s %9s %9s %9s %9s %9s %9s\n" "$hd" "$seq" "$b2" "$b1" "$w2" \
+            "$w1" "$s2" "$s1" "$g2"
     done
 done
-echo "  (*: this device's shared memory does not take the shared layout's block: the 128-key one ran)"
+echo "  (*: this device's shared memory does not take the shared layout's block: the 128-key one"
+echo "   ran; for wgmma: this device or build does not take it, the default ran)"

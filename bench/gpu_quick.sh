@@ -27,7 +27,8 @@
 #      whole 1B step's idle time between operations, recorded by CUPTI (90);
 #   4. bench/gpu_attention.sh: own kernels against SDPA's FA2, the cuDNN path against SDPA's
 #      cuDNN, each tile switch of the own kernels beside its default (forward rows and key
-#      tiles; the backward's passes, its 128-key block and its shared layout) (240);
+#      tiles; the backward's passes, its 128-key block and its shared
+#      layout; the wgmma forward and backward) (300);
 #   5. with what is left: test_cuda_ops (60), then compute-sanitizer's racecheck on
 #      test_attention_tc, then ftmpi's step alone with half its 16 blocks checkpointed
 #      (checkpoint_layers=8: what memory buys back of the recompute) (60), then with every
@@ -109,7 +110,7 @@ step grads_zero_all 60 env FTMPI_BUILD="$build" GPU_STEP_PEER=0 FTMPI_GRADS_ZERO
 step head 60 env FTMPI_BUILD="$build" sh "$top/bench/head.sh" cuda
 step profile 120 env FTMPI_BUILD="$build" sh "$top/bench/gpu_profile.sh" 2
 step timeline 90 env FTMPI_BUILD="$build" OUT="$logs" sh "$top/bench/gpu_timeline.sh" 16
-step gpu_attention 240 env FTMPI_BUILD="$build" sh "$top/bench/gpu_attention.sh"
+step gpu_attention 300 env FTMPI_BUILD="$build" sh "$top/bench/gpu_attention.sh"
 step cuda_ops 60 "$build/test/cuda/test_cuda_ops"
 step racecheck 120 compute-sanitizer --tool racecheck --print-limit 5 "$build/test/cuda/test_attention_tc"
 step ckpt_half 60 env FTMPI_BUILD="$build" GPU_STEP_PEER=0 \

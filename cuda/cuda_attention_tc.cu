@@ -96,7 +96,6 @@ __global__ void __launch_bounds__(TC_THREADS)
     uint16_t *Vs = Ks + 2 * BK * P; /* [2][BK][P] */
 
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const int g = lane / 4, t = lane % 4;
     const int nqt = (a.seq + BQ - 1) / BQ;
     const int qt = nqt - 1 - (int)blockIdx.x; /* the longest rows first */
     const int h = blockIdx.y, b = blockIdx.z, hk = h / a.group;
@@ -219,65 +218,16 @@ __global__ void __launch_bounds__(TC_THREADS)
             }
         }
 
-        /* the visibility rule, on the tiles that need it (a pass of its own, and the row's
-         * document id read here, not held: registers are what limits this kernel) */
-        if (masked) {
+        /* the visibility rule, on the tiles that need it; the online softmax */
+        if (masked)
 #pragma unroll
             for (int m = 0; m < MT; m++)
-#pragma unroll
-                for (int n = 0; n < NT; n++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        int row = w0 + 16 * m + g + 8 * (e >> 1);
-                        int col = k0 + n * 8 + 2 * t + (e & 1);
-                        if (!tc_visible(a, b, row, col, tc_segment(a, b, row)))
-                            s[m][n][e] = -INFINITY;
-                    }
-        }
-        /* Online softmax in base 2 on S's registers (lane: rows g, g+8 of each m-tile, two
-         * columns per key group), the scale folded into the exponent's FMA:
-         * p = 2^(s c - m'), c = log2(e) / sqrt(hd), m' the running maximum of s c. */
+                tc_mask_rows<NT>(s[m], a, b, w0 + 16 * m, k0);
         float alpha[MT][2];
         bool moved = false; /* some row's rescale would change its O (below) */
 #pragma unroll
-        for (int m = 0; m < MT; m++) {
-            float rmax[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-            for (int n = 0; n < NT; n++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    rmax[e >> 1] = fmaxf(rmax[e >> 1], s[m][n][e]);
-            float ref[2];
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                rmax[r] = fmaxf(rmax[r], __shfl_xor_sync(FT_FULL_MASK, rmax[r], 1));
-                rmax[r] = fmaxf(rmax[r], __shfl_xor_sync(FT_FULL_MASK, rmax[r], 2));
-                const float mn = fmaxf(mx[m][r], rmax[r] * a.scale_log2);
-                /* a row that has seen nothing keeps m = -inf: reference 0 avoids inf - inf */
-                ref[r] = mn == -INFINITY ? 0.0f : mn;
-                alpha[m][r] = tc_exp2(mx[m][r] - ref[r]);
-                moved |= alpha[m][r] != 1.0f && mn != -INFINITY;
-                mx[m][r] = mn;
-            }
-            float sum[2] = {0.0f, 0.0f};
-#pragma unroll
-            for (int n = 0; n < NT; n++) {
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    s[m][n][e] = tc_exp2(fmaf(s[m][n][e], a.scale_log2, -ref[e >> 1]));
-                    sum[e >> 1] += s[m][n][e];
-                }
-                /* P rounded to bf16 pairs at once, so the fp32 scores die here */
-                pk[m][n][0] = tc_pack_bf16(s[m][n][0], s[m][n][1]);
-                pk[m][n][1] = tc_pack_bf16(s[m][n][2], s[m][n][3]);
-            }
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                sum[r] += __shfl_xor_sync(FT_FULL_MASK, sum[r], 1);
-                sum[r] += __shfl_xor_sync(FT_FULL_MASK, sum[r], 2);
-                l[m][r] = l[m][r] * alpha[m][r] + sum[r];
-            }
-        }
+        for (int m = 0; m < MT; m++)
+            moved |= tc_online_softmax<NT>(s[m], pk[m], mx[m], l[m], alpha[m], a.scale_log2);
         /* Where a row's running maximum did not move, its rescale changes nothing: alpha =
          * 2^0 = 1 exactly, or the row has seen nothing yet (m = -inf, alpha 0) and its O
          * is still +0. The warp skips the MT x HDMAX / 2 multiplies when that holds for all
@@ -322,28 +272,11 @@ __global__ void __launch_bounds__(TC_THREADS)
     }
     ft_cp_async_wait<0>(); /* no copy may still target shared memory at exit */
 
-    /* o / l; lse = ln 2 (m + log2 l); rows that saw nothing: 0 and -inf */
     OT *ob = out + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
     float *lb = lse + ((size_t)b * gridDim.y + h) * a.seq;
 #pragma unroll
     for (int m = 0; m < MT; m++)
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const int row = w0 + 16 * m + g + 8 * r;
-            if (row >= a.seq)
-                continue;
-            const float inv = l[m][r] > 0.0f ? 1.0f / l[m][r] : 0.0f;
-#pragma unroll
-            for (int d = 0; d < DT; d++) {
-                int c = d * 8 + 2 * t;
-                if (c < a.hd) {
-                    ft_st(ob, (size_t)row * a.q_stride + c, o[m][d][2 * r] * inv);
-                    ft_st(ob, (size_t)row * a.q_stride + c + 1, o[m][d][2 * r + 1] * inv);
-                }
-            }
-            if (t == 0)
-                lb[row] = l[m][r] > 0.0f ? TC_LN2 * (mx[m][r] + log2f(l[m][r])) : -INFINITY;
-        }
+        tc_store_out_rows<DT>(ob, lb, o[m], mx[m], l[m], w0 + 16 * m, a);
 }
 
 template <int HDMAX, int BK, int MT, typename OT>
@@ -401,6 +334,8 @@ static cudaError_t tc_fwd_dispatch(OT *out, float *lse, const uint16_t *q, const
                                    const uint16_t *v, const TcArgs &a, ft_attn_shape s,
                                    cudaStream_t st)
 {
+    if (ft_cuda_attention_tc_fwd_wgmma(s))
+        return tc_fwd_wgmma(out, lse, q, k, v, a, s, st);
     if (s.head_dim <= 64 && tc_fwd_keys_per_tile() == 128)
         return tc_fwd_run<64, 128, 2>(out, lse, q, k, v, a, s, st);
     if (s.head_dim <= 64)

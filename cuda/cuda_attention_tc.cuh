@@ -148,6 +148,13 @@ static inline size_t tc_seg_range_bytes(ft_attn_shape s)
 /* Fills a.seg_range (a.segment non-NULL) before the kernels that read it (cuda_attention_tc.cu). */
 cudaError_t tc_seg_ranges(const TcArgs &a, int batch, cudaStream_t st);
 
+/* The forward on Hopper's warpgroup MMA (cuda_attention_wgmma.cu), for the shapes
+ * ft_cuda_attention_tc_fwd_wgmma (cuda_internal.h) accepts. */
+cudaError_t tc_fwd_wgmma(float *out, float *lse, const uint16_t *q, const uint16_t *k,
+                         const uint16_t *v, const TcArgs &a, ft_attn_shape s, cudaStream_t st);
+cudaError_t tc_fwd_wgmma(ft_bf16 *out, float *lse, const uint16_t *q, const uint16_t *k,
+                         const uint16_t *v, const TcArgs &a, ft_attn_shape s, cudaStream_t st);
+
 /* seg_range: scratch of tc_seg_range_bytes, used only with segment ids */
 static inline TcArgs tc_args(ft_attn_shape s, const int32_t *segment, void *seg_range)
 {
@@ -287,6 +294,106 @@ __device__ __forceinline__ int tc_pair_class(const TcArgs &a, int q0, int qn, in
     const bool bare = qv == qn && kv == kn && ft_mask_tile_all_seen(q0, qn, k0, kn, a.window) &&
                       (!a.segment || (qr.x == qr.y && kr.x == kr.y && qr.x == kr.x));
     return bare ? TC_BARE : TC_MASKED;
+}
+
+/* The forward's per-tile softmax, on one m-tile of S in the m16n8 accumulator layout
+ * (mma.sync's and wgmma's alike): this lane holds rows row0 + g and row0 + g + 8 (g =
+ * lane / 4) and columns 2t, 2t + 1 (t = lane % 4) of each of the NT 8-key groups from k0.
+ *
+ * tc_mask_rows: the visibility rule per element, on the tiles that need it (the row's
+ * document id read here, not held: registers are what limits these kernels). */
+template <int NT>
+__device__ __forceinline__ void tc_mask_rows(float s[NT][4], const TcArgs &a, int b, int row0,
+                                             int k0)
+{
+    const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int row = row0 + g + 8 * (e >> 1);
+            int col = k0 + n * 8 + 2 * t + (e & 1);
+            if (!tc_visible(a, b, row, col, tc_segment(a, b, row)))
+                s[n][e] = -INFINITY;
+        }
+}
+
+/* Online softmax in base 2 on S's registers, the scale folded into the exponent's FMA:
+ * p = 2^(s c - m'), c = log2(e) / sqrt(hd), m' the running maximum of s c (mx, per row);
+ * row maxima and sums over the four lanes of a quad (shuffles xor 1, 2). P is rounded to
+ * bf16 pairs at once (pk: rows g and g + 8 of each key group, the A operand of P V), so
+ * the fp32 scores die here; l takes the row sums, alpha = 2^(m - m') the factor O is to be
+ * rescaled by. Returns whether some row's rescale would change its O: alpha = 1 exactly,
+ * or a row that has seen nothing yet (m = -inf, O still +0), changes nothing. */
+template <int NT>
+__device__ __forceinline__ bool tc_online_softmax(float s[NT][4], uint32_t pk[NT][2], float mx[2],
+                                                  float l[2], float alpha[2], float scale_log2)
+{
+    bool moved = false;
+    float rmax[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            rmax[e >> 1] = fmaxf(rmax[e >> 1], s[n][e]);
+    float ref[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        rmax[r] = fmaxf(rmax[r], __shfl_xor_sync(FT_FULL_MASK, rmax[r], 1));
+        rmax[r] = fmaxf(rmax[r], __shfl_xor_sync(FT_FULL_MASK, rmax[r], 2));
+        const float mn = fmaxf(mx[r], rmax[r] * scale_log2);
+        /* a row that has seen nothing keeps m = -inf: reference 0 avoids inf - inf */
+        ref[r] = mn == -INFINITY ? 0.0f : mn;
+        alpha[r] = tc_exp2(mx[r] - ref[r]);
+        moved |= alpha[r] != 1.0f && mn != -INFINITY;
+        mx[r] = mn;
+    }
+    float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int n = 0; n < NT; n++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            s[n][e] = tc_exp2(fmaf(s[n][e], scale_log2, -ref[e >> 1]));
+            sum[e >> 1] += s[n][e];
+        }
+        pk[n][0] = tc_pack_bf16(s[n][0], s[n][1]);
+        pk[n][1] = tc_pack_bf16(s[n][2], s[n][3]);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        sum[r] += __shfl_xor_sync(FT_FULL_MASK, sum[r], 1);
+        sum[r] += __shfl_xor_sync(FT_FULL_MASK, sum[r], 2);
+        l[r] = l[r] * alpha[r] + sum[r];
+    }
+    return moved;
+}
+
+/* The forward's epilogue for one m-tile (rows row0 + g, row0 + g + 8; DT 8-feature groups
+ * of O in the accumulator layout): o / l into ob (a head's rows, q_stride apart), and
+ * lse = ln 2 (m + log2 l) into lb; rows that saw nothing give 0 and -inf. */
+template <int DT, typename OT>
+__device__ __forceinline__ void tc_store_out_rows(OT *ob, float *lb, const float o[DT][4],
+                                                  const float mx[2], const float l[2], int row0,
+                                                  const TcArgs &a)
+{
+    const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = row0 + g + 8 * r;
+        if (row >= a.seq)
+            continue;
+        const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+#pragma unroll
+        for (int d = 0; d < DT; d++) {
+            int c = d * 8 + 2 * t;
+            if (c < a.hd) {
+                ft_st(ob, (size_t)row * a.q_stride + c, o[d][2 * r] * inv);
+                ft_st(ob, (size_t)row * a.q_stride + c + 1, o[d][2 * r + 1] * inv);
+            }
+        }
+        if (t == 0)
+            lb[row] = l[r] > 0.0f ? TC_LN2 * (mx[r] + log2f(l[r])) : -INFINITY;
+    }
 }
 
 /* Harness only: the tile pairs each kernel computed (0 forward, 1 dK/dV, 2 dQ), per warp

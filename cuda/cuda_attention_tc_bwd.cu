@@ -202,6 +202,8 @@ static cudaError_t tc_bwd_dispatch(OT *dq, OT *dk, OT *dv, const uint16_t *dout,
                             st);
     if (e != cudaSuccess)
         return e;
+    if (!dq_acc && ft_cuda_attention_tc_bwd_wgmma(s))
+        return tc_bwd_wgmma(dq, dk, dv, dout, lse, Dv, q, k, v, a, s, st);
     const int layout = tc_bwd_layout(s);
     if (s.head_dim <= 64 && layout == FT_TC_BWD_SHARED)
         return tc_bwd_run<64, 8, true>(dq, dk, dv, dq_acc, dout, lse, Dv, q, k, v, a, s, st);

@@ -9,6 +9,15 @@
 
 #define TC_BK 64 /* keys per tile of the dQ pass */
 
+/* The two passes on Hopper's warpgroup MMA (cuda_attention_wgmma_bwd.cu), for the shapes
+ * ft_cuda_attention_tc_bwd_wgmma (cuda_internal.h) accepts; D already computed. */
+cudaError_t tc_bwd_wgmma(float *dq, float *dk, float *dv, const uint16_t *dout, const float *lse,
+                         const float *Dv, const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                         const TcArgs &a, ft_attn_shape s, cudaStream_t st);
+cudaError_t tc_bwd_wgmma(ft_bf16 *dq, ft_bf16 *dk, ft_bf16 *dv, const uint16_t *dout,
+                         const float *lse, const float *Dv, const uint16_t *q, const uint16_t *k,
+                         const uint16_t *v, const TcArgs &a, ft_attn_shape s, cudaStream_t st);
+
 /* Register budget (255 per thread). A dK/dV warp holds its 16 keys' dK and dV
  * accumulators, HDMAX/8 x 4 fp32 each (64 registers at head_dim 128, 128 at 256), the
  * 16 x 64 P and dS tiles (64) and, where they fit, its K and V A fragments (HDMAX/4).

@@ -2,7 +2,7 @@
 # The first run on a machine with an NVIDIA GPU (none of this project's machines has one;
 # the CUDA backend has so far run only on the CPU execution harness, doc/cuda-emulation.md).
 #
-#   scripts/gpu-first-run.sh [CONFIGURE ARGS...]     e.g. NVCC_ARCH="-arch=sm_90"
+#   scripts/gpu-first-run.sh [CONFIGURE ARGS...]     e.g. NVCC_ARCH="-arch=sm_90a"
 #
 # Builds natively in build-gpu/ ($FTMPI_BUILD_DIR), the CUDA test programs included, and
 # runs, in order, stopping at the first failure:

@@ -37,7 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures, checks;
+static int failures, checks, wgmma_forwards, wgmma_backwards;
 static uint64_t rng = 0x853c49e6748fea9bull;
 
 static float uniform(float lo, float hi)
@@ -343,6 +343,10 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
     failures += !ok;
     /* the dK/dV block the backward took (cuda_attention_tc_bwd.cu: the layouts) */
     const int layout = ft_cuda_attention_tc_bwd_layout(s);
+    const bool wgmma = ft_cuda_attention_tc_fwd_wgmma(s); /* the forward on wgmma */
+    const bool bwd_wgmma = ft_cuda_attention_tc_bwd_wgmma(s); /* the backward on wgmma */
+    wgmma_forwards += wgmma;
+    wgmma_backwards += bwd_wgmma;
 #ifdef FT_CUDA_EMULATION
     /* the exact count needs ranges that are the documents themselves: packed ids. The
      * forward (cuda_attention_tc.cu, TcFwdCfg) pairs 128-query tiles with 64-key ones, 64
@@ -351,16 +355,17 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
      * at head_dim > 128; the dQ pass 64 with 64 (128 with 64 in the shared layout). The
      * dK/dV pass visits each pair once per query head of the group. */
     if (seg_kind != SEG_SCATTERED) {
-        int fwd_bq = 4 * fwd_rows(hd);
+        int fwd_bq = wgmma ? 128 : 4 * fwd_rows(hd);
         int dkdv_keys = layout != FT_TC_BWD_OWN ? 128 : hd > 128 ? 32 : 64; /* a block's */
         bool shared = layout == FT_TC_BWD_SHARED;
         unsigned long long want[3] = {needed_tiles(seg, batch, seq, heads, window, fwd_bq,
-                                                   fwd_keys(hd)),
+                                                   wgmma ? 128 : fwd_keys(hd)),
                                       needed_tiles(seg, batch, seq, heads, window, 64,
-                                                   dkdv_keys),
+                                                   bwd_wgmma ? 128 : dkdv_keys),
                                       one_pass(hd) ? 0
                                                    : needed_tiles(seg, batch, seq, heads, window,
-                                                                  shared ? 128 : 64, 64)};
+                                                                  shared || bwd_wgmma ? 128 : 64,
+                                                                  64)};
         unsigned long long *got = ft_cuda_attention_tc_tiles;
         checks++;
         ok = got[0] == want[0] && got[1] == want[1] && got[2] == want[2];
@@ -380,12 +385,23 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
     if (seg_kind != SEG_SCATTERED) {
         unsigned long long want[6], *got = ft_cuda_attention_tc_tiles;
         bool big = hd > 128, shared = layout == FT_TC_BWD_SHARED;
-        needed_warp_tiles(seg, batch, seq, heads, window, fwd_rows(hd), fwd_keys(hd), &want[0],
-                          &want[1]);
+        if (wgmma) { /* a warpgroup's 64 rows against 128 keys, counted by its 4 warps */
+            needed_warp_tiles(seg, batch, seq, heads, window, 64, 128, &want[0], &want[1]);
+            want[0] *= 4, want[1] *= 4;
+        } else {
+            needed_warp_tiles(seg, batch, seq, heads, window, fwd_rows(hd), fwd_keys(hd),
+                              &want[0], &want[1]);
+        }
         needed_warp_tiles(seg, batch, seq, heads, window, shared ? 32 : 64, shared ? 32 : 16,
                           &want[2], &want[3]);
         needed_warp_tiles(seg, batch, seq, heads, window, shared ? 32 : 16, shared ? 32 : 64,
                           &want[4], &want[5]);
+        if (bwd_wgmma) { /* a warpgroup's 64 keys or queries, counted by its 4 warps */
+            needed_warp_tiles(seg, batch, seq, heads, window, 64, 64, &want[2], &want[3]);
+            needed_warp_tiles(seg, batch, seq, heads, window, 64, 64, &want[4], &want[5]);
+            for (int i = 2; i < 6; i++)
+                want[i] *= 4;
+        }
         if (one_pass(hd))
             want[4] = want[5] = 0;
         if (big)
@@ -403,7 +419,7 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
      * each warp's rows (the one with key 0); never more than the warp tiles otherwise. */
     {
         unsigned long long *got = ft_cuda_attention_tc_tiles;
-        const int wr = fwd_rows(hd);
+        const int wr = wgmma ? 16 : fwd_rows(hd);
         const unsigned long long warps = (unsigned long long)batch * heads * ((seq + wr - 1) / wr);
         checks++;
         ok = sink_key ? got[9] == got[3] - warps : got[9] <= got[3];
@@ -479,6 +495,43 @@ static void check_dkdv_blocks(ft_backend *cpu)
     check_case(cpu, 1, 70, 3, 1, 80, SEG_PACKED, 0);
     check_case(cpu, 1, 201, 2, 1, 48, SEG_LONG, 100);
     unsetenv("FTMPI_ATTENTION_NONDETERMINISTIC");
+}
+
+/* The kernels on Hopper's warpgroup MMA (FTMPI_TC_FWD_WGMMA=1, cuda_attention_wgmma.cu;
+ * FTMPI_TC_BWD_WGMMA=1, cuda_attention_wgmma_bwd.cu), where the device takes them (compute
+ * capability 9.0: test_attention_tc_h100.sh runs these on the harness's H100 model;
+ * elsewhere the switches must fall back to the mma.sync kernels): causal within one tile
+ * and over several, the two head sizes and the features zero-filled under them (48, 80,
+ * 96), GQA (the backward's repeat bitwise with a window), packed, short, long and
+ * scattered documents, windows, a length ending in the first warpgroup's rows, one token,
+ * the sink key. */
+static void check_wgmma(ft_backend *cpu)
+{
+    setenv("FTMPI_TC_FWD_WGMMA", "1", 1);
+    setenv("FTMPI_TC_BWD_WGMMA", "1", 1);
+    check_case(cpu, 2, 100, 4, 2, 64, SEG_NONE, 0);
+    check_case(cpu, 1, 300, 2, 1, 128, SEG_NONE, 0);
+    check_case(cpu, 1, 330, 4, 2, 128, SEG_TWO, 0);
+    check_case(cpu, 2, 100, 4, 2, 64, SEG_PACKED, 0);
+    check_case(cpu, 1, 200, 2, 1, 64, SEG_SHORT, 0);
+    check_case(cpu, 1, 201, 2, 1, 96, SEG_LONG, 100);
+    check_case(cpu, 1, 130, 4, 4, 128, SEG_SCATTERED, 0);
+    check_case(cpu, 2, 131, 2, 1, 48, SEG_NONE, 20);
+    check_case(cpu, 1, 150, 2, 2, 80, SEG_NONE, 1);
+    check_case(cpu, 1, 77, 2, 2, 64, SEG_NONE, 500);
+    check_case(cpu, 1, 290, 2, 1, 128, SEG_NONE, 0);
+    check_case(cpu, 2, 1, 2, 1, 64, SEG_NONE, 0);
+    sink_key = true;
+    check_case(cpu, 1, 300, 2, 1, 128, SEG_NONE, 0);
+    check_case(cpu, 1, 512, 2, 2, 64, SEG_NONE, 0);
+    sink_key = false;
+    /* head_dim 256 keeps the mma.sync kernels, and so does the one-pass backward */
+    check_case(cpu, 1, 99, 2, 1, 256, SEG_PACKED, 40);
+    setenv("FTMPI_ATTENTION_NONDETERMINISTIC", "1", 1);
+    check_case(cpu, 1, 130, 2, 1, 128, SEG_PACKED, 0);
+    unsetenv("FTMPI_ATTENTION_NONDETERMINISTIC");
+    unsetenv("FTMPI_TC_FWD_WGMMA");
+    unsetenv("FTMPI_TC_BWD_WGMMA");
 }
 
 /* The default kernels, the forward's tile switches and the one-pass backward. */
@@ -577,8 +630,35 @@ int main(void)
      * (test_attention_tc_h100.sh, on the harness's H100 model) */
     const char *only = getenv("TEST_ATTENTION_TC_ONLY");
     const bool shared_only = only && strcmp(only, "shared") == 0;
+    if (only && strcmp(only, "wgmma") == 0) {
+        check_wgmma(cpu);
+        ft_backend_destroy(cpu);
+        printf("wgmma forward in %d cases, backward in %d\n", wgmma_forwards, wgmma_backwards);
+        printf("%d checks, %d failed\n", checks, failures);
+        return failures ? 1 : 0;
+    }
     if (!shared_only)
         check_kernels(cpu);
+    /* FTMPI_TC_FWD_WGMMA=1 where the device has no wgmma (an A100; a GPU build without
+     * sm_90a code): the mma.sync forward, no error */
+    int dev = 0, major = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (!shared_only && major != 9) {
+        setenv("FTMPI_TC_FWD_WGMMA", "1", 1);
+        setenv("FTMPI_TC_BWD_WGMMA", "1", 1);
+        check_case(cpu, 1, 130, 2, 1, 128, SEG_PACKED, 0);
+        unsetenv("FTMPI_TC_FWD_WGMMA");
+        unsetenv("FTMPI_TC_BWD_WGMMA");
+        checks++;
+        const bool ok = wgmma_forwards == 0 && wgmma_backwards == 0;
+        printf("%s FTMPI_TC_*_WGMMA=1 on compute capability %d.x: %s\n", ok ? "ok  " : "FAIL",
+               major, ok ? "the mma.sync kernels" : "took a wgmma kernel");
+        failures += !ok;
+    } else if (!shared_only) { /* a Hopper GPU: the wgmma kernels' cases too */
+        check_wgmma(cpu);
+        printf("wgmma forward in %d cases, backward in %d\n", wgmma_forwards, wgmma_backwards);
+    }
     /* the dK/dV pass's other blocks (the GPU tuning switches of cuda_attention_tc_bwd.cu):
      * 128 keys of 16-key warps, and the shared layout (FlashAttention-2's warp split, P^T
      * and dS^T through shared memory; cuda_attention_tc_bwd_shared.cuh) where the device's
