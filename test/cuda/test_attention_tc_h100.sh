@@ -8,8 +8,10 @@
 #  - TEST_ATTENTION_TC_ONLY=wgmma: the forward and backward on Hopper's warpgroup MMA
 #    (FTMPI_TC_FWD_WGMMA=1, FTMPI_TC_BWD_WGMMA=1: cuda/cuda_attention_wgmma*.cu), which need
 #    compute capability 9.0.
-# In the default thread order and a random one (a missing barrier shows there). On a GPU
-# the device is what it is: SKIP.
+# In the default thread order and a random one (a missing barrier shows there). Then
+# test_cuda_ops_bf16 with both wgmma switches and cuDNN off: the backend's bf16 attention
+# (bf16 outputs, the training recipe's) on the wgmma kernels, which must run there. On a
+# GPU the device is what it is: SKIP.
 . "$(dirname "$0")/../train/lib.sh"
 "$FTMPI" --version 2>/dev/null | grep -q "CPU execution harness" || skip "not an emulation build"
 for only in shared wgmma; do
@@ -26,3 +28,10 @@ for only in shared wgmma; do
         echo "test_attention_tc ($only), H100 model, thread order $order: $(tail -n 1 "$log")"
     done
 done
+FTMPI_CUDNN_ATTENTION=off FTMPI_TC_FWD_WGMMA=1 FTMPI_TC_BWD_WGMMA=1 CUDAEMU_DEVICE=h100 \
+    CUDAEMU_REPORT=ops "$B/test/cuda/test_cuda_ops_bf16" > ops-bf16-wgmma.log 2>&1 ||
+    { tail -n 30 ops-bf16-wgmma.log; fail "test_cuda_ops_bf16 on the wgmma kernels"; }
+for f in cuda_attention_wgmma.cu cuda_attention_wgmma_bwd.cu; do
+    grep -q "kernel .*$f" ops-bf16-wgmma.log || fail "test_cuda_ops_bf16 ran no kernel of $f"
+done
+echo "test_cuda_ops_bf16 on the wgmma kernels: $(grep -E '^[0-9]+ checks' ops-bf16-wgmma.log)"
