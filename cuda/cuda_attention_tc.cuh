@@ -320,12 +320,13 @@ __device__ __forceinline__ void tc_mask_rows(float s[NT][4], const TcArgs &a, in
 
 /* Online softmax in base 2 on S's registers, the scale folded into the exponent's FMA:
  * p = 2^(s c - m'), c = log2(e) / sqrt(hd), m' the running maximum of s c (mx, per row);
- * row maxima and sums over the four lanes of a quad (shuffles xor 1, 2). P is rounded to
- * bf16 pairs at once (pk: rows g and g + 8 of each key group, the A operand of P V), so
- * the fp32 scores die here; l takes the row sums, alpha = 2^(m - m') the factor O is to be
- * rescaled by. Returns whether some row's rescale would change its O: alpha = 1 exactly,
- * or a row that has seen nothing yet (m = -inf, O still +0), changes nothing. */
-template <int NT>
+ * row maxima and sums over the four lanes of a quad (shuffles xor 1, 2). With PACK, P is
+ * rounded to bf16 pairs at once (pk: rows g and g + 8 of each key group, the A operand of
+ * P V), so the fp32 scores die here; without, P stays in s (fp32) for tc_pack_p, and pk is
+ * not touched. l takes the row sums, alpha = 2^(m - m') the factor O is to be rescaled
+ * by. Returns whether some row's rescale would change its O: alpha = 1 exactly, or a row
+ * that has seen nothing yet (m = -inf, O still +0), changes nothing. */
+template <int NT, bool PACK = true>
 __device__ __forceinline__ bool tc_online_softmax(float s[NT][4], uint32_t pk[NT][2], float mx[2],
                                                   float l[2], float alpha[2], float scale_log2)
 {
@@ -356,8 +357,10 @@ __device__ __forceinline__ bool tc_online_softmax(float s[NT][4], uint32_t pk[NT
             s[n][e] = tc_exp2(fmaf(s[n][e], scale_log2, -ref[e >> 1]));
             sum[e >> 1] += s[n][e];
         }
-        pk[n][0] = tc_pack_bf16(s[n][0], s[n][1]);
-        pk[n][1] = tc_pack_bf16(s[n][2], s[n][3]);
+        if constexpr (PACK) {
+            pk[n][0] = tc_pack_bf16(s[n][0], s[n][1]);
+            pk[n][1] = tc_pack_bf16(s[n][2], s[n][3]);
+        }
     }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -366,6 +369,17 @@ __device__ __forceinline__ bool tc_online_softmax(float s[NT][4], uint32_t pk[NT
         l[r] = l[r] * alpha[r] + sum[r];
     }
     return moved;
+}
+
+/* P (fp32, left in s by tc_online_softmax without PACK) to bf16 pairs. */
+template <int NT>
+__device__ __forceinline__ void tc_pack_p(const float s[NT][4], uint32_t pk[NT][2])
+{
+#pragma unroll
+    for (int n = 0; n < NT; n++) {
+        pk[n][0] = tc_pack_bf16(s[n][0], s[n][1]);
+        pk[n][1] = tc_pack_bf16(s[n][2], s[n][3]);
+    }
 }
 
 /* The forward's epilogue for one m-tile (rows row0 + g, row0 + g + 8; DT 8-feature groups
