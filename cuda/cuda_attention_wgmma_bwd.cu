@@ -17,13 +17,17 @@
  * row); warpgroup w owns queries 64w .. and their dQ; it walks 64-key tiles:
  *   S = Q K^T, dP = dO V^T       m64n64k16, Q or dO as A, K or V as B, K-major;
  *   dS = P (dP - D), bf16;
- *   dQ += dS K                   m64n{hd}k16, A = dS from registers, K as B, MN-major.
+ *   dQ += dS K                   m64n{hd}k16, A = dS from registers, K as B, MN-major;
+ * a tile's dQ product issued beside the next tile's S and dP, so that the tensor cores
+ * work on it while the warpgroup computes that tile's dS (the forward's overlap).
  * Each warpgroup classifies its 64 rows against the tile (tc_pair_class): skipped,
  * masked element by element, or bare.
  *
- * Shared memory, head_dim 128: dK/dV 128 KiB (K, V of 128 keys; two Q and dO tiles of 64
- * queries; their lse and D), dQ 128 KiB (Q, dO of 128 queries; two K and V tiles of 64
- * keys). */
+ * Shared memory, head_dim 128: dK/dV 130 KiB (K, V of 128 keys; two Q and dO tiles of 64
+ * queries; their lse and D), dQ 145 KiB (Q, dO of 128 queries; three K and two V tiles of
+ * 64 keys). ptxas (CUDA 13): dQ 210 registers at head_dim 128, 175 at 64; dK/dV 254-255
+ * at 128 (with bf16 outputs 100 bytes of spill: a few accumulators stored and reloaded
+ * around each tile's gradient products), 182-184 at 64. */
 #include "cuda_attention_tc_bwd.cuh"
 #include "cuda_attention_wgmma.cuh"
 
@@ -37,7 +41,8 @@ struct WgBwdCfg {
     static constexpr int ROW_BYTES = HDMAX * 2; /* a token's features */
     static constexpr size_t smem_dkdv = 1024 + (size_t)(2 * BKV + 4 * BQ) * ROW_BYTES +
                                         4 * BQ * sizeof(float);
-    static constexpr size_t smem_dq = 1024 + (size_t)(2 * BQ_DQ + 4 * BK) * ROW_BYTES;
+    /* dQ: Q and dO of 128 queries, three K and two V tiles of 64 keys */
+    static constexpr size_t smem_dq = 1024 + (size_t)(2 * BQ_DQ + 5 * BK) * ROW_BYTES;
 };
 
 template <int HDMAX, typename OT>
@@ -216,9 +221,9 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     FT_DYNAMIC_SMEM(uint8_t, raw);
     uint32_t q_addr;
     uint8_t *Qs = wg_smem_aligned(raw, &q_addr), *dOs = Qs + Q_BYTES;
-    uint8_t *Ks = dOs + Q_BYTES, *Vs = Ks + 2 * KV_BYTES; /* [2] tiles each */
+    uint8_t *Ks = dOs + Q_BYTES, *Vs = Ks + 3 * KV_BYTES; /* [3] and [2] tiles */
     const uint32_t do_addr = q_addr + Q_BYTES, k_addr = do_addr + Q_BYTES,
-                   v_addr = k_addr + 2 * KV_BYTES;
+                   v_addr = k_addr + 3 * KV_BYTES;
 
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, wg = warp / 4;
     const int g = lane / 4, t = lane % 4;
@@ -233,8 +238,8 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     int kt = tc_next_key_tile<BK>(a, b, qr, tc_first_key_tile(a, q0, BK) - 1, nkt);
     wg_stage<HDMAX, BQ>(Qs, q + tok, a.q_stride, q0, qn, a.hd);
     wg_stage<HDMAX, BQ>(dOs, dout + tok, a.q_stride, q0, qn, a.hd);
-    if (kt < nkt) {
-        const int k0 = kt * BK, kn = min(BK, a.seq - k0);
+    { /* the first tile; none (all zeros: see the last dQ product below) if none is visited */
+        const int k0 = kt < nkt ? kt * BK : 0, kn = kt < nkt ? min(BK, a.seq - k0) : 0;
         wg_stage<HDMAX, BK>(Ks, kb, a.kv_stride, k0, kn, a.hd);
         wg_stage<HDMAX, BK>(Vs, vb, a.kv_stride, k0, kn, a.hd);
     }
@@ -257,29 +262,48 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
         for (int e = 0; e < 4; e++)
             dqa[d][e] = 0.0f;
 
+    /* dQ += dS K of the tile before is issued beside each tile's S and dP, as the forward
+     * overlaps its P V (cuda_attention_wgmma.cu): dsk holds that dS (zero before the first
+     * tile and for a tile the warpgroup skips), K its key tile in K buffer dq_buf; a
+     * tile's K is read during the next tile's dS while the one after loads: three K
+     * buffers, two V. Every visited tile issues the three products (a skipped one's S and
+     * dP ignored), so that no wgmma sits on a divergent path. */
+    uint32_t dsk[NK][2];
+#pragma unroll
+    for (int n = 0; n < NK; n++)
+        dsk[n][0] = dsk[n][1] = 0u;
+    int dq_buf = 0;
+    auto issue_dq = [&]() {
+#pragma unroll
+        for (int j = 0; j < NK / 2; j++)
+            ft_wgmma_rs<HDMAX, 1>(&dqa[0][0], &dsk[2 * j][0],
+                                  wg_desc_mn<BK>(k_addr + dq_buf * KV_BYTES, 16 * j), 1);
+        ft_wgmma_commit();
+    };
     for (int it = 0; kt < nkt; it++) { /* it: visited tiles so far, kt: this one */
-        const int k0 = kt * BK, kn = min(BK, a.seq - k0), buf = it & 1;
+        const int k0 = kt * BK, kn = min(BK, a.seq - k0), kbuf = it % 3, vbuf = it & 1;
         ft_cp_async_wait<0>();
         ft_fence_proxy_async();
-        __syncthreads();
+        __syncthreads(); /* tile kt visible to all; everyone done with the buffers the
+                            prefetch below overwrites */
         TC_COUNT_TILE(2);
         const int kt_next = tc_next_key_tile<BK>(a, b, qr, kt, nkt);
-        if (kt_next < nkt) {
+        if (kt_next < nkt) { /* K into the buffer dQ of tile it - 2 read, V into the one
+                                dP of tile it - 1 read: both finished before the barrier */
             const int n0 = kt_next * BK, nn = min(BK, a.seq - n0);
-            wg_stage<HDMAX, BK>(Ks + (buf ^ 1) * KV_BYTES, kb, a.kv_stride, n0, nn, a.hd);
-            wg_stage<HDMAX, BK>(Vs + (buf ^ 1) * KV_BYTES, vb, a.kv_stride, n0, nn, a.hd);
+            wg_stage<HDMAX, BK>(Ks + (it + 1) % 3 * KV_BYTES, kb, a.kv_stride, n0, nn, a.hd);
+            wg_stage<HDMAX, BK>(Vs + (vbuf ^ 1) * KV_BYTES, vb, a.kv_stride, n0, nn, a.hd);
         }
         ft_cp_async_commit();
         kt = kt_next;
         const int cls = tc_pair_class(a, w0, 64, wr, k0, BK, tc_segment_range(a, b, k0, kn));
-        if (cls == TC_SKIP)
-            continue;
         const bool masked = cls == TC_MASKED;
-        TC_COUNT_WARP_TILE(7, masked);
-        const uint32_t kt_addr = k_addr + buf * KV_BYTES, vt_addr = v_addr + buf * KV_BYTES;
+        if (cls != TC_SKIP)
+            TC_COUNT_WARP_TILE(7, masked);
+        const uint32_t kt_addr = k_addr + kbuf * KV_BYTES, vt_addr = v_addr + vbuf * KV_BYTES;
 
         /* S = Q K^T and dP = dO V^T: this warpgroup's 64 queries x 64 keys (fresh
-         * accumulators, as in the dK/dV pass) */
+         * accumulators, as in the dK/dV pass); then dQ += dS K of the tile before */
         float s[NK][4], dp[NK][4];
         ft_wgmma_fence();
 #pragma unroll
@@ -290,39 +314,43 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                             wg_desc_k<BK>(vt_addr, 0, ks), ks > 0);
         }
         ft_wgmma_commit();
-        ft_wgmma_wait<0>();
+        issue_dq();
+        ft_wgmma_wait<1>(); /* S and dP have landed; dQ's product may still run */
         ft_wgmma_pin(s);
         ft_wgmma_pin(dp);
 
-        uint32_t dsk[NK][2]; /* dS as bf16 pairs (rows g, g + 8) */
+        /* dS = P (dP - D) in fp32, into s, while the tensor cores finish dQ */
+        if (cls != TC_SKIP) {
 #pragma unroll
-        for (int n = 0; n < NK; n++) {
-            float ds[4];
+            for (int n = 0; n < NK; n++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float pe = tc_exp2(fmaf(s[n][e], a.scale_log2, -(e < 2 ? lse0 : lse1)));
-                if (masked) {
-                    const int col = k0 + n * 8 + 2 * t + (e & 1);
-                    if (!(e < 2 ? tc_visible(a, b, r0, col, seg0) : tc_visible(a, b, r1, col, seg1)))
-                        pe = 0.0f;
+                for (int e = 0; e < 4; e++) {
+                    float pe = tc_exp2(fmaf(s[n][e], a.scale_log2, -(e < 2 ? lse0 : lse1)));
+                    if (masked) {
+                        const int col = k0 + n * 8 + 2 * t + (e & 1);
+                        if (!(e < 2 ? tc_visible(a, b, r0, col, seg0)
+                                    : tc_visible(a, b, r1, col, seg1)))
+                            pe = 0.0f;
+                    }
+                    s[n][e] = pe * (dp[n][e] - (e < 2 ? D0 : D1));
                 }
-                ds[e] = pe * (dp[n][e] - (e < 2 ? D0 : D1));
-            }
-            dsk[n][0] = tc_pack_bf16(ds[0], ds[1]);
-            dsk[n][1] = tc_pack_bf16(ds[2], ds[3]);
         }
-
-        /* dQ += dS K: 16 keys a step */
-        ft_wgmma_pin(dqa);
-        ft_wgmma_fence();
-#pragma unroll
-        for (int j = 0; j < NK / 2; j++)
-            ft_wgmma_rs<HDMAX, 1>(&dqa[0][0], &dsk[2 * j][0], wg_desc_mn<BK>(kt_addr, 16 * j), 1);
-        ft_wgmma_commit();
-        ft_wgmma_wait<0>();
+        ft_wgmma_wait<0>(); /* dQ and dsk were the pending product's until now */
         ft_wgmma_pin(dqa);
         ft_wgmma_pin(dsk);
+#pragma unroll
+        for (int n = 0; n < NK; n++) { /* dS as bf16 pairs (rows g, g + 8); zero if skipped */
+            dsk[n][0] = cls != TC_SKIP ? tc_pack_bf16(s[n][0], s[n][1]) : 0u;
+            dsk[n][1] = cls != TC_SKIP ? tc_pack_bf16(s[n][2], s[n][3]) : 0u;
+        }
+        dq_buf = kbuf;
     }
+    /* the last tile's dQ += dS K (with no tile visited: zeros times K buffer 0, which the
+     * prologue zero-filled) */
+    ft_wgmma_fence();
+    issue_dq();
+    ft_wgmma_wait<0>();
+    ft_wgmma_pin(dqa);
     ft_cp_async_wait<0>();
     OT *dqb = dq + tok;
     tc_store_tiles<1, DT>(dqb, a.q_stride, &dqa, a.scale_log2 / TC_LOG2E,
