@@ -55,9 +55,15 @@ for s in $want; do
 done
 [ -n "$sections" ] || { echo "gpu_attention_profile: ncu lists none of: $want"; exit 1; }
 
+# The kernels the switches select: the mma.sync ones, or with FTMPI_TC_FWD_WGMMA=1 /
+# FTMPI_TC_BWD_WGMMA=1 the forward / backward on Hopper's warpgroup MMA (the other switches,
+# FTMPI_TC_*, reach attention_tc_bench through the environment as they are).
+kernels="attn_fwd_tc_kernel tc_bwd_dkdv_kernel tc_bwd_dq_kernel"
+[ "${FTMPI_TC_FWD_WGMMA:-}" = 1 ] && kernels=$(echo "$kernels" | sed 's/attn_fwd_tc_kernel/attn_fwd_wgmma_kernel/')
+[ "${FTMPI_TC_BWD_WGMMA:-}" = 1 ] && kernels=$(echo "$kernels" | sed 's/tc_bwd_/wg_bwd_/g')
 status=0
 for hd in $dims; do
-    for kernel in attn_fwd_tc_kernel tc_bwd_dkdv_kernel tc_bwd_dq_kernel; do
+    for kernel in $kernels; do
         name=hd$hd-$kernel
         # the second launch of the kernel: the first pays for the module's loading. Into a
         # report (its extension named: a newer ncu would otherwise write .ncu-repz), printed

@@ -27,8 +27,8 @@
 #      whole 1B step's idle time between operations, recorded by CUPTI (90);
 #   4. bench/gpu_attention.sh: own kernels against SDPA's FA2, the cuDNN path against SDPA's
 #      cuDNN, each tile switch of the own kernels beside its default (forward rows and key
-#      tiles; the backward's passes, its 128-key block and its shared
-#      layout; the wgmma forward and backward) (300);
+#      tiles; the backward's passes, its 128-key block and its shared layout; the wgmma
+#      forward and backward) (300);
 #   5. with what is left: test_cuda_ops (60), then compute-sanitizer's racecheck on
 #      test_attention_tc, then ftmpi's step alone with half its 16 blocks checkpointed
 #      (checkpoint_layers=8: what memory buys back of the recompute) (60), then with every
@@ -37,9 +37,11 @@
 #      kernels at head_dim 128, per-instruction warp sampling included
 #      (bench/gpu_attention_profile.sh) (150).
 # GPU_QUICK_STEPS="name ..." runs only the steps named (the names of the lines printed),
-# in the order above, for a session that measured the others already. Two steps run only
+# in the order above, for a session that measured the others already. Three steps run only
 # when named there: attention_profile_shared, the profile of step 5 with the backward in
-# its shared layout (FTMPI_TC_BWD_LAYOUT=shared) (150); first_run, scripts/gpu-first-run.sh
+# its shared layout (FTMPI_TC_BWD_LAYOUT=shared) (150); attention_profile_wgmma, the same
+# for the kernels on Hopper's warpgroup MMA (FTMPI_TC_FWD_WGMMA=1, FTMPI_TC_BWD_WGMMA=1)
+# (150); first_run, scripts/gpu-first-run.sh
 # on the build (compute-sanitizer's four tools on test_cuda_ops, the test programs and
 # cuda shell tests, two training steps under memcheck: several minutes) (540).
 # cuDNN: the machine's own libcudnn.so.9 goes first in LD_LIBRARY_PATH (bench/gpu_env.sh).
@@ -125,6 +127,12 @@ case " ${GPU_QUICK_STEPS:-} " in
         OUT="$logs/attention-profile-shared" sh "$top/bench/gpu_attention_profile.sh" 128 ;;
 esac
 case " ${GPU_QUICK_STEPS:-} " in
+*" attention_profile_wgmma "*)
+    step attention_profile_wgmma 150 env FTMPI_BUILD="$build" FTMPI_TC_FWD_WGMMA=1 \
+        FTMPI_TC_BWD_WGMMA=1 OUT="$logs/attention-profile-wgmma" \
+        sh "$top/bench/gpu_attention_profile.sh" 128 ;;
+esac
+case " ${GPU_QUICK_STEPS:-} " in
 *" first_run "*) step first_run 540 env FTMPI_BUILD_DIR="$build" sh "$top/scripts/gpu-first-run.sh" ;;
 esac
 
@@ -134,7 +142,7 @@ for name in attention_tc attention_cudnn cuda_ops racecheck; do
     echo "== $name"
     grep -E "FAIL|checks|refused|skipped|passed|ERROR SUMMARY|hazard" "$logs/$name.log" | head -n 20
 done
-for name in gpu_tests gpu_step gpu_step_own overlap_off gpu_step_nockpt grads_zero_all ckpt_half ckpt_keep_attention head gpu_attention attention_profile attention_profile_shared profile timeline first_run; do
+for name in gpu_tests gpu_step gpu_step_own overlap_off gpu_step_nockpt grads_zero_all ckpt_half ckpt_keep_attention head gpu_attention attention_profile attention_profile_shared attention_profile_wgmma profile timeline first_run; do
     [ -f "$logs/$name.log" ] || continue
     echo "== $name"
     cat "$logs/$name.log"

@@ -80,6 +80,11 @@ out=$(PATH="$PWD/gpu:$PATH" GPU_QUICK_BUDGET=3 GPU_QUICK_STEPS="attention_profil
 [ "$(echo "$out" | grep -c 'SKIPPED')" -eq 1 ] &&
     echo "$out" | grep -q "attention_profile_shared: SKIPPED" ||
     { echo "$out"; fail "gpu_quick: GPU_QUICK_STEPS=attention_profile_shared did not reach that step alone"; }
+out=$(PATH="$PWD/gpu:$PATH" GPU_QUICK_BUDGET=3 GPU_QUICK_STEPS="attention_profile_wgmma" \
+    FTMPI_BUILD="$PWD/none" sh "$S/bench/gpu_quick.sh" "$PWD/logs" 2>&1)
+[ "$(echo "$out" | grep -c 'SKIPPED')" -eq 1 ] &&
+    echo "$out" | grep -q "attention_profile_wgmma: SKIPPED" ||
+    { echo "$out"; fail "gpu_quick: GPU_QUICK_STEPS=attention_profile_wgmma did not reach that step alone"; }
 
 # gpu_timeline.py: four steps of ten 100 us kernels 5 us apart (two of them overlapping on
 # a second stream), a copy, a 50 us host wait, three AdamW launches 2 us apart; 20 us
