@@ -70,23 +70,9 @@ __global__ void __launch_bounds__(WARPS * 32)
             for (int e = 0; e < 4; e++)
                 dk_acc[m][d][e] = dv_acc[m][d][e] = 0.0f;
 
-    /* The (query head of the group, query tile) pairs the block visits, in order: per
-     * head, the query tiles from the one holding k0 (queries before it see none of the
-     * keys) up to the first past the window, those meeting the keys' documents. */
-    const int nqt = (a.seq + TC_BQ - 1) / TC_BQ;
+    /* the (query head of the group, query tile) pairs the block visits, in order */
     auto next_pair = [&](int &gi, int &qt) -> bool {
-        for (qt++; gi < a.group;) {
-            const int q0 = qt * TC_BQ;
-            if (qt >= nqt || tc_before_window(a, q0, k0, kn)) { /* later tiles: further out */
-                gi++;
-                qt = k0 / TC_BQ;
-            } else if (tc_segments_meet(a, b, kr, q0, min(TC_BQ, a.seq - q0))) {
-                return true;
-            } else {
-                qt++;
-            }
-        }
-        return false;
+        return tc_next_query_pair<TC_BQ>(a, b, kr, k0, kn, gi, qt);
     };
     /* Stages query tile qt of head gi into buffer buf: Q and dO by cp.async, lse (in base
      * 2) and D by plain loads (read after the next barrier). */

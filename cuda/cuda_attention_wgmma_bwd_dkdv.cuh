@@ -67,22 +67,9 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             dka[d][e] = dva[d][e] = 0.0f;
 
     /* the (query head of the group, query tile) pairs, as the mma.sync dK/dV pass visits
-     * them: per head, from the tile holding k0 up to the first past the window, those
-     * meeting the keys' documents */
-    const int nqt = (a.seq + BQ - 1) / BQ;
+     * them */
     auto next_pair = [&](int &gi, int &qt) -> bool {
-        for (qt++; gi < a.group;) {
-            const int q0 = qt * BQ;
-            if (qt >= nqt || tc_before_window(a, q0, k0, kn)) {
-                gi++;
-                qt = k0 / BQ;
-            } else if (tc_segments_meet(a, b, kr, q0, min(BQ, a.seq - q0))) {
-                return true;
-            } else {
-                qt++;
-            }
-        }
-        return false;
+        return tc_next_query_pair<BQ>(a, b, kr, k0, kn, gi, qt);
     };
     auto stage_queries = [&](int buf, int gi, int qt) {
         const int h = hk * a.group + gi, q0 = qt * BQ, qn = min(BQ, a.seq - q0);
