@@ -284,8 +284,16 @@ static cudaError_t tc_fwd_run(OT *out, float *lse, const uint16_t *q, const uint
                               const uint16_t *v, const TcArgs &a, ft_attn_shape s, cudaStream_t st)
 {
     typedef TcFwdCfg<HDMAX, BK, MT> C;
-    return tc_launch_fwd<OT>(attn_fwd_tc_kernel<HDMAX, BK, MT, OT>, C::smem, C::BQ, TC_THREADS,
-                             out, lse, q, k, v, a, s, st);
+    void (*kern)(OT *, float *, const uint16_t *, const uint16_t *, const uint16_t *, TcArgs) =
+        attn_fwd_tc_kernel<HDMAX, BK, MT, OT>;
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)C::smem);
+    if (e != cudaSuccess)
+        return e;
+    dim3 grid((unsigned)((s.seq_len + C::BQ - 1) / C::BQ), (unsigned)s.n_heads,
+              (unsigned)s.batch);
+    FT_LAUNCH(kern, grid, TC_THREADS, C::smem, st)(out, lse, q, k, v, a);
+    return cudaGetLastError();
 }
 
 extern "C" int ft_cuda_attention_tc_supported(ft_attn_shape s)

@@ -274,24 +274,6 @@ __device__ __forceinline__ bool tc_next_query_pair(const TcArgs &a, int b, int2 
     return false;
 }
 
-/* Launches a forward kernel of this family: its shared memory allowed, one block of
- * `threads` per bq-query tile, head and batch row. */
-template <typename OT>
-static inline cudaError_t tc_launch_fwd(void (*kern)(OT *, float *, const uint16_t *,
-                                                     const uint16_t *, const uint16_t *, TcArgs),
-                                        size_t smem, int bq, int threads, OT *out, float *lse,
-                                        const uint16_t *q, const uint16_t *k, const uint16_t *v,
-                                        const TcArgs &a, ft_attn_shape s, cudaStream_t st)
-{
-    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)smem);
-    if (e != cudaSuccess)
-        return e;
-    dim3 grid((unsigned)((s.seq_len + bq - 1) / bq), (unsigned)s.n_heads, (unsigned)s.batch);
-    FT_LAUNCH(kern, grid, threads, smem, st)(out, lse, q, k, v, a);
-    return cudaGetLastError();
-}
-
 /* The exact [min, max] segment id of a warp's own tokens t0 .. t0+n-1 (n <= 0: none,
  * (0, 0)), reduced across the warp's lanes; every lane of the warp must call it. A warp's
  * 16 or 32 rows need not fill a granule, so the granule table would give a superset. */
