@@ -10,9 +10,9 @@
 # Steps (seconds allowed):
 #   0. what the build links on this machine (cuDNN's library and version) (10);
 #   1. correctness of the kernels that changed without a GPU: test_attention_tc (the own
-#      tensor-core attention, both backwards) and test_attention_cudnn with
-#      FTMPI_CUDNN_VERBOSE=1 (whether the real cuDNN takes each graph, and a deterministic
-#      engine for it) (45 each);
+#      tensor-core attention, both backwards, every tile switch, and on Hopper the wgmma
+#      kernels) (90) and test_attention_cudnn with FTMPI_CUDNN_VERBOSE=1 (whether the real
+#      cuDNN takes each graph, and a deterministic engine for it) (45);
 #   1b. every test program of the build's test/cuda, then the 1-GPU cases of the cuda
 #      shell tests (train, resume, overlap, generate, plan): the last line of each (180);
 #   2. bench/gpu_step.sh --shape 1b: the training step against HF + PyTorch (200); where
@@ -89,7 +89,7 @@ step() {
 
 step linkage 10 sh -c "ldd '$build/ftmpi' | grep -E 'cudnn|cublas|nccl|cudart|not found';
     grep -h 'define CUDNN_M' /usr/include/cudnn_version*.h /usr/local/cuda/include/cudnn_version*.h 2>/dev/null"
-step attention_tc 45 "$build/test/cuda/test_attention_tc"
+step attention_tc 90 "$build/test/cuda/test_attention_tc"
 step attention_cudnn 45 env FTMPI_CUDNN_VERBOSE=1 "$build/test/cuda/test_attention_cudnn"
 step gpu_tests 180 sh -c 'for t in "$0"/test/cuda/test_*; do
         case $t in *.o|*.sh|*.log|*.trs) continue;; esac
@@ -140,7 +140,7 @@ esac
 for name in attention_tc attention_cudnn cuda_ops racecheck; do
     [ -f "$logs/$name.log" ] || continue
     echo "== $name"
-    grep -E "FAIL|checks|refused|skipped|passed|ERROR SUMMARY|hazard" "$logs/$name.log" | head -n 20
+    grep -E "FAIL|checks|refused|skipped|passed|ERROR SUMMARY|hazard|wgmma" "$logs/$name.log" | head -n 20
 done
 for name in gpu_tests gpu_step gpu_step_own overlap_off gpu_step_nockpt grads_zero_all ckpt_half ckpt_keep_attention head gpu_attention attention_profile attention_profile_shared attention_profile_wgmma profile timeline first_run; do
     [ -f "$logs/$name.log" ] || continue
