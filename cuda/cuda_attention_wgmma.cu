@@ -5,9 +5,10 @@
  *
  * Why. An mma.sync kernel feeds the tensor cores through registers: every K and V
  * fragment is read from shared memory by ldmatrix into each warp's registers, and on an
- * H100 that traffic and the issue slots it takes hold such kernels near 60 % of the
- * tensor cores' peak (FlashAttention-2's level); the register budget (O, S and fragments)
- * is what limits their tiles. wgmma reads its B operand (K for S = Q K^T, V for O += P V)
+ * H100 that traffic and the issue slots it takes hold such kernels near FlashAttention-2's
+ * level (about a third of the dense bf16 peak in doc/benchmarks.md's measurements, where
+ * cuDNN's Hopper kernels reach 55-60 %); the register budget (O, S and fragments) is what
+ * limits their tiles. wgmma reads its B operand (K for S = Q K^T, V for O += P V)
  * and here also Q straight from shared memory, 64 x N x 16 per instruction, asynchronously:
  * no fragment registers, no ldmatrix, larger tiles.
  *
