@@ -42,7 +42,10 @@
  * width): 97 KiB at head_dim 64, 193 KiB at 128 (an H100 takes 227). ptxas (CUDA 13):
  * 227 registers at head_dim 128, 194 at 64, no spill, every product one chain.
  *
- * Requirements: head_dim a multiple of 8 and at most 128; an sm_90 device and a build with
+ * At head_dim 256 (GPT-J, whose attention cuDNN does not take) the key tiles hold 64 keys
+ * (S 32 registers, O 128) and the block 225 KiB.
+ *
+ * Requirements: head_dim a multiple of 8 and at most 256; an sm_90 device and a build with
  * sm_90a code (ft_cuda_attention_tc_fwd_wgmma). */
 #include "cuda_attention_wgmma.cuh"
 
@@ -51,7 +54,9 @@
 
 template <int HDMAX>
 struct WgFwdCfg {
-    static constexpr int BQ = 128, BK = 128;
+    /* 64-key tiles at head_dim 256: O takes 128 registers a thread there, and the five
+     * K and V tiles must fit beside Q in an H100's 227 KiB */
+    static constexpr int BQ = 128, BK = HDMAX > 128 ? 64 : 128;
     static constexpr int Q_BYTES = BQ * HDMAX * 2, KV_BYTES = BK * HDMAX * 2;
     /* Q, two K buffers, three V buffers (a tile's V is read by its P V during the next
      * tile's softmax, while the tile after that is being loaded); + alignment */
@@ -222,7 +227,7 @@ static cudaError_t wg_fwd_run(OT *out, float *lse, const uint16_t *q, const uint
     return cudaGetLastError();
 }
 
-/* FTMPI_TC_FWD_WGMMA=1 selects this forward where it applies: head_dim <= 128, a
+/* FTMPI_TC_FWD_WGMMA=1 selects this forward where it applies: head_dim <= 256, a
  * compute capability 9.0 device, a build with sm_90a code (FT_CUDA_SM90A, from configure's
  * NVCC_ARCH; always on the harness), and the device's shared memory taking the block.
  * Opt-in until a GPU has timed it (bench/gpu_attention.sh times it beside the default).
@@ -230,20 +235,24 @@ static cudaError_t wg_fwd_run(OT *out, float *lse, const uint16_t *q, const uint
 extern "C" int ft_cuda_attention_tc_fwd_wgmma(ft_attn_shape s)
 {
     const char *e = getenv("FTMPI_TC_FWD_WGMMA");
-    return e && strcmp(e, "1") == 0 && s.head_dim <= 128 &&
-           wg_device_takes(s.head_dim <= 64 ? WgFwdCfg<64>::smem : WgFwdCfg<128>::smem);
+    return e && strcmp(e, "1") == 0 &&
+           wg_device_takes(s.head_dim <= 64    ? WgFwdCfg<64>::smem
+                           : s.head_dim <= 128 ? WgFwdCfg<128>::smem
+                                               : WgFwdCfg<256>::smem);
 }
 
 cudaError_t tc_fwd_wgmma(float *out, float *lse, const uint16_t *q, const uint16_t *k,
                          const uint16_t *v, const TcArgs &a, ft_attn_shape s, cudaStream_t st)
 {
-    return s.head_dim <= 64 ? wg_fwd_run<64>(out, lse, q, k, v, a, s, st)
-                            : wg_fwd_run<128>(out, lse, q, k, v, a, s, st);
+    return s.head_dim <= 64    ? wg_fwd_run<64>(out, lse, q, k, v, a, s, st)
+           : s.head_dim <= 128 ? wg_fwd_run<128>(out, lse, q, k, v, a, s, st)
+                               : wg_fwd_run<256>(out, lse, q, k, v, a, s, st);
 }
 
 cudaError_t tc_fwd_wgmma(ft_bf16 *out, float *lse, const uint16_t *q, const uint16_t *k,
                          const uint16_t *v, const TcArgs &a, ft_attn_shape s, cudaStream_t st)
 {
-    return s.head_dim <= 64 ? wg_fwd_run<64>(out, lse, q, k, v, a, s, st)
-                            : wg_fwd_run<128>(out, lse, q, k, v, a, s, st);
+    return s.head_dim <= 64    ? wg_fwd_run<64>(out, lse, q, k, v, a, s, st)
+           : s.head_dim <= 128 ? wg_fwd_run<128>(out, lse, q, k, v, a, s, st)
+                               : wg_fwd_run<256>(out, lse, q, k, v, a, s, st);
 }

@@ -164,6 +164,18 @@ __device__ __forceinline__ void ft_wgmma_pin(uint32_t (&a)[N][2])
         "+f"(d[(i) + 5]), "+f"(d[(i) + 6]), "+f"(d[(i) + 7])
 #define FT_WG_F32(d) FT_WG_F8(d, 0), FT_WG_F8(d, 8), FT_WG_F8(d, 16), FT_WG_F8(d, 24)
 #define FT_WG_F64(d) FT_WG_F32(d), FT_WG_F8(d, 32), FT_WG_F8(d, 40), FT_WG_F8(d, 48), FT_WG_F8(d, 56)
+#define FT_WG_F128(d)                                                                              \
+    FT_WG_F64(d), FT_WG_F8(d, 64), FT_WG_F8(d, 72), FT_WG_F8(d, 80), FT_WG_F8(d, 88),              \
+        FT_WG_F8(d, 96), FT_WG_F8(d, 104), FT_WG_F8(d, 112), FT_WG_F8(d, 120)
+#define FT_WG_D128                                                                                 \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
+    "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, " \
+    "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, " \
+    "%55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, " \
+    "%73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, " \
+    "%91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, " \
+    "%107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, " \
+    "%122, %123, %124, %125, %126, %127}"
 #define FT_WG_D32                                                                                  \
     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "  \
     "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
@@ -200,13 +212,14 @@ __device__ __forceinline__ void ft_wgmma_ss(float d[N / 2], uint64_t desc_a, uin
 #endif
 }
 
-/* D = A B + (scale_d ? D : 0), m64nNk16, A from this thread's four registers (the layout
- * above), B from shared memory, K-major (TRANS_B = 0) or MN-major (TRANS_B = 1). */
+/* D = A B + (scale_d ? D : 0), m64nNk16 (N = 64, 128 or 256), A from this thread's four
+ * registers (the layout above), B from shared memory, K-major (TRANS_B = 0) or MN-major
+ * (TRANS_B = 1). */
 template <int N, int TRANS_B>
 __device__ __forceinline__ void ft_wgmma_rs(float d[N / 2], const uint32_t a[4], uint64_t desc_b,
                                             int scale_d)
 {
-    static_assert(N == 64 || N == 128, "m64nNk16 with N = 64 or 128");
+    static_assert(N == 64 || N == 128 || N == 256, "m64nNk16 with N = 64, 128 or 256");
 #ifdef FT_CUDA_EMULATION
     cudaemu_wgmma_bf16(d, N, a, 0, desc_b, scale_d, TRANS_B, __FILE__, __LINE__);
 #elif FT_WGMMA_CODE
@@ -217,11 +230,18 @@ __device__ __forceinline__ void ft_wgmma_rs(float d[N / 2], const uint32_t a[4],
                      : FT_WG_F32(d)
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
                        "n"(TRANS_B));
-    else
+    else if constexpr (N == 128)
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " FT_WG_D64
                      ", {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
                      : FT_WG_F64(d)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
+                       "n"(TRANS_B));
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " FT_WG_D128
+                     ", {%128, %129, %130, %131}, %132, p, 1, 1, %134;\n}\n"
+                     : FT_WG_F128(d)
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
                        "n"(TRANS_B));
 #else

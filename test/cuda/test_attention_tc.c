@@ -156,6 +156,9 @@ static int fwd_keys(int hd)
     return 64;
 }
 
+/* Keys per tile of the wgmma forward (cuda_attention_wgmma.cu: WgFwdCfg). */
+static int wgmma_keys(int hd) { return hd > 128 ? 64 : 128; }
+
 /* Tile pairs ([q0, q0+bq) x [k0, k0+bk), clipped to seq) of one row holding a visible
  * pair, summed over `heads` heads of every row: what a kernel walking bq-query tiles
  * against bk-key tiles must compute. */
@@ -359,7 +362,7 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
         int dkdv_keys = layout != FT_TC_BWD_OWN ? 128 : hd > 128 ? 32 : 64; /* a block's */
         bool shared = layout == FT_TC_BWD_SHARED;
         unsigned long long want[3] = {needed_tiles(seg, batch, seq, heads, window, fwd_bq,
-                                                   wgmma ? 128 : fwd_keys(hd)),
+                                                   wgmma ? wgmma_keys(hd) : fwd_keys(hd)),
                                       needed_tiles(seg, batch, seq, heads, window, 64,
                                                    bwd_wgmma ? 128 : dkdv_keys),
                                       one_pass(hd) ? 0
@@ -385,8 +388,9 @@ static void check_case(ft_backend *cpu, int batch, int seq, int heads, int kv, i
     if (seg_kind != SEG_SCATTERED) {
         unsigned long long want[6], *got = ft_cuda_attention_tc_tiles;
         bool big = hd > 128, shared = layout == FT_TC_BWD_SHARED;
-        if (wgmma) { /* a warpgroup's 64 rows against 128 keys, counted by its 4 warps */
-            needed_warp_tiles(seg, batch, seq, heads, window, 64, 128, &want[0], &want[1]);
+        if (wgmma) { /* a warpgroup's 64 rows against a tile, counted by its 4 warps */
+            needed_warp_tiles(seg, batch, seq, heads, window, 64, wgmma_keys(hd), &want[0],
+                              &want[1]);
             want[0] *= 4, want[1] *= 4;
         } else {
             needed_warp_tiles(seg, batch, seq, heads, window, fwd_rows(hd), fwd_keys(hd),
@@ -501,7 +505,8 @@ static void check_dkdv_blocks(ft_backend *cpu)
  * FTMPI_TC_BWD_WGMMA=1, cuda_attention_wgmma_bwd.cu), where the device takes them (compute
  * capability 9.0: test_attention_tc_h100.sh runs these on the harness's H100 model;
  * elsewhere the switches must fall back to the mma.sync kernels): causal within one tile
- * and over several, the two head sizes and the features zero-filled under them (48, 80,
+ * and over several, head sizes 64, 128 and 256 (forward; the backward keeps mma.sync
+ * there) and the features zero-filled under them (48, 80,
  * 96), GQA (the backward's repeat bitwise with a window), packed, short, long and
  * scattered documents, windows, a length ending in the first warpgroup's rows, one token,
  * the sink key. */
@@ -525,8 +530,15 @@ static void check_wgmma(ft_backend *cpu)
     check_case(cpu, 1, 300, 2, 1, 128, SEG_NONE, 0);
     check_case(cpu, 1, 512, 2, 2, 64, SEG_NONE, 0);
     sink_key = false;
-    /* head_dim 256 keeps the mma.sync kernels, and so does the one-pass backward */
+    /* head_dim 256: the forward on wgmma with 64-key tiles, the backward on mma.sync;
+     * causal over several tiles, GQA, documents, a window, the sink key */
     check_case(cpu, 1, 99, 2, 1, 256, SEG_PACKED, 40);
+    check_case(cpu, 1, 200, 4, 2, 256, SEG_NONE, 0);
+    check_case(cpu, 1, 150, 2, 1, 192, SEG_LONG, 70);
+    sink_key = true;
+    check_case(cpu, 1, 160, 2, 2, 256, SEG_NONE, 0);
+    sink_key = false;
+    /* the one-pass backward keeps the mma.sync kernels */
     setenv("FTMPI_ATTENTION_NONDETERMINISTIC", "1", 1);
     check_case(cpu, 1, 130, 2, 1, 128, SEG_PACKED, 0);
     unsetenv("FTMPI_ATTENTION_NONDETERMINISTIC");
