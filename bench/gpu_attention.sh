@@ -118,6 +118,12 @@ for seq in 1024 4096 16384; do
         "$w128" "$k64" "$k128" "$w64"
 done
 echo "  (*: this device or build does not take the wgmma forward: the default ran)"
+# head_dim 256 (GPT-J: cuDNN does not take it, the own kernels always run)
+printf "own forward, hd 256, TF/s: %14s %10s\n" "default" "wgmma"
+for seq in 1024 4096 16384; do
+    set -- $seq $((16384 / seq))
+    printf "  seq %-6s %26s %10s\n" "$seq" "$(fwd_tflops 256 "$@" 8)" "$(wgmma_tflops fwd 256 "$@" 8)"
+done
 
 # The backward: two deterministic passes (the default) against the one-pass backward
 # that sums dQ with atomics (FTMPI_ATTENTION_NONDETERMINISTIC=1, as FlashAttention-2), each
