@@ -181,8 +181,8 @@ int ft_cuda_attention_tc_supported(ft_attn_shape s);
 enum { FT_TC_BWD_OWN, FT_TC_BWD_WIDE, FT_TC_BWD_SHARED };
 int ft_cuda_attention_tc_bwd_layout(ft_attn_shape s);
 /* Whether the tensor-core forward runs on Hopper's warpgroup MMA for this shape now
- * (cuda_attention_wgmma.cu): FTMPI_TC_FWD_WGMMA=1, head_dim <= 128, a compute capability
- * 9.0 device and a build with sm_90a code. */
+ * (cuda_attention_wgmma.cu): FTMPI_TC_FWD_WGMMA=1, a compute capability 9.0 device whose
+ * shared memory takes the block (head_dim up to 256) and a build with sm_90a code. */
 int ft_cuda_attention_tc_fwd_wgmma(ft_attn_shape s);
 /* Whether the tensor-core backward runs on it (cuda_attention_wgmma_bwd.cu):
  * FTMPI_TC_BWD_WGMMA=1, the deterministic two passes, head_dim <= 128, the same device
