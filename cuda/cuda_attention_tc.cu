@@ -96,18 +96,12 @@ __global__ void __launch_bounds__(TC_THREADS)
     uint16_t *Vs = Ks + 2 * BK * P; /* [2][BK][P] */
 
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const int nqt = (a.seq + BQ - 1) / BQ;
-    const int qt = nqt - 1 - (int)blockIdx.x; /* the longest rows first */
-    const int h = blockIdx.y, b = blockIdx.z, hk = h / a.group;
-    const int q0 = qt * BQ, qn = min(BQ, a.seq - q0);
-    const uint16_t *qb = q + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
-    const uint16_t *kb = k + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
-    const uint16_t *vb = v + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
-
     /* key tiles [first in the window, diagonal], those meeting the query tile's documents */
-    const int nkt = (q0 + qn - 1) / BK + 1;
-    const int2 qr = tc_segment_range(a, b, q0, qn);
-    int kt = tc_next_key_tile<BK>(a, b, qr, tc_first_key_tile(a, q0, BK) - 1, nkt);
+    const TcQueryBlock blk = tc_query_block<BQ, BK>(a);
+    const int h = blk.h, b = blk.b, q0 = blk.q0, qn = blk.qn, nkt = blk.nkt;
+    const int2 qr = blk.qr;
+    int kt = blk.kt;
+    const uint16_t *qb = q + blk.q_off, *kb = k + blk.kv_off, *vb = v + blk.kv_off;
     tc_stage<HDMAX, BQ>(Qs, qb, a.q_stride, q0, qn, a.hd);
     if (kt < nkt)
         tc_stage_kv<HDMAX, BK>(Ks, Vs, kb, vb, a, kt);
@@ -235,13 +229,7 @@ __global__ void __launch_bounds__(TC_THREADS)
         if (__any_sync(FT_FULL_MASK, moved)) {
 #pragma unroll
             for (int m = 0; m < MT; m++)
-#pragma unroll
-                for (int d = 0; d < DT; d++) {
-                    o[m][d][0] *= alpha[m][0];
-                    o[m][d][1] *= alpha[m][0];
-                    o[m][d][2] *= alpha[m][1];
-                    o[m][d][3] *= alpha[m][1];
-                }
+                tc_rescale_o<DT>(o[m], alpha[m]);
         } else {
             TC_COUNT_WARP(9);
         }

@@ -145,6 +145,17 @@ static inline size_t tc_seg_range_bytes(ft_attn_shape s)
     return (size_t)s.batch * tc_ngran(s) * sizeof(int2);
 }
 
+/* Whether the current device gives a block `smem` bytes of dynamic shared memory (its
+ * opt-in limit); false where the query fails. */
+static inline bool tc_device_smem_takes(size_t smem)
+{
+    int dev = 0, optin = 0;
+    return cudaGetDevice(&dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) ==
+               cudaSuccess &&
+           smem <= (size_t)optin;
+}
+
 /* Fills a.seg_range (a.segment non-NULL) before the kernels that read it (cuda_attention_tc.cu). */
 cudaError_t tc_seg_ranges(const TcArgs &a, int batch, cudaStream_t st);
 
@@ -248,6 +259,34 @@ __device__ __forceinline__ int tc_next_key_tile(const TcArgs &a, int b, int2 qr,
     while (kt < end && !tc_segments_meet(a, b, qr, kt * BK, min(BK, a.seq - kt * BK)))
         kt++;
     return kt;
+}
+
+/* Where a query-tile block (the forwards, the dQ passes) works: query tile [q0, q0 + qn)
+ * of BQ rows (the grid's x in reverse: the longest rows first), head h of batch row b and
+ * its KV head, the head's first element in the query-shaped tensors (q, dO, O, dQ) and in
+ * k and v, and its key tiles of BK keys: kt the first it visits (in the window, meeting
+ * its documents, range qr), nkt the one past the tile holding its last query. */
+struct TcQueryBlock {
+    int h, b, q0, qn, kt, nkt;
+    int2 qr;
+    size_t q_off, kv_off;
+};
+
+template <int BQ, int BK>
+__device__ __forceinline__ TcQueryBlock tc_query_block(const TcArgs &a)
+{
+    TcQueryBlock w;
+    const int nqt = (a.seq + BQ - 1) / BQ, qt = nqt - 1 - (int)blockIdx.x;
+    w.h = blockIdx.y;
+    w.b = blockIdx.z;
+    w.q0 = qt * BQ;
+    w.qn = min(BQ, a.seq - w.q0);
+    w.q_off = (size_t)w.b * a.seq * a.q_stride + (size_t)w.h * a.hd;
+    w.kv_off = (size_t)w.b * a.seq * a.kv_stride + (size_t)(w.h / a.group) * a.hd;
+    w.nkt = (w.q0 + w.qn - 1) / BK + 1;
+    w.qr = tc_segment_range(a, w.b, w.q0, w.qn);
+    w.kt = tc_next_key_tile<BK>(a, w.b, w.qr, tc_first_key_tile(a, w.q0, BK) - 1, w.nkt);
+    return w;
 }
 
 /* The dK/dV passes' walk over (query head of the GQA group gi, query tile qt of BQ
@@ -395,6 +434,20 @@ __device__ __forceinline__ bool tc_online_softmax(float s[NT][4], uint32_t pk[NT
     return moved;
 }
 
+/* O *= alpha (tc_online_softmax's factors), row by row: o[d][0..1] are row g's, o[d][2..3]
+ * row g + 8's. */
+template <int DT>
+__device__ __forceinline__ void tc_rescale_o(float o[DT][4], const float alpha[2])
+{
+#pragma unroll
+    for (int d = 0; d < DT; d++) {
+        o[d][0] *= alpha[0];
+        o[d][1] *= alpha[0];
+        o[d][2] *= alpha[1];
+        o[d][3] *= alpha[1];
+    }
+}
+
 /* P (fp32, left in s by tc_online_softmax without PACK) to bf16 pairs. */
 template <int NT>
 __device__ __forceinline__ void tc_pack_p(const float s[NT][4], uint32_t pk[NT][2])
@@ -404,6 +457,23 @@ __device__ __forceinline__ void tc_pack_p(const float s[NT][4], uint32_t pk[NT][
         pk[n][0] = tc_pack_bf16(s[n][0], s[n][1]);
         pk[n][1] = tc_pack_bf16(s[n][2], s[n][3]);
     }
+}
+
+/* The softmax's backward for one score of a tile: p = 2^(s c - lse) (lse in base 2, as
+ * the forward's scale folded into the exponent), and dS = p (dP - D), D the query row's
+ * sum of dO * O. On a tile that needs the mask (masked), p = 0 where hidden() says the
+ * pair is not visible; it is asked there only, after the exponent. Returns p; ds
+ * receives dS. */
+template <typename Hidden>
+__device__ __forceinline__ float tc_softmax_grad(float s, float dp, float lse2, float D,
+                                                 float scale_log2, bool masked, Hidden hidden,
+                                                 float &ds)
+{
+    float p = tc_exp2(fmaf(s, scale_log2, -lse2));
+    if (masked && hidden())
+        p = 0.0f;
+    ds = p * (dp - D);
+    return p;
 }
 
 /* The forward's epilogue for one m-tile (rows row0 + g, row0 + g + 8; DT 8-feature groups

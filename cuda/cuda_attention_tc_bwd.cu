@@ -152,15 +152,10 @@ static int tc_bwd_layout(ft_attn_shape s)
         return FT_TC_BWD_OWN;
     const char *l = getenv("FTMPI_TC_BWD_LAYOUT"), *k = getenv("FTMPI_TC_BWD_KEYS");
     if (l && strcmp(l, "shared") == 0) {
-        int dev = 0, optin = 0;
-        size_t need = s.head_dim <= 64 ? TcBwdCfg<64, 8>::smem_shared
-                                       : TcBwdCfg<128, 8>::smem_shared;
-        if (cudaGetDevice(&dev) == cudaSuccess &&
-            cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) ==
-                cudaSuccess &&
-            need <= (size_t)optin)
-            return FT_TC_BWD_SHARED;
-        return FT_TC_BWD_WIDE;
+        return tc_device_smem_takes(s.head_dim <= 64 ? TcBwdCfg<64, 8>::smem_shared
+                                                     : TcBwdCfg<128, 8>::smem_shared)
+                   ? FT_TC_BWD_SHARED
+                   : FT_TC_BWD_WIDE;
     }
     return k && strcmp(k, "128") == 0 ? FT_TC_BWD_WIDE : FT_TC_BWD_OWN;
 }

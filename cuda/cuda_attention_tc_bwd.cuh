@@ -185,6 +185,20 @@ __device__ __forceinline__ void tc_dq_atomic(float *dq_acc, const uint16_t *dsT,
     }
 }
 
+/* The dK/dV passes' per-query statistics of query rows [q0, q0 + qn) (row: the head's
+ * first row in lse and D) into BQ shared entries each, zeros past qn: lse in base 2, as
+ * the scores' exponent takes it, and D. Plain loads by the block's THREADS threads, read
+ * after the next barrier. */
+template <int BQ, int THREADS>
+__device__ __forceinline__ void tc_stage_query_stats(float *lse_s, float *D_s, const float *lse,
+                                                     const float *Dv, size_t row, int q0, int qn)
+{
+    for (int i = threadIdx.x; i < BQ; i += THREADS) {
+        lse_s[i] = i < qn ? lse[row + q0 + i] * TC_LOG2E : 0.0f;
+        D_s[i] = i < qn ? Dv[row + q0 + i] : 0.0f;
+    }
+}
+
 /* Stores a warp's accumulator tiles acc[m][d] times scale, rounded once to dst's storage:
  * m-tile m's rows row0 + 16 m + g and + 8, 8-feature group d's columns f0 + 8 d + 2 t and
  * + 1, of the head's rows dst (stride elements apart); rows past the sequence and

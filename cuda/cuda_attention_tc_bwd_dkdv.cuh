@@ -83,10 +83,8 @@ __global__ void __launch_bounds__(WARPS * 32)
         tc_stage<HDMAX, TC_BQ, THREADS>(Qs + buf * TC_BQ * P, q + tok, a.q_stride, q0, qn, a.hd);
         tc_stage<HDMAX, TC_BQ, THREADS>(dOs + buf * TC_BQ * P, dout + tok, a.q_stride, q0, qn,
                                         a.hd);
-        for (int i = threadIdx.x; i < TC_BQ; i += THREADS) {
-            lse_s[buf * TC_BQ + i] = i < qn ? lse[row + q0 + i] * TC_LOG2E : 0.0f;
-            D_s[buf * TC_BQ + i] = i < qn ? Dv[row + q0 + i] : 0.0f;
-        }
+        tc_stage_query_stats<TC_BQ, THREADS>(lse_s + buf * TC_BQ, D_s + buf * TC_BQ, lse, Dv, row,
+                                             q0, qn);
     };
     int gi = 0, qt = k0 / TC_BQ - 1;
     bool have = next_pair(gi, qt);
@@ -153,15 +151,12 @@ __global__ void __launch_bounds__(WARPS * 32)
                         tc_bwd_st_held<HDMAX>(p, ds, ka, va, Qt, dOt, n, lane);
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    int qi = n * 8 + 2 * t + (e & 1);
-                    float pe = tc_exp2(fmaf(p[n][e], a.scale_log2, -lse_t[qi]));
-                    if (masked) {
-                        int qc = q0 + qi, key = e < 2 ? kr0 : kr1;
-                        if (!tc_visible(a, b, qc, key, tc_segment(a, b, qc)))
-                            pe = 0.0f;
-                    }
-                    p[n][e] = pe;
-                    ds[n][e] = pe * (ds[n][e] - D_t[qi]);
+                    const int qi = n * 8 + 2 * t + (e & 1), qc = q0 + qi;
+                    auto hidden = [&] {
+                        return !tc_visible(a, b, qc, e < 2 ? kr0 : kr1, tc_segment(a, b, qc));
+                    };
+                    p[n][e] = tc_softmax_grad(p[n][e], ds[n][e], lse_t[qi], D_t[qi], a.scale_log2,
+                                              masked, hidden, ds[n][e]);
                 }
                 /* rounded to bf16 pairs at once: the fp32 values die here */
                 pk[n][0] = tc_pack_bf16(p[n][0], p[n][1]);

@@ -27,17 +27,13 @@ __global__ void __launch_bounds__(SHARED ? 256 : TC_THREADS)
     uint16_t *dSs = Vs + STAGES * TC_BK * P; /* SHARED: [BQ][TC_SH_PITCH] */
 
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-    const int nqt = (a.seq + BQ - 1) / BQ;
-    const int qt = nqt - 1 - (int)blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    const int hk = h / a.group, q0 = qt * BQ, qn = min(BQ, a.seq - q0);
-    const uint16_t *qb = q + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
-    const uint16_t *ob = dout + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
-    const uint16_t *kb = k + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
-    const uint16_t *vb = v + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
     /* key tiles [first in the window, diagonal], those meeting the query tile's documents */
-    const int nkt = (q0 + qn - 1) / TC_BK + 1;
-    const int2 qr = tc_segment_range(a, b, q0, qn);
-    int kt = tc_next_key_tile<TC_BK>(a, b, qr, tc_first_key_tile(a, q0, TC_BK) - 1, nkt);
+    const TcQueryBlock blk = tc_query_block<BQ, TC_BK>(a);
+    const int h = blk.h, b = blk.b, q0 = blk.q0, qn = blk.qn, nkt = blk.nkt;
+    const int2 qr = blk.qr;
+    int kt = blk.kt;
+    const uint16_t *qb = q + blk.q_off, *ob = dout + blk.q_off;
+    const uint16_t *kb = k + blk.kv_off, *vb = v + blk.kv_off;
     tc_stage<HDMAX, BQ, THREADS>(Qs, qb, a.q_stride, q0, qn, a.hd);
     tc_stage<HDMAX, BQ, THREADS>(dOs, ob, a.q_stride, q0, qn, a.hd);
     if (STAGES == 2 && kt < nkt)
@@ -141,14 +137,13 @@ __global__ void __launch_bounds__(SHARED ? 256 : TC_THREADS)
                     tc_bwd_st_held<HDMAX>(p, ds, qa, oa, Kt, Vt, n, lane);
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                float pe = tc_exp2(fmaf(p[n][e], a.scale_log2, -(e < 2 ? lse0 : lse1)));
-                if (masked) {
-                    int col = k0 + n * 8 + 2 * t + (e & 1);
-                    if (!(e < 2 ? tc_visible(a, b, r0, col, seg0) : tc_visible(a, b, r1, col, seg1)))
-                        pe = 0.0f;
-                }
-                p[n][e] = pe;
-                ds[n][e] = pe * (ds[n][e] - (e < 2 ? D0 : D1));
+                auto hidden = [&] {
+                    const int col = k0 + n * 8 + 2 * t + (e & 1);
+                    return !(e < 2 ? tc_visible(a, b, r0, col, seg0)
+                                   : tc_visible(a, b, r1, col, seg1));
+                };
+                p[n][e] = tc_softmax_grad(p[n][e], ds[n][e], e < 2 ? lse0 : lse1,
+                                          e < 2 ? D0 : D1, a.scale_log2, masked, hidden, ds[n][e]);
             }
             dsk[n][0] = tc_pack_bf16(ds[n][0], ds[n][1]);
             dsk[n][1] = tc_pack_bf16(ds[n][2], ds[n][3]);

@@ -79,17 +79,11 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     const uint32_t k_addr = q_addr + C::Q_BYTES, v_addr = k_addr + 2 * C::KV_BYTES;
 
     const int warp = threadIdx.x / 32, wg = warp / 4;
-    const int nqt = (a.seq + BQ - 1) / BQ;
-    const int qt = nqt - 1 - (int)blockIdx.x; /* the longest rows first */
-    const int h = blockIdx.y, b = blockIdx.z, hk = h / a.group;
-    const int q0 = qt * BQ, qn = min(BQ, a.seq - q0);
-    const uint16_t *qb = q + (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
-    const uint16_t *kb = k + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
-    const uint16_t *vb = v + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
-
-    const int nkt = (q0 + qn - 1) / BK + 1;
-    const int2 qr = tc_segment_range(a, b, q0, qn);
-    int kt = tc_next_key_tile<BK>(a, b, qr, tc_first_key_tile(a, q0, BK) - 1, nkt);
+    const TcQueryBlock blk = tc_query_block<BQ, BK>(a);
+    const int h = blk.h, b = blk.b, q0 = blk.q0, qn = blk.qn, nkt = blk.nkt;
+    const int2 qr = blk.qr;
+    int kt = blk.kt;
+    const uint16_t *qb = q + blk.q_off, *kb = k + blk.kv_off, *vb = v + blk.kv_off;
     wg_stage<HDMAX, BQ>(Qs, qb, a.q_stride, q0, qn, a.hd);
     { /* the first tile; none (all zeros: see the last P V below) if no tile is visited */
         const int k0 = kt < nkt ? kt * BK : 0, kn = kt < nkt ? min(BK, a.seq - k0) : 0;
@@ -172,13 +166,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
         ft_wgmma_pin(o);
         ft_wgmma_pin(pk);
         if (__any_sync(FT_FULL_MASK, moved)) {
-#pragma unroll
-            for (int d = 0; d < DT; d++) {
-                o[d][0] *= alpha[0];
-                o[d][1] *= alpha[0];
-                o[d][2] *= alpha[1];
-                o[d][3] *= alpha[1];
-            }
+            tc_rescale_o<DT>(o, alpha);
         } else if (cls != TC_SKIP) {
             TC_COUNT_WARP(9);
         }

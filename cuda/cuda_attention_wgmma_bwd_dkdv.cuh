@@ -77,10 +77,8 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
         const size_t row = ((size_t)b * heads + h) * a.seq;
         wg_stage<HDMAX, BQ>(Qs + buf * Q_BYTES, q + tok, a.q_stride, q0, qn, a.hd);
         wg_stage<HDMAX, BQ>(dOs + buf * Q_BYTES, dout + tok, a.q_stride, q0, qn, a.hd);
-        for (int i = threadIdx.x; i < BQ; i += WG_THREADS) {
-            lse_s[buf * BQ + i] = i < qn ? lse[row + q0 + i] * TC_LOG2E : 0.0f;
-            D_s[buf * BQ + i] = i < qn ? Dv[row + q0 + i] : 0.0f;
-        }
+        tc_stage_query_stats<BQ, WG_THREADS>(lse_s + buf * BQ, D_s + buf * BQ, lse, Dv, row, q0,
+                                             qn);
     };
     int gi = 0, qt = k0 / BQ - 1;
     bool have = next_pair(gi, qt);
@@ -155,18 +153,15 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
         ft_wgmma_pin(st);
         ft_wgmma_pin(dpt);
 
-        /* p = 2^(s c - lse) (0 where not visible), ds = p (dp - D), element e of 8-query
-         * group n: this lane's key g (e < 2) or g + 8, query 8n + 2t + (e & 1) */
+        /* p and dS of element e of 8-query group n: this lane's key g (e < 2) or g + 8,
+         * query 8n + 2t + (e & 1) */
         auto grads_of = [&](int n, int e, float &p, float &ds) {
-            const int qi = n * 8 + 2 * t + (e & 1);
-            float pe = tc_exp2(fmaf(st[n][e], a.scale_log2, -lse_t[qi]));
-            if (masked) {
-                const int qc = q0 + qi, key = e < 2 ? key0 : key1;
-                if (!tc_visible(a, b, qc, key, tc_segment(a, b, qc)))
-                    pe = 0.0f;
-            }
-            p = pe;
-            ds = pe * (dpt[n][e] - D_t[qi]);
+            const int qi = n * 8 + 2 * t + (e & 1), qc = q0 + qi;
+            auto hidden = [&] {
+                return !tc_visible(a, b, qc, e < 2 ? key0 : key1, tc_segment(a, b, qc));
+            };
+            p = tc_softmax_grad(st[n][e], dpt[n][e], lse_t[qi], D_t[qi], a.scale_log2, masked,
+                                hidden, ds);
         };
         if constexpr (OVERLAP) { /* in fp32 while the products run, packed once they end */
             if (cls != TC_SKIP)

@@ -26,15 +26,12 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
 
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, wg = warp / 4;
     const int g = lane / 4, t = lane % 4;
-    const int nqt = (a.seq + BQ - 1) / BQ;
-    const int qt = nqt - 1 - (int)blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    const int hk = h / a.group, q0 = qt * BQ, qn = min(BQ, a.seq - q0);
-    const size_t tok = (size_t)b * a.seq * a.q_stride + (size_t)h * a.hd;
-    const uint16_t *kb = k + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
-    const uint16_t *vb = v + (size_t)b * a.seq * a.kv_stride + (size_t)hk * a.hd;
-    const int nkt = (q0 + qn - 1) / BK + 1;
-    const int2 qr = tc_segment_range(a, b, q0, qn);
-    int kt = tc_next_key_tile<BK>(a, b, qr, tc_first_key_tile(a, q0, BK) - 1, nkt);
+    const TcQueryBlock blk = tc_query_block<BQ, BK>(a);
+    const int h = blk.h, b = blk.b, q0 = blk.q0, qn = blk.qn, nkt = blk.nkt;
+    const int2 qr = blk.qr;
+    int kt = blk.kt;
+    const size_t tok = blk.q_off;
+    const uint16_t *kb = k + blk.kv_off, *vb = v + blk.kv_off;
     wg_stage<HDMAX, BQ>(Qs, q + tok, a.q_stride, q0, qn, a.hd);
     wg_stage<HDMAX, BQ>(dOs, dout + tok, a.q_stride, q0, qn, a.hd);
     { /* the first tile; none (all zeros: see the last dQ product below) if none is visited */
@@ -124,14 +121,13 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             for (int n = 0; n < NK; n++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    float pe = tc_exp2(fmaf(s[n][e], a.scale_log2, -(e < 2 ? lse0 : lse1)));
-                    if (masked) {
+                    auto hidden = [&] {
                         const int col = k0 + n * 8 + 2 * t + (e & 1);
-                        if (!(e < 2 ? tc_visible(a, b, r0, col, seg0)
-                                    : tc_visible(a, b, r1, col, seg1)))
-                            pe = 0.0f;
-                    }
-                    s[n][e] = pe * (dp[n][e] - (e < 2 ? D0 : D1));
+                        return !(e < 2 ? tc_visible(a, b, r0, col, seg0)
+                                       : tc_visible(a, b, r1, col, seg1));
+                    };
+                    tc_softmax_grad(s[n][e], dp[n][e], e < 2 ? lse0 : lse1, e < 2 ? D0 : D1,
+                                    a.scale_log2, masked, hidden, s[n][e]);
                 }
         }
         ft_wgmma_wait<0>(); /* dQ and dsk were the pending product's until now */
