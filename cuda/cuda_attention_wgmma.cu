@@ -229,6 +229,15 @@ extern "C" int ft_cuda_attention_tc_fwd_wgmma(ft_attn_shape s)
                                                : WgFwdCfg<256>::smem);
 }
 
+extern "C" int ft_cuda_attention_wgmma_built(void)
+{
+#if defined(FT_CUDA_EMULATION) || defined(FT_CUDA_SM90A)
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 cudaError_t tc_fwd_wgmma(float *out, float *lse, const uint16_t *q, const uint16_t *k,
                          const uint16_t *v, const TcArgs &a, ft_attn_shape s, cudaStream_t st)
 {

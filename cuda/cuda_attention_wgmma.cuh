@@ -68,16 +68,11 @@ __device__ __forceinline__ uint8_t *wg_smem_aligned(uint8_t *raw, uint32_t *addr
  * block's shared memory within the device's opt-in limit. */
 static inline bool wg_device_takes(size_t smem)
 {
-#if defined(FT_CUDA_EMULATION) || defined(FT_CUDA_SM90A)
     int dev = 0, major = 0;
-    return cudaGetDevice(&dev) == cudaSuccess &&
+    return ft_cuda_attention_wgmma_built() && cudaGetDevice(&dev) == cudaSuccess &&
            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) ==
                cudaSuccess &&
            major == 9 && tc_device_smem_takes(smem);
-#else
-    (void)smem;
-    return false;
-#endif
 }
 
 #endif

@@ -188,6 +188,9 @@ int ft_cuda_attention_tc_fwd_wgmma(ft_attn_shape s);
  * FTMPI_TC_BWD_WGMMA=1, the deterministic two passes, head_dim <= 128, the same device
  * and build. */
 int ft_cuda_attention_tc_bwd_wgmma(ft_attn_shape s);
+/* Whether this build has the wgmma kernels at all (sm_90a code in NVCC_ARCH, or the
+ * harness): without, the two switches above always fall back. */
+int ft_cuda_attention_wgmma_built(void);
 #ifdef FT_CUDA_EMULATION
 /* Harness only: tile pairs the tensor-core kernels computed, per block (forward, dK/dV,
  * dQ: 0-2) and per warp, with the ones on which a warp evaluated the mask per element

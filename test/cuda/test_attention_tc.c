@@ -670,6 +670,9 @@ int main(void)
     } else if (!shared_only) { /* a Hopper GPU: the wgmma kernels' cases too */
         check_wgmma(cpu);
         printf("wgmma forward in %d cases, backward in %d\n", wgmma_forwards, wgmma_backwards);
+        if (!ft_cuda_attention_wgmma_built())
+            printf("note: this build has no sm_90a code (configure's NVCC_ARCH): the wgmma "
+                   "kernels are not in it and their cases ran on mma.sync\n");
     }
     /* the dK/dV pass's other blocks (the GPU tuning switches of cuda_attention_tc_bwd.cu):
      * 128 keys of 16-key warps, and the shared layout (FlashAttention-2's warp split, P^T

@@ -16,6 +16,8 @@
 #  - gpu_quick's shared budget: with a GPU (a stand-in nvidia-smi) and a budget too
 #    small for any step, each step says it was skipped, within the budget, and nothing
 #    runs;
+#  - gpu_quick on a Hopper stand-in says first whether the build has sm_90a code (the
+#    wgmma kernels), and says nothing of it on another device;
 #  - gpu_env.sh puts a libcudnn.so.9's directory first in LD_LIBRARY_PATH, and leaves
 #    it alone when asked.
 . "$(dirname "$0")/../train/lib.sh"
@@ -85,6 +87,24 @@ out=$(PATH="$PWD/gpu:$PATH" GPU_QUICK_BUDGET=3 GPU_QUICK_STEPS="attention_profil
 [ "$(echo "$out" | grep -c 'SKIPPED')" -eq 1 ] &&
     echo "$out" | grep -q "attention_profile_wgmma: SKIPPED" ||
     { echo "$out"; fail "gpu_quick: GPU_QUICK_STEPS=attention_profile_wgmma did not reach that step alone"; }
+
+# gpu_quick on a Hopper (compute capability 9.0): it says first whether the build has the
+# sm_90a code the wgmma kernels need (configure puts FT_CUDA_SM90A in the build's Makefile)
+mkdir -p hopper b90 b90a
+printf '#!/bin/sh\ncase "$*" in *compute_cap*) echo "9.0";; *query*) echo "H100 stand-in, 580";; *) echo "GPU 0: H100 stand-in";; esac\n' \
+    > hopper/nvidia-smi
+chmod +x hopper/nvidia-smi
+echo "NVCC_ARCH_DEFS = " > b90/Makefile
+echo "NVCC_ARCH_DEFS = -DFT_CUDA_SM90A" > b90a/Makefile
+out=$(PATH="$PWD/hopper:$PATH" GPU_QUICK_BUDGET=3 FTMPI_BUILD="$PWD/b90" sh "$S/bench/gpu_quick.sh" "$PWD/logs" 2>&1)
+echo "$out" | grep -q "WARNING: the build in $PWD/b90 has no sm_90a code" ||
+    { echo "$out"; fail "gpu_quick: no warning for a Hopper build without sm_90a code"; }
+out=$(PATH="$PWD/hopper:$PATH" GPU_QUICK_BUDGET=3 FTMPI_BUILD="$PWD/b90a" sh "$S/bench/gpu_quick.sh" "$PWD/logs" 2>&1)
+echo "$out" | grep -q "WARNING" && { echo "$out"; fail "gpu_quick: warned about a build with sm_90a code"; }
+echo "$out" | grep -qx "gpu_quick: the build has sm_90a code: the wgmma kernels are in it" ||
+    { echo "$out"; fail "gpu_quick: did not say that the build has sm_90a code"; }
+out=$(PATH="$PWD/gpu:$PATH" GPU_QUICK_BUDGET=3 FTMPI_BUILD="$PWD/b90" sh "$S/bench/gpu_quick.sh" "$PWD/logs" 2>&1)
+echo "$out" | grep -q "sm_90a" && { echo "$out"; fail "gpu_quick: spoke of sm_90a on a device that is not a Hopper"; }
 
 # gpu_timeline.py: four steps of ten 100 us kernels 5 us apart (two of them overlapping on
 # a second stream), a copy, a 50 us host wait, three AdamW launches 2 us apart; 20 us
