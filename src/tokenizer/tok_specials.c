@@ -25,6 +25,16 @@ static int32_t trie_new_node(tok_trie *trie, uint8_t byte)
     return (int32_t)trie->n++;
 }
 
+/* The child of node `at` reached by byte b, or -1 (a node's children are the list that
+ * starts at `child` and goes on through `sibling`). */
+static int32_t trie_child(const tok_trie *trie, int32_t at, uint8_t b)
+{
+    int32_t c = trie->nodes[at].child;
+    while (c >= 0 && trie->nodes[c].byte != b)
+        c = trie->nodes[c].sibling;
+    return c;
+}
+
 int tok_trie_add(tok_trie *trie, const char *s, size_t n, int32_t added_index)
 {
     if (n == 0)
@@ -34,9 +44,7 @@ int tok_trie_add(tok_trie *trie, const char *s, size_t n, int32_t added_index)
     int32_t at = 0;
     for (size_t i = 0; i < n; i++) {
         uint8_t b = (uint8_t)s[i];
-        int32_t c = trie->nodes[at].child;
-        while (c >= 0 && trie->nodes[c].byte != b)
-            c = trie->nodes[c].sibling;
+        int32_t c = trie_child(trie, at, b);
         if (c < 0) {
             c = trie_new_node(trie, b);
             if (c < 0)
@@ -64,10 +72,7 @@ static int32_t longest_at(const tok_trie *trie, const char *s, size_t n, size_t 
     int32_t best = -1;
     int32_t at = 0;
     for (size_t i = 0; i < n; i++) {
-        uint8_t b = (uint8_t)s[i];
-        int32_t c = trie->nodes[at].child;
-        while (c >= 0 && trie->nodes[c].byte != b)
-            c = trie->nodes[c].sibling;
+        int32_t c = trie_child(trie, at, (uint8_t)s[i]);
         if (c < 0)
             break;
         at = c;
