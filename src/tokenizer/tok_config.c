@@ -58,6 +58,27 @@ static int get_literal_pattern(const ft_tokenizer *t, json_t *obj, const char *w
     return 0;
 }
 
+/* Parses one normalizer, pre-tokenizer or decoder found at path `where`. */
+typedef int (*component_parser)(ft_tokenizer *t, json_t *c, const char *where, ft_error *err);
+
+/* A "Sequence" component of any of the three sections: the elements of its array `member`
+ * ("normalizers", "pretokenizers", "decoders"), each parsed in order by `parse` at the path
+ * where.member[i]. */
+static int parse_sequence(ft_tokenizer *t, json_t *seq, const char *member, const char *where,
+                          component_parser parse, ft_error *err)
+{
+    json_t *list = json_object_get(seq, member);
+    if (!json_is_array(list))
+        return ft_fail(err, "%s: %s.%s: expected an array", t->name, where, member);
+    char sub[256];
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        snprintf(sub, sizeof sub, "%s.%s[%zu]", where, member, i);
+        if (parse(t, json_array_get(list, i), sub, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------ normalizer */
 
 static int add_norm(ft_tokenizer *t, tok_norm_step st, ft_error *err)
@@ -80,18 +101,8 @@ static int parse_normalizer(ft_tokenizer *t, json_t *n, const char *where, ft_er
     const char *type = type_of(n);
     if (!json_is_object(n) || !type)
         return ft_fail(err, "%s: %s: expected null or an object with a \"type\"", t->name, where);
-    char sub[256];
-    if (strcmp(type, "Sequence") == 0) {
-        json_t *list = json_object_get(n, "normalizers");
-        if (!json_is_array(list))
-            return ft_fail(err, "%s: %s.normalizers: expected an array", t->name, where);
-        for (size_t i = 0; i < json_array_size(list); i++) {
-            snprintf(sub, sizeof sub, "%s.normalizers[%zu]", where, i);
-            if (parse_normalizer(t, json_array_get(list, i), sub, err) < 0)
-                return -1;
-        }
-        return 0;
-    }
+    if (strcmp(type, "Sequence") == 0)
+        return parse_sequence(t, n, "normalizers", where, parse_normalizer, err);
     tok_norm_step st = {0};
     const char *s, *c;
     size_t sn, cn;
@@ -162,18 +173,8 @@ static int parse_pre_tokenizer(ft_tokenizer *t, json_t *p, const char *where, ft
     const char *type = type_of(p);
     if (!json_is_object(p) || !type)
         return ft_fail(err, "%s: %s: expected null or an object with a \"type\"", t->name, where);
-    char sub[256];
-    if (strcmp(type, "Sequence") == 0) {
-        json_t *list = json_object_get(p, "pretokenizers");
-        if (!json_is_array(list))
-            return ft_fail(err, "%s: %s.pretokenizers: expected an array", t->name, where);
-        for (size_t i = 0; i < json_array_size(list); i++) {
-            snprintf(sub, sizeof sub, "%s.pretokenizers[%zu]", where, i);
-            if (parse_pre_tokenizer(t, json_array_get(list, i), sub, err) < 0)
-                return -1;
-        }
-        return 0;
-    }
+    if (strcmp(type, "Sequence") == 0)
+        return parse_sequence(t, p, "pretokenizers", where, parse_pre_tokenizer, err);
     if (strcmp(type, "Split") == 0) {
         if (t->byte_level)
             return ft_fail(err, "%s: %s: a Split after ByteLevel is not supported", t->name, where);
@@ -297,18 +298,9 @@ static int parse_decoder(ft_tokenizer *t, json_t *d, const char *where, ft_error
     const char *type = type_of(d);
     if (!json_is_object(d) || !type)
         return ft_fail(err, "%s: %s: expected null or an object with a \"type\"", t->name, where);
-    char sub[256];
     tok_dec_step st = {0};
     if (strcmp(type, "Sequence") == 0) {
-        json_t *list = json_object_get(d, "decoders");
-        if (!json_is_array(list))
-            return ft_fail(err, "%s: %s.decoders: expected an array", t->name, where);
-        for (size_t i = 0; i < json_array_size(list); i++) {
-            snprintf(sub, sizeof sub, "%s.decoders[%zu]", where, i);
-            if (parse_decoder(t, json_array_get(list, i), sub, err) < 0)
-                return -1;
-        }
-        return 0;
+        return parse_sequence(t, d, "decoders", where, parse_decoder, err);
     } else if (strcmp(type, "ByteLevel") == 0) {
         st.kind = TOK_DEC_BYTE_LEVEL;
     } else if (strcmp(type, "ByteFallback") == 0) {
