@@ -227,6 +227,34 @@ static void mask_tile(float *s, size_t i_stride, size_t j_stride, const attn_geo
     }
 }
 
+/* A key tile as a query block sees it: its kn keys' rows of K and V. */
+typedef struct key_tile {
+    int kn;
+    const float *k, *v;
+} key_tile;
+
+/* Key tile kb for query block [q0, q0 + qn) of batch b (segment range qr, scaled Q^T in
+ * sc->qt) and its kv head kvh. False when no query of the block can see any key of the
+ * tile, which is then skipped; else *kt, and in sc->s the masked scores
+ * S^T [kn x T_] = K (scale Q)^T. The forward and the dQ pass both walk a query block's
+ * key tiles in this layout, and differ only after the scores. */
+static bool key_tile_scores_t(const ft_attn_tile_kernels *K, attn_scratch *sc, const attn_geom *g,
+                              const float *k, const float *v, int b, int kvh, int q0, int qn,
+                              seg_range qr, int kb, key_tile *kt)
+{
+    int k0 = kb * T_, kn = tile_len(g, k0);
+    seg_range kr = segment_range(g, b, k0, kn);
+    if (!segments_may_meet(g, qr, kr) || !window_may_meet(g, q0, k0, kn))
+        return false;
+    kt->kn = kn;
+    kt->k = k + row_offset(g, g->kv_stride, b, k0, kvh);
+    kt->v = v + row_offset(g, g->kv_stride, b, k0, kvh);
+    memset(sc->s, 0, sizeof(float) * T_ * T_);
+    K->gemm_acc(sc->s, T_, kt->k, g->kv_stride, 1, sc->qt, T_, kn, T_, g->hd);
+    mask_tile(sc->s, 1, T_, g, b, q0, qn, qr, k0, kn, kr);
+    return true;
+}
+
 static void fwd_query_block(const ft_attn_tile_kernels *K, attn_scratch *sc, const attn_geom *g,
                             float *out, float *lse, const float *q, const float *k,
                             const float *v, int b, int h, int qb)
@@ -241,19 +269,12 @@ static void fwd_query_block(const ft_attn_tile_kernels *K, attn_scratch *sc, con
 
     int end_kb = ft_mask_end_key_tile(q0, qn, T_);
     for (int kb = 0; kb < end_kb; kb++) {
-        int k0 = kb * T_, kn = tile_len(g, k0);
-        seg_range kr = segment_range(g, b, k0, kn);
-        if (!segments_may_meet(g, qr, kr) || !window_may_meet(g, q0, k0, kn))
+        key_tile kt;
+        if (!key_tile_scores_t(K, sc, g, k, v, b, kvh, q0, qn, qr, kb, &kt))
             continue;
-        const float *kr0 = k + row_offset(g, g->kv_stride, b, k0, kvh);
-        const float *vr0 = v + row_offset(g, g->kv_stride, b, k0, kvh);
-        /* S^T [kn x T_] = K (scale Q)^T */
-        memset(sc->s, 0, sizeof(float) * T_ * T_);
-        K->gemm_acc(sc->s, T_, kr0, g->kv_stride, 1, sc->qt, T_, kn, T_, hd);
-        mask_tile(sc->s, 1, T_, g, b, q0, qn, qr, k0, kn, kr);
-        K->online_softmax_t(sc->s, kn, sc->m, sc->l, sc->acc, hd);
+        K->online_softmax_t(sc->s, kt.kn, sc->m, sc->l, sc->acc, hd);
         /* acc [T_ x hd] += P V, P(i, j) = S^T[j][i] */
-        K->gemm_acc(sc->acc, hd, sc->s, 1, T_, vr0, g->kv_stride, T_, hd, kn);
+        K->gemm_acc(sc->acc, hd, sc->s, 1, T_, kt.v, g->kv_stride, T_, hd, kt.kn);
     }
 
     float *lse_row = lse + ((size_t)b * g->n_heads + h) * g->seq + q0;
@@ -366,23 +387,16 @@ static void bwd_query_block(const ft_attn_tile_kernels *K, attn_scratch *sc, con
     memset(sc->acc, 0, (size_t)T_ * hd * sizeof(float));
     int end_kb = ft_mask_end_key_tile(q0, qn, T_);
     for (int kb = 0; kb < end_kb; kb++) {
-        int k0 = kb * T_, kn = tile_len(g, k0);
-        seg_range kr = segment_range(g, b, k0, kn);
-        if (!segments_may_meet(g, qr, kr) || !window_may_meet(g, q0, k0, kn))
+        key_tile kt;
+        if (!key_tile_scores_t(K, sc, g, k, v, b, kvh, q0, qn, qr, kb, &kt))
             continue;
-        const float *kr0 = k + row_offset(g, g->kv_stride, b, k0, kvh);
-        const float *vr0 = v + row_offset(g, g->kv_stride, b, k0, kvh);
-        /* S^T [kn x T_] = K (scale Q)^T -> P^T */
-        memset(sc->s, 0, sizeof(float) * T_ * T_);
-        K->gemm_acc(sc->s, T_, kr0, g->kv_stride, 1, sc->qt, T_, kn, T_, hd);
-        mask_tile(sc->s, 1, T_, g, b, q0, qn, qr, k0, kn, kr);
-        K->probs_cols(sc->s, kn, sc->lse_eff);
+        K->probs_cols(sc->s, kt.kn, sc->lse_eff); /* S^T -> P^T */
         /* dP^T [kn x T_] = V dO^T -> dS^T */
         memset(sc->dp, 0, sizeof(float) * T_ * T_);
-        K->gemm_acc(sc->dp, T_, vr0, g->kv_stride, 1, sc->dot, T_, kn, T_, hd);
-        K->dscores_cols(sc->dp, sc->s, kn, sc->D);
+        K->gemm_acc(sc->dp, T_, kt.v, g->kv_stride, 1, sc->dot, T_, kt.kn, T_, hd);
+        K->dscores_cols(sc->dp, sc->s, kt.kn, sc->D);
         /* dQ [T_ x hd] += dS K (scale applied at the store), dS(i, j) = dS^T[j][i] */
-        K->gemm_acc(sc->acc, hd, sc->dp, 1, T_, kr0, g->kv_stride, T_, hd, kn);
+        K->gemm_acc(sc->acc, hd, sc->dp, 1, T_, kt.k, g->kv_stride, T_, hd, kt.kn);
     }
     store_rows(dq, sc->acc, g, g->q_stride, b, q0, qn, h, g->scale);
 }
