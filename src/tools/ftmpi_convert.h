@@ -81,9 +81,13 @@ int cv_parse_export_opts(int argc, char **argv, const char *sub, const char *usa
 int cv_export_run(const cv_export_opts *o, uint64_t *moved, ft_error *err);
 /* export --adapter (ftmpi_convert_adapter.c). */
 int cv_adapter_export(const cv_export_opts *o, uint64_t *moved, ft_error *err);
-/* A checkpoint directory stands for the checkpoint its `latest` names; path (len
- * bytes) receives the file to read. */
-int cv_resolve_input(const char *in, char *path, size_t len, ft_error *err);
+/* What export and merge run on their parsed options: export's full model or adapter,
+ * merge's merge-then-export. */
+typedef int (*cv_export_fn)(const cv_export_opts *o, uint64_t *moved, ft_error *err);
+/* The rest of export's and merge's main: o->in resolved (a checkpoint directory stands
+ * for the checkpoint its `latest` names), run on it, and with --stats the closing line
+ * named `what`. Returns the exit code. */
+int cv_run_export(const cv_export_opts *o, const char *what, cv_export_fn run);
 /* Opens a weights or checkpoint file and reads its model config. */
 int cv_open_model(ft_h5file *h, const char *path, ft_model_config *c, ft_error *err);
 /* Creates o->out_dir, or checks that it holds no model files (removes them with

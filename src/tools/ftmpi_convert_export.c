@@ -440,7 +440,7 @@ static int parse(int argc, char **argv, export_opts *o)
 
 /* A checkpoint directory stands for the checkpoint its `latest` names, as in
  * ftmpi-generate; path (len bytes) receives the file to read. */
-int cv_resolve_input(const char *in, char *path, size_t len, ft_error *err)
+static int resolve_input(const char *in, char *path, size_t len, ft_error *err)
 {
     if (!cv_is_dir(in)) {
         snprintf(path, len, "%s", in);
@@ -458,22 +458,28 @@ int cv_resolve_input(const char *in, char *path, size_t len, ft_error *err)
     return 0;
 }
 
+int cv_run_export(const export_opts *o, const char *what, cv_export_fn run)
+{
+    double t0 = cv_now();
+    ft_error err = { { 0 }, 0 };
+    uint64_t moved = 0;
+    char in_path[4200];
+    if (resolve_input(o->in, in_path, sizeof in_path, &err))
+        return cv_report(&err);
+    export_opts resolved = *o;
+    resolved.in = in_path;
+    if (run(&resolved, &moved, &err))
+        return cv_report(&err);
+    if (o->common.stats)
+        cv_print_stats(what, moved, t0);
+    return CV_EXIT_OK;
+}
+
 int cv_export_main(int argc, char **argv)
 {
     export_opts o;
     int prc = parse(argc, argv, &o);
     if (prc)
         return prc < 0 ? CV_EXIT_OK : prc;
-    double t0 = cv_now();
-    ft_error err = { { 0 }, 0 };
-    uint64_t moved = 0;
-    char in_path[4200];
-    if (cv_resolve_input(o.in, in_path, sizeof in_path, &err))
-        return cv_report(&err);
-    o.in = in_path;
-    if ((o.adapter ? cv_adapter_export(&o, &moved, &err) : cv_export_run(&o, &moved, &err)))
-        return cv_report(&err);
-    if (o.common.stats)
-        cv_print_stats("export", moved, t0);
-    return CV_EXIT_OK;
+    return cv_run_export(&o, "export", o.adapter ? cv_adapter_export : cv_export_run);
 }

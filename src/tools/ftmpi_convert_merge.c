@@ -17,7 +17,7 @@
 
 #define MERGE_TMP_NAME ".ftmpi-merge.h5"
 
-static int run_merge(cv_export_opts *o, const char *base, uint64_t *moved, ft_error *err)
+static int run_merge(const cv_export_opts *o, uint64_t *moved, ft_error *err)
 {
     char tmp[4200];
     ft_path_join(tmp, sizeof tmp, o->out_dir, MERGE_TMP_NAME);
@@ -25,7 +25,7 @@ static int run_merge(cv_export_opts *o, const char *base, uint64_t *moved, ft_er
         return -1;
     unlink(tmp); /* a killed merge's leftover */
     const ft_lora_merge_options mo = {
-        .base = base,
+        .base = o->base,
         .group = "/model",
         .dtype = strcmp(o->dtype, "bf16") == 0   ? FT_FILE_BF16
                  : strcmp(o->dtype, "fp32") == 0 ? FT_FILE_F32 : -1,
@@ -57,16 +57,5 @@ int cv_merge_main(int argc, char **argv)
                                    "LORA_CHECKPOINT and OUT_DIR", &o);
     if (prc)
         return prc < 0 ? CV_EXIT_OK : prc;
-    double t0 = cv_now();
-    ft_error err = { { 0 }, 0 };
-    uint64_t moved = 0;
-    char in_path[4200];
-    if (cv_resolve_input(o.in, in_path, sizeof in_path, &err))
-        return cv_report(&err);
-    o.in = in_path;
-    if (run_merge(&o, o.base, &moved, &err))
-        return cv_report(&err);
-    if (o.common.stats)
-        cv_print_stats("merge", moved, t0);
-    return CV_EXIT_OK;
+    return cv_run_export(&o, "merge", run_merge);
 }
