@@ -95,6 +95,17 @@ static char *dup_str(const char *s)
     return d;
 }
 
+/* values[i] of the first keys[i] equal to key, or NULL: the file's metadata and an index's
+ * weight_map are both kept as two parallel arrays in file order, and searched in order
+ * (a duplicate key answers with its first value). */
+static const char *map_lookup(char *const *keys, char *const *values, int n, const char *key)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(keys[i], key) == 0)
+            return values[i];
+    return NULL;
+}
+
 /* ------------------------------------------------------------------ reader */
 
 void ft_st_close(ft_st_file *f)
@@ -370,10 +381,7 @@ const ft_st_tensor *ft_st_find(const ft_st_file *f, const char *name)
 
 const char *ft_st_meta(const ft_st_file *f, const char *key)
 {
-    for (int i = 0; i < f->n_meta; i++)
-        if (strcmp(f->meta_keys[i], key) == 0)
-            return f->meta_values[i];
-    return NULL;
+    return map_lookup(f->meta_keys, f->meta_values, f->n_meta, key);
 }
 
 int ft_st_read(const ft_st_file *f, const ft_st_tensor *t, uint64_t offset, void *buf, size_t n,
@@ -641,10 +649,7 @@ done:
 
 const char *ft_st_index_lookup(const ft_st_index *idx, const char *name)
 {
-    for (int i = 0; i < idx->n; i++)
-        if (strcmp(idx->names[i], name) == 0)
-            return idx->files[i];
-    return NULL;
+    return map_lookup(idx->names, idx->files, idx->n, name);
 }
 
 int ft_st_index_write(const char *path, uint64_t total_size, const char *const *names,
