@@ -7,45 +7,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tokenizer/tok_utf8.h"
 #include "util/input_file.h"
 
+/* Well-formed by the tokenizer's rules (tokenizer/tok_utf8.h: Unicode Table 3-7). */
 long prep_utf8_invalid_at(const char *str, size_t n)
 {
-    const unsigned char *s = (const unsigned char *)str;
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t k;
-        unsigned lo = 0x80, hi = 0xbf; /* allowed range of the second byte */
-        if (c >= 0xc2 && c <= 0xdf)
-            k = 2;
-        else if (c >= 0xe0 && c <= 0xef) {
-            k = 3;
-            if (c == 0xe0)
-                lo = 0xa0; /* no overlongs */
-            if (c == 0xed)
-                hi = 0x9f; /* no surrogates */
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            k = 4;
-            if (c == 0xf0)
-                lo = 0x90;
-            if (c == 0xf4)
-                hi = 0x8f; /* <= U+10FFFF */
-        } else {
-            return (long)i;
-        }
-        if (i + k > n || s[i + 1] < lo || s[i + 1] > hi)
-            return (long)i;
-        for (size_t j = 2; j < k; j++)
-            if ((s[i + j] & 0xc0) != 0x80)
-                return (long)i;
-        i += k;
-    }
-    return -1;
+    size_t valid = tok_utf8_valid_prefix(str, n);
+    return valid < n ? (long)valid : -1;
 }
 
 static int open_file(const char *path, FILE **f, uint64_t *size, ft_error *err)
