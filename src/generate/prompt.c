@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tokenizer/tok_utf8.h"
+
 /* ---------------------------------------------------------------- templates */
 
 static const char *const template_names[] = { "none", "alpaca", "llama3-chat", "llama3.1-chat",
@@ -334,38 +336,6 @@ int ft_completion_decode(const ft_text_codec *c, const int32_t *ids, int n, char
 
 /* ---------------------------------------------------------------- UTF-8 */
 
-/* Length of the well-formed UTF-8 sequence at s (at most n bytes), or 0. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned char b = s[0];
-    size_t len;
-    unsigned lo = 0x80, hi = 0xbf; /* allowed range of the second byte */
-    if (b < 0x80)
-        return 1;
-    else if (b >= 0xc2 && b <= 0xdf)
-        len = 2;
-    else if (b >= 0xe0 && b <= 0xef) {
-        len = 3;
-        if (b == 0xe0)
-            lo = 0xa0; /* no overlongs */
-        if (b == 0xed)
-            hi = 0x9f; /* no surrogates */
-    } else if (b >= 0xf0 && b <= 0xf4) {
-        len = 4;
-        if (b == 0xf0)
-            lo = 0x90;
-        if (b == 0xf4)
-            hi = 0x8f; /* <= U+10FFFF */
-    } else
-        return 0;
-    if (n < len || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < len; i++)
-        if (s[i] < 0x80 || s[i] > 0xbf)
-            return 0;
-    return len;
-}
-
 char *ft_utf8_sanitize(const char *s, size_t len)
 {
     char *out = malloc(3 * len + 1);
@@ -374,11 +344,12 @@ char *ft_utf8_sanitize(const char *s, size_t len)
     const unsigned char *u = (const unsigned char *)s;
     size_t i = 0, k = 0;
     while (i < len) {
-        size_t l = utf8_seq(u + i, len - i);
-        if (l) {
-            memcpy(out + k, s + i, l);
-            k += l;
-            i += l;
+        uint32_t cp;
+        int l = tok_utf8_next(u + i, len - i, &cp); /* < 0: not well-formed at i */
+        if (l > 0) {
+            memcpy(out + k, s + i, (size_t)l);
+            k += (size_t)l;
+            i += (size_t)l;
         } else {
             memcpy(out + k, "\xef\xbf\xbd", 3);
             k += 3;
