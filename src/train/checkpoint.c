@@ -26,6 +26,7 @@
 #include "train/ckpt_dir.h"
 #include "train/finite_guard.h"
 #include "util/durable.h"
+#include "util/make_dirs.h"
 #include "util/output_file.h"
 #include "util/path_join.h"
 
@@ -150,21 +151,6 @@ static int publish(const char *dir, const char *name, const char *tmp, ft_error 
     return 0;
 }
 
-/* mkdir -p */
-static int make_dirs(const char *dir)
-{
-    char path[1100];
-    snprintf(path, sizeof path, "%s", dir);
-    for (char *p = path + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(path, 0777) && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    return mkdir(path, 0777) && errno != EEXIST ? -1 : 0;
-}
-
 int ft_checkpoint_prepare_dir(const char *dir, ft_comm *comm, ft_error *err)
 {
     char msg[512] = "";
@@ -173,7 +159,7 @@ int ft_checkpoint_prepare_dir(const char *dir, ft_comm *comm, ft_error *err)
         ft_error probe_err;
         ft_path_join(probe, sizeof probe, dir, ".ftmpi-write-test");
         int fd = -1;
-        if (make_dirs(dir))
+        if (ft_make_dirs(dir))
             snprintf(msg, sizeof msg, "cannot create: %s", strerror(errno));
         else if (ft_output_create_tmp(probe, 0666, &fd, &probe_err)) /* never through a link */
             snprintf(msg, sizeof msg, "cannot write there: %.400s", probe_err.msg);

@@ -14,6 +14,7 @@
 #include "config/run_config.h"
 #include "io/tfrecord.h"
 #include "train/metrics.h"
+#include "util/make_dirs.h"
 #include "util/path_join.h"
 
 struct ft_tb_writer {
@@ -99,20 +100,6 @@ static int write_event(ft_tb_writer *w, const pb_buf *ev, ft_error *err)
     return 0;
 }
 
-static int make_dirs(const char *dir)
-{
-    char p[FT_CONFIG_PATH_MAX + 1];
-    snprintf(p, sizeof p, "%s", dir);
-    for (char *s = p + 1; *s; s++)
-        if (*s == '/') {
-            *s = '\0';
-            if (mkdir(p, 0777) && errno != EEXIST)
-                return -1;
-            *s = '/';
-        }
-    return mkdir(p, 0777) && errno != EEXIST ? -1 : 0;
-}
-
 double ft_tb_wall_time(void)
 {
     struct timespec ts;
@@ -124,7 +111,7 @@ int ft_tb_open(ft_tb_writer **out, const char *dir, ft_error *err)
 {
     const double wall_time = ft_tb_wall_time();
     *out = NULL;
-    if (make_dirs(dir))
+    if (ft_make_dirs(dir))
         return ft_fail(err, "tensorboard_dir %s: cannot create it: %s; choose a writable "
                        "directory", dir, strerror(errno));
     ft_tb_writer *w = calloc(1, sizeof *w);
