@@ -100,60 +100,59 @@ static void account(ft_comm *c, double ring_factor, size_t bytes)
     c->stats.n_collectives++;
 }
 
-static int mpi_all_reduce_f32(ft_comm *c, float *buf, size_t n, ft_comm_request **req)
+/* The all-reduce (sum, in place) of n elements of `elem` bytes, MPI type dtype summed by
+ * op: fp32 with MPI's own sum, bf16 with ours. */
+static int all_reduce(ft_comm *c, void *buf, size_t n, size_t elem, MPI_Datatype dtype, MPI_Op op,
+                      ft_comm_request **req)
 {
     if (!count_ok(n) || new_request(req))
         return -1;
     const double p = c->size;
-    account(c, 2.0 * (p - 1.0) / p, n * sizeof(float));
+    account(c, 2.0 * (p - 1.0) / p, n * elem);
     host_only(buf, "all_reduce");
-    return MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, world_of(c),
-                          &(*req)->req) == MPI_SUCCESS ? 0 : -1;
+    return MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, dtype, op, world_of(c), &(*req)->req) ==
+                   MPI_SUCCESS ? 0 : -1;
+}
+
+/* The reduce-scatter (sum) of count elements a rank, typed as in all_reduce. */
+static int reduce_scatter(ft_comm *c, void *out, const void *in, size_t count, size_t elem,
+                          MPI_Datatype dtype, MPI_Op op, ft_comm_request **req)
+{
+    if (!count_ok(count) || new_request(req))
+        return -1;
+    const double p = c->size;
+    account(c, (p - 1.0) / p, count * (size_t)c->size * elem);
+    host_only(in, "reduce_scatter");
+    host_only(out, "reduce_scatter");
+    const void *send;
+    void *recv;
+    scatter_buffers(c, out, in, count * elem, *req, &send, &recv);
+    return MPI_Ireduce_scatter_block(send, recv, (int)count, dtype, op, world_of(c),
+                                     &(*req)->req) == MPI_SUCCESS ? 0 : -1;
+}
+
+static int mpi_all_reduce_f32(ft_comm *c, float *buf, size_t n, ft_comm_request **req)
+{
+    return all_reduce(c, buf, n, sizeof(float), MPI_FLOAT, MPI_SUM, req);
 }
 
 static int mpi_reduce_scatter_f32(ft_comm *c, float *out, const float *in, size_t count,
                                   ft_comm_request **req)
 {
-    if (!count_ok(count) || new_request(req))
-        return -1;
-    const double p = c->size;
-    account(c, (p - 1.0) / p, count * (size_t)c->size * sizeof(float));
-    host_only(in, "reduce_scatter");
-    host_only(out, "reduce_scatter");
-    const void *send;
-    void *recv;
-    scatter_buffers(c, out, in, count * sizeof(float), *req, &send, &recv);
-    return MPI_Ireduce_scatter_block(send, recv, (int)count, MPI_FLOAT, MPI_SUM, world_of(c),
-                                     &(*req)->req) == MPI_SUCCESS ? 0 : -1;
+    return reduce_scatter(c, out, in, count, sizeof(float), MPI_FLOAT, MPI_SUM, req);
 }
 
 static int mpi_all_reduce_bf16(ft_comm *c, uint16_t *buf, size_t n, ft_comm_request **req)
 {
-    if (!count_ok(n) || new_request(req))
-        return -1;
-    mpi_comm_impl *im = c->impl;
-    const double p = c->size;
-    account(c, 2.0 * (p - 1.0) / p, n * sizeof(uint16_t));
-    host_only(buf, "all_reduce");
-    return MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, im->bf16, im->bf16_sum, im->world,
-                          &(*req)->req) == MPI_SUCCESS ? 0 : -1;
+    const mpi_comm_impl *im = c->impl;
+    return all_reduce(c, buf, n, sizeof(uint16_t), im->bf16, im->bf16_sum, req);
 }
 
 static int mpi_reduce_scatter_bf16(ft_comm *c, uint16_t *out, const uint16_t *in, size_t count,
                                    ft_comm_request **req)
 {
-    if (!count_ok(count) || new_request(req))
-        return -1;
-    mpi_comm_impl *im = c->impl;
-    const double p = c->size;
-    account(c, (p - 1.0) / p, count * (size_t)c->size * sizeof(uint16_t));
-    host_only(in, "reduce_scatter");
-    host_only(out, "reduce_scatter");
-    const void *send;
-    void *recv;
-    scatter_buffers(c, out, in, count * sizeof(uint16_t), *req, &send, &recv);
-    return MPI_Ireduce_scatter_block(send, recv, (int)count, im->bf16, im->bf16_sum, im->world,
-                                     &(*req)->req) == MPI_SUCCESS ? 0 : -1;
+    const mpi_comm_impl *im = c->impl;
+    return reduce_scatter(c, out, in, count, sizeof(uint16_t), im->bf16, im->bf16_sum, req);
 }
 
 static int mpi_all_gather(ft_comm *c, void *out, const void *in, size_t bytes,
