@@ -74,6 +74,12 @@ static inline tanh_parts tanh_parts_of(float u)
     return p;
 }
 
+/* u = k (x + c x^3), the argument of the tanh form's tanh. */
+static inline float tanh_arg(float x)
+{
+    return GELU_TANH_K * (x + GELU_TANH_C * x * x * x);
+}
+
 void ft_cpu_gelu_fwd(ft_backend *be, ft_gelu_kind kind, float *out, const float *x, size_t n)
 {
     (void)be;
@@ -81,7 +87,7 @@ void ft_cpu_gelu_fwd(ft_backend *be, ft_gelu_kind kind, float *out, const float 
 #pragma omp parallel for simd schedule(static) if (n >= FT_CPU_PAR_MIN)
         for (size_t i = 0; i < n; i++) {
             const float v = x[i];
-            const tanh_parts t = tanh_parts_of(GELU_TANH_K * (v + GELU_TANH_C * v * v * v));
+            const tanh_parts t = tanh_parts_of(tanh_arg(v));
             out[i] = 0.5f * v * t.one_plus_t;
         }
     } else {
@@ -102,7 +108,7 @@ void ft_cpu_gelu_bwd(ft_backend *be, ft_gelu_kind kind, float *dx, const float *
 #pragma omp parallel for simd schedule(static) if (n >= FT_CPU_PAR_MIN)
         for (size_t i = 0; i < n; i++) {
             const float v = x[i];
-            const tanh_parts t = tanh_parts_of(GELU_TANH_K * (v + GELU_TANH_C * v * v * v));
+            const tanh_parts t = tanh_parts_of(tanh_arg(v));
             const float du = GELU_TANH_K * (1.0f + 3.0f * GELU_TANH_C * v * v);
             const float sech2 = t.one_plus_t * t.one_minus_t; /* 1 - t^2 */
             dx[i] = dout[i] * (0.5f * t.one_plus_t + 0.5f * v * sech2 * du);
