@@ -1,4 +1,5 @@
 #include "io/dataset.h"
+#include "comm/agree.h"
 #include "io/tok_fingerprint.h"
 
 #include <limits.h>
@@ -112,6 +113,21 @@ void ft_dataset_close(ft_dataset *ds)
         H5Dclose(ds->segment);
     ds->tokens = ds->loss_mask = ds->segment = -1;
     ft_h5_close(&ds->file, NULL);
+}
+
+int ft_dataset_read_info(const char *path, MPI_Comm comm, const char *what, ft_dataset_info *info,
+                         ft_error *err)
+{
+    ft_dataset ds;
+    const int opened = ft_dataset_open(&ds, path, comm, err);
+    if (ft_agree_config(comm, opened, err)) {
+        if (opened == 0) /* another rank failed: this one still closes its handle */
+            ft_dataset_close(&ds);
+        return ft_fail_context(err, "%s", what);
+    }
+    *info = ds.info;
+    ft_dataset_close(&ds);
+    return 0;
 }
 
 typedef struct row_order {

@@ -31,6 +31,13 @@ typedef struct ft_dataset {
 int ft_dataset_open(ft_dataset *ds, const char *path, MPI_Comm comm, ft_error *err);
 void ft_dataset_close(ft_dataset *ds);
 
+/* The description of the dataset at path: every rank of comm opens the file, takes its
+ * info and closes it again. The ranks agree on the outcome (comm/agree.h,
+ * ft_agree_config: a file one rank cannot read ends the job with one line and exit 2),
+ * the message prefixed with `what`, the config key that named the file. */
+int ft_dataset_read_info(const char *path, MPI_Comm comm, const char *what, ft_dataset_info *info,
+                         ft_error *err);
+
 /* Reads rows[0..n) (any order, repeats allowed) into tokens/loss_mask/segment,
  * each [n, seq_len+1], in the order given. Collective when opened on a communicator. */
 int ft_dataset_read_rows(ft_dataset *ds, const int64_t *rows, int n, uint32_t *tokens,

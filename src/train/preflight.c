@@ -71,15 +71,9 @@ int ft_preflight_final_weights(ft_trainer *t, ft_error *err)
 int ft_preflight_eval_data(ft_trainer *t, ft_error *err)
 {
     const ft_run_config *cfg = t->cfg;
-    ft_dataset ev;
-    const int opened = ft_dataset_open(&ev, cfg->eval_data, MPI_COMM_WORLD, err);
-    if (ft_agree_config(MPI_COMM_WORLD, opened, err)) {
-        if (opened == 0)
-            ft_dataset_close(&ev);
-        return ft_fail_context(err, "data.eval");
-    }
-    const ft_dataset_info di = ev.info;
-    ft_dataset_close(&ev);
+    ft_dataset_info di;
+    if (ft_dataset_read_info(cfg->eval_data, MPI_COMM_WORLD, "data.eval", &di, err))
+        return -1;
     int rc = 0;
     if (ft_tok_identity_meet(&t->tok, cfg, "data.eval", cfg->eval_data, di.tokenizer_fingerprint,
                              err))

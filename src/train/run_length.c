@@ -2,7 +2,6 @@
 
 #include <math.h>
 
-#include "comm/agree.h"
 #include "io/dataset.h"
 
 long ft_run_length_steps(double num_epochs, int64_t rows, int global_batch_size)
@@ -20,15 +19,11 @@ int ft_run_length_resolve(ft_run_config *cfg, bool eval_only, ft_error *err)
 {
     if (cfg->num_epochs <= 0 || eval_only)
         return 0;
-    ft_dataset ds;
-    const int opened = ft_dataset_open(&ds, cfg->train_data, MPI_COMM_WORLD, err);
-    if (ft_agree_config(MPI_COMM_WORLD, opened, err)) { /* a missing file: exit 2 */
-        if (opened == 0)
-            ft_dataset_close(&ds);
-        return ft_fail_context(err, "data.train (num_epochs counts its rows)");
-    }
-    const int64_t rows = ds.info.rows;
-    ft_dataset_close(&ds);
+    ft_dataset_info di;
+    if (ft_dataset_read_info(cfg->train_data, MPI_COMM_WORLD,
+                             "data.train (num_epochs counts its rows)", &di, err))
+        return -1; /* a missing file: exit 2 */
+    const int64_t rows = di.rows;
     cfg->max_steps = ft_run_length_steps(cfg->num_epochs, rows, cfg->global_batch_size);
     if (cfg->optimizer.warmup_steps > cfg->max_steps) {
         ft_fail(err, "%s: %ld is greater than the %ld steps of num_epochs %g (%lld rows of %s "

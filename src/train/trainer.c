@@ -126,16 +126,8 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
         return -1;
     /* Collective open for validation and the file's description; the rows themselves
      * are read by the loader through its own handle. */
-    ft_dataset train;
-    const int opened = ft_dataset_open(&train, cfg->train_data, MPI_COMM_WORLD, err);
-    /* every rank opens the same file: one line for all, no abort (ft_agree) */
-    if (ft_agree_config(MPI_COMM_WORLD, opened, err)) {
-        if (opened == 0)
-            ft_dataset_close(&train);
-        return ft_fail_context(err, "data.train");
-    }
-    t->train_info = train.info;
-    ft_dataset_close(&train);
+    if (ft_dataset_read_info(cfg->train_data, MPI_COMM_WORLD, "data.train", &t->train_info, err))
+        return -1;
     const ft_dataset_info *di = &t->train_info;
     if (ft_tok_identity_meet(&t->tok, cfg, "data.train", cfg->train_data,
                              di->tokenizer_fingerprint, err))
