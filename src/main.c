@@ -75,7 +75,15 @@ static void print_version(void)
 #if defined(FT_CUDA_EMULATION)
     printf("backends: cpu cuda (on the CPU execution harness: a test build, no GPU used)\n");
 #elif defined(FT_HAVE_CUDA)
-    printf("backends: cpu cuda\n");
+    /* the device code's architectures: an H100 runs the wgmma attention kernels only
+     * from sm_90a code */
+    printf("backends: cpu cuda (device code: %s%s)\n", FT_CUDA_ARCHS,
+#ifdef HAVE_CUDNN
+           "; cuDNN attention"
+#else
+           ""
+#endif
+    );
 #else
     printf("backends: cpu\n");
 #endif
