@@ -8,7 +8,8 @@
 #   bench/gpu_quick.sh [LOGDIR]      (default: $OUT if set, else gpu-quick/)
 # On the bundle's machine: bash .gpu/run.sh env FTMPI_BUILD=build-gpu sh bench/gpu_quick.sh
 # Steps (seconds allowed):
-#   0. what the build links on this machine (cuDNN's library and version) (10);
+#   0. what the build is and links on this machine (its device code's architectures,
+#      cuDNN's library and version) (10);
 #   1. correctness of the kernels that changed without a GPU: test_attention_tc (the own
 #      tensor-core attention, both backwards, every tile switch, and on Hopper the wgmma
 #      kernels) (90) and test_attention_cudnn with FTMPI_CUDNN_VERBOSE=1 (whether the real
@@ -100,7 +101,8 @@ step() {
     esac
 }
 
-step linkage 10 sh -c "ldd '$build/ftmpi' | grep -E 'cudnn|cublas|nccl|cudart|not found';
+step linkage 10 sh -c "'$build/ftmpi' --version | grep '^backends';
+    ldd '$build/ftmpi' | grep -E 'cudnn|cublas|nccl|cudart|not found';
     grep -h 'define CUDNN_M' /usr/include/cudnn_version*.h /usr/local/cuda/include/cudnn_version*.h 2>/dev/null"
 step attention_tc 90 "$build/test/cuda/test_attention_tc"
 step attention_cudnn 45 env FTMPI_CUDNN_VERBOSE=1 "$build/test/cuda/test_attention_cudnn"
