@@ -8,7 +8,8 @@
 #  - TEST_ATTENTION_TC_ONLY=wgmma: the forward and backward on Hopper's warpgroup MMA
 #    (FTMPI_TC_FWD_WGMMA=1, FTMPI_TC_BWD_WGMMA=1: cuda/cuda_attention_wgmma*.cu), which need
 #    compute capability 9.0.
-# In the default thread order and a random one (a missing barrier shows there). Then
+# In the default thread order and a random one (a missing barrier shows there;
+# FT_CUDA_ORDERS names others). Then
 # test_cuda_ops_bf16 with both wgmma switches and cuDNN off: the backend's bf16 attention
 # (bf16 outputs, the training recipe's) on the wgmma kernels, which must run there. On a
 # GPU the device is what it is: SKIP.
@@ -19,7 +20,8 @@ for only in shared wgmma; do
         shared) proof="shared layout's" ;;
         wgmma) proof="wgmma forward in [1-9][0-9]* cases, backward in [1-9]" ;;
     esac
-    for order in forward random; do
+    # FT_CUDA_ORDERS narrows the orders (CI's sanitizer stage: one)
+    for order in ${FT_CUDA_ORDERS:-forward random}; do
         log=tc-h100-$only-$order.log
         TEST_ATTENTION_TC_ONLY=$only CUDAEMU_DEVICE=h100 CUDAEMU_ORDER=$order CUDAEMU_SEED=5 \
             "$B/test/cuda/test_attention_tc" > "$log" 2>&1 ||

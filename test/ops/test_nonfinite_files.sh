@@ -55,7 +55,7 @@ run_ranks 1 s.cfg $common max_steps=2 checkpoint_dir=good > g.log 2>&1 || { cat 
 # the (ranks, settings) the refusals below run with; on device = "cuda" too where the
 # build has the CUDA backend (the CPU execution harness, or a GPU per rank)
 cases="1:zero_stage=0 2:zero_stage=3 2:zero_stage=3,offload_optimizer=true"
-if "$FTMPI" --version 2>/dev/null | grep -q "backends:.*cuda"; then
+if cuda_cases; then
     . "$S/test/cuda/devices.sh"
     enough_devices 1 "device = cuda, 1 rank" && cases="$cases 1:zero_stage=0,device=cuda"
     enough_devices 2 "device = cuda, 2 ranks" && cases="$cases 2:zero_stage=3,device=cuda"

@@ -7,7 +7,7 @@
 run_engine_test() {
     have_mpirun || skip "mpirun not found"
     backends=cpu
-    if "$FTMPI" --version 2>/dev/null | grep -q "backends:.*cuda"; then
+    if cuda_cases; then
         . "$S/test/cuda/devices.sh"
         backends="cpu cuda"
     fi

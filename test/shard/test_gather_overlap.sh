@@ -28,7 +28,7 @@ compare() {
 compare 2 cpu-s1 zero_stage=1
 compare 3 cpu-s2 zero_stage=2
 
-if "$FTMPI" --version 2>/dev/null | grep -q "backends:.*cuda"; then
+if cuda_cases; then
     . "$S/test/cuda/devices.sh"
     if enough_devices 2 "CUDA, 2 ranks"; then
         compare 2 cuda-s2 device=cuda zero_stage=2

@@ -49,7 +49,7 @@ stage_pair() { # TAG EXTRA...
 stage_pair cpu-fp32
 stage_pair cpu-bf16-reduce grad_reduce_dtype=bf16
 
-if "$FTMPI" --version 2>/dev/null | grep -q "backends:.*cuda"; then
+if cuda_cases; then
     . "$S/test/cuda/devices.sh"
     if enough_devices 2 "CUDA, 2 ranks"; then
         compare 2 cuda-s0-bf16 device=cuda zero_stage=0 global_batch_size=12 micro_batch_size=2 precision=bf16

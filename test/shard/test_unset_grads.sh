@@ -41,7 +41,7 @@ check() {
 ranks="1"
 have_mpirun && ranks="1 2"
 devices="cpu"
-if "$FTMPI" --version 2>/dev/null | grep -q "backends:.*cuda" &&
+if cuda_cases &&
     "$FTMPI" s.cfg device=cuda max_steps=1 optimizer.warmup_steps=0 > probe.log 2>&1; then
     devices="cpu cuda"
 fi

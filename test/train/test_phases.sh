@@ -58,7 +58,7 @@ for ckpt in true false; do
     echo "cpu, checkpointing $ckpt: $(sed -n 4p f.txt)"
 done
 
-if "$FTMPI" --version 2>/dev/null | grep -q "backends:.*cuda" &&
+if cuda_cases &&
     "$FTMPI" s.cfg device=cuda max_steps=1 optimizer.warmup_steps=0 > probe.log 2>&1; then
     run cuda profile_phases=true device=cuda precision=bf16
     [ "$(grep -c "by phase (ms, the device's time)" cuda.log)" -eq 4 ] || { cat cuda.log; fail "cuda: phases lines"; }
