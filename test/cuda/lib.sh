@@ -3,7 +3,7 @@
 # skip in builds without the CUDA backend or on machines where it finds no device.
 "$FTMPI" --version 2>/dev/null | grep -q "backends:.*cuda" || skip "this build has no CUDA backend"
 # FT_CUDA_ONLY="test_cuda_train ...": run only those (CI's sanitizer stage; the main stage runs all)
-cuda_cases >/dev/null || skip "not in FT_CUDA_ONLY ($FT_CUDA_ONLY)"
+cuda_named || skip "not in FT_CUDA_ONLY ($FT_CUDA_ONLY)"
 . "$S/test/cuda/devices.sh"   # enough_devices N WHAT: multi-rank cases skip on fewer devices
 
 # require_cuda_device CFG: skips unless one step on device = "cuda" starts.

@@ -18,14 +18,14 @@ cd "$SCRATCH" || exit 99
 fail() { echo "FAIL: $*" >&2; exit 1; }
 skip() { echo "SKIP: $*"; exit 77; }
 have_mpirun() { command -v "$MPIRUN" >/dev/null 2>&1; }
+# cuda_named: FT_CUDA_ONLY, where set, names this test (CI's sanitizer stage names a few:
+# there the harness runs 3x slower, and the main stage ran every case).
+cuda_named() { [ -z "${FT_CUDA_ONLY:-}" ] || echo " $FT_CUDA_ONLY " | grep -q " $(basename "$0" .sh) "; }
 # cuda_cases: whether this test's device = "cuda" cases run: the build has the CUDA backend
-# (a GPU or the CPU execution harness), and FT_CUDA_ONLY, where set, names this test (CI's
-# sanitizer stage names a few: there the harness runs 3x slower, and the main stage ran
-# every case).
+# (a GPU or the CPU execution harness), and cuda_named.
 cuda_cases() {
     "$FTMPI" --version 2>/dev/null | grep -q "backends:.*cuda" || return 1
-    [ -z "${FT_CUDA_ONLY:-}" ] && return 0
-    echo " $FT_CUDA_ONLY " | grep -q " $(basename "$0" .sh) " && return 0
+    cuda_named && return 0
     echo "device = cuda cases left out: not in FT_CUDA_ONLY ($FT_CUDA_ONLY)"
     return 1
 }
