@@ -61,18 +61,17 @@ mkdir -p "$logs" || exit 1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1
 date -u +"gpu_quick: %Y-%m-%d %H:%M UTC"
 # On compute capability 9.0 the wgmma kernels are in the build only with sm_90a code
-# (configure's NVCC_ARCH; FT_CUDA_SM90A): without it their switches fall back silently
-# and the wgmma columns of gpu_attention.sh print '*'. Said first, so that a session can
-# rebuild before spending its minutes (NVCC_ARCH="-gencode arch=compute_90a,code=sm_90a").
+# (configure's NVCC_ARCH): without it their switches fall back silently and the wgmma
+# columns of gpu_attention.sh print '*'. Said first, from the device code ftmpi --version
+# names, so that a session can rebuild before spending its minutes.
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1)
-case $cc in
-9.0)
-    if grep -q 'FT_CUDA_SM90A' "$build/Makefile" 2>/dev/null; then
-        echo "gpu_quick: the build has sm_90a code: the wgmma kernels are in it"
-    else
-        echo "gpu_quick: WARNING: the build in $build has no sm_90a code (NVCC_ARCH): the wgmma kernels are left out; reconfigure with NVCC_ARCH=\"-gencode arch=compute_90a,code=sm_90a\""
-    fi;;
-esac
+if [ "$cc" = 9.0 ]; then
+    archs=$("$build/ftmpi" --version 2>/dev/null | sed -n 's/^backends: .*device code: \([^;)]*\).*/\1/p')
+    case " $archs " in
+    *" sm_90a "*) echo "gpu_quick: the build has sm_90a code: the wgmma kernels are in it";;
+    *) echo "gpu_quick: WARNING: the build in $build has no sm_90a code (device code: ${archs:-unknown}): the wgmma kernels are left out; reconfigure with NVCC_ARCH=\"-gencode arch=compute_90a,code=sm_90a\"";;
+    esac
+fi
 start=$(date +%s)
 . "$top/bench/gpu_env.sh"
 

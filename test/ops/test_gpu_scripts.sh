@@ -89,13 +89,13 @@ out=$(PATH="$PWD/gpu:$PATH" GPU_QUICK_BUDGET=3 GPU_QUICK_STEPS="attention_profil
     { echo "$out"; fail "gpu_quick: GPU_QUICK_STEPS=attention_profile_wgmma did not reach that step alone"; }
 
 # gpu_quick on a Hopper (compute capability 9.0): it says first whether the build has the
-# sm_90a code the wgmma kernels need (configure puts FT_CUDA_SM90A in the build's Makefile)
+# sm_90a code the wgmma kernels need (the device code ftmpi --version names)
 mkdir -p hopper b90 b90a
 printf '#!/bin/sh\ncase "$*" in *compute_cap*) echo "9.0";; *query*) echo "H100 stand-in, 580";; *) echo "GPU 0: H100 stand-in";; esac\n' \
     > hopper/nvidia-smi
-chmod +x hopper/nvidia-smi
-echo "NVCC_ARCH_DEFS = " > b90/Makefile
-echo "NVCC_ARCH_DEFS = -DFT_CUDA_SM90A" > b90a/Makefile
+printf '#!/bin/sh\necho "backends: cpu cuda (device code: sm_80 sm_90; cuDNN attention)"\n' > b90/ftmpi
+printf '#!/bin/sh\necho "backends: cpu cuda (device code: sm_80 sm_90a; cuDNN attention)"\n' > b90a/ftmpi
+chmod +x hopper/nvidia-smi b90/ftmpi b90a/ftmpi
 out=$(PATH="$PWD/hopper:$PATH" GPU_QUICK_BUDGET=3 FTMPI_BUILD="$PWD/b90" sh "$S/bench/gpu_quick.sh" "$PWD/logs" 2>&1)
 echo "$out" | grep -q "WARNING: the build in $PWD/b90 has no sm_90a code" ||
     { echo "$out"; fail "gpu_quick: no warning for a Hopper build without sm_90a code"; }
