@@ -36,7 +36,7 @@ static const char usage_text[] =
     "                 ZeRO stage, with and without offload_optimizer and activation\n"
     "                 checkpointing, and whether it fits the device; last, the fastest\n"
     "                 checkpointing that fits at the config's stage (checkpoint_layers,\n"
-    "                 checkpoint_keep_attention).\n"
+    "                 checkpoint_keep_attention, checkpoint_keep_attention_output).\n"
     "                 Plan options (before or after CONFIG): -np N ranks (default 1),\n"
     "                 --device-memory GIB (default 80; leave room for the CUDA context\n"
     "                 and libraries), --seq-len T (default: data.train's)\n"

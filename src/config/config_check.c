@@ -189,6 +189,14 @@ static int check_cross_keys(ft_config_state *st, ft_error *err)
         return ft_config_fail_at(st, key("checkpoint_keep_attention"), err,
                                  "needs activation_checkpointing = true (it says what the "
                                  "recomputing blocks keep)");
+    if (c->checkpoint_keep_attention_output && !c->activation_checkpointing)
+        return ft_config_fail_at(st, key("checkpoint_keep_attention_output"), err,
+                                 "needs activation_checkpointing = true (it says what the "
+                                 "recomputing blocks keep)");
+    if (c->checkpoint_keep_attention_output && c->checkpoint_keep_attention)
+        return ft_config_fail_at(st, key("checkpoint_keep_attention_output"), err,
+                                 "checkpoint_keep_attention = true keeps attention's output "
+                                 "already; set one of the two");
     /* GPT-J's one shared norm feeds attention and MLP: its block is parallel whatever the
      * key says, and a false that is silently ignored would mislead */
     const ft_config_key *pr = key("model.parallel_residual");

@@ -60,6 +60,7 @@ typedef struct ft_run_config {
     bool activation_checkpointing;
     int checkpoint_layers; /* with it: blocks 0..n-1 recompute (0: all) */
     bool checkpoint_keep_attention; /* with it: recomputing blocks keep their attention half */
+    bool checkpoint_keep_attention_output; /* ... or only attention's output and lse */
     int head_memory_mib;   /* 0: 1/64 of the device's memory */
     bool offload_optimizer;
     ft_dtype grad_reduce_dtype; /* fp32 | bf16 */

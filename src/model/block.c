@@ -148,11 +148,17 @@ int ft_block_acts_alloc(ft_block_acts *a, const ft_model_config *c, ft_dtype dt,
 }
 
 int ft_block_attention_acts_alloc(ft_block_acts *a, const ft_model_config *c,
-                                  const ft_lora_config *lora, ft_dtype dt, size_t tokens,
-                                  ft_block_alloc_fn alloc, void *alloc_ctx)
+                                  const ft_lora_config *lora, ft_ckpt_keep keep, ft_dtype dt,
+                                  size_t tokens, ft_block_alloc_fn alloc, void *alloc_ctx)
 {
     acts_taker t = { alloc, alloc_ctx, 0 };
     *a = (ft_block_acts){ 0 };
+    if (keep == FT_CKPT_KEEP_ATTENTION_OUTPUT) {
+        a->att = take(&t, tokens * (size_t)c->num_attention_heads * c->head_dim *
+                              ft_dtype_size(dt));
+        a->lse = take(&t, tokens * (size_t)c->num_attention_heads * sizeof(float));
+        return t.failed;
+    }
     take_attention(&t, a, c, dt, tokens, true);
     if (!ft_model_parallel_residual(c)) /* h feeds Norm2 (parallel: only y, not rebuilt) */
         a->h = take(&t, tokens * (size_t)c->hidden_size * ft_dtype_size(dt));
@@ -161,23 +167,27 @@ int ft_block_attention_acts_alloc(ft_block_acts *a, const ft_model_config *c,
     return t.failed;
 }
 
+/* kept's buffer where it has one, else shared's */
+static void *kept_or(void *kept, void *shared) { return kept ? kept : shared; }
+static float *kept_or_f32(float *kept, float *shared) { return kept ? kept : shared; }
+
 void ft_block_acts_with_attention(ft_block_acts *view, const ft_block_acts *shared,
                                   const ft_block_acts *kept)
 {
     *view = *shared;
-    view->q = kept->q;
-    view->k = kept->k;
-    view->v = kept->v;
-    view->att = kept->att;
-    view->lse = kept->lse;
-    view->q_raw = kept->q_raw;
-    view->k_raw = kept->k_raw;
-    view->rstd_q = kept->rstd_q;
-    view->rstd_k = kept->rstd_k;
-    view->h = kept->h ? kept->h : shared->h;
+    view->q = kept_or(kept->q, shared->q);
+    view->k = kept_or(kept->k, shared->k);
+    view->v = kept_or(kept->v, shared->v);
+    view->att = kept_or(kept->att, shared->att);
+    view->lse = kept_or_f32(kept->lse, shared->lse);
+    view->q_raw = kept_or(kept->q_raw, shared->q_raw);
+    view->k_raw = kept_or(kept->k_raw, shared->k_raw);
+    view->rstd_q = kept_or_f32(kept->rstd_q, shared->rstd_q);
+    view->rstd_k = kept_or_f32(kept->rstd_k, shared->rstd_k);
+    view->h = kept_or(kept->h, shared->h);
     for (int s = 0; s < FT_LORA_N_SITES; s++)
         if (attention_site(s))
-            view->lora_u[s] = kept->lora_u[s];
+            view->lora_u[s] = kept_or(kept->lora_u[s], shared->lora_u[s]);
 }
 
 void ft_block_acts_free(ft_backend *be, ft_block_acts *a)
@@ -486,7 +496,8 @@ static void mlp_bwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_g
 
 /* q, k, v from Norm1's output a->xn1 (with their adapters' u) and attention over them
  * into a->att, a->lse: with the output projection, what a recompute skips when the set
- * kept it (attention_kept). */
+ * kept the attention half (block.h, kept), and attention alone what it skips when the set
+ * kept attention's output. */
 static void self_attention_fwd(const ft_block_ctx *bc, const ft_block_params *p, ft_block_acts *a)
 {
     const ft_model_config *c = bc->config;
@@ -506,7 +517,9 @@ static void self_attention_fwd(const ft_block_ctx *bc, const ft_block_params *p,
     rotate_qk(bc, a->q, a->k, false);
     add_bias(bc, a->v, p->w[FT_BLK_V_BIAS], N, KV);
     ft_block_lora_fwd(bc, p, a, FT_BLK_V, a->v, a->xn1);
-    attend(bc, a->att, a->lse, a->q, a->k, a->v);
+    /* a recompute that kept attention's output and lse has them as the forward left them */
+    if (!(bc->rebuild_only && bc->kept == FT_CKPT_KEEP_ATTENTION_OUTPUT))
+        attend(bc, a->att, a->lse, a->q, a->k, a->v);
 }
 
 void ft_block_forward(const ft_block_ctx *bc, const ft_block_params *p, const void *x, void *y,
@@ -519,7 +532,7 @@ void ft_block_forward(const ft_block_ctx *bc, const ft_block_params *p, const vo
 
     norm_fwd(bc, a->xn1, a->mean1, a->rstd1, x, p->w[FT_BLK_ATTN_NORM],
                       p->w[FT_BLK_ATTN_NORM_BIAS], N);
-    const bool kept = bc->rebuild_only && bc->attention_kept;
+    const bool kept = bc->rebuild_only && bc->kept == FT_CKPT_KEEP_ATTENTION;
     if (!kept)
         self_attention_fwd(bc, p, a);
     const bool parallel = ft_model_parallel_residual(c);

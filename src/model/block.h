@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "model/ckpt_keep.h"
 #include "model/layout.h"
 #include "model/lora.h"
 
@@ -101,11 +102,13 @@ struct ft_block_ctx {
      * Llama block's forward), and with a parallel residual the attention's output
      * projection too; an adapter there still rebuilds its u. */
     bool rebuild_only;
-    /* With rebuild_only: the set's attention part (ft_block_attention_acts_alloc) still
-     * holds this block's forward, so the recompute repeats the norms (Norm1's output
-     * feeds the q, k, v weight gradients, Norm2's the MLP) and the MLP half: the q, k,
-     * v and output projections and attention itself are not repeated. */
-    bool attention_kept;
+    /* With rebuild_only, what the set still holds of this block's forward
+     * (ft_block_attention_acts_alloc; model/ckpt_keep.h). The whole attention half: the
+     * recompute repeats the norms (Norm1's output feeds the q, k, v weight gradients,
+     * Norm2's the MLP) and the MLP half, not the q, k, v and output projections nor
+     * attention. Attention's output and log-sum-exp: it repeats everything but attention
+     * itself. */
+    ft_ckpt_keep kept;
     /* The recompute (rebuild_only) of a block and that block's backward: the SwiGLU's
      * output (act) is not rebuilt; the backward makes it in the SwiGLU backward's pass,
      * which reads gate and up anyway (backend.h, swiglu_bwd's out), before the down
@@ -128,16 +131,17 @@ size_t ft_block_pair_offset(size_t bytes);
 int ft_block_acts_alloc(ft_block_acts *a, const ft_model_config *c, ft_dtype dt, size_t tokens,
                         bool with_kv, ft_block_alloc_fn alloc, void *alloc_ctx);
 void ft_block_acts_free(ft_backend *be, ft_block_acts *a);
-/* The attention part of a set alone, what a recomputed block keeps under
- * checkpoint_keep_attention (block ctx: attention_kept): q, k, v, att, lse, with
- * qk_norm q_raw, k_raw, rstd_q, rstd_k, the residual after attention h (not with a
- * parallel residual, whose recompute needs none), and with lora (may be NULL) the u of
- * the adapters on q, k, v and the output projection; everything else NULL. Freed by
- * ft_block_acts_free. */
+/* The part of a set that a recomputed block keeps (block ctx: kept, not
+ * FT_CKPT_KEEP_NOTHING). FT_CKPT_KEEP_ATTENTION: q, k, v, att, lse, with qk_norm q_raw,
+ * k_raw, rstd_q, rstd_k, the residual after attention h (not with a parallel residual,
+ * whose recompute needs none), and with lora (may be NULL) the u of the adapters on q,
+ * k, v and the output projection. FT_CKPT_KEEP_ATTENTION_OUTPUT: att and lse. Everything
+ * else NULL. Freed by ft_block_acts_free. */
 int ft_block_attention_acts_alloc(ft_block_acts *a, const ft_model_config *c,
-                                  const ft_lora_config *lora, ft_dtype dt, size_t tokens,
-                                  ft_block_alloc_fn alloc, void *alloc_ctx);
-/* *view = *shared with the attention part (above) of kept: a recomputed block's set. */
+                                  const ft_lora_config *lora, ft_ckpt_keep keep, ft_dtype dt,
+                                  size_t tokens, ft_block_alloc_fn alloc, void *alloc_ctx);
+/* *view = *shared with each buffer that kept (above) holds taken from kept: a recomputed
+ * block's set. */
 void ft_block_acts_with_attention(ft_block_acts *view, const ft_block_acts *shared,
                                   const ft_block_acts *kept);
 /* Adds the adapters' u buffers of the targeted sites to a (freed with it). */

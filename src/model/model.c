@@ -138,24 +138,28 @@ int ft_model_checkpointed_blocks(bool activation_checkpointing, int checkpoint_l
 }
 
 double ft_model_recompute_flops(const ft_model_config *c, long tokens, int seq_len,
-                                bool keep_attention)
+                                ft_ckpt_keep keep)
 {
     const double N = (double)tokens, H = c->hidden_size, I = c->intermediate_size;
     const double Q = (double)c->num_attention_heads * c->head_dim;
     const double KV = (double)c->num_key_value_heads * c->head_dim;
     const ft_family_info *fam = ft_model_family_of(c);
     /* what the recompute of ft_block_forward runs (block.h, rebuild_only): the MLP
-     * without its down projection; unless the attention half is kept, q, k, v,
-     * attention and (unless the residual is parallel) the output projection */
+     * without its down projection; unless the attention half is kept, q, k, v and
+     * (unless the residual is parallel) the output projection, and unless attention's
+     * output is kept too, attention */
     double flops = 2.0 * N * H * I * (fam->gelu_mlp ? 1.0 : 2.0);
-    if (!keep_attention) {
-        if (!ft_model_parallel_residual(c))
-            flops += 2.0 * N * Q * H;
+    if (keep == FT_CKPT_KEEP_ATTENTION)
+        return flops;
+    if (!ft_model_parallel_residual(c))
+        flops += 2.0 * N * Q * H;
+    flops += 2.0 * N * H * (Q + 2.0 * KV);
+    if (keep == FT_CKPT_KEEP_NOTHING) {
         const double T = seq_len;
         const double W = c->sliding_window > 0 && c->sliding_window < T ? c->sliding_window : T;
         /* the mean of min(i + 1, W) over positions i < T: (T + 1) / 2 without a window */
         const double keys = W - W * (W - 1.0) / (2.0 * T);
-        flops += 2.0 * N * H * (Q + 2.0 * KV) + 4.0 * N * keys * Q;
+        flops += 4.0 * N * keys * Q;
     }
     return flops;
 }
@@ -185,7 +189,8 @@ static int allocate_buffers(ft_model *m)
     m->plan = calloc(2 * (size_t)L + 4, sizeof *m->plan);
     m->n_act_sets = m->recomputed > 0 ? 1 + L - m->recomputed : (L > 0 ? L : 1);
     m->acts = calloc((size_t)m->n_act_sets, sizeof *m->acts);
-    m->n_kept = opt->checkpoint_keep_attention && m->recomputed > 1 ? m->recomputed - 1 : 0;
+    m->n_kept = opt->checkpoint_keep != FT_CKPT_KEEP_NOTHING && m->recomputed > 1
+                    ? m->recomputed - 1 : 0;
     m->kept = calloc(m->n_kept > 0 ? (size_t)m->n_kept : 1, sizeof *m->kept);
     m->host_i32 = malloc(4 * N * sizeof(int32_t));
     m->host_f32 = malloc(2 * N * sizeof(float));
@@ -201,8 +206,8 @@ static int allocate_buffers(ft_model *m)
     }
     for (int l = 0; l < m->n_kept && !failed; l++) {
         acts_alloc aa = { m, 0 };
-        failed = ft_block_attention_acts_alloc(&m->kept[l], c, opt->lora, m->dt, N,
-                                               alloc_for_block, &aa);
+        failed = ft_block_attention_acts_alloc(&m->kept[l], c, opt->lora, opt->checkpoint_keep,
+                                               m->dt, N, alloc_for_block, &aa);
     }
 
     ft_block_scratch *s = &m->scratch;
@@ -671,9 +676,10 @@ int ft_model_train_micro(ft_model *m, const ft_param_source *src, const ft_host_
         if (l < m->recomputed - 1) {
             ft_phase_begin(be, FT_PHASE_RECOMPUTE);
             bc.rebuild_only = true;
-            bc.attention_kept = l < m->n_kept;
+            bc.kept = l < m->n_kept ? m->opt.checkpoint_keep : FT_CKPT_KEEP_NOTHING;
             ft_block_forward(&bc, &p, m->block_in[l], dx, a);
-            bc.rebuild_only = bc.attention_kept = false;
+            bc.rebuild_only = false;
+            bc.kept = FT_CKPT_KEEP_NOTHING;
             ft_phase_end(be, FT_PHASE_RECOMPUTE);
         }
         ft_phase_begin(be, FT_PHASE_BACKWARD);

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "model/ckpt_keep.h"
 #include "model/layout.h"
 #include "model/lora.h"
 #include "util/error.h"
@@ -81,12 +82,12 @@ typedef struct ft_model_options {
      * activations in the backward and the later ones keep theirs (memory for time,
      * a set of activations a block); 0, or the layer count or more: every block. */
     int checkpoint_layers;
-    /* With activation_checkpointing: each block that recomputes keeps its attention
-     * half's activations (q, k, v, attention's output and log-sum-exp, the residual
-     * after it: ft_block_attention_acts_alloc), so the recompute is the MLP half's: N
-     * (2 Q + 2 KV + H) more values a block for about a third less recompute
-     * (ft_model_recompute_flops). */
-    bool checkpoint_keep_attention;
+    /* With activation_checkpointing: what each block that recomputes keeps of its
+     * forward (model/ckpt_keep.h): nothing; attention's output and log-sum-exp, N Q
+     * values and N heads floats a block for the recompute's attention (a sixth of it at
+     * the Llama-3.2-1B shape, seq_len 4096); or the attention half, N (2 Q + 2 KV + H)
+     * values for about a third of it (ft_model_recompute_flops). */
+    ft_ckpt_keep checkpoint_keep;
     /* The LM head's memory (head.c): the dlogits of head_group_rows target rows are
      * kept together so that the output weight's gradient is one GEMM per group, and
      * the logits are computed head_chunk_rows at a time over their dlogits (derived:
@@ -128,10 +129,10 @@ int ft_model_checkpointed_blocks(bool activation_checkpointing, int checkpoint_l
 
 /* The FLOPs one block's recompute costs for `tokens` tokens in rows of seq_len (the
  * matmuls' multiply-adds times 2 and attention's two products over the keys a query
- * sees, causal and windowed, without documents), with or without the attention part
- * kept (checkpoint_keep_attention): what the planner weighs checkpointing by. */
+ * sees, causal and windowed, without documents) with `keep` kept of its forward
+ * (ft_model_options.checkpoint_keep): what the planner weighs checkpointing by. */
 double ft_model_recompute_flops(const ft_model_config *c, long tokens, int seq_len,
-                                bool keep_attention);
+                                ft_ckpt_keep keep);
 
 /* Fills o's head_group_rows and head_chunk_rows where they are 0, from
  * head_budget_bytes, the vocabulary V, the micro-batch's tokens, the bytes of a dlogit

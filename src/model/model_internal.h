@@ -38,8 +38,8 @@ struct ft_model {
     ft_block_acts *acts;
     int n_act_sets;
     int recomputed;              /* blocks 0 .. recomputed-1 share acts[0] (0: none) */
-    /* checkpoint_keep_attention: the attention parts of blocks 0 .. n_kept-1 (the ones
-     * that recompute: recomputed - 1 of them), which their sets take instead of acts[0]'s */
+    /* checkpoint_keep: what blocks 0 .. n_kept-1 (the ones that recompute: recomputed - 1
+     * of them) keep of their forward, which their sets take instead of acts[0]'s */
     ft_block_acts *kept;
     int n_kept;
     ft_block_scratch scratch;

@@ -53,12 +53,41 @@ size_t ft_run_head_budget(const ft_run_config *cfg, double device_bytes)
     return share > 64 * MiB ? share : 64 * MiB;
 }
 
+ft_ckpt_keep ft_run_ckpt_keep(const ft_run_config *cfg)
+{
+    if (cfg->checkpoint_keep_attention)
+        return FT_CKPT_KEEP_ATTENTION;
+    return cfg->checkpoint_keep_attention_output ? FT_CKPT_KEEP_ATTENTION_OUTPUT
+                                                 : FT_CKPT_KEEP_NOTHING;
+}
+
+const char *ft_ckpt_keep_phrase(ft_ckpt_keep keep)
+{
+    switch (keep) {
+    case FT_CKPT_KEEP_ATTENTION: return ", attention kept";
+    case FT_CKPT_KEEP_ATTENTION_OUTPUT: return ", attention's output kept";
+    case FT_CKPT_KEEP_NOTHING: break;
+    }
+    return "";
+}
+
+/* The config lines that choose keep. */
+static const char *ckpt_keep_setting(ft_ckpt_keep keep)
+{
+    switch (keep) {
+    case FT_CKPT_KEEP_ATTENTION: return "; checkpoint_keep_attention = true";
+    case FT_CKPT_KEEP_ATTENTION_OUTPUT: return "; checkpoint_keep_attention_output = true";
+    case FT_CKPT_KEEP_NOTHING: break;
+    }
+    return "";
+}
+
 ft_model_options ft_run_model_options(const ft_run_config *cfg, int T, double device_bytes)
 {
     return (ft_model_options){ .max_batch = cfg->micro_batch_size, .seq_len = T,
                                .activation_checkpointing = cfg->activation_checkpointing,
                                .checkpoint_layers = cfg->checkpoint_layers,
-                               .checkpoint_keep_attention = cfg->checkpoint_keep_attention,
+                               .checkpoint_keep = ft_run_ckpt_keep(cfg),
                                .head_budget_bytes = ft_run_head_budget(cfg, device_bytes),
                                .dtype = cfg->numerics.activations };
 }
@@ -119,16 +148,17 @@ static int print_rows(FILE *out, const ft_run_config *cfg, const ft_plan_options
 }
 
 /* The device total of the config with checkpointing as given (ckpt 0: off; else the
- * first ckpt blocks, keep: with checkpoint_keep_attention); -1 on error. */
+ * first ckpt blocks, keeping keep); -1 on error. */
 static double device_total(const ft_run_config *cfg, const ft_plan_options *po,
-                           const ft_plan_models *pm, int T, int ckpt, bool keep, ft_error *err)
+                           const ft_plan_models *pm, int T, int ckpt, ft_ckpt_keep keep,
+                           ft_error *err)
 {
     const double GiB = 1024.0 * 1024.0 * 1024.0;
     const ft_engine_options eo = ft_run_engine_options(cfg);
     ft_model_options mo = ft_run_model_options(cfg, T, po->device_gib * GiB);
     mo.activation_checkpointing = ckpt > 0;
     mo.checkpoint_layers = ckpt;
-    mo.checkpoint_keep_attention = keep;
+    mo.checkpoint_keep = keep;
     ft_plan_parts parts;
     if (ft_plan_parts_estimate(pm, &eo, &mo, po->world_size, &parts, err))
         return -1.0;
@@ -139,9 +169,11 @@ static double device_total(const ft_run_config *cfg, const ft_plan_options *po,
  * of the settings that fit, the one whose recompute costs the fewest FLOPs a micro-batch
  * (ft_model_recompute_flops; on a tie the smaller device total). The candidates: none,
  * then the first k = 2 .. L blocks recomputing (k = 1 saves nothing: that block keeps
- * its set for the backward), with and without their attention halves kept. Each block
- * kept whole costs a set of activations and saves its recompute; a kept attention half
- * costs about a fifth of a set and saves about a third of a recompute. */
+ * its set for the backward), keeping nothing, attention's output or the attention half
+ * (model/ckpt_keep.h). Each block kept whole costs a set of activations and saves its
+ * recompute; a kept attention half costs about a fifth of a set and saves about a third
+ * of a recompute, a kept attention output about 6 % of a set and a sixth of a recompute
+ * (the Llama-3.2-1B shape, seq_len 4096). */
 static int print_fit(FILE *out, const ft_run_config *cfg, const ft_plan_options *po,
                      const ft_plan_models *pm, int T, ft_error *err)
 {
@@ -149,14 +181,16 @@ static int print_fit(FILE *out, const ft_run_config *cfg, const ft_plan_options 
     const ft_model_config *mc = &pm->model->config;
     const int L = mc->num_hidden_layers;
     const long tokens = (long)cfg->micro_batch_size * T;
-    const double per_block[2] = { ft_model_recompute_flops(mc, tokens, T, false),
-                                  ft_model_recompute_flops(mc, tokens, T, true) };
+    static const ft_ckpt_keep keeps[] = { FT_CKPT_KEEP_NOTHING, FT_CKPT_KEEP_ATTENTION_OUTPUT,
+                                          FT_CKPT_KEEP_ATTENTION };
     int best_k = -1;
-    bool best_keep = false;
+    ft_ckpt_keep best_keep = FT_CKPT_KEEP_NOTHING;
     double best_cost = 0.0, best_device = 0.0;
     for (int k = 0; k <= L; k += k == 0 ? 2 : 1)
-        for (int keep = 0; keep <= (k > 0); keep++) {
-            const double cost = k > 0 ? (k - 1) * per_block[keep] : 0.0;
+        for (int i = 0; i < (k > 0 ? 3 : 1); i++) {
+            const ft_ckpt_keep keep = keeps[i];
+            const double cost = k > 0 ? (k - 1) * ft_model_recompute_flops(mc, tokens, T, keep)
+                                      : 0.0;
             if (best_k >= 0 && cost > best_cost)
                 continue;
             const double d = device_total(cfg, po, pm, T, k, keep, err);
@@ -176,8 +210,7 @@ static int print_fit(FILE *out, const ft_run_config *cfg, const ft_plan_options 
                      "GiB (see the other stages and offload)\n", po->device_gib);
         return 0;
     }
-    const char *keep = best_keep ? "; checkpoint_keep_attention = true" : "";
-    const char *kept = best_keep ? ", attention kept" : "";
+    const char *keep = ckpt_keep_setting(best_keep), *kept = ft_ckpt_keep_phrase(best_keep);
     if (best_k == 0)
         fprintf(out, "activation_checkpointing = false (device %.2f GiB)\n", best_device / GiB);
     else if (best_k < L)
@@ -224,6 +257,9 @@ int ft_plan_print(FILE *out, const ft_run_config *cfg, const ft_plan_options *po
     if (cfg->checkpoint_keep_attention)
         fprintf(out, "ckpt on: the recomputing blocks keep their attention halves "
                      "(checkpoint_keep_attention)\n");
+    else if (cfg->checkpoint_keep_attention_output)
+        fprintf(out, "ckpt on: the recomputing blocks keep attention's output "
+                     "(checkpoint_keep_attention_output)\n");
     if (ft_plan_models_lora(&pm))
         ft_plan_lora_print_header(out);
     else

@@ -26,6 +26,11 @@ ft_engine_options ft_run_engine_options(const ft_run_config *cfg);
  * LM head's default memory budget is derived (head_memory_mib). */
 size_t ft_run_head_budget(const ft_run_config *cfg, double device_bytes);
 ft_model_options ft_run_model_options(const ft_run_config *cfg, int T, double device_bytes);
+/* What the config's recomputing blocks keep (checkpoint_keep_attention,
+ * checkpoint_keep_attention_output). */
+ft_ckpt_keep ft_run_ckpt_keep(const ft_run_config *cfg);
+/* ", attention kept" or the like for a log line; "" when nothing is kept. */
+const char *ft_ckpt_keep_phrase(ft_ckpt_keep keep);
 
 int ft_plan_print(FILE *out, const ft_run_config *cfg, const ft_plan_options *po, ft_error *err);
 

@@ -9,6 +9,7 @@
 #include "comm/world.h"
 #include "train/metrics.h"
 #include "train/mfu.h"
+#include "train/plan.h"
 #include "train/trainer_internal.h"
 #include "util/units.h"
 
@@ -53,7 +54,7 @@ static void print_memory(ft_trainer *t, const ft_engine_memory *mem)
     const int L = t->layout.config.num_hidden_layers;
     const int k = ft_model_checkpointed_blocks(t->cfg->activation_checkpointing,
                                                t->cfg->checkpoint_layers, L);
-    const char *kept = t->cfg->checkpoint_keep_attention ? ", attention kept" : "";
+    const char *kept = ft_ckpt_keep_phrase(ft_run_ckpt_keep(t->cfg));
     if (k == 0)
         snprintf(ckpt, sizeof ckpt, "off");
     else if (k < L)

@@ -251,6 +251,7 @@ static const bad_case bad_cases[] = {
     {"bad/min_lr.cfg", NULL, 13, "optimizer.min_lr: 0.001 is greater than optimizer.lr (0.0003)"},
     {"bad/rope_without_type.cfg", NULL, 11, "model.rope_scaling.factor: has no effect unless"},
     {"bad/eval_without_data.cfg", NULL, 5, "eval_every: periodic evaluation needs data.eval"},
+    {"bad/keep_both.cfg", NULL, 7, "checkpoint_keep_attention_output: checkpoint_keep_attention = true keeps attention's output already; set one of the two"},
     {"bad/does_not_exist.cfg", NULL, 0, "cannot open: No such file or directory"},
 
     /* overrides (on a good file) */
@@ -279,6 +280,7 @@ static const bad_case bad_cases[] = {
     {"minimal.cfg", "checkpoint_layers=4", -1, "checkpoint_layers=4: needs activation_checkpointing = true"},
     {"minimal.cfg", "checkpoint_layers=-1", -1, "checkpoint_layers=-1: -1 is out of range (must be >= 0)"},
     {"minimal.cfg", "checkpoint_keep_attention=true", -1, "checkpoint_keep_attention=true: needs activation_checkpointing = true"},
+    {"minimal.cfg", "checkpoint_keep_attention_output=true", -1, "checkpoint_keep_attention_output=true: needs activation_checkpointing = true"},
     {"minimal.cfg", "eval_prompts=[\"a\", \"\"]", -1, "eval_prompts=[\"a\", \"\"]: element 2 is not a non-empty string"},
     {"minimal.cfg", "eval_prompts=(\"a\", 3)", -1, "element 2 is not a non-empty string"},
     {"minimal.cfg", "eval_prompts=\"a\"", -1, "expected a list of strings"},

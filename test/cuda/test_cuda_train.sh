@@ -46,6 +46,13 @@ run_ranks 1 small.cfg $common device=cuda checkpoint_keep_attention=true final_w
 [ "$(losses full.log)" = "$(losses kept.log)" ] && h5diff full.h5 kept.h5 /model /model > diff.log 2>&1 ||
     { head -20 diff.log; fail "cuda: keeping attention through the recompute changed the result"; }
 echo "cuda, checkpoint_keep_attention: bitwise the full recompute"
+# ... and one that kept attention's output and log-sum-exp skips attention itself
+run_ranks 1 small.cfg $common device=cuda checkpoint_keep_attention_output=true \
+    final_weights=kept_output.h5 > kept_output.log 2>&1 || { cat kept_output.log; fail "cuda, attention's output kept"; }
+[ "$(losses full.log)" = "$(losses kept_output.log)" ] &&
+    h5diff full.h5 kept_output.h5 /model /model > diff.log 2>&1 ||
+    { head -20 diff.log; fail "cuda: keeping attention's output through the recompute changed the result"; }
+echo "cuda, checkpoint_keep_attention_output: bitwise the full recompute"
 # Initial values reach the device a piece of host memory at a time (FTMPI_FILL_PIECE,
 # elements; the default, 16 MiB, is more than any unit here): pieces of 997 elements, a
 # size that splits every tensor at odd places, must give the bits of whole slices, from

@@ -182,13 +182,16 @@ static ft_host_batch batch_of(rows *x, int V)
                             .loss_mask = x->mask, .segment = x->segment };
 }
 
-/* ckpt: 0 none, 1 activation checkpointing, 2 also keeping the attention parts */
+/* ckpt: 0 none, 1 activation checkpointing, 2 also keeping the attention parts, 3
+ * keeping attention's output */
 static ft_model *lora_model(lora_rig *r, int ckpt, host_src *ad)
 {
     ft_error err;
     ft_model *m;
     ft_model_options mo = { .max_batch = 2, .seq_len = 16, .activation_checkpointing = ckpt,
-                            .checkpoint_keep_attention = ckpt == 2,
+                            .checkpoint_keep = ckpt == 2 ? FT_CKPT_KEEP_ATTENTION
+                                             : ckpt == 3 ? FT_CKPT_KEEP_ATTENTION_OUTPUT
+                                                         : FT_CKPT_KEEP_NOTHING,
                             .head_group_rows = 8, .head_chunk_rows = 5, .lora = &r->lora,
                             .adapter_layout = &r->adapters };
     TEST_CHECK_OK(ft_model_create(&m, &r->base, r->be, &mo, &err), &err);
@@ -282,12 +285,12 @@ static void check_family(ft_model_family fam)
     }
     assert_true(norm > 1e-8); /* the comparison compared something */
 
-    /* activation checkpointing, with and without the attention parts kept (the q, k, v
-     * sites' u among them): the same bits */
+    /* activation checkpointing, keeping nothing, the attention parts (the q, k, v sites'
+     * u among them) or attention's output: the same bits */
     float **g1 = alloc_units(&r.adapters);
     for (int u = 0; u < r.adapters.n_units; u++)
         memcpy(g1[u], r.ad_g[u], r.adapters.units[u].numel * sizeof(float));
-    for (int ckpt = 1; ckpt <= 2; ckpt++) {
+    for (int ckpt = 1; ckpt <= 3; ckpt++) {
         zero_units(&r.adapters, r.ad_g);
         ft_model *mc = lora_model(&r, ckpt, &ad);
         double loss_ckpt;

@@ -86,13 +86,16 @@ static void rig_down(rig *r)
     ft_backend_destroy(r->be);
 }
 
-/* ckpt: 0 none, 1 activation checkpointing, 2 also keeping the attention parts */
+/* ckpt: 0 none, 1 activation checkpointing, 2 also keeping the attention parts, 3
+ * keeping attention's output */
 static ft_model *model_of(rig *r, const ft_lora_config *lora, int ckpt)
 {
     ft_error err;
     ft_model *m;
     ft_model_options mo = { .max_batch = 2, .seq_len = 16, .activation_checkpointing = ckpt,
-                            .checkpoint_keep_attention = ckpt == 2,
+                            .checkpoint_keep = ckpt == 2 ? FT_CKPT_KEEP_ATTENTION
+                                             : ckpt == 3 ? FT_CKPT_KEEP_ATTENTION_OUTPUT
+                                                         : FT_CKPT_KEEP_NOTHING,
                             .head_group_rows = 8, .head_chunk_rows = 5, .lora = lora,
                             .adapter_layout = &r->adapters, .lora_dropout_seed = SEED };
     TEST_CHECK_OK(ft_model_create(&m, &r->base, r->be, &mo, &err), &err);
@@ -221,8 +224,9 @@ static void check_family(ft_model_family fam)
     assert_true(fabs(train(&r, m, &first) + train(&r, m, &elsewhere) - l_both) >
                 1e-4 * fabs(l_both));
 
-    /* activation checkpointing, with and without the attention parts kept: the same bits */
-    for (int ckpt = 1; ckpt <= 2; ckpt++) {
+    /* activation checkpointing, keeping nothing, the attention parts or attention's
+     * output: the same bits */
+    for (int ckpt = 1; ckpt <= 3; ckpt++) {
         ft_model *mc = model_of(&r, &r.lora, ckpt);
         zero_units(&r.adapters, r.ad_g);
         assert_true(train(&r, mc, &both) == l_both);

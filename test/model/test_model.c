@@ -52,15 +52,15 @@ static void rig_down(rig *r)
 }
 
 /* ckpt: 0 none, 1 every block, k > 1 the first k - 1 blocks (checkpoint_layers);
- * keep: checkpoint_keep_attention */
-static ft_model *make_model_opts(rig *r, int batch, int T, int ckpt, bool keep, int group,
-                                 int chunk)
+ * keep: what the recomputing blocks keep (checkpoint_keep) */
+static ft_model *make_model_opts(rig *r, int batch, int T, int ckpt, ft_ckpt_keep keep,
+                                 int group, int chunk)
 {
     ft_error err;
     ft_model *m;
     ft_model_options mo = { .max_batch = batch, .seq_len = T, .activation_checkpointing = ckpt,
                             .checkpoint_layers = ckpt > 1 ? ckpt - 1 : 0,
-                            .checkpoint_keep_attention = keep,
+                            .checkpoint_keep = keep,
                             .head_group_rows = group, .head_chunk_rows = chunk,
                             .dtype = r->model_dt };
     TEST_CHECK_OK(ft_model_create(&m, &r->layout, r->be, &mo, &err), &err);
@@ -69,7 +69,7 @@ static ft_model *make_model_opts(rig *r, int batch, int T, int ckpt, bool keep, 
 
 static ft_model *make_model_head(rig *r, int batch, int T, int ckpt, int group, int chunk)
 {
-    return make_model_opts(r, batch, T, ckpt, false, group, chunk);
+    return make_model_opts(r, batch, T, ckpt, FT_CKPT_KEEP_NOTHING, group, chunk);
 }
 
 /* Several head groups of several chunks, partial ones too. */
@@ -242,19 +242,24 @@ static void counting_swiglu_fwd(ft_backend *be, ft_dtype dt, void *out, const vo
 
 /* With activation checkpointing the gradients are bitwise those without, for every
  * block wiring, for checkpointing of every block or of the first 1 or 2 of 3
- * (checkpoint_layers), with and without the attention halves kept
- * (checkpoint_keep_attention); the recompute rebuilds only what the backward reads:
- * every forward GEMM but the MLP's down projection (and with a parallel residual the
- * attention's output projection), with the attention half kept only the MLP's gate and
- * up projections and no attention, for every checkpointed block but the last (whose
- * activations the forward left), so it costs exactly that many GEMMs and attention
- * calls, and no SwiGLU forward (the backward makes its output). */
+ * (checkpoint_layers), keeping nothing, attention's output or the attention half
+ * (checkpoint_keep); the recompute rebuilds only what the backward reads: every forward
+ * GEMM but the MLP's down projection (and with a parallel residual the attention's output
+ * projection), with the attention half kept only the MLP's gate and up projections and no
+ * attention, with attention's output kept those GEMMs and no attention, for every
+ * checkpointed block but the last (whose activations the forward left), so it costs
+ * exactly that many GEMMs and attention calls, and no SwiGLU forward (the backward makes
+ * its output). */
 static void test_checkpointing_identical(void **state)
 {
     (void)state;
-    /* none, every block, the first 1 block, the first 2; the last two kept */
-    static const struct { int ckpt; bool keep; } runs[] = {
-        { 0, false }, { 1, false }, { 2, false }, { 3, false }, { 1, true }, { 3, true },
+    /* none, every block, the first 1 block, the first 2; then with attention or its
+     * output kept */
+    static const struct { int ckpt; ft_ckpt_keep keep; } runs[] = {
+        { 0, FT_CKPT_KEEP_NOTHING }, { 1, FT_CKPT_KEEP_NOTHING }, { 2, FT_CKPT_KEEP_NOTHING },
+        { 3, FT_CKPT_KEEP_NOTHING }, { 1, FT_CKPT_KEEP_ATTENTION },
+        { 3, FT_CKPT_KEEP_ATTENTION }, { 1, FT_CKPT_KEEP_ATTENTION_OUTPUT },
+        { 3, FT_CKPT_KEEP_ATTENTION_OUTPUT },
     };
     enum { RUNS = sizeof runs / sizeof runs[0] };
     for (int f = 0; f < 4; f++) {
@@ -303,14 +308,18 @@ static void test_checkpointing_identical(void **state)
                 assert_memory_equal(g[0][u], g[i][u], r.layout.units[u].numel * sizeof(float));
             /* the checkpointed blocks but the last of them, whose forward activations are
              * still there */
-            const int ckpt = runs[i].ckpt, keep = runs[i].keep;
+            const int ckpt = runs[i].ckpt;
+            const ft_ckpt_keep keep = runs[i].keep;
             const int recomputing = (ckpt == 1 ? c.num_hidden_layers : ckpt - 1) - 1;
             const int mlp_in_gemms = f >= 2 ? 1 : 2; /* (gate) up */
-            const long want = (long)recomputing * (keep ? mlp_in_gemms : fwd_gemms - skipped);
-            const long want_att = keep ? 0 : recomputing;
+            const long want = (long)recomputing * (keep == FT_CKPT_KEEP_ATTENTION
+                                                       ? mlp_in_gemms : fwd_gemms - skipped);
+            const long want_att = keep != FT_CKPT_KEEP_NOTHING ? 0 : recomputing;
+            static const char *const kept[] = { "", ", attention's output kept",
+                                                ", attention kept" };
             printf("wiring %d: %ld GEMMs, %ld with %d of %d blocks recomputing%s (recompute "
                    "%ld, want %ld; attention %ld, want %ld)\n", f, gemms[0], gemms[i],
-                   recomputing, c.num_hidden_layers, keep ? ", attention kept" : "",
+                   recomputing, c.num_hidden_layers, kept[keep],
                    gemms[i] - gemms[0], want, attends[i] - attends[0], want_att);
             assert_int_equal(gemms[i] - gemms[0], want);
             assert_int_equal(attends[i] - attends[0], want_att);

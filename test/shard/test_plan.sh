@@ -27,19 +27,26 @@ grep -q 'checkpointing on for blocks 0-1 of 4' run.log || { cat run.log; fail "t
 check 1 zero_stage=0 model.num_hidden_layers=4 activation_checkpointing=true checkpoint_layers=3 checkpoint_keep_attention=true
 grep -q 'checkpointing on for blocks 0-2 of 4, attention kept' run.log || { cat run.log; fail "the run does not say that attention is kept"; }
 grep -q 'ckpt on: the recomputing blocks keep their attention halves' plan.log || { cat plan.log; fail "the plan does not say that attention is kept"; }
+# ... or only attention's output and log-sum-exp
+check 1 zero_stage=0 model.num_hidden_layers=4 activation_checkpointing=true checkpoint_keep_attention_output=true
+grep -q "checkpointing on, attention's output kept" run.log || { cat run.log; fail "the run does not say that attention's output is kept"; }
+grep -q "ckpt on: the recomputing blocks keep attention's output" plan.log || { cat plan.log; fail "the plan does not say that attention's output is kept"; }
 # the fastest checkpointing that fits: the least recompute (FLOPs) among the settings
-# that fit. This model's totals: none > 2 blocks > 3 blocks with kept attention > 3 blocks >
-# 4 blocks + kept > 4 blocks; its recompute: 2 blocks with kept attention < 2 blocks < 3
-# with kept attention < 4 with kept attention < 3 blocks (the attention half is nearly
-# half of its recompute)
+# that fit. This model's totals: none > 2 blocks > 3 blocks with kept attention > 3 with
+# kept attention output > 3 blocks > 4 blocks + kept attention > 4 + kept output > 4
+# blocks; its recompute: 2 blocks with kept attention < 2 blocks < 3 with kept attention
+# < 4 with kept attention < 3 blocks < 4 with kept output < 4 blocks (the attention half
+# is nearly half of its recompute)
 total() { "$FTMPI" --plan small.cfg model.num_hidden_layers=4 activation_checkpointing=true "$@" |
     sed -n 's/.*(this config: device total \([0-9]*\) bytes).*/\1/p'; }
 t2=$(total checkpoint_layers=2) t3=$(total checkpoint_layers=3) t0=$(total activation_checkpointing=false)
 t4=$(total) t3k=$(total checkpoint_layers=3 checkpoint_keep_attention=true)
 t4k=$(total checkpoint_keep_attention=true)
-[ "$t0" -gt "$t2" ] && [ "$t2" -gt "$t3k" ] && [ "$t3k" -gt "$t3" ] && [ "$t3" -gt "$t4k" ] &&
-    [ "$t4k" -gt "$t4" ] ||
-    fail "activation totals should fall with more checkpointed blocks and fewer kept: $t0 $t2 $t3k $t3 $t4k $t4"
+t3o=$(total checkpoint_layers=3 checkpoint_keep_attention_output=true)
+t4o=$(total checkpoint_keep_attention_output=true)
+[ "$t0" -gt "$t2" ] && [ "$t2" -gt "$t3k" ] && [ "$t3k" -gt "$t3o" ] && [ "$t3o" -gt "$t3" ] &&
+    [ "$t3" -gt "$t4k" ] && [ "$t4k" -gt "$t4o" ] && [ "$t4o" -gt "$t4" ] ||
+    fail "activation totals should fall with more checkpointed blocks and less kept: $t0 $t2 $t3k $t3o $t3 $t4k $t4o $t4"
 fit() { # GIB: the plan's last line
     "$FTMPI" --plan small.cfg model.num_hidden_layers=4 --device-memory "$1" | tail -n 1; }
 gib_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.9f", (a + b) / 2 / 1073741824 }'; }
@@ -48,10 +55,14 @@ gib_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.9f", (a + b) / 2 / 10
 between=$(gib_between "$t2" "$t3k")
 fit "$between" | grep -q 'checkpoint_layers = 3; checkpoint_keep_attention = true (blocks 0-2 of 4 recompute, attention kept' ||
     { fit "$between"; fail "the fastest fit at $between GiB should be checkpoint_layers = 3 with kept attention"; }
-# between 4 blocks and 4 with kept attention: only every block without it fits
-between=$(gib_between "$t4k" "$t4")
+# between 4 blocks with kept attention and 4 with its output kept: the latter
+between=$(gib_between "$t4k" "$t4o")
+fit "$between" | grep -q "activation_checkpointing = true; checkpoint_keep_attention_output = true (every block recomputes, attention's output kept; device" ||
+    { fit "$between"; fail "the fastest fit at $between GiB should be every block with attention's output kept"; }
+# between 4 blocks and 4 with attention's output kept: only every block keeping nothing fits
+between=$(gib_between "$t4o" "$t4")
 fit "$between" | grep -q 'activation_checkpointing = true (every block recomputes; device' ||
-    { fit "$between"; fail "the fastest fit at $between GiB should be every block without kept attention"; }
+    { fit "$between"; fail "the fastest fit at $between GiB should be every block keeping nothing"; }
 fit 80 | grep -q 'fastest fit at stage 0: activation_checkpointing = false' ||
     { fit 80; fail "at 80 GiB the fastest fit is no checkpointing"; }
 fit 0.0001 | grep -q 'none: even with every block checkpointed' ||
