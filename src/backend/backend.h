@@ -100,6 +100,13 @@ typedef struct ft_adamw_params {
     /* Elements at and past this index take no weight decay (a unit's norms and biases
      * follow its 2-D weights: one launch updates both); 0: none is exempt. */
     size_t no_decay_from;
+    /* m and v hold +0 everywhere (their first update since they were allocated): the
+     * update may take them as zeros without reading them, with the bits of reading
+     * them. On the CPU, reading never-written memory maps the kernel's shared zero page,
+     * and the write after it faults a second time and flushes every other core's TLB
+     * (an interrupt each, per 4 KiB page): most of a first step's system time. A
+     * backend may read them anyway. */
+    bool moments_zero;
 } ft_adamw_params;
 
 typedef struct ft_sgd_params {
@@ -107,6 +114,7 @@ typedef struct ft_sgd_params {
     float momentum;     /* 0 disables the momentum buffer */
     float weight_decay; /* decoupled, like AdamW */
     float grad_scale;   /* as ft_adamw_params.grad_scale */
+    bool moments_zero;  /* as ft_adamw_params.moments_zero, of the momentum buffer */
 } ft_sgd_params;
 
 /* Where a step's time goes (profile_phases): spans of the backend's work, summed per

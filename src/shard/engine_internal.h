@@ -97,6 +97,9 @@ struct ft_engine {
     engine_unit *units;
     size_t max_padded, max_shard;
     long step;
+    /* the moments may hold other values than the zeros they were allocated with: an
+     * update or a checkpoint's read has written them */
+    int moments_written;
     ft_engine_memory mem;
 
     float *host_grad;      /* offload: [max opt range] gradient copied to the host */

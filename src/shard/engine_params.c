@@ -512,6 +512,7 @@ int ft_engine_read_field(ft_engine *e, const ft_h5file *f, const char *group,
         file_ctx fc = { f, group, hashes };
         return fill_from(e, file_slice, NULL, &fc, err);
     }
+    e->moments_written = 1; /* they hold the file's values now, whatever the read does */
     /* stage 0 reads whole units (replicated state), the others their slice; straight
      * into the moment buffer when it is host memory */
     const size_t cap = e->opt.zero_stage == 0 ? e->max_padded : e->max_shard;

@@ -81,9 +81,11 @@ int ft_engine_grad_norm(ft_engine *e, double *norm, ft_error *err)
 }
 
 /* Optimizer update of unit elements [lo, hi) (unit coordinates, within the opt range),
- * with weight decay wd on [lo, split) only (split in [lo, hi]). */
+ * with weight decay wd on [lo, split) only (split in [lo, hi]); fresh: the moments have
+ * never been written (backend.h, moments_zero). */
 static void update_range(ft_engine *e, const ft_optimizer_config *o, engine_unit *eu, size_t lo,
-                         size_t split, size_t hi, double lr, double wd, float grad_mult)
+                         size_t split, size_t hi, double lr, double wd, float grad_mult,
+                         bool fresh)
 {
     if (hi <= lo)
         return;
@@ -104,7 +106,8 @@ static void update_range(ft_engine *e, const ft_optimizer_config *o, engine_unit
                                .weight_decay = split > lo ? (float)wd : 0.0f,
                                .no_decay_from = split > lo && split < hi ? split - lo : 0,
                                .step = e->step,
-                               .bf16_out = bits ? bits + off : NULL, .grad_scale = grad_mult };
+                               .bf16_out = bits ? bits + off : NULL, .grad_scale = grad_mult,
+                               .moments_zero = fresh };
         be->ops->adamw_step(be, p, g, eu->m + off, eu->v + off, hi - lo, &ap);
     } else { /* SGD: the two ranges one after the other */
         const double part_wd[2] = { wd, 0.0 };
@@ -113,7 +116,8 @@ static void update_range(ft_engine *e, const ft_optimizer_config *o, engine_unit
             if (to[r] <= from[r])
                 continue;
             ft_sgd_params sp = { .lr = (float)lr, .momentum = (float)o->momentum,
-                                 .weight_decay = (float)part_wd[r], .grad_scale = grad_mult };
+                                 .weight_decay = (float)part_wd[r], .grad_scale = grad_mult,
+                                 .moments_zero = fresh };
             be->ops->sgd_step(be, p + (from[r] - lo), g + (from[r] - lo),
                               eu->m + off + (from[r] - lo), to[r] - from[r], &sp);
         }
@@ -132,6 +136,9 @@ int ft_engine_step(ft_engine *e, const ft_optimizer_config *o, double lr, double
      * pass before them); the gradient buffers keep their unscaled values. */
     const float mult = (float)grad_mult;
     const int overlap = e->overlap; /* the updates run beside the next forward */
+    /* The moments were allocated zero (engine.c) and nothing but this has written them */
+    const bool fresh = !e->moments_written;
+    e->moments_written = 1;
     if (overlap)
         ft_engine_overlap_begin(e);
     for (int u = 0; u < e->layout.n_units; u++) {
@@ -140,7 +147,8 @@ int ft_engine_step(ft_engine *e, const ft_optimizer_config *o, double lr, double
         const size_t decay_end = e->layout.units[u].decay_numel;
         const size_t split = decay_end < eu->opt_begin ? eu->opt_begin
                              : decay_end > eu->opt_end ? eu->opt_end : decay_end;
-        update_range(e, o, eu, eu->opt_begin, split, eu->opt_end, lr, o->weight_decay, mult);
+        update_range(e, o, eu, eu->opt_begin, split, eu->opt_end, lr, o->weight_decay, mult,
+                     fresh);
         /* No wait here: publishing is ordered after the update on the device's stream,
          * and the stages that hand a shared staging buffer to the transport wait there. */
         if ((o->type == FT_OPT_ADAMW ? ft_engine_publish_updated(e, u, err)

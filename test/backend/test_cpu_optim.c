@@ -72,7 +72,7 @@ static void test_adamw_matches_pytorch(void **state)
     for (int step = 1; step <= 5; step++) {
         golden_grad(g, step);
         be->ops->upload(be, dg, g, sizeof g);
-        ft_adamw_params hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, step, NULL, 1.0f, 0};
+        ft_adamw_params hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, step, NULL, 1.0f, 0, false};
         be->ops->adamw_step(be, dp, dg, dm, dv, N_GOLDEN, &hp);
     }
     bt_download(be, p, dp, N_GOLDEN), bt_download(be, m, dm, N_GOLDEN), bt_download(be, v, dv, N_GOLDEN);
@@ -103,7 +103,7 @@ static void test_adamw_no_decay_tail(void **state)
         float *dm = bt_upload(be, NULL, n), *dv = bt_upload(be, NULL, n);
         uint16_t *db = be->ops->alloc(be, n * 2);
         for (int t = 1; t <= 3; t++) {
-            ft_adamw_params ap = {1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, t, db, 0.7f, 0};
+            ft_adamw_params ap = {1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, t, db, 0.7f, 0, false};
             if (one) {
                 ap.no_decay_from = split;
                 be->ops->adamw_step(be, dp, dg, dm, dv, n, &ap);
@@ -136,7 +136,7 @@ static void test_adamw_no_decay_tail(void **state)
     for (int exempt = 0; exempt < 2; exempt++) {
         float *dp = bt_upload(be, p, n), *dg = bt_upload(be, g, n);
         float *dm = bt_upload(be, NULL, n), *dv = bt_upload(be, NULL, n);
-        ft_adamw_params ap = {1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, NULL, 1.0f, 0};
+        ft_adamw_params ap = {1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, NULL, 1.0f, 0, false};
         ap.no_decay_from = exempt ? split : 0;
         be->ops->adamw_step(be, dp, dg, dm, dv, n, &ap);
         after[exempt] = malloc(n * 4);
@@ -173,7 +173,7 @@ static void test_adamw_matches_double_reference(void **state)
     for (int t = 1; t <= 20; t++) {
         bt_fill_uniform(g, n, &rng, -0.1f, 0.1f);
         be->ops->upload(be, dg, g, n * 4);
-        ft_adamw_params hp = {lr, b1, b2, eps, wd, t, NULL, 1.0f, 0};
+        ft_adamw_params hp = {lr, b1, b2, eps, wd, t, NULL, 1.0f, 0, false};
         be->ops->adamw_step(be, dp, dg, dm, dv, n, &hp);
         double bc1 = 1 - pow(b1, t), bc2 = 1 - pow(b2, t);
         for (size_t i = 0; i < n; i++) {
@@ -206,7 +206,7 @@ static void test_adamw_bf16_out(void **state)
     for (int k = 0; k < 2; k++) {
         float *dp = bt_upload(be, p, n), *dm = bt_upload(be, NULL, n), *dv = bt_upload(be, NULL, n);
         for (int t = 1; t <= 3; t++) {
-            ft_adamw_params hp = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t, k == 1 ? dbits : NULL, 1.0f, 0};
+            ft_adamw_params hp = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t, k == 1 ? dbits : NULL, 1.0f, 0, false};
             be->ops->adamw_step(be, dp, dg, dm, dv, n, &hp);
         }
         float *bufs[3] = {dp, dm, dv};
@@ -230,6 +230,76 @@ static void test_adamw_bf16_out(void **state)
     ft_backend_destroy(be);
 }
 
+/* moments_zero: an update that takes the moments as zeros without reading them gives
+ * the bits of one that reads stored zeros (p, m, v and the bf16 copy; AdamW with a
+ * no-decay tail, SGD with momentum), on values that probe the IEEE corner cases where
+ * dropping a "+ 0" or "x 0" would change bits: signed zeros, subnormals, huge values.
+ * The flagged update's moment buffers start as NaN, so any read of them would show. */
+static void test_moments_zero_unread(void **state)
+{
+    (void)state;
+    ft_backend *be = bt_backend_create();
+    bt_rng rng = bt_rng_make(11);
+    const size_t n = 20011, nd = 15000;
+    float *p = malloc(n * 4), *g = malloc(n * 4), *nan = malloc(n * 4);
+    bt_fill_uniform(p, n, &rng, -1, 1);
+    bt_fill_uniform(g, n, &rng, -0.1f, 0.1f);
+    static const float corner[] = { 0.0f, -0.0f, 0x1p-149f, -0x1p-149f, 0x1p-127f, 3e38f,
+                                    -3e38f, 1e-30f, -1e-30f };
+    for (size_t i = 0; i < n; i += 7)
+        g[i] = corner[(i / 7) % (sizeof corner / sizeof corner[0])];
+    for (size_t i = 3; i < n; i += 11)
+        p[i] = corner[(i / 11) % (sizeof corner / sizeof corner[0])];
+    for (size_t i = 0; i < n; i++)
+        nan[i] = NAN;
+    float *out[2][3];
+    uint16_t *bits[2];
+    for (int flag = 0; flag < 2; flag++) {
+        float *dp = bt_upload(be, p, n), *dg = bt_upload(be, g, n);
+        float *dm = bt_upload(be, flag ? nan : NULL, n), *dv = bt_upload(be, flag ? nan : NULL, n);
+        uint16_t *db = be->ops->alloc(be, n * 2);
+        ft_adamw_params ap = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, db, 0.75f, nd, false};
+        ap.moments_zero = flag;
+        be->ops->adamw_step(be, dp, dg, dm, dv, n, &ap);
+        float *bufs[3] = {dp, dm, dv};
+        for (int b = 0; b < 3; b++) {
+            out[flag][b] = malloc(n * 4);
+            bt_download(be, out[flag][b], bufs[b], n);
+        }
+        bits[flag] = malloc(n * 2);
+        be->ops->download(be, bits[flag], db, n * 2);
+        be->ops->free(be, dp), be->ops->free(be, dg), be->ops->free(be, dm);
+        be->ops->free(be, dv), be->ops->free(be, db);
+    }
+    for (int b = 0; b < 3; b++) {
+        assert_memory_equal(out[0][b], out[1][b], n * 4);
+        free(out[0][b]), free(out[1][b]);
+    }
+    assert_memory_equal(bits[0], bits[1], n * 2);
+    free(bits[0]), free(bits[1]);
+
+    float *sgd[2][2];
+    for (int flag = 0; flag < 2; flag++) {
+        float *dp = bt_upload(be, p, n), *dg = bt_upload(be, g, n);
+        float *dm = bt_upload(be, flag ? nan : NULL, n);
+        ft_sgd_params sp = { .lr = 1e-2f, .momentum = 0.9f, .weight_decay = 0.1f,
+                             .grad_scale = 0.75f, .moments_zero = flag };
+        be->ops->sgd_step(be, dp, dg, dm, n, &sp);
+        float *bufs[2] = {dp, dm};
+        for (int b = 0; b < 2; b++) {
+            sgd[flag][b] = malloc(n * 4);
+            bt_download(be, sgd[flag][b], bufs[b], n);
+        }
+        be->ops->free(be, dp), be->ops->free(be, dg), be->ops->free(be, dm);
+    }
+    for (int b = 0; b < 2; b++) {
+        assert_memory_equal(sgd[0][b], sgd[1][b], n * 4);
+        free(sgd[0][b]), free(sgd[1][b]);
+    }
+    free(p), free(g), free(nan);
+    ft_backend_destroy(be);
+}
+
 static void test_sgd_matches_pytorch(void **state)
 {
     (void)state;
@@ -241,7 +311,7 @@ static void test_sgd_matches_pytorch(void **state)
     for (int step = 1; step <= 5; step++) {
         golden_grad(g, step);
         be->ops->upload(be, dg, g, sizeof g);
-        ft_sgd_params hp = {0.05f, 0.9f, 0.0f, 1.0f};
+        ft_sgd_params hp = {0.05f, 0.9f, 0.0f, 1.0f, false};
         be->ops->sgd_step(be, dp, dg, dbuf, N_GOLDEN, &hp);
     }
     bt_download(be, p, dp, N_GOLDEN);
@@ -257,7 +327,7 @@ static void test_sgd_decoupled_decay(void **state)
     ft_backend *be = bt_backend_create();
     float p[3] = {1.0f, -2.0f, 0.5f}, g[3] = {0.5f, 0.25f, -1.0f}, got[3], buf[3];
     float *dp = bt_upload(be, p, 3), *dg = bt_upload(be, g, 3), *dbuf = bt_upload(be, NULL, 3);
-    ft_sgd_params hp = {0.5f, 0.5f, 0.5f, 1.0f}; /* decay factor 0.75, all exact in binary */
+    ft_sgd_params hp = {0.5f, 0.5f, 0.5f, 1.0f, false}; /* decay factor 0.75, all exact in binary */
     be->ops->sgd_step(be, dp, dg, dbuf, 3, &hp);
     be->ops->sgd_step(be, dp, dg, dbuf, 3, &hp);
     bt_download(be, got, dp, 3), bt_download(be, buf, dbuf, 3);
@@ -267,7 +337,7 @@ static void test_sgd_decoupled_decay(void **state)
         assert_true(got[i] == p2);
         assert_true(buf[i] == 1.5f * g[i]);
     }
-    ft_sgd_params plain = {0.5f, 0.0f, 0.0f, 1.0f};
+    ft_sgd_params plain = {0.5f, 0.0f, 0.0f, 1.0f, false};
     be->ops->upload(be, dp, p, sizeof p);
     be->ops->sgd_step(be, dp, dg, NULL, 3, &plain);
     bt_download(be, got, dp, 3);
@@ -305,10 +375,10 @@ static void test_grad_scale_fused(void **state)
                 const float gs = fused ? s : 1.0f;
                 if (opt < 2) {
                     ft_adamw_params ap = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t,
-                                          opt == 1 ? dbits : NULL, gs, 0};
+                                          opt == 1 ? dbits : NULL, gs, 0, false};
                     be->ops->adamw_step(be, dp, gi, dm, dv, n, &ap);
                 } else {
-                    ft_sgd_params sp = {0.05f, opt == 3 ? 0.9f : 0.0f, 0.01f, gs};
+                    ft_sgd_params sp = {0.05f, opt == 3 ? 0.9f : 0.0f, 0.01f, gs, false};
                     be->ops->sgd_step(be, dp, gi, opt == 3 ? dm : NULL, n, &sp);
                 }
                 if (gi != dg)
@@ -336,7 +406,7 @@ static void test_grad_scale_fused(void **state)
     }
     /* and it is not the identity: scaling changes the result */
     float *dp = bt_upload(be, p, n), *dg = bt_upload(be, g, n), *got = malloc(n * 4);
-    ft_sgd_params sp = {0.05f, 0.0f, 0.0f, s};
+    ft_sgd_params sp = {0.05f, 0.0f, 0.0f, s, false};
     be->ops->sgd_step(be, dp, dg, NULL, n, &sp);
     bt_download(be, got, dp, n);
     assert_true(got[0] == p[0] - 0.05f * (g[0] * s));
@@ -352,6 +422,7 @@ int main(void)
         cmocka_unit_test(test_adamw_matches_double_reference),
         cmocka_unit_test(test_adamw_bf16_out),
         cmocka_unit_test(test_adamw_no_decay_tail),
+        cmocka_unit_test(test_moments_zero_unread),
         cmocka_unit_test(test_sgd_matches_pytorch),
         cmocka_unit_test(test_sgd_decoupled_decay),
         cmocka_unit_test(test_grad_scale_fused),

@@ -220,8 +220,8 @@ int main(int argc, char **argv)
     /* every op with nothing to do returns at once: no launch, no scratch, no error */
     float *one = gpu->ops->alloc(gpu, 64);
     int32_t *ids = gpu->ops->alloc(gpu, 64);
-    ft_adamw_params ap = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1, NULL, 1.0f, 0};
-    ft_sgd_params sp = {1e-3f, 0.9f, 0.0f, 1.0f};
+    ft_adamw_params ap = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1, NULL, 1.0f, 0, false};
+    ft_sgd_params sp = {1e-3f, 0.9f, 0.0f, 1.0f, false};
     gpu->ops->add(gpu, one, one, 0);
     gpu->ops->scale(gpu, one, 2.0f, 0);
     double ss = gpu->ops->sum_squares(gpu, one, 0);

@@ -1029,7 +1029,7 @@ static void test_optim(void)
         float *cg = be_dup(cpu, g, n * 4), *gg = be_dup(gpu, g, n * 4);
         /* step 2 clips: the multiplier applied in the update's read of g */
         ft_adamw_params ap = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, NULL,
-                              step == 2 ? 0.3127f : 1.0f, 0};
+                              step == 2 ? 0.3127f : 1.0f, 0, false};
         ap.bf16_out = step == 3 ? cbits : NULL; /* the last step also rounds to bf16 */
         ap.no_decay_from = step == 3 ? 70001 : 0; /* and exempts its tail from the decay */
         cpu->ops->adamw_step(cpu, cp, cg, cm, cv, n, &ap);
@@ -1061,7 +1061,7 @@ static void test_optim(void)
         char what[64];
         float *g = host_random(n, -1, 1);
         float *cg = be_dup(cpu, g, n * 4), *gg = be_dup(gpu, g, n * 4);
-        ft_sgd_params sp = {0.05f, with_mom ? 0.9f : 0.0f, 0.01f, 0.6143f};
+        ft_sgd_params sp = {0.05f, with_mom ? 0.9f : 0.0f, 0.01f, 0.6143f, false};
         for (int step = 0; step < 2; step++) {
             cpu->ops->sgd_step(cpu, cp, cg, with_mom ? cm : NULL, n, &sp);
             gpu->ops->sgd_step(gpu, gp, gg, with_mom ? gm : NULL, n, &sp);

@@ -12,7 +12,11 @@
  * memset pass and start-up does not fault in what only the first step uses (a 384 M
  * model's 7 GiB of zeroing was 20-33 s of a 60-70 s start-up on the 2-core VM,
  * doc/benchmarks.md). No MADV_HUGEPAGE: on that VM (THP defrag "madvise") its faults
- * compacted memory and cost 3x the system time of 4 KiB ones. */
+ * compacted memory and cost 3x the system time of 4 KiB ones. A page's first touch
+ * should be a write: a read maps the kernel's shared zero page, and the write after it
+ * faults again and flushes the other cores' TLBs (an interrupt each); the first
+ * optimizer step therefore writes the moments without reading them
+ * (ft_adamw_params.moments_zero). */
 #include "backend/cpu/cpu_internal.h"
 
 #include <stdio.h>

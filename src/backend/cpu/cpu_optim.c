@@ -31,19 +31,32 @@ typedef struct adamw_coef {
 
 /* One element's update (the header's formulas) with gradient g_raw x scale (clipping)
  * and the decay factor `decay` (c->decay, or 1 for an element exempt from weight decay:
- * p * 1 is p, the bits of an update with weight_decay 0); returns the new parameter. */
+ * p * 1 is p, the bits of an update with weight_decay 0), from moments m0 and v0; writes
+ * the new moments to *m, *v and returns the new parameter. */
 static inline float adamw_update(const adamw_coef *c, float decay, float *param, float g_raw,
-                                 float scale, float *m, float *v)
+                                 float scale, float m0, float v0, float *m, float *v)
 {
     const float g = g_raw * scale;
     float pi = *param * decay;
-    float mi = *m + c->w1 * (g - *m);
-    float vi = *v * c->beta2 + (c->w2 * g) * g;
+    float mi = m0 + c->w1 * (g - m0);
+    float vi = v0 * c->beta2 + (c->w2 * g) * g;
     float den = sqrtf(vi) / c->bc2_sqrt + c->eps;
     *m = mi;
     *v = vi;
     return *param = pi + (c->neg_step * mi) / den;
 }
+
+/* The update of elements [0, n), from the stored moments, or from zeros without reading
+ * them (ft_adamw_params.moments_zero: the same expressions with m0 = v0 = +0, which the
+ * compiler may simplify only where IEEE arithmetic gives the same bits, so the result is
+ * that of reading stored zeros). */
+#define ADAMW_LOOP(M0, V0, STORE)                                                          \
+    _Pragma("omp parallel for simd schedule(static) if (n >= FT_CPU_PAR_MIN)")             \
+    for (size_t i = 0; i < n; i++)                                                         \
+        STORE(adamw_update(&c, i < nd ? c.decay : 1.0f, &param[i], grad[i], s, M0, V0,      \
+                           &m[i], &v[i]))
+#define ADAMW_STORE_NOTHING(x) (void)(x)
+#define ADAMW_STORE_BITS(x) bits[i] = ft_f32_to_bf16(x)
 
 void ft_cpu_adamw_step(ft_backend *be, float *param, const float *grad, float *m, float *v,
                        size_t n, const ft_adamw_params *p)
@@ -56,20 +69,26 @@ void ft_cpu_adamw_step(ft_backend *be, float *param, const float *grad, float *m
                            .w1 = (float)(1.0 - b1), .beta2 = p->beta2,
                            .w2 = (float)(1.0 - b2), .neg_step = (float)(-(lr / bc1)),
                            .bc2_sqrt = (float)sqrt(bc2), .eps = p->eps };
-    uint16_t *bits = p->bf16_out;
+    uint16_t *bits = p->bf16_out; /* the bf16 working copy in the same pass */
     const float s = p->grad_scale;
     const size_t nd = p->no_decay_from ? p->no_decay_from : n; /* decayed: [0, nd) */
-    if (!bits) {
-#pragma omp parallel for simd schedule(static) if (n >= FT_CPU_PAR_MIN)
-        for (size_t i = 0; i < n; i++)
-            adamw_update(&c, i < nd ? c.decay : 1.0f, &param[i], grad[i], s, &m[i], &v[i]);
-        return;
-    }
-    /* with the bf16 working copy in the same pass */
-#pragma omp parallel for simd schedule(static) if (n >= FT_CPU_PAR_MIN)
-    for (size_t i = 0; i < n; i++)
-        bits[i] = ft_f32_to_bf16(
-            adamw_update(&c, i < nd ? c.decay : 1.0f, &param[i], grad[i], s, &m[i], &v[i]));
+    if (p->moments_zero && bits)
+        ADAMW_LOOP(0.0f, 0.0f, ADAMW_STORE_BITS);
+    else if (p->moments_zero)
+        ADAMW_LOOP(0.0f, 0.0f, ADAMW_STORE_NOTHING);
+    else if (bits)
+        ADAMW_LOOP(m[i], v[i], ADAMW_STORE_BITS);
+    else
+        ADAMW_LOOP(m[i], v[i], ADAMW_STORE_NOTHING);
+}
+
+/* One element's momentum step from buffer value b0; writes the buffer, returns p. */
+static inline float sgd_update(float mu, float decay, float lr, float b0, float g,
+                               const float *param, float *buf)
+{
+    const float b = mu * b0 + g;
+    *buf = b;
+    return *param * decay - lr * b;
 }
 
 void ft_cpu_sgd_step(ft_backend *be, float *param, const float *grad, float *momentum_buf,
@@ -84,10 +103,14 @@ void ft_cpu_sgd_step(ft_backend *be, float *param, const float *grad, float *mom
             param[i] = param[i] * decay - lr * (grad[i] * s);
         return;
     }
+    if (p->moments_zero) { /* buf = mu * (+0) + g: as ADAMW_LOOP, without reading it */
 #pragma omp parallel for simd schedule(static) if (n >= FT_CPU_PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        float b = mu * momentum_buf[i] + grad[i] * s;
-        momentum_buf[i] = b;
-        param[i] = param[i] * decay - lr * b;
+        for (size_t i = 0; i < n; i++)
+            param[i] = sgd_update(mu, decay, lr, 0.0f, grad[i] * s, &param[i], &momentum_buf[i]);
+        return;
     }
+#pragma omp parallel for simd schedule(static) if (n >= FT_CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++)
+        param[i] = sgd_update(mu, decay, lr, momentum_buf[i], grad[i] * s, &param[i],
+                              &momentum_buf[i]);
 }
