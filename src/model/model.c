@@ -137,6 +137,14 @@ int ft_model_checkpointed_blocks(bool activation_checkpointing, int checkpoint_l
     return checkpoint_layers > 0 && checkpoint_layers < layers ? checkpoint_layers : layers;
 }
 
+double ft_model_mean_keys(const ft_model_config *c, int seq_len)
+{
+    const double T = seq_len;
+    const double W = c->sliding_window > 0 && c->sliding_window < T ? c->sliding_window : T;
+    /* the mean of min(i + 1, W) over positions i < T */
+    return W - W * (W - 1.0) / (2.0 * T);
+}
+
 double ft_model_recompute_flops(const ft_model_config *c, long tokens, int seq_len,
                                 ft_ckpt_keep keep)
 {
@@ -154,13 +162,8 @@ double ft_model_recompute_flops(const ft_model_config *c, long tokens, int seq_l
     if (!ft_model_parallel_residual(c))
         flops += 2.0 * N * Q * H;
     flops += 2.0 * N * H * (Q + 2.0 * KV);
-    if (keep == FT_CKPT_KEEP_NOTHING) {
-        const double T = seq_len;
-        const double W = c->sliding_window > 0 && c->sliding_window < T ? c->sliding_window : T;
-        /* the mean of min(i + 1, W) over positions i < T: (T + 1) / 2 without a window */
-        const double keys = W - W * (W - 1.0) / (2.0 * T);
-        flops += 4.0 * N * keys * Q;
-    }
+    if (keep == FT_CKPT_KEEP_NOTHING)
+        flops += 4.0 * N * ft_model_mean_keys(c, seq_len) * Q;
     return flops;
 }
 

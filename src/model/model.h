@@ -127,6 +127,10 @@ void ft_model_free(ft_model *m);
 int ft_model_checkpointed_blocks(bool activation_checkpointing, int checkpoint_layers,
                                  int layers);
 
+/* The mean number of keys a query of a row of seq_len tokens sees (causal, within the
+ * sliding window if any, one document a row): (seq_len + 1) / 2 without a window. */
+double ft_model_mean_keys(const ft_model_config *c, int seq_len);
+
 /* The FLOPs one block's recompute costs for `tokens` tokens in rows of seq_len (the
  * matmuls' multiply-adds times 2 and attention's two products over the keys a query
  * sees, causal and windowed, without documents) with `keep` kept of its forward

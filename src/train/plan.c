@@ -7,6 +7,7 @@
 #include "io/weights.h"
 #include "model/model.h"
 #include "shard/engine.h"
+#include "train/mfu.h"
 #include "train/plan_lora.h"
 
 static int plan_shape(const ft_run_config *cfg, ft_model_config *mc, ft_error *err)
@@ -147,6 +148,23 @@ static int print_rows(FILE *out, const ft_run_config *cfg, const ft_plan_options
     return 0;
 }
 
+/* What the recompute of checkpointing's first ckpt blocks keeping keep adds to a step's
+ * model FLOPs (train/mfu.h: 6 N a token, 4 N + 6 N_adapters with LoRA, and the visible
+ * keys of rows of T tokens, one document a row), as a fraction: ckpt - 1 blocks' recompute
+ * (the last checkpointed block keeps its forward's activations). */
+static double recompute_share(const ft_plan_models *pm, int T, int ckpt, ft_ckpt_keep keep)
+{
+    if (ckpt < 2)
+        return 0.0;
+    const ft_model_config *mc = &pm->model->config;
+    const double N = (double)ft_mfu_matmul_params(pm->model);
+    const double per_token = ft_plan_models_lora(pm)
+                                 ? 4.0 * N + 6.0 * (double)pm->adapters->total_numel
+                                 : 6.0 * N;
+    const double model = T * (per_token + ft_mfu_flops_per_key(mc) * ft_model_mean_keys(mc, T));
+    return (ckpt - 1) * ft_model_recompute_flops(mc, T, T, keep) / model;
+}
+
 /* The device total of the config with checkpointing as given (ckpt 0: off; else the
  * first ckpt blocks, keeping keep); -1 on error. */
 static double device_total(const ft_run_config *cfg, const ft_plan_options *po,
@@ -211,15 +229,18 @@ static int print_fit(FILE *out, const ft_run_config *cfg, const ft_plan_options 
         return 0;
     }
     const char *keep = ckpt_keep_setting(best_keep), *kept = ft_ckpt_keep_phrase(best_keep);
+    const double share = 100.0 * recompute_share(pm, T, best_k, best_keep);
     if (best_k == 0)
         fprintf(out, "activation_checkpointing = false (device %.2f GiB)\n", best_device / GiB);
     else if (best_k < L)
         fprintf(out, "activation_checkpointing = true; checkpoint_layers = %d%s (blocks 0-%d "
-                     "of %d recompute%s; device %.2f GiB)\n", best_k, keep, best_k - 1, L, kept,
-                best_device / GiB);
+                     "of %d recompute%s; device %.2f GiB; recompute +%.1f %% of the step's "
+                     "model FLOPs)\n", best_k, keep, best_k - 1, L, kept, best_device / GiB,
+                share);
     else
         fprintf(out, "activation_checkpointing = true%s (every block recomputes%s; device "
-                     "%.2f GiB)\n", keep, kept, best_device / GiB);
+                     "%.2f GiB; recompute +%.1f %% of the step's model FLOPs)\n", keep, kept,
+                best_device / GiB, share);
     return 0;
 }
 
@@ -260,6 +281,11 @@ int ft_plan_print(FILE *out, const ft_run_config *cfg, const ft_plan_options *po
     else if (cfg->checkpoint_keep_attention_output)
         fprintf(out, "ckpt on: the recomputing blocks keep attention's output "
                      "(checkpoint_keep_attention_output)\n");
+    if (ckpt > 0)
+        fprintf(out, "ckpt on: the recompute adds %.1f %% to the step's model FLOPs (the "
+                     "forward of %d block%s, less what the backward does not read)\n",
+                100.0 * recompute_share(&pm, T, ckpt, ft_run_ckpt_keep(cfg)), ckpt - 1,
+                ckpt - 1 == 1 ? "" : "s");
     if (ft_plan_models_lora(&pm))
         ft_plan_lora_print_header(out);
     else

@@ -31,6 +31,19 @@ grep -q 'ckpt on: the recomputing blocks keep their attention halves' plan.log |
 check 1 zero_stage=0 model.num_hidden_layers=4 activation_checkpointing=true checkpoint_keep_attention_output=true
 grep -q "checkpointing on, attention's output kept" run.log || { cat run.log; fail "the run does not say that attention's output is kept"; }
 grep -q "ckpt on: the recomputing blocks keep attention's output" plan.log || { cat plan.log; fail "the plan does not say that attention's output is kept"; }
+# what the recompute adds to the step's model FLOPs, derived here from the shape: per
+# token 6 N + 12 L heads head_dim keys (N: the blocks' and the head's matrices; keys, the
+# mean a query sees: (64 + 1) / 2), and per recomputed block (3 of 4) gate and up, unless
+# the attention half is kept q, k, v and o, unless its output is kept too attention
+share() { "$FTMPI" --plan small.cfg model.num_hidden_layers=4 "$@" |
+    sed -n "s/^ckpt on: the recompute adds \([0-9.]*\) % to the step's model FLOPs.*/\1/p"; }
+want=$(awk 'BEGIN { H = 64; I = 160; L = 4; Q = 64; KV = 32; V = 259; keys = 32.5;
+    N = L * (H * (Q + 2 * KV + H) + 3 * H * I) + V * H; model = 6 * N + 12 * L * Q * keys;
+    mlp = 4 * H * I; proj = 2 * H * (Q + 2 * KV) + 2 * Q * H; att = 4 * keys * Q;
+    printf "%.1f %.1f %.1f", 300 * (mlp + proj + att) / model, 300 * (mlp + proj) / model,
+        300 * mlp / model }')
+got="$(share) $(share checkpoint_keep_attention_output=true) $(share checkpoint_keep_attention=true)"
+[ "$got" = "$want" ] || fail "the recompute's share of the model FLOPs (nothing, output, attention kept): $got, want $want"
 # the fastest checkpointing that fits: the least recompute (FLOPs) among the settings
 # that fit. This model's totals: none > 2 blocks > 3 blocks with kept attention > 3 with
 # kept attention output > 3 blocks > 4 blocks + kept attention > 4 + kept output > 4
