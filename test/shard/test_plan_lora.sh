@@ -47,6 +47,20 @@ grep -q "stage offload ckpt |     base gathered adapters activations |   device 
 [ "$(grep -c '^[ *] *[0-3] ' plan.log)" -eq 16 ] || { cat plan.log; fail "not 16 rows"; }
 grep -q "(this config's parts: base [0-9]*, gathered [0-9]*, adapters [0-9]*, activations [0-9]* bytes)" plan.log ||
     { cat plan.log; fail "no byte parts of this config"; }
+# what the recompute (1 of 2 blocks) adds to the step's model FLOPs: LoRA's are 4 N + 6
+# N_adapters a token (the frozen weights take no weight gradient) where full fine-tuning's
+# are 6 N, so the same recompute is a larger share; derived here from the shape (N: the
+# blocks' and the head's matrices; keys, the mean a query sees: (64 + 1) / 2; a block's
+# recompute: gate and up, q, k, v, o and attention)
+share() { sed -n "s/^ckpt on: the recompute adds \([0-9.]*\) % to the step's model FLOPs.*/\1/p" plan.log; }
+lora_share=$(share)
+planned lora.cfg 1 zero_stage=0 lora.rank=0 >/dev/null
+want=$(awk 'BEGIN { H = 64; I = 160; L = 2; Q = 64; KV = 32; V = 259; keys = 32.5; A = 8960;
+    N = L * (H * (Q + 2 * KV + H) + 3 * H * I) + V * H; att = 12 * L * Q * keys;
+    r = 4 * H * I + 2 * H * (Q + 2 * KV) + 2 * Q * H + 4 * keys * Q;
+    printf "%.1f %.1f", 100 * r / (4 * N + 6 * A + att), 100 * r / (6 * N + att) }')
+[ "$lora_share $(share)" = "$want" ] ||
+    fail "the recompute's share of the model FLOPs (LoRA, full): $lora_share $(share), want $want"
 # lora.rank=0 on the command line switches the group off: the full fine-tuning table
 planned lora.cfg 1 lora.rank=0 >/dev/null
 grep -q "LoRA\|adapters" plan.log && { cat plan.log; fail "lora.rank=0 still plans LoRA"; }
