@@ -62,26 +62,20 @@ ft_ckpt_keep ft_run_ckpt_keep(const ft_run_config *cfg)
                                                  : FT_CKPT_KEEP_NOTHING;
 }
 
-const char *ft_ckpt_keep_phrase(ft_ckpt_keep keep)
-{
-    switch (keep) {
-    case FT_CKPT_KEEP_ATTENTION: return ", attention kept";
-    case FT_CKPT_KEEP_ATTENTION_OUTPUT: return ", attention's output kept";
-    case FT_CKPT_KEEP_NOTHING: break;
-    }
-    return "";
-}
+/* How the log and the plan name each keep setting: in a checkpointing phrase, as the
+ * config lines that choose it, and what the recomputing blocks keep (NULL: nothing). */
+static const struct {
+    const char *phrase, *setting, *kept;
+} keep_words[] = {
+    [FT_CKPT_KEEP_NOTHING] = { "", "", NULL },
+    [FT_CKPT_KEEP_ATTENTION_OUTPUT] = { ", attention's output kept",
+                                        "; checkpoint_keep_attention_output = true",
+                                        "attention's output (checkpoint_keep_attention_output)" },
+    [FT_CKPT_KEEP_ATTENTION] = { ", attention kept", "; checkpoint_keep_attention = true",
+                                 "their attention halves (checkpoint_keep_attention)" },
+};
 
-/* The config lines that choose keep. */
-static const char *ckpt_keep_setting(ft_ckpt_keep keep)
-{
-    switch (keep) {
-    case FT_CKPT_KEEP_ATTENTION: return "; checkpoint_keep_attention = true";
-    case FT_CKPT_KEEP_ATTENTION_OUTPUT: return "; checkpoint_keep_attention_output = true";
-    case FT_CKPT_KEEP_NOTHING: break;
-    }
-    return "";
-}
+const char *ft_ckpt_keep_phrase(ft_ckpt_keep keep) { return keep_words[keep].phrase; }
 
 ft_model_options ft_run_model_options(const ft_run_config *cfg, int T, double device_bytes)
 {
@@ -201,14 +195,16 @@ static int print_fit(FILE *out, const ft_run_config *cfg, const ft_plan_options 
     const long tokens = (long)cfg->micro_batch_size * T;
     static const ft_ckpt_keep keeps[] = { FT_CKPT_KEEP_NOTHING, FT_CKPT_KEEP_ATTENTION_OUTPUT,
                                           FT_CKPT_KEEP_ATTENTION };
+    double per_block[3];
+    for (int i = 0; i < 3; i++)
+        per_block[i] = ft_model_recompute_flops(mc, tokens, T, keeps[i]);
     int best_k = -1;
     ft_ckpt_keep best_keep = FT_CKPT_KEEP_NOTHING;
     double best_cost = 0.0, best_device = 0.0;
     for (int k = 0; k <= L; k += k == 0 ? 2 : 1)
         for (int i = 0; i < (k > 0 ? 3 : 1); i++) {
             const ft_ckpt_keep keep = keeps[i];
-            const double cost = k > 0 ? (k - 1) * ft_model_recompute_flops(mc, tokens, T, keep)
-                                      : 0.0;
+            const double cost = k > 0 ? (k - 1) * per_block[i] : 0.0;
             if (best_k >= 0 && cost > best_cost)
                 continue;
             const double d = device_total(cfg, po, pm, T, k, keep, err);
@@ -228,7 +224,7 @@ static int print_fit(FILE *out, const ft_run_config *cfg, const ft_plan_options 
                      "GiB (see the other stages and offload)\n", po->device_gib);
         return 0;
     }
-    const char *keep = ckpt_keep_setting(best_keep), *kept = ft_ckpt_keep_phrase(best_keep);
+    const char *keep = keep_words[best_keep].setting, *kept = keep_words[best_keep].phrase;
     const double share = 100.0 * recompute_share(pm, T, best_k, best_keep);
     if (best_k == 0)
         fprintf(out, "activation_checkpointing = false (device %.2f GiB)\n", best_device / GiB);
@@ -275,16 +271,13 @@ int ft_plan_print(FILE *out, const ft_run_config *cfg, const ft_plan_options *po
     if (ckpt > 0 && ckpt < mc.num_hidden_layers)
         fprintf(out, "ckpt on: blocks 0-%d of %d recompute, the others keep their activations "
                      "(checkpoint_layers = %d)\n", ckpt - 1, mc.num_hidden_layers, ckpt);
-    if (cfg->checkpoint_keep_attention)
-        fprintf(out, "ckpt on: the recomputing blocks keep their attention halves "
-                     "(checkpoint_keep_attention)\n");
-    else if (cfg->checkpoint_keep_attention_output)
-        fprintf(out, "ckpt on: the recomputing blocks keep attention's output "
-                     "(checkpoint_keep_attention_output)\n");
+    const ft_ckpt_keep keep = ft_run_ckpt_keep(cfg);
+    if (keep_words[keep].kept)
+        fprintf(out, "ckpt on: the recomputing blocks keep %s\n", keep_words[keep].kept);
     if (ckpt > 0)
         fprintf(out, "ckpt on: the recompute adds %.1f %% to the step's model FLOPs (the "
                      "forward of %d block%s, less what the backward does not read)\n",
-                100.0 * recompute_share(&pm, T, ckpt, ft_run_ckpt_keep(cfg)), ckpt - 1,
+                100.0 * recompute_share(&pm, T, ckpt, keep), ckpt - 1,
                 ckpt - 1 == 1 ? "" : "s");
     if (ft_plan_models_lora(&pm))
         ft_plan_lora_print_header(out);
