@@ -87,6 +87,40 @@ static void test_adamw_matches_pytorch(void **state)
  * the head with the weight decay and the tail with weight_decay 0 (the engine's unit:
  * 2-D weights first, then norms and biases), for the parameters, both moments and the
  * bf16 copy. */
+/* One AdamW run's state on the host (p, m, v and its bf16 copy), the device buffers freed
+ * (dg with them). */
+typedef struct adamw_result {
+    float *pmv[3];
+    uint16_t *bits;
+} adamw_result;
+
+static adamw_result fetch_adamw(ft_backend *be, float *dp, float *dg, float *dm, float *dv,
+                                uint16_t *db, size_t n)
+{
+    adamw_result r;
+    float *bufs[3] = {dp, dm, dv};
+    for (int b = 0; b < 3; b++) {
+        r.pmv[b] = malloc(n * 4);
+        bt_download(be, r.pmv[b], bufs[b], n);
+    }
+    r.bits = malloc(n * 2);
+    be->ops->download(be, r.bits, db, n * 2);
+    be->ops->free(be, dp), be->ops->free(be, dg), be->ops->free(be, dm);
+    be->ops->free(be, dv), be->ops->free(be, db);
+    return r;
+}
+
+/* The two runs' states are bitwise the same; frees them. */
+static void assert_adamw_runs_equal(adamw_result r[2], size_t n)
+{
+    for (int b = 0; b < 3; b++) {
+        assert_memory_equal(r[0].pmv[b], r[1].pmv[b], n * 4);
+        free(r[0].pmv[b]), free(r[1].pmv[b]);
+    }
+    assert_memory_equal(r[0].bits, r[1].bits, n * 2);
+    free(r[0].bits), free(r[1].bits);
+}
+
 static void test_adamw_no_decay_tail(void **state)
 {
     (void)state;
@@ -96,8 +130,7 @@ static void test_adamw_no_decay_tail(void **state)
     float *p = malloc(n * 4), *g = malloc(n * 4);
     bt_fill_uniform(p, n, &rng, -1, 1);
     bt_fill_uniform(g, n, &rng, -1, 1);
-    float *got[2][3];
-    uint16_t *bits[2];
+    adamw_result got[2];
     for (int one = 0; one < 2; one++) {
         float *dp = bt_upload(be, p, n), *dg = bt_upload(be, g, n);
         float *dm = bt_upload(be, NULL, n), *dv = bt_upload(be, NULL, n);
@@ -115,21 +148,9 @@ static void test_adamw_no_decay_tail(void **state)
                                     &ap);
             }
         }
-        float *bufs[3] = {dp, dm, dv};
-        for (int b = 0; b < 3; b++) {
-            got[one][b] = malloc(n * 4);
-            bt_download(be, got[one][b], bufs[b], n);
-        }
-        bits[one] = malloc(n * 2);
-        be->ops->download(be, bits[one], db, n * 2);
-        be->ops->free(be, dp), be->ops->free(be, dg), be->ops->free(be, dm);
-        be->ops->free(be, dv), be->ops->free(be, db);
+        got[one] = fetch_adamw(be, dp, dg, dm, dv, db, n);
     }
-    for (int b = 0; b < 3; b++) {
-        assert_memory_equal(got[0][b], got[1][b], n * 4);
-        free(got[0][b]), free(got[1][b]);
-    }
-    assert_memory_equal(bits[0], bits[1], n * 2);
+    assert_adamw_runs_equal(got, n);
     /* and the exemption is there: one step with it against one without, from the same
      * state, agree on the head and differ on the tail */
     float *after[2];
@@ -149,7 +170,7 @@ static void test_adamw_no_decay_tail(void **state)
         differ += after[0][i] != after[1][i];
     assert_true(differ > (n - split) / 2);
     free(after[0]), free(after[1]);
-    free(bits[0]), free(bits[1]), free(p), free(g);
+    free(p), free(g);
     ft_backend_destroy(be);
 }
 
@@ -252,8 +273,7 @@ static void test_moments_zero_unread(void **state)
         p[i] = corner[(i / 11) % (sizeof corner / sizeof corner[0])];
     for (size_t i = 0; i < n; i++)
         nan[i] = NAN;
-    float *out[2][3];
-    uint16_t *bits[2];
+    adamw_result out[2];
     for (int flag = 0; flag < 2; flag++) {
         float *dp = bt_upload(be, p, n), *dg = bt_upload(be, g, n);
         float *dm = bt_upload(be, flag ? nan : NULL, n), *dv = bt_upload(be, flag ? nan : NULL, n);
@@ -261,22 +281,9 @@ static void test_moments_zero_unread(void **state)
         ft_adamw_params ap = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, db, 0.75f, nd, false};
         ap.moments_zero = flag;
         be->ops->adamw_step(be, dp, dg, dm, dv, n, &ap);
-        float *bufs[3] = {dp, dm, dv};
-        for (int b = 0; b < 3; b++) {
-            out[flag][b] = malloc(n * 4);
-            bt_download(be, out[flag][b], bufs[b], n);
-        }
-        bits[flag] = malloc(n * 2);
-        be->ops->download(be, bits[flag], db, n * 2);
-        be->ops->free(be, dp), be->ops->free(be, dg), be->ops->free(be, dm);
-        be->ops->free(be, dv), be->ops->free(be, db);
+        out[flag] = fetch_adamw(be, dp, dg, dm, dv, db, n);
     }
-    for (int b = 0; b < 3; b++) {
-        assert_memory_equal(out[0][b], out[1][b], n * 4);
-        free(out[0][b]), free(out[1][b]);
-    }
-    assert_memory_equal(bits[0], bits[1], n * 2);
-    free(bits[0]), free(bits[1]);
+    assert_adamw_runs_equal(out, n);
 
     float *sgd[2][2];
     for (int flag = 0; flag < 2; flag++) {
