@@ -91,6 +91,8 @@ CFG
         { keep ftmpi-$shape.log; tail -n 20 ftmpi-$shape.log; exit 1; }
     keep ftmpi-$shape.log
     sed -n "s/^ftmpi: \(start-up\|MFU peak\)/$shape  ftmpi \1/p" ftmpi-$shape.log | head -n 2
+    # whether the next step's lookup read its embedding rows before the embedding's update
+    sed -n "s/^ftmpi: \(the next step's embedding rows .*\)/$shape  ftmpi \1/p" ftmpi-$shape.log
     # the last step's time by phase (the device's time: events on ftmpi's stream)
     sed -n "s/^ftmpi: \(step [0-9]* by phase\)/$shape  ftmpi \1/p" ftmpi-$shape.log | tail -n 1
     # the median of the steps after the first 3 (start-up, allocator warm-up)

@@ -504,8 +504,7 @@ static void cuda_cross_entropy(ft_backend *be, const void *logits, ft_dtype lt, 
 
 /* The scalar coefficients are formed in double and rounded to fp32 where
  * PyTorch hands them to a float kernel, exactly as the CPU backend does. */
-static void cuda_adamw_step(ft_backend *be, float *param, const float *grad, float *m, float *v,
-                            size_t n, const ft_adamw_params *p)
+static ft_cuda_adamw_coef adamw_coef_of(const ft_adamw_params *p, size_t n)
 {
     double lr = p->lr, b1 = p->beta1, b2 = p->beta2, t = (double)p->step;
     ft_cuda_adamw_coef c;
@@ -520,8 +519,24 @@ static void cuda_adamw_step(ft_backend *be, float *param, const float *grad, flo
     c.eps = p->eps;
     c.grad_scale = p->grad_scale;
     c.decay_n = p->no_decay_from ? p->no_decay_from : n;
-    ft_cuda_check(ft_cuda_launch_adamw(param, grad, m, v, p->bf16_out, n, c,
+    return c;
+}
+
+static void cuda_adamw_step(ft_backend *be, float *param, const float *grad, float *m, float *v,
+                            size_t n, const ft_adamw_params *p)
+{
+    ft_cuda_check(ft_cuda_launch_adamw(param, grad, m, v, p->bf16_out, n, adamw_coef_of(p, n),
                                        ft_cuda_stream(be)), "adamw_step");
+}
+
+static void cuda_adamw_rows_bf16(ft_backend *be, uint16_t *out, const float *param,
+                                 const float *grad, const float *m, const float *v,
+                                 const int32_t *rows, size_t n_rows, size_t row_len,
+                                 const ft_adamw_params *p)
+{
+    ft_cuda_check(ft_cuda_launch_adamw_rows_bf16(out, param, grad, m, v, rows, n_rows, row_len,
+                                                 adamw_coef_of(p, SIZE_MAX), p->moments_zero,
+                                                 ft_cuda_stream(be)), "adamw_rows_bf16");
 }
 
 static void cuda_sgd_step(ft_backend *be, float *param, const float *grad, float *momentum_buf,
@@ -638,6 +653,7 @@ static const ft_backend_ops cuda_ops = {
     .embedding_bwd = cuda_embedding_bwd,
     .cross_entropy = cuda_cross_entropy,
     .adamw_step = cuda_adamw_step,
+    .adamw_rows_bf16 = cuda_adamw_rows_bf16,
     .sgd_step = cuda_sgd_step,
     .f32_to_bf16 = cuda_f32_to_bf16,
     .bf16_to_f32 = cuda_bf16_to_f32,

@@ -80,6 +80,12 @@ typedef struct ft_cuda_adamw_coef {
 } ft_cuda_adamw_coef;
 cudaError_t ft_cuda_launch_adamw(float *param, const float *grad, float *m, float *v,
                                  uint16_t *bits, size_t n, ft_cuda_adamw_coef c, cudaStream_t st);
+/* adamw's bits for rows[0..n_rows) of a [*, row_len] matrix into out, nothing else
+ * written; c.decay_n as for adamw, moments_zero: m and v taken as +0 unread. */
+cudaError_t ft_cuda_launch_adamw_rows_bf16(uint16_t *out, const float *param, const float *grad,
+                                           const float *m, const float *v, const int32_t *rows,
+                                           size_t n_rows, size_t row_len, ft_cuda_adamw_coef c,
+                                           int moments_zero, cudaStream_t st);
 /* momentum_buf may be NULL when mu == 0. */
 cudaError_t ft_cuda_launch_sgd(float *param, const float *grad, float *momentum_buf, size_t n,
                                float decay, float lr, float mu, float grad_scale,

@@ -325,6 +325,16 @@ typedef struct ft_backend_ops {
                        size_t n, const ft_adamw_params *p);
     void (*sgd_step)(ft_backend *be, float *param, const float *grad, float *momentum_buf,
                      size_t n, const ft_sgd_params *p);
+    /* Optional. The bf16 bits adamw_step(param, grad, m, v, n, p) would write to
+     * p->bf16_out for rows[0..n_rows) of the [*, row_len] matrix those buffers start with,
+     * and nothing else written: out[k * row_len + j] = the bits of element
+     * rows[k] * row_len + j (out [n_rows, row_len], rows on the backend, p->bf16_out
+     * unused). Lets the next forward's embedding lookup read its rows of the updated table
+     * before the whole table's update has run (shard/engine_lookup.c). */
+    void (*adamw_rows_bf16)(ft_backend *be, uint16_t *out, const float *param,
+                            const float *grad, const float *m, const float *v,
+                            const int32_t *rows, size_t n_rows, size_t row_len,
+                            const ft_adamw_params *p);
 
     /* ---- casts (bf16 stored as raw uint16 bits, round to nearest even) ---- */
     void (*f32_to_bf16)(ft_backend *be, uint16_t *dst, const float *src, size_t n);

@@ -543,8 +543,12 @@ static void forward_blocks(ft_model *m, const ft_param_source *src)
 {
     const ft_model_layout *lay = &m->layout;
     const int L = lay->config.num_hidden_layers, H = lay->config.hidden_size;
-    const void *emb = src->acquire(src->ctx, 0);
-    m->be->ops->embedding_fwd(m->be, m->dt, m->block_in[0], emb, m->in.ids, m->in.tokens, H);
+    /* the staged batch's ids: host copies in host_i32 (stage_batch) */
+    const int32_t *ids = m->in.ids;
+    const void *emb = src->acquire_rows ? src->acquire_rows(src->ctx, 0, m->host_i32,
+                                                            (size_t)m->in.tokens, &ids)
+                                        : src->acquire(src->ctx, 0);
+    m->be->ops->embedding_fwd(m->be, m->dt, m->block_in[0], emb, ids, m->in.tokens, H);
     src->release(src->ctx, 0);
     const ft_block_ctx bc = block_ctx(m);
     for (int l = 0; l < L; l++) {

@@ -29,6 +29,12 @@ typedef struct ft_param_source {
     /* Returns the unit's parameters (flat, unit layout) on the backend, stored in the
      * model's dtype (ft_model_options.dtype). */
     const void *(*acquire)(void *ctx, int unit);
+    /* Optional (NULL: acquire). acquire() for the embedding lookup, which reads only the
+     * rows ids[0..n) (host copies of the ids it looks up) of the unit's leading matrix: a
+     * source may return instead a table of just those rows, with *ids_dev (the caller's
+     * backend ids on entry) set to the backend ids to read it with. Release as acquire. */
+    const void *(*acquire_rows)(void *ctx, int unit, const int32_t *ids, size_t n,
+                                const int32_t **ids_dev);
     /* Returns the unit's gradient accumulator (flat, stored as grad_dtype) on the
      * backend. */
     void *(*grads)(void *ctx, int unit);

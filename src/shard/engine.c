@@ -207,6 +207,7 @@ int ft_engine_create(ft_engine **out, const ft_model_layout *layout, ft_backend 
     e->early_norm = e->overlap && ft_engine_early_norm_wanted(e);
     e->early_reduce = !e->failed && ft_engine_early_reduce_wanted(e);
     e->gather_overlap = !e->failed && ft_engine_gather_overlap_wanted(e);
+    e->lookup_ahead = !e->failed && ft_engine_lookup_wanted(e);
     if (e->failed) {
         ft_engine_memory m = e->mem;
         ft_engine_free(e);
@@ -258,6 +259,7 @@ void ft_engine_free(ft_engine *e)
     be->ops->free(be, e->stage_f32);
     be->ops->free(be, e->stage_bits);
     be->ops->free(be, e->gather_bits);
+    ft_engine_lookup_free(e);
     free(e->units);
     free(e->plan);
     if (e->opt_be && e->opt_be != be)
@@ -292,7 +294,8 @@ unsigned ft_engine_beside_compute(const ft_engine *e)
     return (e->overlap ? FT_ENGINE_BESIDE_UPDATE : 0u) |
            (e->early_norm ? FT_ENGINE_BESIDE_NORM : 0u) |
            (e->early_reduce ? FT_ENGINE_BESIDE_REDUCE : 0u) |
-           (e->gather_overlap && e->size > 1 ? FT_ENGINE_BESIDE_GATHER : 0u);
+           (e->gather_overlap && e->size > 1 ? FT_ENGINE_BESIDE_GATHER : 0u) |
+           (e->lookup_ahead ? FT_ENGINE_BESIDE_LOOKUP : 0u);
 }
 
 long ft_engine_step_count(const ft_engine *e) { return e->step; }

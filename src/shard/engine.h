@@ -162,7 +162,19 @@ ft_engine_memory ft_engine_memory_usage(const ft_engine *e);
 #define FT_ENGINE_BESIDE_REDUCE 4 /* the gradient reductions, beside the backward */
 #define FT_ENGINE_BESIDE_GATHER 8 /* the updated parameters' all-gathers, beside the
                                      next forward */
+#define FT_ENGINE_BESIDE_LOOKUP 16 /* with the update: the next lookup's embedding rows
+                                      first (ft_engine_announce_lookup) */
 unsigned ft_engine_beside_compute(const ft_engine *e);
+
+/* Announces the ids the next training forward will look up (rows of len ids, stride apart,
+ * host memory, copied): where the update runs beside the next forward in the bf16 recipe,
+ * the next step then updates those rows of the embedding first, and that forward's lookup
+ * waits only for them instead of the whole embedding's update (engine_lookup.c). Optional:
+ * call before ft_engine_step; the bits are the same without. */
+void ft_engine_announce_lookup(ft_engine *e, const uint32_t *tokens, int rows, size_t stride,
+                               int len);
+/* Lookups served that way so far. */
+long ft_engine_lookups_served(const ft_engine *e);
 
 /* Copies unit u's working parameters (fp32, all n elements) to host memory.
  * Collective: every rank calls it for the same unit. */

@@ -86,6 +86,21 @@ typedef struct grad_slot {
     int unset;          /* the 2-D part holds no value yet (engine_unset.c) */
 } grad_slot;
 
+/* The next forward's embedding rows ahead of its update (engine_lookup.c). */
+typedef struct engine_lookup {
+    int32_t *next_ids;  /* host [cap]: the announced ids of the next lookup */
+    size_t n_next;      /* 0: none announced */
+    int32_t *ids;       /* host [cap]: the armed lookup's ids */
+    size_t n, cap;
+    int32_t *upload;    /* host [2 cap]: the distinct rows, then each id's row of the table */
+    int32_t *slot;      /* host [vocab]: a row's place in the table while arming, else -1 */
+    uint16_t *table;    /* in stage_f32: [distinct, hidden] bf16, the rows' updated bits */
+    int32_t *rows_dev, *remap_dev; /* in stage_f32, after the table */
+    size_t distinct;
+    int armed;          /* the table is queued and serves the lookup of ids[0..n) */
+    long served;        /* lookups that read the table */
+} engine_lookup;
+
 struct ft_engine {
     ft_model_layout layout;
     double fill_values_s, fill_placing_s; /* the last fill_from's split (engine_params.c) */
@@ -132,6 +147,9 @@ struct ft_engine {
     int early_reduce;      /* stages 0-1: reductions beside the backward (engine_reduce.c) */
     int gather_overlap;    /* stages 1-2: the updated bits' all-gathers beside the next
                               forward (engine_overlap.c) */
+    int lookup_ahead;      /* the next lookup's rows before the embedding's update
+                              (engine_lookup.c) */
+    engine_lookup lookup;
     ft_error error;
 };
 
@@ -197,6 +215,21 @@ int ft_engine_early_reduce_wanted(const ft_engine *e);
 int ft_engine_early_reduce_unit(ft_engine *e, int unit);
 int ft_engine_reduce_full_grads(ft_engine *e, ft_error *err);
 void ft_engine_finish_early_reduces(ft_engine *e);
+
+/* The next forward's embedding rows ahead of the embedding's update (engine_lookup.c):
+ * wanted needs the overlap and the bf16 recipe's bits; arm takes the announced ids (main
+ * lane, before the step's fork; 1: armed); preview queues the table on the side lane
+ * (after the fork, before the units' updates; param, grad and p as unit 0's update
+ * gets them); acquire serves a lookup of exactly the armed ids (NULL: acquire it the
+ * normal way); settling disarms. */
+int ft_engine_lookup_wanted(const ft_engine *e);
+int ft_engine_lookup_arm(ft_engine *e);
+void ft_engine_lookup_preview(ft_engine *e, const float *param, const float *grad,
+                              const ft_adamw_params *p);
+const void *ft_engine_lookup_acquire(ft_engine *e, int unit, const int32_t *ids, size_t n,
+                                     const int32_t **ids_dev);
+void ft_engine_lookup_disarm(ft_engine *e);
+void ft_engine_lookup_free(ft_engine *e);
 
 /* The model takes bf16 bits (the mixed-precision recipe). */
 static inline int ft_engine_hands_bits(const ft_engine *e)

@@ -210,6 +210,14 @@ static const void *src_acquire(void *ctx, int unit)
     return acquire_gathered(e, unit);
 }
 
+static const void *src_acquire_rows(void *ctx, int unit, const int32_t *ids, size_t n,
+                                    const int32_t **ids_dev)
+{
+    ft_engine *e = ctx;
+    const void *table = ft_engine_lookup_acquire(e, unit, ids, n, ids_dev);
+    return table ? table : src_acquire(ctx, unit);
+}
+
 static void src_release(void *ctx, int unit)
 {
     ft_engine *e = ctx;
@@ -295,6 +303,7 @@ ft_param_source ft_engine_param_source(ft_engine *e)
 {
     /* a frozen engine has no gradients: the model must not ask for them */
     return (ft_param_source){ .ctx = e, .plan = src_plan, .acquire = src_acquire,
+                              .acquire_rows = src_acquire_rows,
                               .grads = e->opt.frozen ? NULL : src_grads,
                               .grads_first = e->opt.frozen ? NULL : src_grads_first,
                               .release = src_release,

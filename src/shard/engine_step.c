@@ -80,6 +80,37 @@ int ft_engine_grad_norm(ft_engine *e, double *norm, ft_error *err)
     return 0;
 }
 
+/* Unit u's parameters and gradient at unit element lo (within the opt range). */
+static float *update_param(ft_engine *e, engine_unit *eu, size_t lo)
+{
+    return (eu->master ? eu->master : (float *)eu->full + eu->opt_begin) + (lo - eu->opt_begin);
+}
+
+/* AdamW's arguments for unit elements [lo, hi), weight decay wd on [lo, split) only; one
+ * launch for both ranges: no_decay_from 0 exempts none, so a range wholly past the split
+ * takes weight_decay 0 instead. */
+static ft_adamw_params adamw_params(const ft_engine *e, const ft_optimizer_config *o,
+                                    uint16_t *bits, size_t lo, size_t split, size_t hi,
+                                    double lr, double wd, float grad_mult, bool fresh)
+{
+    return (ft_adamw_params){ .lr = (float)lr, .beta1 = (float)o->beta1,
+                              .beta2 = (float)o->beta2, .eps = (float)o->eps,
+                              .weight_decay = split > lo ? (float)wd : 0.0f,
+                              .no_decay_from = split > lo && split < hi ? split - lo : 0,
+                              .step = e->step, .bf16_out = bits, .grad_scale = grad_mult,
+                              .moments_zero = fresh };
+}
+
+/* Where weight decay ends in unit u's opt range: on the 2-D weights, which lead every
+ * unit; none on norms. */
+static size_t decay_split(const ft_engine *e, int u)
+{
+    const engine_unit *eu = &e->units[u];
+    const size_t decay_end = e->layout.units[u].decay_numel;
+    return decay_end < eu->opt_begin ? eu->opt_begin
+           : decay_end > eu->opt_end ? eu->opt_end : decay_end;
+}
+
 /* Optimizer update of unit elements [lo, hi) (unit coordinates, within the opt range),
  * with weight decay wd on [lo, split) only (split in [lo, hi]); fresh: the moments have
  * never been written (backend.h, moments_zero). */
@@ -91,7 +122,7 @@ static void update_range(ft_engine *e, const ft_optimizer_config *o, engine_unit
         return;
     ft_backend *be = e->opt_be;
     const size_t off = lo - eu->opt_begin;
-    float *p = (eu->master ? eu->master : (float *)eu->full + eu->opt_begin) + off;
+    float *p = update_param(e, eu, lo);
     float *g = opt_grads(e, eu) + off;
     if (e->opt.offload_optimizer) { /* the update runs on the host */
         e->be->ops->download(e->be, e->host_grad, g, (hi - lo) * sizeof(float));
@@ -99,15 +130,8 @@ static void update_range(ft_engine *e, const ft_optimizer_config *o, engine_unit
     }
     if (o->type == FT_OPT_ADAMW) {
         uint16_t *bits = ft_engine_update_bits(e, (int)(eu - e->units));
-        /* one launch for both ranges: no_decay_from 0 exempts none, so a range wholly
-         * past the split takes weight_decay 0 instead */
-        ft_adamw_params ap = { .lr = (float)lr, .beta1 = (float)o->beta1,
-                               .beta2 = (float)o->beta2, .eps = (float)o->eps,
-                               .weight_decay = split > lo ? (float)wd : 0.0f,
-                               .no_decay_from = split > lo && split < hi ? split - lo : 0,
-                               .step = e->step,
-                               .bf16_out = bits ? bits + off : NULL, .grad_scale = grad_mult,
-                               .moments_zero = fresh };
+        ft_adamw_params ap = adamw_params(e, o, bits ? bits + off : NULL, lo, split, hi, lr, wd,
+                                          grad_mult, fresh);
         be->ops->adamw_step(be, p, g, eu->m + off, eu->v + off, hi - lo, &ap);
     } else { /* SGD: the two ranges one after the other */
         const double part_wd[2] = { wd, 0.0 };
@@ -122,6 +146,17 @@ static void update_range(ft_engine *e, const ft_optimizer_config *o, engine_unit
                               eu->m + off + (from[r] - lo), to[r] - from[r], &sp);
         }
     }
+}
+
+/* The armed lookup's rows of the embedding (unit 0) ahead of its update, on the side lane
+ * (engine_lookup.c), with the arguments unit 0's AdamW update will get. */
+static void preview_lookup(ft_engine *e, const ft_optimizer_config *o, double lr,
+                           float grad_mult, bool fresh)
+{
+    engine_unit *eu = &e->units[0];
+    const ft_adamw_params ap = adamw_params(e, o, NULL, eu->opt_begin, decay_split(e, 0),
+                                            eu->opt_end, lr, o->weight_decay, grad_mult, fresh);
+    ft_engine_lookup_preview(e, update_param(e, eu, eu->opt_begin), opt_grads(e, eu), &ap);
 }
 
 int ft_engine_step(ft_engine *e, const ft_optimizer_config *o, double lr, double grad_mult,
@@ -139,16 +174,20 @@ int ft_engine_step(ft_engine *e, const ft_optimizer_config *o, double lr, double
     /* The moments were allocated zero (engine.c) and nothing but this has written them */
     const bool fresh = !e->moments_written;
     e->moments_written = 1;
-    if (overlap)
+    const int n_units = e->layout.n_units;
+    int ahead = 0; /* the next lookup's rows first, the embedding's update last */
+    if (overlap) {
+        /* the rows' upload on the main lane, before the fork */
+        ahead = o->type == FT_OPT_ADAMW && ft_engine_lookup_arm(e);
         ft_engine_overlap_begin(e);
-    for (int u = 0; u < e->layout.n_units; u++) {
+        if (ahead)
+            preview_lookup(e, o, lr, mult, fresh);
+    }
+    for (int i = 0; i < n_units; i++) {
+        const int u = ahead ? (i + 1) % n_units : i;
         engine_unit *eu = &e->units[u];
-        /* Weight decay on the 2-D weights, which lead every unit; none on norms. */
-        const size_t decay_end = e->layout.units[u].decay_numel;
-        const size_t split = decay_end < eu->opt_begin ? eu->opt_begin
-                             : decay_end > eu->opt_end ? eu->opt_end : decay_end;
-        update_range(e, o, eu, eu->opt_begin, split, eu->opt_end, lr, o->weight_decay, mult,
-                     fresh);
+        update_range(e, o, eu, eu->opt_begin, decay_split(e, u), eu->opt_end, lr,
+                     o->weight_decay, mult, fresh);
         /* No wait here: publishing is ordered after the update on the device's stream,
          * and the stages that hand a shared staging buffer to the transport wait there. */
         if ((o->type == FT_OPT_ADAMW ? ft_engine_publish_updated(e, u, err)

@@ -161,6 +161,17 @@ void ft_loader_request(ft_loader *l, long tag, const int64_t *rows, int n)
     pthread_mutex_unlock(&l->lock);
 }
 
+const uint32_t *ft_loader_peek(ft_loader *l, long tag)
+{
+    if (!l->background)
+        return NULL;
+    pthread_mutex_lock(&l->lock);
+    const int have = l->ready && l->ready_tag == tag && !l->busy && !l->pending;
+    pthread_mutex_unlock(&l->lock);
+    /* the back buffer: the thread writes it only for a later request */
+    return have ? l->buf[1 - l->front].tokens : NULL;
+}
+
 void ft_loader_quiesce(ft_loader *l)
 {
     if (!l || !l->background)

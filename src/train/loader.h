@@ -34,6 +34,10 @@ void ft_loader_request(ft_loader *l, long tag, const int64_t *rows, int n);
 int ft_loader_take(ft_loader *l, long tag, const int64_t *rows, int n, uint32_t **tokens,
                    uint8_t **loss_mask, int32_t **segment, ft_error *err);
 
+/* The tokens of `tag` if its background read has completed, else NULL, without waiting
+ * or taking them: valid until the next take or request. The trainer looks at the next
+ * step's ids before queuing the optimizer step (shard/engine_lookup.c). */
+const uint32_t *ft_loader_peek(ft_loader *l, long tag);
 /* Waits until no read is in flight (its result is kept for the next take). */
 void ft_loader_quiesce(ft_loader *l);
 

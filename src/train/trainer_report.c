@@ -80,6 +80,7 @@ static void print_beside_compute(ft_trainer *t)
         const char *what;
     } parts[] = {
         { FT_ENGINE_BESIDE_UPDATE, "the optimizer's update (beside the next forward)" },
+        { FT_ENGINE_BESIDE_LOOKUP, "the next lookup's embedding rows (before the update)" },
         { FT_ENGINE_BESIDE_NORM, "the gradient norm's sums (beside the backward)" },
         { FT_ENGINE_BESIDE_REDUCE, "the gradient reductions (beside the backward)" },
         { FT_ENGINE_BESIDE_GATHER, "the parameter all-gathers (beside the next forward)" },

@@ -279,6 +279,11 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
                             "consumed %.1f rows/s: %.0fx the need; %.3f s waiting for data\n",
                     ls.rows_read / ls.seconds_reading, ls.rows_read / trained_s,
                     trained_s / ls.seconds_reading, ls.seconds_waited);
+        const long followed = cfg->max_steps - t->start_step - 1; /* steps after a step */
+        if ((ft_engine_beside_compute(t->engine) & FT_ENGINE_BESIDE_LOOKUP) && followed > 0)
+            fprintf(t->out, "ftmpi: the next step's embedding rows came before the update in "
+                            "%ld of %ld steps (rank 0; not after a checkpoint)\n",
+                    ft_engine_lookups_served(t->engine), followed);
     }
     if (cfg->final_weights) {
         if (save_weights(t, cfg->final_weights, err))

@@ -45,6 +45,18 @@ static int64_t step_first_sample(const ft_trainer *t, long step)
     return t->sample_base + (step - t->start_step) * G + (int64_t)t->comm->rank * (G / P);
 }
 
+/* Tells the engine the ids of step `next`'s first micro-batch where the loader has
+ * already read them, so that its update can make those embedding rows first. */
+static void announce_next_lookup(ft_trainer *t, long next)
+{
+    if (!(ft_engine_beside_compute(t->engine) & FT_ENGINE_BESIDE_LOOKUP))
+        return;
+    const uint32_t *tokens = ft_loader_peek(t->loader, next);
+    if (tokens) /* the rows of W tokens: the first T of each are the inputs */
+        ft_engine_announce_lookup(t->engine, tokens, t->cfg->micro_batch_size,
+                                  (size_t)t->seq_len + 1, t->seq_len);
+}
+
 int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
 {
     const ft_run_config *cfg = t->cfg;
@@ -124,6 +136,8 @@ int ft_trainer_step(ft_trainer *t, long step, ft_step_stats *st, ft_error *err)
      * the step is skipped. Both values are global, so all ranks decide alike. */
     st->skipped = !isfinite(st->loss) || !isfinite(norm);
     ft_watchdog_progress(t->watchdog, "in the optimizer step");
+    if (!st->skipped && step + 1 < cfg->max_steps)
+        announce_next_lookup(t, step + 1);
     ft_phase_begin(t->be, FT_PHASE_OPTIMIZER);
     if (!st->skipped && ft_engine_step(t->engine, &cfg->optimizer, lr, mult, err))
         return -1;

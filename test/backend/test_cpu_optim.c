@@ -5,6 +5,7 @@
  *  - A double-precision textbook AdamW over 20 steps: |err| <= 1e-5 max|ref|.
  *  - SGD momentum against a scalar reference, and decoupled weight decay.
  *  - grad_scale (clipping's multiplier in the update) bitwise a scaling pass before it.
+ *  - adamw_rows_bf16: the update's bf16 bits of the rows listed, before the update.
  * The golden numbers were produced by (parameters rounded to fp32 first):
  *   f32 = lambda x: float(np.float32(x))
  *   p0 = torch.tensor([0.5 - 0.137 * i for i in range(8)], dtype=torch.float32)
@@ -307,6 +308,58 @@ static void test_moments_zero_unread(void **state)
     ft_backend_destroy(be);
 }
 
+/* adamw_rows_bf16: the bits the update writes, for the rows listed (repeated and out of
+ * order, one past the no-decay split, the last row), nothing else written; from stored
+ * moments (step 3) and from zeros unread (moments_zero, moment buffers NaN). */
+static void test_adamw_rows_are_the_update_bits(void **state)
+{
+    (void)state;
+    ft_backend *be = bt_backend_create();
+    bt_rng rng = bt_rng_make(17);
+    enum { ROWS = 37, COLS = 19, N_LIST = 6 };
+    const size_t n = (size_t)ROWS * COLS, nd = 30 * COLS + 4; /* the split inside row 30 */
+    const int32_t list[N_LIST] = { 36, 2, 30, 2, 0, 17 };
+    float *p = malloc(n * 4), *g = malloc(n * 4), *nan = malloc(n * 4);
+    bt_fill_uniform(p, n, &rng, -1, 1);
+    bt_fill_uniform(g, n, &rng, -0.1f, 0.1f);
+    for (size_t i = 0; i < n; i++)
+        nan[i] = NAN;
+    for (int fresh = 0; fresh < 2; fresh++) {
+        float *dp = bt_upload(be, p, n), *dg = bt_upload(be, g, n);
+        float *dm = bt_upload(be, fresh ? nan : NULL, n), *dv = bt_upload(be, fresh ? nan : NULL, n);
+        /* lr and decay large enough that the decay's factor (0.95) shows in bf16 */
+        ft_adamw_params ap = {5e-2f, 0.9f, 0.95f, 1e-8f, 1.0f, 1, NULL, 0.75f, nd, fresh};
+        if (!fresh) /* two updates first: the rows read stored moments */
+            for (int t = 1; t <= 2; t++) {
+                ap.step = t;
+                be->ops->adamw_step(be, dp, dg, dm, dv, n, &ap);
+            }
+        ap.step = fresh ? 1 : 3;
+        int32_t *drows = be->ops->alloc(be, sizeof list);
+        be->ops->upload(be, drows, list, sizeof list);
+        uint16_t *dout = be->ops->alloc(be, N_LIST * COLS * 2), *got = malloc(N_LIST * COLS * 2);
+        float *before = malloc(n * 4);
+        bt_download(be, before, dp, n);
+        be->ops->adamw_rows_bf16(be, dout, dp, dg, dm, dv, drows, N_LIST, COLS, &ap);
+        float *after = malloc(n * 4);
+        bt_download(be, after, dp, n);
+        assert_memory_equal(before, after, n * 4); /* nothing written but out */
+        be->ops->download(be, got, dout, N_LIST * COLS * 2);
+        uint16_t *db = be->ops->alloc(be, n * 2), *want = malloc(n * 2);
+        ap.bf16_out = db;
+        be->ops->adamw_step(be, dp, dg, dm, dv, n, &ap);
+        be->ops->download(be, want, db, n * 2);
+        for (int k = 0; k < N_LIST; k++)
+            assert_memory_equal(got + k * COLS, want + (size_t)list[k] * COLS, COLS * 2);
+        be->ops->free(be, dp), be->ops->free(be, dg), be->ops->free(be, dm);
+        be->ops->free(be, dv), be->ops->free(be, db), be->ops->free(be, dout);
+        be->ops->free(be, drows);
+        free(got), free(before), free(after), free(want);
+    }
+    free(p), free(g), free(nan);
+    ft_backend_destroy(be);
+}
+
 static void test_sgd_matches_pytorch(void **state)
 {
     (void)state;
@@ -430,6 +483,7 @@ int main(void)
         cmocka_unit_test(test_adamw_bf16_out),
         cmocka_unit_test(test_adamw_no_decay_tail),
         cmocka_unit_test(test_moments_zero_unread),
+        cmocka_unit_test(test_adamw_rows_are_the_update_bits),
         cmocka_unit_test(test_sgd_matches_pytorch),
         cmocka_unit_test(test_sgd_decoupled_decay),
         cmocka_unit_test(test_grad_scale_fused),

@@ -1056,6 +1056,29 @@ static void test_optim(void)
         free(b1), free(b2);
         cpu->ops->free(cpu, cbits), gpu->ops->free(gpu, gbits);
     }
+    { /* the bits of listed rows ahead of the update (the next lookup's), from the stored
+         moments and from zeros unread; row 70 holds the no-decay split */
+        enum { COLS = 1000, N_ROWS = 5 };
+        const int32_t rows[N_ROWS] = { 99, 3, 70, 70, 0 };
+        float *g = host_random(n, -1, 1);
+        float *cg = be_dup(cpu, g, n * 4), *gg = be_dup(gpu, g, n * 4);
+        int32_t *crows = be_dup(cpu, rows, sizeof rows), *grows = be_dup(gpu, rows, sizeof rows);
+        uint16_t *cout = cpu->ops->alloc(cpu, N_ROWS * COLS * 2);
+        uint16_t *gout = gpu->ops->alloc(gpu, N_ROWS * COLS * 2);
+        for (int zero = 0; zero < 2; zero++) {
+            ft_adamw_params ap = {5e-2f, 0.9f, 0.95f, 1e-8f, 1.0f, 4, NULL, 0.3127f, 70001, zero};
+            cpu->ops->adamw_rows_bf16(cpu, cout, cp, cg, cm, cv, crows, N_ROWS, COLS, &ap);
+            gpu->ops->adamw_rows_bf16(gpu, gout, gp, gg, gm, gv, grows, N_ROWS, COLS, &ap);
+            uint16_t *b1 = (uint16_t *)be_fetch(cpu, cout, N_ROWS * COLS * 2);
+            uint16_t *b2 = (uint16_t *)be_fetch(gpu, gout, N_ROWS * COLS * 2);
+            bitwise(zero ? "adamw_rows_bf16 moments_zero" : "adamw_rows_bf16", b2, b1,
+                    N_ROWS * COLS * 2);
+            free(b1), free(b2);
+        }
+        cpu->ops->free(cpu, cg), gpu->ops->free(gpu, gg), cpu->ops->free(cpu, crows);
+        gpu->ops->free(gpu, grows), cpu->ops->free(cpu, cout), gpu->ops->free(gpu, gout);
+        free(g);
+    }
 
     for (int with_mom = 0; with_mom < 2; with_mom++) {
         char what[64];

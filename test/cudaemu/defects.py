@@ -10,7 +10,7 @@ test run in every thread order, which orders failed). A defect whose text no lon
 exactly once in HEAD stops the run before the build: re-target it. One that does not
 compile is reported as such, never as caught. Exit status 0 when every defect was caught.
 The table it prints has the columns of the one in doc/cuda-emulation.md ("Evidence that
-it catches bugs"), which summarises its last column. Developer tool: all 61 take about 17
+it catches bugs"), which summarises its last column. Developer tool: all 63 take about 17
 minutes on two cores (a rebuild and a test per defect), so CI does not run it.
 """
 import os
@@ -356,6 +356,20 @@ DEFECTS = [
      "        else if (1)",
      "zero_grads resets a gradient on the main lane while its update may still read it on "
      "the side lane",
+     OVERLAP),
+    ("lookup-ahead-no-wait", "src/shard/engine_lookup.c",
+     "    e->be->ops->lane_await(e->be, table_mark(e));\n",
+     "",
+     "the lookup reads the next step's embedding rows without waiting for the side lane "
+     "to make them",
+     OVERLAP),
+    ("lookup-ahead-decay", "cuda/cuda_optim.cu",
+     "        float pn = adamw_value(c, i < c.decay_n ? c.decay : 1.0f, param[i], grad[i],\n"
+     "                               zero ?",
+     "        float pn = adamw_value(c, 1.0f, param[i], grad[i],\n"
+     "                               zero ?",
+     "the embedding rows made ahead of the update skip its weight decay: the lookup reads "
+     "other bits than the update writes",
      OVERLAP),
     ("early-norm-not-final", "src/shard/engine_overlap.c",
      "    if (!e->early_norm || !e->final_micro || eu->sum_started || !eu->grad_full)",

@@ -216,6 +216,7 @@ static const ft_backend_ops cpu_ops = {
     .embedding_bwd = ft_cpu_widen_embedding_bwd,
     .cross_entropy = ft_cpu_cross_entropy,
     .adamw_step = ft_cpu_adamw_step,
+    .adamw_rows_bf16 = ft_cpu_adamw_rows_bf16,
     .sgd_step = ft_cpu_sgd_step,
     .f32_to_bf16 = ft_cpu_f32_to_bf16,
     .bf16_to_f32 = ft_cpu_bf16_to_f32,

@@ -121,6 +121,9 @@ void ft_cpu_cross_entropy(ft_backend *be, const void *logits, ft_dtype lt, void 
 /* cpu_optim.c */
 void ft_cpu_adamw_step(ft_backend *be, float *param, const float *grad, float *m, float *v,
                        size_t n, const ft_adamw_params *p);
+void ft_cpu_adamw_rows_bf16(ft_backend *be, uint16_t *out, const float *param, const float *grad,
+                            const float *m, const float *v, const int32_t *rows, size_t n_rows,
+                            size_t row_len, const ft_adamw_params *p);
 void ft_cpu_sgd_step(ft_backend *be, float *param, const float *grad, float *momentum_buf,
                      size_t n, const ft_sgd_params *p);
 
