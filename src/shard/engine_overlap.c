@@ -7,6 +7,8 @@
  * there, in unit order, marking each unit's completion, and returns without waiting; the
  * next step's forward waits (on the device, not the host) for exactly the unit it
  * acquires. So the update of the blocks after the one the forward is in runs beside it.
+ * (In the bf16 recipe the embedding's update goes last, after the next lookup's rows of
+ * it: engine_lookup.c.)
  *
  * What keeps it correct: the update reads the unit's gradient, master and moments and
  * writes its master, moments and working parameters, so nothing may touch those until the
