@@ -59,22 +59,23 @@ __global__ void adamw_kernel(float *__restrict__ param, const float *__restrict_
 }
 
 /* adamw_kernel's bits for rows[k] of a [*, row_len] matrix into out[k], nothing else
- * written: block (x, k) covers a stretch of row k. zero: the moments are taken as +0
- * unread (the first update; reading stored zeros gives the same bits). */
+ * written: blocks (x, y) cover stretches of rows y, y + gridDim.y, ... zero: the moments
+ * are taken as +0 unread (the first update; reading stored zeros gives the same bits). */
 __global__ void adamw_rows_bf16_kernel(uint16_t *__restrict__ out, const float *__restrict__ param,
                                        const float *__restrict__ grad, const float *__restrict__ m,
                                        const float *__restrict__ v, const int32_t *__restrict__ rows,
-                                       size_t row_len, ft_cuda_adamw_coef c, int zero)
+                                       size_t n_rows, size_t row_len, ft_cuda_adamw_coef c, int zero)
 {
-    const size_t k = blockIdx.y;
-    const size_t base = (size_t)rows[k] * row_len;
-    for (size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x; j < row_len;
-         j += (size_t)gridDim.x * blockDim.x) {
-        const size_t i = base + j;
-        float mi, vi;
-        float pn = adamw_value(c, i < c.decay_n ? c.decay : 1.0f, param[i], grad[i],
-                               zero ? 0.0f : m[i], zero ? 0.0f : v[i], &mi, &vi);
-        out[k * row_len + j] = ft_bf16_from_f32(pn);
+    for (size_t k = blockIdx.y; k < n_rows; k += gridDim.y) {
+        const size_t base = (size_t)rows[k] * row_len;
+        for (size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x; j < row_len;
+             j += (size_t)gridDim.x * blockDim.x) {
+            const size_t i = base + j;
+            float mi, vi;
+            float pn = adamw_value(c, i < c.decay_n ? c.decay : 1.0f, param[i], grad[i],
+                                   zero ? 0.0f : m[i], zero ? 0.0f : v[i], &mi, &vi);
+            out[k * row_len + j] = ft_bf16_from_f32(pn);
+        }
     }
 }
 
@@ -118,12 +119,11 @@ extern "C" cudaError_t ft_cuda_launch_adamw_rows_bf16(uint16_t *out, const float
 {
     if (n_rows == 0 || row_len == 0)
         return cudaSuccess;
-    if (n_rows > 65535) /* gridDim.y's bound */
-        return cudaErrorInvalidValue;
     const size_t per_row = (row_len + OPT_THREADS - 1) / OPT_THREADS;
-    const dim3 grid((unsigned)(per_row < 8 ? per_row : 8), (unsigned)n_rows);
+    const dim3 grid((unsigned)(per_row < 8 ? per_row : 8),
+                    (unsigned)(n_rows < 65535 ? n_rows : 65535)); /* gridDim.y's bound */
     FT_LAUNCH(adamw_rows_bf16_kernel, grid, OPT_THREADS, 0, st)
-    (out, param, grad, m, v, rows, row_len, c, moments_zero);
+    (out, param, grad, m, v, rows, n_rows, row_len, c, moments_zero);
     return cudaGetLastError();
 }
 

@@ -121,7 +121,10 @@ static void allocate_pools(ft_engine *e)
         allocate_gather_pool(e);
         return;
     }
-    e->stage_f32 = ft_engine_alloc(e, e->max_shard * sizeof(float), &m->scratch);
+    /* the next lookup's embedding rows, made ahead of the update (engine_lookup.c) */
+    const size_t lookup_bytes = ft_engine_lookup_bytes(e);
+    if (lookup_bytes)
+        e->lookup.buf = ft_engine_alloc(e, lookup_bytes, &m->scratch);
     /* the gradient norm's sums when they start beside the backward (engine_overlap.c):
      * a double a unit, allocated whether or not, so that the plan need not know */
     e->norm_sums = ft_engine_alloc(e, (size_t)e->layout.n_units * sizeof(double), &m->scratch);
@@ -257,6 +260,7 @@ void ft_engine_free(ft_engine *e)
     obe->ops->free(obe, e->host_grad);
     be->ops->free(be, e->dev_master);
     be->ops->free(be, e->stage_f32);
+    be->ops->free(be, e->lookup.buf);
     be->ops->free(be, e->stage_bits);
     be->ops->free(be, e->gather_bits);
     ft_engine_lookup_free(e);

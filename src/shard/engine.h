@@ -51,6 +51,10 @@ typedef struct ft_engine_options {
      * with a message; check_finite reports the values as the last fill loaded them (the
      * only way they change); only the PARAMS field exists. */
     bool frozen;
+    /* Tokens of a micro-batch's embedding lookup, on a backend whose updates run beside
+     * the next forward (ft_engine_announce_lookup); 0: none. With stage 0, the bf16 recipe
+     * and AdamW, the engine keeps a table of that many embedding rows (scratch). */
+    size_t lookup_tokens;
 } ft_engine_options;
 
 /* Bytes of model state this rank holds, by kind. */

@@ -94,8 +94,9 @@ typedef struct engine_lookup {
     size_t n, cap;
     int32_t *upload;    /* host [2 cap]: the distinct rows, then each id's row of the table */
     int32_t *slot;      /* host [vocab]: a row's place in the table while arming, else -1 */
-    uint16_t *table;    /* in stage_f32: [distinct, hidden] bf16, the rows' updated bits */
-    int32_t *rows_dev, *remap_dev; /* in stage_f32, after the table */
+    void *buf;          /* on the backend: the table, its rows, the remapped ids */
+    uint16_t *table;    /* in buf: [distinct, hidden] bf16, the rows' updated bits */
+    int32_t *rows_dev, *remap_dev; /* in buf, after the table */
     size_t distinct;
     int armed;          /* the table is queued and serves the lookup of ids[0..n) */
     long served;        /* lookups that read the table */
@@ -120,7 +121,7 @@ struct ft_engine {
     float *host_grad;      /* offload: [max opt range] gradient copied to the host */
     float *dev_master;     /* offload: [max opt range] master copied back to the device */
     /* publishing working params: fp32 or bf16 shard staging for all-gathers */
-    float *stage_f32;      /* [max S] */
+    float *stage_f32;      /* frozen: [max S], its load staging (engine_frozen.c) */
     uint16_t *stage_bits;  /* [max S] */
     uint16_t *gather_bits; /* [max n_pad] (bf16 publish into full) */
     /* stages 0-1 with bf16 gradient reduction: staging [max n_pad] each (the second only
@@ -222,6 +223,7 @@ void ft_engine_finish_early_reduces(ft_engine *e);
  * (after the fork, before the units' updates; param, grad and p as unit 0's update
  * gets them); acquire serves a lookup of exactly the armed ids (NULL: acquire it the
  * normal way); settling disarms. */
+size_t ft_engine_lookup_bytes(const ft_engine *e); /* its buffer (0: none), at creation */
 int ft_engine_lookup_wanted(const ft_engine *e);
 int ft_engine_lookup_arm(ft_engine *e);
 void ft_engine_lookup_preview(ft_engine *e, const float *param, const float *grad,

@@ -15,15 +15,15 @@
  * the updated embedding. The head (tied), the backward and any other pass acquire the
  * embedding as before, after its whole update.
  *
- * The table, its rows and the remapped ids live in stage_f32, the staging buffer of loads
- * and initialisation, idle between them (at least a shard of the largest unit in fp32:
- * room for the distinct rows in bf16 unless a stage-0 run has many ranks and a tiny
- * vocabulary; arming declines where they do not fit). What keeps it correct:
+ * The table, its rows and the remapped ids live in a buffer of their own, sized for a
+ * micro-batch's tokens (ft_engine_options.lookup_tokens; at the 1B shape and seq_len 4096,
+ * 16 MiB), allocated with the engine so that the memory plan counts it. What keeps it
+ * correct:
  *   - the table is written on the side lane after the fork (after the main lane's earlier
  *     work, the previous lookup included) and read on the main lane after its mark;
  *   - it serves one lookup, whose ids must be the armed ones (an evaluation's forward
  *     between steps reads the embedding the normal way);
- *   - settling (loads and initialisation settle first: they write stage_f32) disarms it.
+ *   - settling disarms it (a load replaces the embedding it was made from).
  * The rows and remapped ids are uploaded on the main lane before the step's fork, after
  * its settling: nothing on the side lane still reads the previous ones. */
 #include <stdlib.h>
@@ -36,17 +36,38 @@ static int table_mark(const ft_engine *e) { return e->layout.n_units; }
 
 static size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-/* Whether this engine can serve lookups ahead (its choices at creation). */
+/* Where the table's rows and the remapped ids start in the buffer, for `rows` rows. */
+static size_t table_bytes(const ft_engine *e, size_t rows)
+{
+    return align_up(rows * (size_t)e->layout.config.hidden_size * sizeof(uint16_t), 256);
+}
+
+/* The most distinct rows a lookup of n tokens has. */
+static size_t max_rows(const ft_engine *e, size_t n)
+{
+    const size_t V = (size_t)e->layout.config.vocab_size;
+    return n < V ? n : V;
+}
+
+size_t ft_engine_lookup_bytes(const ft_engine *e)
+{
+    const size_t n = e->opt.lookup_tokens;
+    /* the update writes the bf16 working copy the lookup reads: stage 0's bits, AdamW's */
+    if (n == 0 || e->opt.frozen || e->opt.zero_stage != 0 || !ft_engine_hands_bits(e) ||
+        !e->opt.precision.has_master || e->opt.offload_optimizer ||
+        e->opt.optimizer != FT_OPT_ADAMW || e->layout.n_units < 1 ||
+        e->layout.units[0].kind != FT_UNIT_EMBED || e->layout.units[0].n_tensors != 1)
+        return 0;
+    return table_bytes(e, max_rows(e, n)) + (max_rows(e, n) + n) * sizeof(int32_t);
+}
+
+/* Whether this engine serves lookups ahead (its choices at creation). */
 int ft_engine_lookup_wanted(const ft_engine *e)
 {
     const char *env = getenv("FTMPI_LOOKUP_AHEAD");
     if (env && !strcmp(env, "0"))
         return 0;
-    return e->overlap && e->be->ops->adamw_rows_bf16 && e->layout.n_units > 0 &&
-           e->layout.units[0].kind == FT_UNIT_EMBED && e->layout.units[0].n_tensors == 1 &&
-           /* the update writes the bf16 working copy the lookup reads: stage 0's bits */
-           e->opt.zero_stage == 0 && ft_engine_hands_bits(e) && e->opt.precision.has_master &&
-           !e->opt.offload_optimizer && e->stage_f32;
+    return e->overlap && e->be->ops->adamw_rows_bf16 && e->lookup.buf;
 }
 
 void ft_engine_announce_lookup(ft_engine *e, const uint32_t *tokens, int rows, size_t stride,
@@ -58,6 +79,8 @@ void ft_engine_announce_lookup(ft_engine *e, const uint32_t *tokens, int rows, s
         return;
     const size_t n = (size_t)rows * (size_t)len;
     const int V = e->layout.config.vocab_size;
+    if (n > e->opt.lookup_tokens) /* more than the buffer was sized for */
+        return;
     if (n > lk->cap) {
         int32_t *next = realloc(lk->next_ids, n * sizeof *next);
         int32_t *ids = next ? realloc(lk->ids, n * sizeof *ids) : NULL;
@@ -80,7 +103,7 @@ void ft_engine_announce_lookup(ft_engine *e, const uint32_t *tokens, int rows, s
 }
 
 /* Takes the announced ids: the distinct rows in order of first use and each id's row of
- * the table, uploaded to stage_f32 after the table. 1 when armed. */
+ * the table, uploaded to the buffer after the table. 1 when armed. */
 static int arm(ft_engine *e)
 {
     engine_lookup *lk = &e->lookup;
@@ -89,7 +112,7 @@ static int arm(ft_engine *e)
     lk->armed = 0;
     if (n == 0)
         return 0;
-    const int V = e->layout.config.vocab_size, H = e->layout.config.hidden_size;
+    const int V = e->layout.config.vocab_size;
     if (!lk->slot) {
         lk->slot = malloc((size_t)V * sizeof *lk->slot);
         if (!lk->slot)
@@ -109,14 +132,10 @@ static int arm(ft_engine *e)
     }
     for (size_t k = 0; k < distinct; k++) /* the map is all -1 again for the next */
         lk->slot[rows[k]] = -1;
-    const size_t table_bytes = align_up(distinct * (size_t)H * sizeof(uint16_t), 256);
-    const size_t need = table_bytes + (distinct + n) * sizeof(int32_t);
-    if (need > e->max_shard * sizeof(float) || distinct > 65535)
-        return 0;
     memmove(rows + distinct, remap, n * sizeof *remap); /* rows then remapped ids */
-    char *base = (char *)e->stage_f32;
+    char *base = lk->buf;
     lk->table = (uint16_t *)base;
-    lk->rows_dev = (int32_t *)(base + table_bytes);
+    lk->rows_dev = (int32_t *)(base + table_bytes(e, distinct));
     lk->remap_dev = lk->rows_dev + distinct;
     lk->distinct = distinct;
     e->be->ops->upload(e->be, lk->rows_dev, rows, (distinct + n) * sizeof(int32_t));

@@ -138,6 +138,24 @@ int ft_engine_publish_updated(ft_engine *e, int unit, ft_error *err)
     return publish(e, unit, ft_engine_update_bits(e, unit) != NULL, err);
 }
 
+/* Stage 0: the fp32 unit on the backend that loading completes, padded ([n_pad]): the
+ * master where the model takes bf16 bits (full holds only bits; with offload the
+ * device's copy of the master), else the working parameters. */
+static float *stage0_unit(ft_engine *e, engine_unit *eu)
+{
+    if (ft_engine_hands_bits(e))
+        return e->opt.offload_optimizer ? e->dev_master : eu->master;
+    return (float *)eu->full;
+}
+
+/* ... and this rank's slice of it, where its values land: the all-gather completes the
+ * unit in place, with no staging buffer (one the size of the largest unit's slice, 1 GiB
+ * for the 1B shape's embedding, held for the whole run). */
+static float *stage0_own_slice(ft_engine *e, engine_unit *eu)
+{
+    return stage0_unit(e, eu) + (size_t)e->rank * eu->shard;
+}
+
 /* Takes this rank's slice of unit u's initial values (host, [S], zero-padded) and
  * makes them the engine's state on every stage. host may be the master itself
  * (slice_target), or NULL where fill_through_pieces already put the slice into the
@@ -146,23 +164,18 @@ static int adopt_own_slice(ft_engine *e, int u, const float *host, ft_error *err
 {
     engine_unit *eu = &e->units[u];
     ft_backend *be = e->be;
+    if (e->opt.zero_stage == 0) {
+        float *unit = stage0_unit(e, eu), *own = stage0_own_slice(e, eu);
+        if (host && host != own) /* slice_target may have put it there */
+            be->ops->upload(be, own, host, eu->shard * sizeof(float));
+        be->ops->sync(be);
+        if (e->size > 1 && gather_f32(e, unit, own, eu->shard, err)) /* in place */
+            return -1;
+    }
     if (e->opt.zero_stage == 0 && ft_engine_hands_bits(e)) {
-        /* the fp32 unit goes to the master (padded); full holds only bits */
-        float *dst = e->opt.offload_optimizer ? e->dev_master : eu->master;
-        if (host && host != e->stage_f32) /* slice_target may have put it there */
-            be->ops->upload(be, e->stage_f32, host, eu->shard * sizeof(float));
-        be->ops->sync(be);
-        if (gather_f32(e, dst, e->stage_f32, eu->shard, err))
-            return -1;
         if (e->opt.offload_optimizer)
-            be->ops->download(be, eu->master, dst, eu->numel * sizeof(float));
+            be->ops->download(be, eu->master, e->dev_master, eu->numel * sizeof(float));
     } else if (e->opt.zero_stage == 0) {
-        if (host && host != e->stage_f32 && host != eu->full)
-            be->ops->upload(be, e->stage_f32, host, eu->shard * sizeof(float));
-        be->ops->sync(be);
-        /* one rank's slice is the unit: slice_target wrote it in place */
-        if (host != eu->full && gather_f32(e, eu->full, e->stage_f32, eu->shard, err))
-            return -1;
         if (eu->master && e->opt.offload_optimizer)
             be->ops->download(be, eu->master, eu->full, eu->numel * sizeof(float));
         else if (eu->master)
@@ -177,11 +190,10 @@ typedef int (*slice_source)(ft_engine *e, int u, size_t begin, size_t end, float
                             void *ctx, ft_error *err);
 
 /* Where unit u's own slice is assembled: the fp32 master shard itself when it lives
- * in host memory (no staging copy); at stage 0 on a host backend, the staging buffer
- * the gather reads, or with one rank the unit's parameters (a 1 GiB embedding would
- * otherwise be written two or three times and each buffer's pages faulted in: on a VM
- * where a first touch costs ~2 s a GiB, most of a 384 M model's start-up); else the
- * host buffer. */
+ * in host memory (no staging copy); at stage 0 on a host backend, its place in the unit
+ * the all-gather completes (a 1 GiB embedding would otherwise be written two or three
+ * times and each buffer's pages faulted in: on a VM where a first touch costs ~2 s a
+ * GiB, most of a 384 M model's start-up); else the host buffer. */
 static float *slice_target(ft_engine *e, engine_unit *eu, float *host)
 {
     if (e->opt.frozen)
@@ -189,8 +201,7 @@ static float *slice_target(ft_engine *e, engine_unit *eu, float *host)
     if (e->opt.zero_stage > 0 && eu->master && e->opt_be->device < 0)
         return eu->master;
     if (e->opt.zero_stage == 0 && e->be->device < 0)
-        /* alone at stage 0 with fp32 parameters, the slice is the unit itself */
-        return e->size == 1 && !ft_engine_hands_bits(e) ? eu->full : e->stage_f32;
+        return stage0_own_slice(e, eu);
     return host;
 }
 
@@ -273,11 +284,12 @@ static int fill_from(ft_engine *e, slice_source src, slice_device_source dev, vo
         float *dst = slice_target(e, eu, host);
         if (dst == host) {
             /* a device's: a piece at a time into the device buffer the slice would be
-             * uploaded to (frozen: its staging; stage 0: stage_f32; else the master) */
+             * uploaded to (frozen: its staging; stage 0: its place in the unit; else the
+             * master) */
             const bool to_stage = e->opt.frozen || e->opt.zero_stage == 0;
             ft_backend *to = to_stage ? e->be : e->opt_be;
             float *landing = e->opt.frozen              ? ft_engine_frozen_landing(e, eu)
-                             : e->opt.zero_stage == 0 ? e->stage_f32
+                             : e->opt.zero_stage == 0 ? stage0_own_slice(e, eu)
                                                       : eu->master;
             rc = (dev ? fill_on_device(e, u, b, end, dev, ctx, host, host_n, to, landing,
                                        &values_s, err)

@@ -38,11 +38,14 @@ static int plan_seq_len(const ft_run_config *cfg, int given, int *seq_len, ft_er
     return 0;
 }
 
-ft_engine_options ft_run_engine_options(const ft_run_config *cfg)
+ft_engine_options ft_run_engine_options(const ft_run_config *cfg, int T)
 {
+    /* the CUDA backend's side lane runs the update beside the next forward */
+    const bool lanes = cfg->device && !strcmp(cfg->device, "cuda");
     return (ft_engine_options){ .zero_stage = cfg->zero_stage, .precision = cfg->numerics,
                                 .optimizer = cfg->optimizer.type,
-                                .offload_optimizer = cfg->offload_optimizer };
+                                .offload_optimizer = cfg->offload_optimizer,
+                                .lookup_tokens = lanes ? (size_t)cfg->micro_batch_size * T : 0 };
 }
 
 size_t ft_run_head_budget(const ft_run_config *cfg, double device_bytes)
@@ -90,7 +93,7 @@ ft_model_options ft_run_model_options(const ft_run_config *cfg, int T, double de
 int ft_plan_rank_bytes(const ft_plan_models *pm, const ft_run_config *cfg, int P, int T,
                        double device_bytes, double *device, double *host, ft_error *err)
 {
-    const ft_engine_options eo = ft_run_engine_options(cfg);
+    const ft_engine_options eo = ft_run_engine_options(cfg, T);
     const ft_model_options mo = ft_run_model_options(cfg, T, device_bytes);
     ft_plan_parts parts;
     if (ft_plan_parts_estimate(pm, &eo, &mo, P, &parts, err))
@@ -117,7 +120,7 @@ static int print_rows(FILE *out, const ft_run_config *cfg, const ft_plan_options
     for (int stage = 0; stage <= 3; stage++)
         for (int offload = 0; offload <= 1; offload++)
             for (int ckpt = 0; ckpt <= 1; ckpt++) {
-                ft_engine_options eo = ft_run_engine_options(cfg);
+                ft_engine_options eo = ft_run_engine_options(cfg, T);
                 eo.zero_stage = stage;
                 eo.offload_optimizer = offload;
                 ft_model_options mo = ft_run_model_options(cfg, T, po->device_gib * GiB);
@@ -166,7 +169,7 @@ static double device_total(const ft_run_config *cfg, const ft_plan_options *po,
                            ft_error *err)
 {
     const double GiB = 1024.0 * 1024.0 * 1024.0;
-    const ft_engine_options eo = ft_run_engine_options(cfg);
+    const ft_engine_options eo = ft_run_engine_options(cfg, T);
     ft_model_options mo = ft_run_model_options(cfg, T, po->device_gib * GiB);
     mo.activation_checkpointing = ckpt > 0;
     mo.checkpoint_layers = ckpt;

@@ -21,7 +21,7 @@ typedef struct ft_plan_options {
 
 /* The engine and model options a run of cfg uses (with rows of seq_len T), shared by
  * the trainer and the planner so that the plan is the run's allocation. */
-ft_engine_options ft_run_engine_options(const ft_run_config *cfg);
+ft_engine_options ft_run_engine_options(const ft_run_config *cfg, int T);
 /* device_bytes: the memory of one rank's device (host RAM on the CPU), from which the
  * LM head's default memory budget is derived (head_memory_mib). */
 size_t ft_run_head_budget(const ft_run_config *cfg, double device_bytes);

@@ -159,7 +159,7 @@ int ft_trainer_setup(ft_trainer *t, const ft_run_config *cfg, ft_comm *comm, FIL
         (cfg->final_weights && ft_preflight_final_weights(t, err)))
         return -1;
 
-    ft_engine_options eo = ft_run_engine_options(cfg);
+    ft_engine_options eo = ft_run_engine_options(cfg, t->seq_len);
     ft_model_options mo = ft_run_model_options(cfg, t->seq_len, (double)t->be->memory_total);
     char *resume_path = NULL;
     if ((cfg->checkpoint_dir && !eval_only && lock_checkpoint_dir(t, err)) ||

@@ -29,6 +29,8 @@ check 1 zero_stage=0 activation_checkpointing=false
 check 1 zero_stage=0 activation_checkpointing=true micro_batch_size=4
 if have_mpirun && enough_devices 2 "the 2-rank plans"; then
     check 2 zero_stage=1 activation_checkpointing=true
+    # stage 0's loads complete each unit in place; the next lookup's embedding rows
+    check 2 zero_stage=0 precision=bf16 activation_checkpointing=true micro_batch_size=2
     check 2 zero_stage=3 activation_checkpointing=false
     check 2 zero_stage=3 offload_optimizer=true
     # the bf16 recipe (a scaled-down shape of the 70B plan: stage 3, checkpointing)
@@ -39,4 +41,5 @@ if have_mpirun && enough_devices 2 "the 2-rank plans"; then
 fi
 check 1 zero_stage=0 activation_checkpointing=false lora.rank=4
 check 1 zero_stage=0 precision=bf16 activation_checkpointing=false
+check 1 zero_stage=0 precision=bf16 activation_checkpointing=true micro_batch_size=4
 echo "planner equals the device = cuda backend peaks"

@@ -364,10 +364,10 @@ DEFECTS = [
      "to make them",
      OVERLAP),
     ("lookup-ahead-decay", "cuda/cuda_optim.cu",
-     "        float pn = adamw_value(c, i < c.decay_n ? c.decay : 1.0f, param[i], grad[i],\n"
-     "                               zero ?",
-     "        float pn = adamw_value(c, 1.0f, param[i], grad[i],\n"
-     "                               zero ?",
+     "            float pn = adamw_value(c, i < c.decay_n ? c.decay : 1.0f, param[i], grad[i],\n"
+     "                                   zero ?",
+     "            float pn = adamw_value(c, 1.0f, param[i], grad[i],\n"
+     "                                   zero ?",
      "the embedding rows made ahead of the update skip its weight decay: the lookup reads "
      "other bits than the update writes",
      OVERLAP),
