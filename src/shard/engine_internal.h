@@ -222,7 +222,7 @@ void ft_engine_finish_early_reduces(ft_engine *e);
  * lane, before the step's fork; 1: armed); preview queues the table on the side lane
  * (after the fork, before the units' updates; param, grad and p as unit 0's update
  * gets them); acquire serves a lookup of exactly the armed ids (NULL: acquire it the
- * normal way); settling disarms. */
+ * normal way); loads disarm. */
 size_t ft_engine_lookup_bytes(const ft_engine *e); /* its buffer (0: none), at creation */
 int ft_engine_lookup_wanted(const ft_engine *e);
 int ft_engine_lookup_arm(ft_engine *e);

@@ -23,7 +23,8 @@
  *     work, the previous lookup included) and read on the main lane after its mark;
  *   - it serves one lookup, whose ids must be the armed ones (an evaluation's forward
  *     between steps reads the embedding the normal way);
- *   - settling disarms it (a load replaces the embedding it was made from).
+ *   - a load disarms it (it replaces the state the rows were made from); a checkpoint's
+ *     save, an evaluation or a settling does not (they change none of it).
  * The rows and remapped ids are uploaded on the main lane before the step's fork, after
  * its settling: nothing on the side lane still reads the previous ones. */
 #include <stdlib.h>

@@ -102,7 +102,6 @@ void ft_engine_await_update(ft_engine *e, int unit)
 
 void ft_engine_settle_updates(ft_engine *e)
 {
-    ft_engine_lookup_disarm(e); /* what settles may write the table's buffer next */
     if (e->gather_overlap)
         for (int u = 0; u < e->layout.n_units; u++)
             await_gather(e, &e->units[u]);

@@ -265,6 +265,7 @@ static int fill_from(ft_engine *e, slice_source src, slice_device_source dev, vo
                      ft_error *err)
 {
     ft_engine_settle_updates(e); /* no update may still write what this replaces */
+    ft_engine_lookup_disarm(e);  /* nor the next lookup's rows be read from it */
     /* malloc'd, not touched: only the paths that stage through it fault its pages in */
     const size_t piece = fill_piece();
     const size_t host_n = e->max_shard < piece ? e->max_shard : piece;
@@ -520,6 +521,7 @@ int ft_engine_read_field(ft_engine *e, const ft_h5file *f, const char *group,
     if (e->opt.frozen && field != FT_STATE_PARAMS)
         return ft_engine_frozen_refuse(err, "reading the master or optimizer state");
     ft_engine_settle_updates(e);
+    ft_engine_lookup_disarm(e); /* the state the next lookup's rows came from changes */
     if (field == FT_STATE_PARAMS || field == FT_STATE_MASTER) {
         file_ctx fc = { f, group, hashes };
         return fill_from(e, file_slice, NULL, &fc, err);

@@ -282,7 +282,7 @@ int ft_trainer_run(ft_trainer *t, ft_error *err)
         const long followed = cfg->max_steps - t->start_step - 1; /* steps after a step */
         if ((ft_engine_beside_compute(t->engine) & FT_ENGINE_BESIDE_LOOKUP) && followed > 0)
             fprintf(t->out, "ftmpi: the next step's embedding rows came before the update in "
-                            "%ld of %ld steps (rank 0; not after a checkpoint)\n",
+                            "%ld of %ld steps (rank 0)\n",
                     ft_engine_lookups_served(t->engine), followed);
     }
     if (cfg->final_weights) {
