@@ -260,7 +260,6 @@ void ft_engine_free(ft_engine *e)
     obe->ops->free(obe, e->host_grad);
     be->ops->free(be, e->dev_master);
     be->ops->free(be, e->stage_f32);
-    be->ops->free(be, e->lookup.buf);
     be->ops->free(be, e->stage_bits);
     be->ops->free(be, e->gather_bits);
     ft_engine_lookup_free(e);

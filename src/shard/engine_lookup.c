@@ -181,6 +181,7 @@ long ft_engine_lookups_served(const ft_engine *e) { return e->lookup.served; }
 void ft_engine_lookup_free(ft_engine *e)
 {
     engine_lookup *lk = &e->lookup;
+    e->be->ops->free(e->be, lk->buf);
     free(lk->next_ids);
     free(lk->ids);
     free(lk->upload);

@@ -171,15 +171,12 @@ static int adopt_own_slice(ft_engine *e, int u, const float *host, ft_error *err
         be->ops->sync(be);
         if (e->size > 1 && gather_f32(e, unit, own, eu->shard, err)) /* in place */
             return -1;
-    }
-    if (e->opt.zero_stage == 0 && ft_engine_hands_bits(e)) {
-        if (e->opt.offload_optimizer)
-            be->ops->download(be, eu->master, e->dev_master, eu->numel * sizeof(float));
-    } else if (e->opt.zero_stage == 0) {
-        if (eu->master && e->opt.offload_optimizer)
-            be->ops->download(be, eu->master, eu->full, eu->numel * sizeof(float));
-        else if (eu->master)
-            be->ops->copy(be, eu->master, eu->full, eu->numel * sizeof(float));
+        /* a master that is not the unit itself takes its values: in host memory with
+         * offload, else on the device beside fp32 working parameters */
+        if (eu->master && eu->master != unit && e->opt.offload_optimizer)
+            be->ops->download(be, eu->master, unit, eu->numel * sizeof(float));
+        else if (eu->master && eu->master != unit)
+            be->ops->copy(be, eu->master, unit, eu->numel * sizeof(float));
     } else if (host && host != eu->master) {
         e->opt_be->ops->upload(e->opt_be, eu->master, host, eu->shard * sizeof(float));
     }

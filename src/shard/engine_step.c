@@ -80,7 +80,8 @@ int ft_engine_grad_norm(ft_engine *e, double *norm, ft_error *err)
     return 0;
 }
 
-/* Unit u's parameters and gradient at unit element lo (within the opt range). */
+/* Where the update reads and writes unit element lo's parameter (within the opt range):
+ * the fp32 master, or the working parameters where they are the master. */
 static float *update_param(ft_engine *e, engine_unit *eu, size_t lo)
 {
     return (eu->master ? eu->master : (float *)eu->full + eu->opt_begin) + (lo - eu->opt_begin);

@@ -95,7 +95,7 @@ void ft_cpu_adamw_rows_bf16(ft_backend *be, uint16_t *out, const float *param, c
     (void)be;
     const adamw_coef c = adamw_coef_of(p);
     const float s = p->grad_scale;
-    const size_t nd = p->no_decay_from; /* 0: every element decays */
+    const size_t nd = p->no_decay_from ? p->no_decay_from : SIZE_MAX; /* decayed: [0, nd) */
     const bool zero = p->moments_zero;
 #pragma omp parallel for schedule(static) if (n_rows * row_len >= FT_CPU_PAR_MIN)
     for (size_t k = 0; k < n_rows; k++) {
@@ -103,7 +103,7 @@ void ft_cpu_adamw_rows_bf16(ft_backend *be, uint16_t *out, const float *param, c
         for (size_t j = 0; j < row_len; j++) {
             const size_t i = base + j;
             float mi, vi;
-            const float pn = adamw_value(&c, nd && i >= nd ? 1.0f : c.decay, param[i], grad[i],
+            const float pn = adamw_value(&c, i < nd ? c.decay : 1.0f, param[i], grad[i],
                                          s, zero ? 0.0f : m[i], zero ? 0.0f : v[i], &mi, &vi);
             out[k * row_len + j] = ft_f32_to_bf16(pn);
         }
