@@ -134,9 +134,13 @@ static void allocate_pools(ft_engine *e)
             if (ft_engine_opt_len(e, &e->units[u]) > max_opt)
                 max_opt = ft_engine_opt_len(e, &e->units[u]);
         e->host_grad = ft_engine_alloc_opt(e, max_opt * sizeof(float), NULL);
-        /* stage 0 with bits also gathers loaded units here, padding included */
-        const size_t dev_len = stage == 0 && bits ? e->max_padded : max_opt;
-        e->dev_master = ft_engine_alloc(e, dev_len * sizeof(float), &m->scratch);
+        if (bf16)
+            e->host_bits = ft_engine_alloc_opt(e, max_opt * sizeof(uint16_t), NULL);
+        /* stage 0 with bits gathers loaded units here, padding included */
+        if (stage == 0 && bits)
+            e->dev_master = ft_engine_alloc(e, e->max_padded * sizeof(float), &m->scratch);
+        else if (!bf16)
+            e->dev_master = ft_engine_alloc(e, max_opt * sizeof(float), &m->scratch);
     }
     if ((stage == 1 || stage == 2) && bf16)
         e->stage_bits = ft_engine_alloc(e, e->max_shard * sizeof(uint16_t), &m->scratch);
@@ -258,6 +262,7 @@ void ft_engine_free(ft_engine *e)
             obe->ops->free(obe, eu->v);
         }
     obe->ops->free(obe, e->host_grad);
+    obe->ops->free(obe, e->host_bits);
     be->ops->free(be, e->dev_master);
     be->ops->free(be, e->stage_f32);
     be->ops->free(be, e->stage_bits);

@@ -119,7 +119,14 @@ struct ft_engine {
     ft_engine_memory mem;
 
     float *host_grad;      /* offload: [max opt range] gradient copied to the host */
-    float *dev_master;     /* offload: [max opt range] master copied back to the device */
+    /* offload with a bf16 master: [max opt range] working bits the host rounds (AdamW
+     * writes them as it updates), uploaded in place of the fp32 master: 2 bytes a
+     * parameter up instead of 4 */
+    uint16_t *host_bits;
+    /* offload: the fp32 master copied back to the device ([max opt range]) where fp32
+     * working parameters take it, and at stage 0 with bits the unit loading gathers
+     * ([max n_pad]); NULL where neither happens */
+    float *dev_master;
     /* publishing working params: fp32 or bf16 shard staging for all-gathers */
     float *stage_f32;      /* frozen: [max S], its load staging (engine_frozen.c) */
     uint16_t *stage_bits;  /* [max S] */
@@ -261,10 +268,6 @@ static inline size_t ft_engine_opt_len(const ft_engine *e, const engine_unit *u)
     return e->opt.zero_stage == 0 ? u->numel : u->shard;
 }
 
-/* The fp32 master values of unit u's optimizer range on the device (copied there from
- * the host with offload; NULL in stage 0 fp32 without offload, where full is the
- * master). */
-const float *ft_engine_device_master(ft_engine *e, int unit);
 static inline size_t ft_min_size(size_t a, size_t b) { return a < b ? a : b; }
 
 /* This rank's slice of unit u in unit coordinates, clipped to the real elements. */

@@ -37,7 +37,10 @@ static int gather_bf16(ft_engine *e, float *full, const uint16_t *bits, size_t S
     return 0;
 }
 
-const float *ft_engine_device_master(ft_engine *e, int unit)
+/* The fp32 master values of unit u's optimizer range on the device (copied there from
+ * the host with an fp32 run's offload; NULL in stage 0 fp32 without offload, where full
+ * is the master). */
+static const float *device_master(ft_engine *e, int unit)
 {
     engine_unit *eu = &e->units[unit];
     if (!e->opt.offload_optimizer)
@@ -70,8 +73,10 @@ int ft_engine_start_bits_gather(ft_engine *e, int unit, uint16_t *dst, ft_comm_r
 uint16_t *ft_engine_update_bits(ft_engine *e, int unit)
 {
     engine_unit *eu = &e->units[unit];
-    if (!e->opt.precision.has_master || e->opt.offload_optimizer)
+    if (!e->opt.precision.has_master)
         return NULL;
+    if (e->opt.offload_optimizer) /* the host's, in opt coordinates (publish uploads them) */
+        return e->host_bits;
     switch (e->opt.zero_stage) {
     case 0: /* the whole unit: full's bits, or the bits widened into full */
         return ft_engine_hands_bits(e) ? (uint16_t *)eu->full : e->gather_bits;
@@ -83,13 +88,48 @@ uint16_t *ft_engine_update_bits(ft_engine *e, int unit)
     }
 }
 
+/* Offload with a bf16 master: the host rounds what the update did not (all of the
+ * opt range, or only the last rank's padding after it) and uploads the bits where the
+ * device's rounding would have written them; then the gathers as on the device. The
+ * same rounding on both sides (nearest even), so the same bits as without offload. */
+static int publish_host_bits(ft_engine *e, int unit, int bits_ready, ft_error *err)
+{
+    engine_unit *eu = &e->units[unit];
+    ft_backend *be = e->be, *obe = e->opt_be;
+    const size_t len = ft_engine_opt_len(e, eu);
+    const size_t done = bits_ready ? eu->opt_end - eu->opt_begin : 0;
+    obe->ops->f32_to_bf16(obe, e->host_bits + done, eu->master + done, len - done);
+    const size_t bytes = len * sizeof(uint16_t);
+    switch (e->opt.zero_stage) {
+    case 0: /* the whole unit */
+        if (ft_engine_hands_bits(e)) {
+            be->ops->upload(be, eu->full, e->host_bits, bytes);
+        } else {
+            be->ops->upload(be, e->gather_bits, e->host_bits, bytes);
+            be->ops->bf16_to_f32(be, eu->full, e->gather_bits, len);
+        }
+        return 0;
+    case 1:
+    case 2:
+        be->ops->upload(be, e->stage_bits, e->host_bits, bytes);
+        be->ops->sync(be);
+        return ft_engine_hands_bits(e) ? gather_bits(e, eu->full, e->stage_bits, len, err)
+                                       : gather_bf16(e, eu->full, e->stage_bits, len, err);
+    default: /* stage 3: gathers read these bits */
+        be->ops->upload(be, eu->shard_bf16, e->host_bits, bytes);
+        return 0;
+    }
+}
+
 /* bits_ready: the optimizer wrote ft_engine_update_bits(e, unit) already. */
 static int publish(ft_engine *e, int unit, int bits_ready, ft_error *err)
 {
     engine_unit *eu = &e->units[unit];
     ft_backend *be = e->be;
     const int bf16 = e->opt.precision.has_master, bits = ft_engine_hands_bits(e);
-    const float *master = ft_engine_device_master(e, unit);
+    if (bf16 && e->opt.offload_optimizer)
+        return publish_host_bits(e, unit, bits_ready, err);
+    const float *master = device_master(e, unit);
     switch (e->opt.zero_stage) {
     case 0: /* fp32 without offload: the optimizer updated full in place */
         if (bits) {
