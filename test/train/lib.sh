@@ -88,6 +88,16 @@ step_numbers() {
            -e 's/.*"kind":"eval","step":\([0-9]*\),"loss":\([^,]*\),.*/eval \1 \2/p' "$1"
 }
 
+# same_bits TAG STEPS A B: runs A and B (metrics in A.jsonl, weights in A.h5) wrote STEPS
+# step records with bitwise the same losses and gradient norms, and the same /model
+same_bits() {
+    step_numbers "$3.jsonl" > "$3.txt"
+    step_numbers "$4.jsonl" > "$4.txt"
+    [ "$(grep -c '^step' "$3.txt")" -eq "$2" ] || { cat "$3.jsonl"; fail "$1: expected $2 step records"; }
+    cmp -s "$3.txt" "$4.txt" || { paste "$3.txt" "$4.txt"; fail "$1: losses or norms differ"; }
+    h5diff "$3.h5" "$4.h5" /model /model > d.log 2>&1 || { head -20 d.log; fail "$1: final weights differ"; }
+}
+
 # same_with_and_without VAR N TAG STEPS EVALS "CHECKPOINTS" CFG ARGS...: trains CFG with
 # ARGS on N ranks with VAR=1 and with VAR=0 (TAG.V.log, metrics TAG.V.jsonl, checkpoints
 # in ck-TAG.V, final weights TAG.V.h5) and fails unless the two are bitwise the same:
