@@ -139,8 +139,6 @@ static void allocate_pools(ft_engine *e)
         /* stage 0 with bits gathers loaded units here, padding included */
         if (stage == 0 && bits)
             e->dev_master = ft_engine_alloc(e, e->max_padded * sizeof(float), &m->scratch);
-        else if (!bf16)
-            e->dev_master = ft_engine_alloc(e, max_opt * sizeof(float), &m->scratch);
     }
     if ((stage == 1 || stage == 2) && bf16)
         e->stage_bits = ft_engine_alloc(e, e->max_shard * sizeof(uint16_t), &m->scratch);

@@ -123,9 +123,7 @@ struct ft_engine {
      * writes them as it updates), uploaded in place of the fp32 master: 2 bytes a
      * parameter up instead of 4 */
     uint16_t *host_bits;
-    /* offload: the fp32 master copied back to the device ([max opt range]) where fp32
-     * working parameters take it, and at stage 0 with bits the unit loading gathers
-     * ([max n_pad]); NULL where neither happens */
+    /* offload at stage 0 with bits: [max n_pad], where loading gathers the fp32 unit */
     float *dev_master;
     /* publishing working params: fp32 or bf16 shard staging for all-gathers */
     float *stage_f32;      /* frozen: [max S], its load staging (engine_frozen.c) */

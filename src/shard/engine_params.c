@@ -37,19 +37,6 @@ static int gather_bf16(ft_engine *e, float *full, const uint16_t *bits, size_t S
     return 0;
 }
 
-/* The fp32 master values of unit u's optimizer range on the device (copied there from
- * the host with an fp32 run's offload; NULL in stage 0 fp32 without offload, where full
- * is the master). */
-static const float *device_master(ft_engine *e, int unit)
-{
-    engine_unit *eu = &e->units[unit];
-    if (!e->opt.offload_optimizer)
-        return eu->master;
-    e->be->ops->upload(e->be, e->dev_master, eu->master,
-                       ft_engine_opt_len(e, eu) * sizeof(float));
-    return e->dev_master;
-}
-
 /* full[n_pad] bits = every rank's bits[S] (the model takes bits). */
 static int gather_bits(ft_engine *e, uint16_t *full, const uint16_t *bits, size_t S,
                        ft_error *err)
@@ -85,6 +72,29 @@ uint16_t *ft_engine_update_bits(ft_engine *e, int unit)
         return e->gather_overlap ? (uint16_t *)eu->full + eu->opt_begin : e->stage_bits;
     default:
         return eu->shard_bf16;
+    }
+}
+
+/* Offload in the fp32 recipe: the host's master values go up to where the model's
+ * parameters take them (the own slice, gathered in place, at stages 1-2). */
+static int publish_host_f32(ft_engine *e, int unit, ft_error *err)
+{
+    engine_unit *eu = &e->units[unit];
+    ft_backend *be = e->be;
+    switch (e->opt.zero_stage) {
+    case 0:
+        be->ops->upload(be, eu->full, eu->master, eu->numel * sizeof(float));
+        return 0;
+    case 1:
+    case 2: {
+        float *own = (float *)eu->full + (size_t)e->rank * eu->shard;
+        be->ops->upload(be, own, eu->master, eu->shard * sizeof(float));
+        be->ops->sync(be);
+        return gather_f32(e, eu->full, own, eu->shard, err);
+    }
+    default:
+        be->ops->upload(be, eu->dev_shard, eu->master, eu->shard * sizeof(float));
+        return 0;
     }
 }
 
@@ -127,11 +137,11 @@ static int publish(ft_engine *e, int unit, int bits_ready, ft_error *err)
     engine_unit *eu = &e->units[unit];
     ft_backend *be = e->be;
     const int bf16 = e->opt.precision.has_master, bits = ft_engine_hands_bits(e);
-    if (bf16 && e->opt.offload_optimizer)
-        return publish_host_bits(e, unit, bits_ready, err);
-    const float *master = device_master(e, unit);
+    if (e->opt.offload_optimizer)
+        return bf16 ? publish_host_bits(e, unit, bits_ready, err) : publish_host_f32(e, unit, err);
+    const float *master = eu->master; /* on the device */
     switch (e->opt.zero_stage) {
-    case 0: /* fp32 without offload: the optimizer updated full in place */
+    case 0: /* fp32: the optimizer updated full in place */
         if (bits) {
             if (!bits_ready)
                 be->ops->f32_to_bf16(be, eu->full, master, eu->numel);
@@ -139,8 +149,6 @@ static int publish(ft_engine *e, int unit, int bits_ready, ft_error *err)
             if (!bits_ready)
                 be->ops->f32_to_bf16(be, e->gather_bits, master, eu->numel);
             be->ops->bf16_to_f32(be, eu->full, e->gather_bits, eu->numel);
-        } else if (master) {
-            be->ops->copy(be, eu->full, master, eu->numel * sizeof(float));
         }
         return 0;
     case 1:

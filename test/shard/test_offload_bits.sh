@@ -6,11 +6,12 @@
 # norms and final weights of the run without it: ZeRO stages 0-3, 1 and 3 ranks (3: the
 # last rank's slice of every unit is padded, so its update range is shorter than the
 # bits uploaded), the tied and untied heads, on the CPU and on the CUDA backend where
-# the build has one that finds a device (a GPU or the CPU execution harness).
+# the build has one that finds a device (a GPU or the CPU execution harness). In the fp32
+# recipe the master values go up instead, straight to where the parameters take them.
 . "$(dirname "$0")/../train/lib.sh"
 "$GENDATA" --rows 64 --seq-len 32 --digits 2 train.h5 >/dev/null || fail "gendata"
 write_small_cfg s.cfg
-common="max_steps=3 global_batch_size=12 micro_batch_size=2 optimizer.warmup_steps=1 precision=bf16"
+common="max_steps=3 global_batch_size=12 micro_batch_size=2 optimizer.warmup_steps=1"
 
 # check TAG RANKS ARGS...: the offloaded run against the one without offload
 check() {
@@ -33,14 +34,16 @@ if cuda_cases &&
     devices="cpu cuda"
 fi
 for dev in $devices; do
-    for n in $ranks; do
-        for stage in 0 1 2 3; do
-            [ "$n" -eq 1 ] && [ "$stage" -gt 0 ] && continue # one rank: the stages are alike
-            check "$dev, $n ranks, stage $stage" $n device=$dev zero_stage=$stage
+    for p in bf16 fp32; do
+        for n in $ranks; do
+            for stage in 0 1 2 3; do
+                [ "$n" -eq 1 ] && [ "$stage" -gt 0 ] && continue # one rank: the stages are alike
+                check "$dev, $p, $n ranks, stage $stage" $n device=$dev precision=$p zero_stage=$stage
+            done
         done
     done
-    check "$dev, 1 rank, tied head" 1 device=$dev model.tie_word_embeddings=true
-    [ "$ranks" != 1 ] &&
-        check "$dev, 3 ranks, stage 2, tied head" 3 device=$dev zero_stage=2 model.tie_word_embeddings=true
+    check "$dev, bf16, 1 rank, tied head" 1 device=$dev precision=bf16 model.tie_word_embeddings=true
+    [ "$ranks" != 1 ] && check "$dev, bf16, 3 ranks, stage 2, tied head" 3 device=$dev precision=bf16 \
+        zero_stage=2 model.tie_word_embeddings=true
 done
 exit 0
