@@ -42,6 +42,12 @@ cudaStream_t ft_cuda_stream(const ft_backend *be);
 /* Aborts with "ftmpi: CUDA backend: <what>: <cuda error string>" unless st is cudaSuccess. */
 void ft_cuda_check(cudaError_t st, const char *what);
 
+/* ---- cuda_host_copy.c: backend.h's host_alloc, host_free, upload_async, download_async ---- */
+void *ft_cuda_host_alloc(ft_backend *be, size_t bytes);
+void ft_cuda_host_free(ft_backend *be, void *p);
+void ft_cuda_upload_async(ft_backend *be, void *dst, const void *src_host, size_t bytes);
+void ft_cuda_download_async(ft_backend *be, void *dst_host, const void *src, size_t bytes);
+
 /* ---- cuda_elementwise.cu ---- */
 cudaError_t ft_cuda_launch_add(float *y, const float *x, size_t n, cudaStream_t st);
 cudaError_t ft_cuda_launch_scale(float *x, float s, size_t n, cudaStream_t st);

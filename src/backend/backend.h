@@ -140,6 +140,17 @@ typedef struct ft_backend_ops {
     void (*copy)(ft_backend *be, void *dst, const void *src, size_t bytes);
     void (*zero)(ft_backend *be, void *p, size_t bytes);
     void (*sync)(ft_backend *be);
+    /* Optional (NULL where host memory is all alike, as on the CPU): page-locked host
+     * memory, zero-filled, NULL on failure, freed with host_free; the copies below reach
+     * it without a staging copy, at the bus's full speed. */
+    void *(*host_alloc)(ft_backend *be, size_t bytes);
+    void (*host_free)(ft_backend *be, void *p);
+    /* Optional (NULL: upload and download, which return with the copy done): copies
+     * queued in order with the backend's other work on the current lane, returning at
+     * once. The host buffer (from host_alloc) must not be written (upload) or read
+     * (download) before the next sync. */
+    void (*upload_async)(ft_backend *be, void *dst, const void *src_host, size_t bytes);
+    void (*download_async)(ft_backend *be, void *dst_host, const void *src, size_t bytes);
 
     /* ---- dense algebra ----
      * c[m,n] = alpha * op(a) * op(b) + beta * c, op(a) is [m,k], op(b) is [k,n].

@@ -129,13 +129,7 @@ static void allocate_pools(ft_engine *e)
      * a double a unit, allocated whether or not, so that the plan need not know */
     e->norm_sums = ft_engine_alloc(e, (size_t)e->layout.n_units * sizeof(double), &m->scratch);
     if (e->opt.offload_optimizer) {
-        size_t max_opt = 0;
-        for (int u = 0; u < e->layout.n_units; u++)
-            if (ft_engine_opt_len(e, &e->units[u]) > max_opt)
-                max_opt = ft_engine_opt_len(e, &e->units[u]);
-        e->host_grad = ft_engine_alloc_opt(e, max_opt * sizeof(float), NULL);
-        if (bf16)
-            e->host_bits = ft_engine_alloc_opt(e, max_opt * sizeof(uint16_t), NULL);
+        ft_engine_offload_allocate(e);
         /* stage 0 with bits gathers loaded units here, padding included */
         if (stage == 0 && bits)
             e->dev_master = ft_engine_alloc(e, e->max_padded * sizeof(float), &m->scratch);
@@ -259,8 +253,7 @@ void ft_engine_free(ft_engine *e)
             obe->ops->free(obe, eu->m);
             obe->ops->free(obe, eu->v);
         }
-    obe->ops->free(obe, e->host_grad);
-    obe->ops->free(obe, e->host_bits);
+    ft_engine_offload_free(e);
     be->ops->free(be, e->dev_master);
     be->ops->free(be, e->stage_f32);
     be->ops->free(be, e->stage_bits);

@@ -65,6 +65,7 @@ typedef struct ft_engine_memory {
     size_t gathered;  /* stage 2-3 pools: gathered units and transient unit gradients */
     size_t scratch;   /* staging for all-gathers */
     size_t host;      /* offload: master, moments and gradient staging in host memory */
+    size_t host_pinned; /* of host, page-locked (the transfers' buffers; 0 in a plan) */
 } ft_engine_memory;
 
 int ft_engine_create(ft_engine **out, const ft_model_layout *layout, ft_backend *be,

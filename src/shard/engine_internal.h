@@ -102,6 +102,15 @@ typedef struct engine_lookup {
     long served;        /* lookups that read the table */
 } engine_lookup;
 
+/* The offloaded optimizer's host buffers (engine_offload.c). */
+typedef struct engine_offload {
+    float *grad[2];    /* [max opt range] the gradient slices brought down, by turn parity */
+    uint16_t *bits;    /* bf16 recipe: [max opt range] the working bits the host rounds */
+    int pinned;        /* from the device backend's host_alloc (else the host backend's) */
+    int in_step;       /* between ft_engine_offload_begin and _end */
+    int turn;          /* the step's current turn (unit order), from 0 */
+} engine_offload;
+
 struct ft_engine {
     ft_model_layout layout;
     double fill_values_s, fill_placing_s; /* the last fill_from's split (engine_params.c) */
@@ -118,11 +127,7 @@ struct ft_engine {
     int moments_written;
     ft_engine_memory mem;
 
-    float *host_grad;      /* offload: [max opt range] gradient copied to the host */
-    /* offload with a bf16 master: [max opt range] working bits the host rounds (AdamW
-     * writes them as it updates), uploaded in place of the fp32 master: 2 bytes a
-     * parameter up instead of 4 */
-    uint16_t *host_bits;
+    engine_offload offload; /* offload_optimizer: the host's turn buffers */
     /* offload at stage 0 with bits: [max n_pad], where loading gathers the fp32 unit */
     float *dev_master;
     /* publishing working params: fp32 or bf16 shard staging for all-gathers */
@@ -287,6 +292,36 @@ int ft_engine_publish_updated(ft_engine *e, int unit, ft_error *err);
  * it: fp32 working parameters, offload (the update runs on the host), and stage 3 in
  * the bf16 recipe, which keeps no bf16 shard (each gather rounds the master). */
 uint16_t *ft_engine_update_bits(ft_engine *e, int unit);
+
+/* full[n_pad] = concatenation of every rank's shard[S] (fp32; shard may be full's own
+ * slice: in place). */
+int ft_engine_gather_f32(ft_engine *e, float *full, const float *shard, size_t S, ft_error *err);
+/* full[n_pad] = every rank's bf16 bits[S], as bits where the model takes bits, else
+ * widened to fp32. */
+int ft_engine_gather_bits_into(ft_engine *e, void *full, const uint16_t *bits, size_t S,
+                               ft_error *err);
+
+/* The reduced gradient over unit eu's optimizer range (this rank's). */
+static inline float *ft_engine_opt_grads(ft_engine *e, engine_unit *eu)
+{
+    (void)e;
+    return eu->grad_full ? eu->grad_full + eu->opt_begin : eu->grad_shard;
+}
+
+/* ---- engine_offload.c: offload_optimizer's host buffers and turns ---- */
+void ft_engine_offload_allocate(ft_engine *e);
+void ft_engine_offload_free(ft_engine *e);
+/* A step's turns, a unit each in update order: begin queues first_unit's gradient down;
+ * turn waits for this turn's gradient (and the last turn's upload), queues next_unit's
+ * (-1: none) and returns this turn's gradient on the host; end waits for the last
+ * upload. */
+void ft_engine_offload_begin(ft_engine *e, int first_unit);
+float *ft_engine_offload_turn(ft_engine *e, int next_unit);
+void ft_engine_offload_end(ft_engine *e);
+/* Where the host's AdamW writes this turn's working bits (opt coordinates). */
+uint16_t *ft_engine_offload_bits(ft_engine *e);
+/* Publishing after a host update (bits_ready: its AdamW wrote the bits). */
+int ft_engine_offload_publish(ft_engine *e, int unit, int bits_ready, ft_error *err);
 
 /* Forgets gathered units (their parameters changed). */
 void ft_engine_invalidate_gathered(ft_engine *e);

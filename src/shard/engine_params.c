@@ -19,7 +19,7 @@ static int wait_ok(ft_engine *e, ft_comm_request *req, int started, const char *
 }
 
 /* full[n_pad] = concatenation of every rank's shard[S] (fp32). */
-static int gather_f32(ft_engine *e, float *full, const float *shard, size_t S, ft_error *err)
+int ft_engine_gather_f32(ft_engine *e, float *full, const float *shard, size_t S, ft_error *err)
 {
     ft_comm_request *req = NULL;
     int rc = e->comm->ops->all_gather(e->comm, full, shard, S * sizeof(float), &req);
@@ -46,6 +46,13 @@ static int gather_bits(ft_engine *e, uint16_t *full, const uint16_t *bits, size_
     return wait_ok(e, req, rc, "parameter all-gather", err);
 }
 
+int ft_engine_gather_bits_into(ft_engine *e, void *full, const uint16_t *bits, size_t S,
+                               ft_error *err)
+{
+    return ft_engine_hands_bits(e) ? gather_bits(e, full, bits, S, err)
+                                   : gather_bf16(e, full, bits, S, err);
+}
+
 int ft_engine_start_bits_gather(ft_engine *e, int unit, uint16_t *dst, ft_comm_request **req)
 {
     const engine_unit *eu = &e->units[unit];
@@ -63,7 +70,7 @@ uint16_t *ft_engine_update_bits(ft_engine *e, int unit)
     if (!e->opt.precision.has_master)
         return NULL;
     if (e->opt.offload_optimizer) /* the host's, in opt coordinates (publish uploads them) */
-        return e->host_bits;
+        return ft_engine_offload_bits(e);
     switch (e->opt.zero_stage) {
     case 0: /* the whole unit: full's bits, or the bits widened into full */
         return ft_engine_hands_bits(e) ? (uint16_t *)eu->full : e->gather_bits;
@@ -75,70 +82,14 @@ uint16_t *ft_engine_update_bits(ft_engine *e, int unit)
     }
 }
 
-/* Offload in the fp32 recipe: the host's master values go up to where the model's
- * parameters take them (the own slice, gathered in place, at stages 1-2). */
-static int publish_host_f32(ft_engine *e, int unit, ft_error *err)
-{
-    engine_unit *eu = &e->units[unit];
-    ft_backend *be = e->be;
-    switch (e->opt.zero_stage) {
-    case 0:
-        be->ops->upload(be, eu->full, eu->master, eu->numel * sizeof(float));
-        return 0;
-    case 1:
-    case 2: {
-        float *own = (float *)eu->full + (size_t)e->rank * eu->shard;
-        be->ops->upload(be, own, eu->master, eu->shard * sizeof(float));
-        be->ops->sync(be);
-        return gather_f32(e, eu->full, own, eu->shard, err);
-    }
-    default:
-        be->ops->upload(be, eu->dev_shard, eu->master, eu->shard * sizeof(float));
-        return 0;
-    }
-}
-
-/* Offload with a bf16 master: the host rounds what the update did not (all of the
- * opt range, or only the last rank's padding after it) and uploads the bits where the
- * device's rounding would have written them; then the gathers as on the device. The
- * same rounding on both sides (nearest even), so the same bits as without offload. */
-static int publish_host_bits(ft_engine *e, int unit, int bits_ready, ft_error *err)
-{
-    engine_unit *eu = &e->units[unit];
-    ft_backend *be = e->be, *obe = e->opt_be;
-    const size_t len = ft_engine_opt_len(e, eu);
-    const size_t done = bits_ready ? eu->opt_end - eu->opt_begin : 0;
-    obe->ops->f32_to_bf16(obe, e->host_bits + done, eu->master + done, len - done);
-    const size_t bytes = len * sizeof(uint16_t);
-    switch (e->opt.zero_stage) {
-    case 0: /* the whole unit */
-        if (ft_engine_hands_bits(e)) {
-            be->ops->upload(be, eu->full, e->host_bits, bytes);
-        } else {
-            be->ops->upload(be, e->gather_bits, e->host_bits, bytes);
-            be->ops->bf16_to_f32(be, eu->full, e->gather_bits, len);
-        }
-        return 0;
-    case 1:
-    case 2:
-        be->ops->upload(be, e->stage_bits, e->host_bits, bytes);
-        be->ops->sync(be);
-        return ft_engine_hands_bits(e) ? gather_bits(e, eu->full, e->stage_bits, len, err)
-                                       : gather_bf16(e, eu->full, e->stage_bits, len, err);
-    default: /* stage 3: gathers read these bits */
-        be->ops->upload(be, eu->shard_bf16, e->host_bits, bytes);
-        return 0;
-    }
-}
-
 /* bits_ready: the optimizer wrote ft_engine_update_bits(e, unit) already. */
 static int publish(ft_engine *e, int unit, int bits_ready, ft_error *err)
 {
     engine_unit *eu = &e->units[unit];
     ft_backend *be = e->be;
     const int bf16 = e->opt.precision.has_master, bits = ft_engine_hands_bits(e);
-    if (e->opt.offload_optimizer)
-        return bf16 ? publish_host_bits(e, unit, bits_ready, err) : publish_host_f32(e, unit, err);
+    if (e->opt.offload_optimizer) /* the update ran on the host (engine_offload.c) */
+        return ft_engine_offload_publish(e, unit, bits_ready, err);
     const float *master = eu->master; /* on the device */
     switch (e->opt.zero_stage) {
     case 0: /* fp32: the optimizer updated full in place */
@@ -154,7 +105,7 @@ static int publish(ft_engine *e, int unit, int bits_ready, ft_error *err)
     case 1:
     case 2:
         if (!bf16)
-            return gather_f32(e, eu->full, master, eu->shard, err);
+            return ft_engine_gather_f32(e, eu->full, master, eu->shard, err);
         if (bits_ready && e->gather_overlap) /* the bits are in place: gather, no wait */
             return ft_engine_start_deferred_gather(e, unit, err);
         if (!bits_ready) {
@@ -165,8 +116,7 @@ static int publish(ft_engine *e, int unit, int bits_ready, ft_error *err)
             be->ops->f32_to_bf16(be, e->stage_bits + len, master + len, eu->shard - len);
         }
         be->ops->sync(be);
-        return bits ? gather_bits(e, eu->full, e->stage_bits, eu->shard, err)
-                    : gather_bf16(e, eu->full, e->stage_bits, eu->shard, err);
+        return ft_engine_gather_bits_into(e, eu->full, e->stage_bits, eu->shard, err);
     default: /* stage 3: gathers read the device shard (fp32), these bits, or the master */
         if (eu->shard_bf16 && !bits_ready)
             be->ops->f32_to_bf16(be, eu->shard_bf16, master, eu->shard);
@@ -217,7 +167,7 @@ static int adopt_own_slice(ft_engine *e, int u, const float *host, ft_error *err
         if (host && host != own) /* slice_target may have put it there */
             be->ops->upload(be, own, host, eu->shard * sizeof(float));
         be->ops->sync(be);
-        if (e->size > 1 && gather_f32(e, unit, own, eu->shard, err)) /* in place */
+        if (e->size > 1 && ft_engine_gather_f32(e, unit, own, eu->shard, err)) /* in place */
             return -1;
         /* a master that is not the unit itself takes its values: in host memory with
          * offload, else on the device beside fp32 working parameters */
@@ -657,7 +607,7 @@ int ft_engine_download_params(ft_engine *e, int unit, float *host, ft_error *err
         return ft_fail(err, "out of memory gathering unit %d", unit);
     int rc = e->opt.precision.has_master
                  ? gather_bf16(e, tmp, eu->shard_bf16, eu->shard, err)
-                 : gather_f32(e, tmp, eu->dev_shard ? eu->dev_shard : eu->master, eu->shard, err);
+                 : ft_engine_gather_f32(e, tmp, eu->dev_shard ? eu->dev_shard : eu->master, eu->shard, err);
     if (!rc)
         be->ops->download(be, host, tmp, eu->numel * sizeof(float));
     be->ops->free(be, tmp);

@@ -29,13 +29,6 @@ int ft_engine_reduce_grads(ft_engine *e, ft_error *err)
     return ft_engine_reduce_full_grads(e, err);
 }
 
-/* The reduced gradient over this rank's optimizer range. */
-static float *opt_grads(ft_engine *e, engine_unit *eu)
-{
-    if (eu->grad_full)
-        return eu->grad_full + eu->opt_begin;
-    return eu->grad_shard;
-}
 
 int ft_engine_grad_norm(ft_engine *e, double *norm, ft_error *err)
 {
@@ -60,7 +53,7 @@ int ft_engine_grad_norm(ft_engine *e, double *norm, ft_error *err)
     for (int u = 0; u < nu; u++) {
         if (got[u])
             continue;
-        x[rest] = opt_grads(e, &e->units[u]);
+        x[rest] = ft_engine_opt_grads(e, &e->units[u]);
         n[rest++] = e->units[u].opt_end - e->units[u].opt_begin;
     }
     if (rest > 0)
@@ -114,21 +107,18 @@ static size_t decay_split(const ft_engine *e, int u)
 
 /* Optimizer update of unit elements [lo, hi) (unit coordinates, within the opt range),
  * with weight decay wd on [lo, split) only (split in [lo, hi]); fresh: the moments have
- * never been written (backend.h, moments_zero). */
+ * never been written (backend.h, moments_zero); host_grad: the opt range's gradient on
+ * the host (offload), else NULL. */
 static void update_range(ft_engine *e, const ft_optimizer_config *o, engine_unit *eu, size_t lo,
                          size_t split, size_t hi, double lr, double wd, float grad_mult,
-                         bool fresh)
+                         bool fresh, const float *host_grad)
 {
     if (hi <= lo)
         return;
     ft_backend *be = e->opt_be;
     const size_t off = lo - eu->opt_begin;
     float *p = update_param(e, eu, lo);
-    float *g = opt_grads(e, eu) + off;
-    if (e->opt.offload_optimizer) { /* the update runs on the host */
-        e->be->ops->download(e->be, e->host_grad, g, (hi - lo) * sizeof(float));
-        g = e->host_grad;
-    }
+    const float *g = (host_grad ? host_grad : ft_engine_opt_grads(e, eu)) + off;
     if (o->type == FT_OPT_ADAMW) {
         uint16_t *bits = ft_engine_update_bits(e, (int)(eu - e->units));
         ft_adamw_params ap = adamw_params(e, o, bits ? bits + off : NULL, lo, split, hi, lr, wd,
@@ -157,7 +147,13 @@ static void preview_lookup(ft_engine *e, const ft_optimizer_config *o, double lr
     engine_unit *eu = &e->units[0];
     const ft_adamw_params ap = adamw_params(e, o, NULL, eu->opt_begin, decay_split(e, 0),
                                             eu->opt_end, lr, o->weight_decay, grad_mult, fresh);
-    ft_engine_lookup_preview(e, update_param(e, eu, eu->opt_begin), opt_grads(e, eu), &ap);
+    ft_engine_lookup_preview(e, update_param(e, eu, eu->opt_begin), ft_engine_opt_grads(e, eu), &ap);
+}
+
+/* The unit updated i-th: in order, or with the rows ahead unit 0 (the embedding) last. */
+static int update_order(int i, int n_units, int ahead)
+{
+    return ahead ? (i + 1) % n_units : i;
 }
 
 int ft_engine_step(ft_engine *e, const ft_optimizer_config *o, double lr, double grad_mult,
@@ -184,17 +180,23 @@ int ft_engine_step(ft_engine *e, const ft_optimizer_config *o, double lr, double
         if (ahead)
             preview_lookup(e, o, lr, mult, fresh);
     }
+    const int offload = e->opt.offload_optimizer; /* turns on the host (engine_offload.c) */
+    if (offload)
+        ft_engine_offload_begin(e, update_order(0, n_units, ahead));
     for (int i = 0; i < n_units; i++) {
-        const int u = ahead ? (i + 1) % n_units : i;
+        const int u = update_order(i, n_units, ahead);
         engine_unit *eu = &e->units[u];
+        const int next = i + 1 < n_units ? update_order(i + 1, n_units, ahead) : -1;
+        const float *host_grad = offload ? ft_engine_offload_turn(e, next) : NULL;
         update_range(e, o, eu, eu->opt_begin, decay_split(e, u), eu->opt_end, lr,
-                     o->weight_decay, mult, fresh);
+                     o->weight_decay, mult, fresh, host_grad);
         /* No wait here: publishing is ordered after the update on the device's stream,
          * and the stages that hand a shared staging buffer to the transport wait there. */
         if ((o->type == FT_OPT_ADAMW ? ft_engine_publish_updated(e, u, err)
                                      : ft_engine_publish_params(e, u, err))) {
             if (overlap)
                 ft_engine_overlap_end(e);
+            ft_engine_offload_end(e);
             return -1;
         }
         if (overlap)
@@ -204,6 +206,7 @@ int ft_engine_step(ft_engine *e, const ft_optimizer_config *o, double lr, double
         ft_engine_overlap_end(e);
         return 0;
     }
+    ft_engine_offload_end(e);
     if (e->opt.zero_stage == 3)
         ft_engine_invalidate_gathered(e);
     /* No wait for the device either: what reads the state next (the next pass, through

@@ -34,6 +34,7 @@ static ft_engine_memory run_memory(ft_trainer *t)
         m.gathered += b.gathered;
         m.scratch += b.scratch;
         m.host += b.host;
+        m.host_pinned += b.host_pinned;
     }
     return m;
 }
@@ -65,9 +66,16 @@ static void print_memory(ft_trainer *t, const ft_engine_memory *mem)
             "ftmpi: memory per rank: params %s, grads %s, optimizer %s, gathered units %s, "
             "staging %s, activations %s (checkpointing %s)\n",
             h[0], h[1], h[2], h[3], h[4], h[5], ckpt);
-    if (t->cfg->offload_optimizer)
+    if (t->cfg->offload_optimizer) {
+        char pinned[80] = "";
+        if (mem->host_pinned) { /* the transfers overlap the host's update (engine_offload.c) */
+            char b[32];
+            ft_format_bytes(b, sizeof b, (double)mem->host_pinned);
+            snprintf(pinned, sizeof pinned, " (%s of it page-locked for the transfers)", b);
+        }
         fprintf(t->out, "ftmpi: optimizer offloaded: %s of master weights and moments in "
-                        "host memory\n", h[6]);
+                        "host memory%s\n", h[6], pinned);
+    }
     ft_metrics_values(t->metrics, "memory", 0, keys, v, 7);
 }
 

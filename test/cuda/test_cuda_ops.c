@@ -240,6 +240,40 @@ static void test_memory(void)
     free(src);
 }
 
+/* Page-locked host memory and the queued copies (the offloaded optimizer's transfers):
+ * zero-filled, and a round trip that crosses a device op (a zero of part of the buffer)
+ * lands after the sync with the values of the order queued. */
+static void test_host_copies(void)
+{
+    const size_t n = 300007;
+    float *h_up = gpu->ops->host_alloc(gpu, n * sizeof(float));
+    float *h_down = gpu->ops->host_alloc(gpu, n * sizeof(float));
+    report("host_alloc returns memory", h_up && h_down, NULL);
+    if (!h_up || !h_down)
+        return;
+    size_t nonzero = 0;
+    for (size_t i = 0; i < n; i++)
+        nonzero += h_up[i] != 0.0f || h_down[i] != 0.0f;
+    report("host_alloc is zero-filled", nonzero == 0, "%zu nonzero", nonzero);
+    float *src = host_random(n, -1, 1);
+    memcpy(h_up, src, n * sizeof(float));
+    float *d = gpu->ops->alloc(gpu, n * sizeof(float));
+    gpu->ops->upload_async(gpu, d, h_up, n * sizeof(float));
+    gpu->ops->zero(gpu, d, 1000 * sizeof(float)); /* queued after the upload */
+    gpu->ops->download_async(gpu, h_down, d, n * sizeof(float));
+    gpu->ops->sync(gpu);
+    int ok = 1;
+    for (size_t i = 0; i < n; i++)
+        if (h_down[i] != (i < 1000 ? 0.0f : src[i]))
+            ok = 0;
+    report("upload_async, zero, download_async: the queued order after sync", ok, NULL);
+    gpu->ops->free(gpu, d);
+    gpu->ops->host_free(gpu, h_up);
+    gpu->ops->host_free(gpu, h_down);
+    gpu->ops->host_free(gpu, NULL);
+    free(src);
+}
+
 /* ---------------------------------------------------------------- dense algebra */
 
 static void test_matmul_case(int m, int n, int k, bool ta, bool tb, float alpha, float beta,
@@ -1163,6 +1197,7 @@ int main(void)
         printf("device %d: %s (sm_%d%d)\n", device, prop.name, prop.major, prop.minor);
 
     test_memory();
+    test_host_copies();
     test_matmul();
     test_vector_ops();
     test_rmsnorm_case(1, 1);

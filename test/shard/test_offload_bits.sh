@@ -7,7 +7,10 @@
 # last rank's slice of every unit is padded, so its update range is shorter than the
 # bits uploaded), the tied and untied heads, on the CPU and on the CUDA backend where
 # the build has one that finds a device (a GPU or the CPU execution harness). In the fp32
-# recipe the master values go up instead, straight to where the parameters take them.
+# recipe the master values go up instead, straight to where the parameters take them. On
+# CUDA the step's copies are queued, a unit's gradient coming down while the host updates
+# the unit before (src/shard/engine_offload.c); the harness runs copies from and into
+# page-locked memory when the stream reaches them, so a missing wait gives other numbers.
 . "$(dirname "$0")/../train/lib.sh"
 "$GENDATA" --rows 64 --seq-len 32 --digits 2 train.h5 >/dev/null || fail "gendata"
 write_small_cfg s.cfg
@@ -22,6 +25,13 @@ check() {
     run_ranks "$n" s.cfg $common "$@" offload_optimizer=true final_weights=b.h5 \
         metrics_file=b.jsonl > b.log 2>&1 || { cat b.log; fail "$tag: run with offload"; }
     grep -q "optimizer offloaded" b.log || { cat b.log; fail "$tag: the run did not offload"; }
+    # on CUDA the turn buffers are page-locked, so that the copies overlap the host's
+    # update (engine_offload.c); the CPU has no such memory
+    pinned=$(grep -c "optimizer offloaded.*page-locked for the transfers" b.log)
+    case "$tag" in
+    cuda*) [ "$pinned" -ge 1 ] || { grep offloaded b.log; fail "$tag: no page-locked buffers"; } ;;
+    *) [ "$pinned" -eq 0 ] || { grep offloaded b.log; fail "$tag: page-locked buffers on the CPU"; } ;;
+    esac
     same_bits "$tag" 3 a b
     echo "$tag: ok"
 }
