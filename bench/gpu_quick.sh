@@ -38,6 +38,9 @@
 #      (checkpoint_keep_attention_output=true: the recompute without attention) (60),
 #      then the default step with the next lookup's embedding rows no longer made before
 #      the embedding's update (FTMPI_LOOKUP_AHEAD=0: what that gains) (60),
+#      then ftmpi alone with its optimizer offloaded to the host (offload_optimizer=true)
+#      with the copies overlapping the host's update through page-locked memory (90) and
+#      without (FTMPI_OFFLOAD_OVERLAP=0: one unit at a time, pageable) (90),
 #      then Nsight Compute inside the own attention
 #      kernels at head_dim 128, per-instruction warp sampling included
 #      (bench/gpu_attention_profile.sh) (150).
@@ -141,6 +144,10 @@ step ckpt_keep_output 60 env FTMPI_BUILD="$build" GPU_STEP_PEER=0 \
     sh "$top/bench/gpu_step.sh" --shape 1b checkpoint_keep_attention_output=true
 step lookup_ahead_off 60 env FTMPI_BUILD="$build" GPU_STEP_PEER=0 FTMPI_LOOKUP_AHEAD=0 \
     sh "$top/bench/gpu_step.sh" --shape 1b
+step offload 90 env FTMPI_BUILD="$build" GPU_STEP_PEER=0 \
+    sh "$top/bench/gpu_step.sh" --shape 1b offload_optimizer=true
+step offload_serial 90 env FTMPI_BUILD="$build" GPU_STEP_PEER=0 FTMPI_OFFLOAD_OVERLAP=0 \
+    sh "$top/bench/gpu_step.sh" --shape 1b offload_optimizer=true
 step attention_profile 150 env FTMPI_BUILD="$build" OUT="$logs/attention-profile" \
     sh "$top/bench/gpu_attention_profile.sh" 128
 case " ${GPU_QUICK_STEPS:-} " in
@@ -164,7 +171,7 @@ for name in attention_tc attention_cudnn cuda_ops racecheck; do
     echo "== $name"
     grep -E "FAIL|checks|refused|skipped|passed|ERROR SUMMARY|hazard|wgmma" "$logs/$name.log" | head -n 20
 done
-for name in gpu_tests gpu_step gpu_step_own overlap_off gpu_step_nockpt grads_zero_all ckpt_half ckpt_keep_attention ckpt_keep_output lookup_ahead_off head gpu_attention attention_profile attention_profile_shared attention_profile_wgmma profile timeline first_run; do
+for name in gpu_tests gpu_step gpu_step_own overlap_off gpu_step_nockpt grads_zero_all ckpt_half ckpt_keep_attention ckpt_keep_output lookup_ahead_off offload offload_serial head gpu_attention attention_profile attention_profile_shared attention_profile_wgmma profile timeline first_run; do
     [ -f "$logs/$name.log" ] || continue
     echo "== $name"
     cat "$logs/$name.log"

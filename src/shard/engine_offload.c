@@ -17,6 +17,9 @@
  * for it alone would need an event; one buffer for the bits is then enough). On a backend
  * without asynchronous copies (the CPU) the same order runs with copies that return done.
  * Outside a step (loading, publishing a checkpoint's values) an upload returns done. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "shard/engine_internal.h"
 
 /* Counted as host memory like the master and moments; page-locked from the device
@@ -74,8 +77,12 @@ void ft_engine_offload_allocate(ft_engine *e)
     for (int u = 0; u < e->layout.n_units; u++)
         if (ft_engine_opt_len(e, &e->units[u]) > max_opt)
             max_opt = ft_engine_opt_len(e, &e->units[u]);
-    /* a dry run (the planner) has no backend: it counts the same bytes */
-    const int can_pin = !e->dry_run && e->be->ops->host_alloc && e->be->ops->host_free;
+    /* a dry run (the planner) has no backend: it counts the same bytes.
+     * FTMPI_OFFLOAD_OVERLAP=0: pageable buffers and copies that return done (one unit at
+     * a time, as before the turns overlapped), to time the difference */
+    const char *env = getenv("FTMPI_OFFLOAD_OVERLAP");
+    const int can_pin = !e->dry_run && e->be->ops->host_alloc && e->be->ops->host_free &&
+                        !(env && strcmp(env, "0") == 0);
     if (!(can_pin && allocate_pair(e, max_opt, 1)))
         allocate_pair(e, max_opt, 0);
 }

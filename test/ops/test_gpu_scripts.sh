@@ -59,13 +59,13 @@ out=$(PATH="$PWD/gpu:$PATH" sh "$S/bench/gpu_attention_profile.sh" 64 x 2>&1); r
 
 # gpu_quick's budget: 3 s leaves less than the 5 s a step needs, so every step is skipped
 out=$(PATH="$PWD/gpu:$PATH" GPU_QUICK_BUDGET=3 FTMPI_BUILD="$PWD/none" sh "$S/bench/gpu_quick.sh" "$PWD/logs" 2>&1)
-steps="linkage attention_tc attention_cudnn gpu_tests gpu_step gpu_step_own overlap_off gpu_step_nockpt grads_zero_all head gpu_attention cuda_ops racecheck ckpt_half ckpt_keep_attention ckpt_keep_output lookup_ahead_off attention_profile profile timeline"
+steps="linkage attention_tc attention_cudnn gpu_tests gpu_step gpu_step_own overlap_off gpu_step_nockpt grads_zero_all head gpu_attention cuda_ops racecheck ckpt_half ckpt_keep_attention ckpt_keep_output lookup_ahead_off offload offload_serial attention_profile profile timeline"
 # (gpu_step_own, the step on the own attention kernels, follows a gpu_step that did not pass)
 for step in $steps; do
     echo "$out" | grep -qx "gpu_quick: $step: SKIPPED (the budget of 3s is spent)" ||
         { echo "$out"; fail "gpu_quick: no SKIPPED line for $step"; }
 done
-[ "$(echo "$out" | grep -c 'SKIPPED')" -eq 20 ] || { echo "$out"; fail "gpu_quick: expected 20 skipped steps"; }
+[ "$(echo "$out" | grep -c 'SKIPPED')" -eq 22 ] || { echo "$out"; fail "gpu_quick: expected 22 skipped steps"; }
 echo "$out" | grep -q "No such file" && { echo "$out"; fail "gpu_quick's summary reads logs no step wrote"; }
 [ -z "$(ls logs)" ] || { ls logs; fail "gpu_quick ran a step past its budget"; }
 # GPU_QUICK_STEPS: only the steps named get a line (here skipped for the budget)
