@@ -53,7 +53,7 @@ static void release(ft_engine *e)
     *o = (engine_offload){ 0 };
 }
 
-static int allocate_pair(ft_engine *e, size_t max_opt, int pinned)
+static int allocate_buffers(ft_engine *e, size_t max_opt, int pinned)
 {
     engine_offload *o = &e->offload;
     const size_t host0 = e->mem.host;
@@ -83,8 +83,8 @@ void ft_engine_offload_allocate(ft_engine *e)
     const char *env = getenv("FTMPI_OFFLOAD_OVERLAP");
     const int can_pin = !e->dry_run && e->be->ops->host_alloc && e->be->ops->host_free &&
                         !(env && strcmp(env, "0") == 0);
-    if (!(can_pin && allocate_pair(e, max_opt, 1)))
-        allocate_pair(e, max_opt, 0);
+    if (!(can_pin && allocate_buffers(e, max_opt, 1)))
+        allocate_buffers(e, max_opt, 0);
 }
 
 void ft_engine_offload_free(ft_engine *e)

@@ -117,11 +117,9 @@ static int publish(ft_engine *e, int unit, int bits_ready, ft_error *err)
         }
         be->ops->sync(be);
         return ft_engine_gather_bits_into(e, eu->full, e->stage_bits, eu->shard, err);
-    default: /* stage 3: gathers read the device shard (fp32), these bits, or the master */
+    default: /* stage 3: gathers read these bits, or the fp32 master itself */
         if (eu->shard_bf16 && !bits_ready)
             be->ops->f32_to_bf16(be, eu->shard_bf16, master, eu->shard);
-        else if (eu->dev_shard)
-            be->ops->copy(be, eu->dev_shard, master, eu->shard * sizeof(float));
         return 0;
     }
 }
