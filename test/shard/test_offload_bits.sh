@@ -38,12 +38,7 @@ check() {
 
 ranks="1"
 have_mpirun && ranks="1 3"
-devices="cpu"
-if cuda_cases &&
-    "$FTMPI" s.cfg device=cuda max_steps=1 optimizer.warmup_steps=0 > probe.log 2>&1; then
-    devices="cpu cuda"
-fi
-for dev in $devices; do
+for dev in $(backends_for s.cfg); do
     for p in bf16 fp32; do
         for n in $ranks; do
             for stage in 0 1 2 3; do

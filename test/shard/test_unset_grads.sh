@@ -33,12 +33,7 @@ check() {
 
 ranks="1"
 have_mpirun && ranks="1 2"
-devices="cpu"
-if cuda_cases &&
-    "$FTMPI" s.cfg device=cuda max_steps=1 optimizer.warmup_steps=0 > probe.log 2>&1; then
-    devices="cpu cuda"
-fi
-for dev in $devices; do
+for dev in $(backends_for s.cfg); do
     for n in $ranks; do
         for stage in 0 1 2 3; do
             check "$dev, $n ranks, stage $stage" $n device=$dev zero_stage=$stage

@@ -30,6 +30,17 @@ cuda_cases() {
     return 1
 }
 
+# backends_for CFG: "cpu", and "cuda" after it where this test's device = "cuda" cases run
+# (cuda_cases) and a one-step run of CFG on it works (a GPU or the CPU execution harness)
+backends_for() {
+    if cuda_cases >&2 &&
+        "$FTMPI" "$1" device=cuda max_steps=1 optimizer.warmup_steps=0 > probe.log 2>&1; then
+        echo "cpu cuda"
+    else
+        echo cpu
+    fi
+}
+
 # run_ranks N ARGS...: ftmpi on N ranks (directly for N=1, so the singleton path is covered)
 run_ranks() {
     n=$1; shift
