@@ -50,5 +50,16 @@ for dev in $(backends_for s.cfg); do
     check "$dev, bf16, 1 rank, tied head" 1 device=$dev precision=bf16 model.tie_word_embeddings=true
     [ "$ranks" != 1 ] && check "$dev, bf16, 3 ranks, stage 2, tied head" 3 device=$dev precision=bf16 \
         zero_stage=2 model.tie_word_embeddings=true
+    # a resume publishes the checkpoint's master outside a step (one buffer, each upload
+    # done before the next unit's rounding): the offloaded run resumed at step 2 ends
+    # with the uninterrupted one's weights
+    n=${ranks##* } tag="$dev, bf16, $n ranks, stage 3, resumed"
+    rm -rf ck a.h5 r.h5
+    run_ranks "$n" s.cfg $common device=$dev precision=bf16 zero_stage=3 offload_optimizer=true \
+        save_every=2 checkpoint_dir=ck final_weights=a.h5 > a.log 2>&1 || { cat a.log; fail "$tag: run"; }
+    run_ranks "$n" s.cfg $common device=$dev precision=bf16 zero_stage=3 offload_optimizer=true \
+        resume=ck/step-000002.h5 final_weights=r.h5 > r.log 2>&1 || { cat r.log; fail "$tag: resume"; }
+    h5diff a.h5 r.h5 /model /model > d.log 2>&1 || { head -20 d.log; fail "$tag: final weights differ"; }
+    echo "$tag: ok"
 done
 exit 0
