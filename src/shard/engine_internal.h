@@ -302,9 +302,8 @@ int ft_engine_gather_bits_into(ft_engine *e, void *full, const uint16_t *bits, s
                                ft_error *err);
 
 /* The reduced gradient over unit eu's optimizer range (this rank's). */
-static inline float *ft_engine_opt_grads(ft_engine *e, engine_unit *eu)
+static inline float *ft_engine_opt_grads(engine_unit *eu)
 {
-    (void)e;
     return eu->grad_full ? eu->grad_full + eu->opt_begin : eu->grad_shard;
 }
 

@@ -100,9 +100,9 @@ static void fetch_grad(ft_engine *e, int unit, int slot)
     ft_backend *be = e->be;
     const size_t bytes = (eu->opt_end - eu->opt_begin) * sizeof(float);
     if (be->ops->download_async && e->offload.pinned)
-        be->ops->download_async(be, e->offload.grad[slot], ft_engine_opt_grads(e, eu), bytes);
+        be->ops->download_async(be, e->offload.grad[slot], ft_engine_opt_grads(eu), bytes);
     else
-        be->ops->download(be, e->offload.grad[slot], ft_engine_opt_grads(e, eu), bytes);
+        be->ops->download(be, e->offload.grad[slot], ft_engine_opt_grads(eu), bytes);
 }
 
 void ft_engine_offload_begin(ft_engine *e, int first_unit)

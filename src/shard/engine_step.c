@@ -29,7 +29,6 @@ int ft_engine_reduce_grads(ft_engine *e, ft_error *err)
     return ft_engine_reduce_full_grads(e, err);
 }
 
-
 int ft_engine_grad_norm(ft_engine *e, double *norm, ft_error *err)
 {
     if (e->opt.frozen)
@@ -53,7 +52,7 @@ int ft_engine_grad_norm(ft_engine *e, double *norm, ft_error *err)
     for (int u = 0; u < nu; u++) {
         if (got[u])
             continue;
-        x[rest] = ft_engine_opt_grads(e, &e->units[u]);
+        x[rest] = ft_engine_opt_grads(&e->units[u]);
         n[rest++] = e->units[u].opt_end - e->units[u].opt_begin;
     }
     if (rest > 0)
@@ -118,7 +117,7 @@ static void update_range(ft_engine *e, const ft_optimizer_config *o, engine_unit
     ft_backend *be = e->opt_be;
     const size_t off = lo - eu->opt_begin;
     float *p = update_param(e, eu, lo);
-    const float *g = (host_grad ? host_grad : ft_engine_opt_grads(e, eu)) + off;
+    const float *g = (host_grad ? host_grad : ft_engine_opt_grads(eu)) + off;
     if (o->type == FT_OPT_ADAMW) {
         uint16_t *bits = ft_engine_update_bits(e, (int)(eu - e->units));
         ft_adamw_params ap = adamw_params(e, o, bits ? bits + off : NULL, lo, split, hi, lr, wd,
@@ -147,7 +146,7 @@ static void preview_lookup(ft_engine *e, const ft_optimizer_config *o, double lr
     engine_unit *eu = &e->units[0];
     const ft_adamw_params ap = adamw_params(e, o, NULL, eu->opt_begin, decay_split(e, 0),
                                             eu->opt_end, lr, o->weight_decay, grad_mult, fresh);
-    ft_engine_lookup_preview(e, update_param(e, eu, eu->opt_begin), ft_engine_opt_grads(e, eu), &ap);
+    ft_engine_lookup_preview(e, update_param(e, eu, eu->opt_begin), ft_engine_opt_grads(eu), &ap);
 }
 
 /* The unit updated i-th: in order, or with the rows ahead unit 0 (the embedding) last. */
