@@ -666,6 +666,7 @@ static const ft_backend_ops cuda_ops = {
     .lane_mark = ft_cuda_lane_mark,
     .lane_join = ft_cuda_lane_join,
     .lane_await = ft_cuda_lane_await,
+    .lane_sync = ft_cuda_lane_sync,
     .destroy = cuda_destroy,
 };
 

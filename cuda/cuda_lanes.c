@@ -103,3 +103,8 @@ void ft_cuda_lane_await(ft_backend *be, int id)
     }
     ft_cuda_check(cudaStreamWaitEvent(l->main, ev, 0), "lane_await (wait)");
 }
+
+void ft_cuda_lane_sync(ft_backend *be)
+{
+    ft_cuda_check(cudaStreamSynchronize(ft_cuda_state_of(be)->lanes.side), "lane_sync");
+}

@@ -33,5 +33,6 @@ void ft_cuda_lane_fork(ft_backend *be, bool phases);
 void ft_cuda_lane_mark(ft_backend *be, int id);
 void ft_cuda_lane_join(ft_backend *be);
 void ft_cuda_lane_await(ft_backend *be, int id);
+void ft_cuda_lane_sync(ft_backend *be);
 
 #endif

@@ -380,7 +380,10 @@ typedef struct ft_backend_ops {
      *   lane_join:     the ops that follow go to the main lane again, which does not
      *                  wait for the side lane;
      *   lane_await(id): the main lane's next ops wait for mark id (-1: for all the work
-     *                  queued on the side lane so far).
+     *                  queued on the side lane so far);
+     *   lane_sync:     the host waits for the work queued on the side lane so far, not
+     *                  for the main lane's (the offloaded optimizer's wait for a download
+     *                  while an upload runs on).
      * The side lane is for ops on buffers nothing else touches until awaited (the
      * optimizer's, sum_squares_start): it must not allocate or free. Host waits (sync,
      * download, sum_squares) wait for the current lane only. */
@@ -388,6 +391,7 @@ typedef struct ft_backend_ops {
     void (*lane_mark)(ft_backend *be, int id);
     void (*lane_join)(ft_backend *be);
     void (*lane_await)(ft_backend *be, int id);
+    void (*lane_sync)(ft_backend *be);
 
     void (*destroy)(ft_backend *be);
 } ft_backend_ops;

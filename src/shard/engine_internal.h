@@ -105,7 +105,7 @@ typedef struct engine_lookup {
 /* The offloaded optimizer's host buffers (engine_offload.c). */
 typedef struct engine_offload {
     float *grad[2];    /* [max opt range] the gradient slices brought down, by turn parity */
-    uint16_t *bits;    /* bf16 recipe: [max opt range] the working bits the host rounds */
+    uint16_t *bits[2]; /* bf16 recipe: [max opt range] the working bits the host rounds */
     int pinned;        /* from the device backend's host_alloc (else the host backend's) */
     int in_step;       /* between ft_engine_offload_begin and _end */
     int turn;          /* the step's current turn (unit order), from 0 */
@@ -311,9 +311,8 @@ static inline float *ft_engine_opt_grads(engine_unit *eu)
 void ft_engine_offload_allocate(ft_engine *e);
 void ft_engine_offload_free(ft_engine *e);
 /* A step's turns, a unit each in update order: begin queues first_unit's gradient down;
- * turn waits for this turn's gradient (and the last turn's upload), queues next_unit's
- * (-1: none) and returns this turn's gradient on the host; end waits for the last
- * upload. */
+ * turn waits for this turn's gradient, queues next_unit's (-1: none) and returns this
+ * turn's gradient on the host; end waits for every copy. */
 void ft_engine_offload_begin(ft_engine *e, int first_unit);
 float *ft_engine_offload_turn(ft_engine *e, int next_unit);
 void ft_engine_offload_end(ft_engine *e);

@@ -3,19 +3,24 @@
  *
  * Per unit a step brings the rank's gradient slice down (fp32, 4 bytes a parameter) and
  * sends up what publishing needs: the bf16 working bits the host's AdamW wrote (2 bytes
- * a parameter) in the bf16 recipe, the fp32 master values (4) in the fp32 one. The
- * gradient's host buffers are a pair, page-locked where the device backend has such
- * memory, and the units take turns:
+ * a parameter) in the bf16 recipe, the fp32 master values (4) in the fp32 one. The host
+ * buffers come in pairs, page-locked where the device backend has such memory, and the
+ * units take turns. On a backend with a side lane (CUDA) the downloads run there and the
+ * uploads on the main lane:
  *
- *   turn i:  sync (unit i's gradient is down, unit i-1's upload done)
- *            queue unit i+1's gradient down into the pair's other buffer
- *            AdamW of unit i on the host, from this turn's buffer
- *            queue unit i's upload
+ *   turn i:  wait for the side lane (unit i's gradient is down)
+ *            queue unit i+1's gradient down into the other gradient buffer (side lane,
+ *            after the main lane's work so far: unit i-1's upload)
+ *            AdamW of unit i on the host, from and into this turn's buffers
+ *            queue unit i's upload (main lane)
  *
- * so the update of one unit runs while the copy engine brings the next one's gradient,
- * the larger of the two transfers. The upload is waited for at the next turn (a host wait
- * for it alone would need an event; one buffer for the bits is then enough). On a backend
- * without asynchronous copies (the CPU) the same order runs with copies that return done.
+ * so the host's update of unit i runs while the bus takes unit i-1's result up and
+ * brings unit i+1's gradient down. A turn's buffers are written again two turns later:
+ * its gradient buffer by unit i+2's download, queued once the host's update of unit i
+ * is over; its bits by the host's update of unit i+2, after turn i+2's wait for that
+ * download, which the side lane's fork had ordered after unit i's upload. Without a
+ * side lane the turn's wait is for everything queued, the last upload included; without
+ * asynchronous copies (the CPU) the same order runs with copies that return done.
  * Outside a step (loading, publishing a checkpoint's values) an upload returns done. */
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +46,7 @@ static void *host_buffer(ft_engine *e, size_t bytes, int pinned)
 static void release(ft_engine *e)
 {
     engine_offload *o = &e->offload;
-    void *bufs[] = { o->grad[0], o->grad[1], o->bits };
+    void *bufs[] = { o->grad[0], o->grad[1], o->bits[0], o->bits[1] };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         if (!bufs[i])
             continue;
@@ -59,10 +64,11 @@ static int allocate_buffers(ft_engine *e, size_t max_opt, int pinned)
     const size_t host0 = e->mem.host;
     int ok = 1;
     o->pinned = pinned;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
         ok &= (o->grad[i] = host_buffer(e, max_opt * sizeof(float), pinned)) != NULL;
-    if (e->opt.precision.has_master)
-        ok &= (o->bits = host_buffer(e, max_opt * sizeof(uint16_t), pinned)) != NULL;
+        if (e->opt.precision.has_master)
+            ok &= (o->bits[i] = host_buffer(e, max_opt * sizeof(uint16_t), pinned)) != NULL;
+    }
     if (!ok && !e->dry_run) { /* out of locked memory: all of them in pageable memory */
         release(e);
         e->mem.host = host0;
@@ -93,16 +99,32 @@ void ft_engine_offload_free(ft_engine *e)
         release(e);
 }
 
+/* Downloads on the side lane, uploads on the main one: a backend with lanes and
+ * asynchronous copies, and page-locked buffers. */
+static int downloads_aside(const ft_engine *e)
+{
+    const ft_backend_ops *ops = e->be->ops;
+    return e->offload.pinned && ops->download_async && ops->lane_fork && ops->lane_join &&
+           ops->lane_sync;
+}
+
 /* The reduced gradient over this rank's optimizer range down into the buffer of slot. */
 static void fetch_grad(ft_engine *e, int unit, int slot)
 {
     engine_unit *eu = &e->units[unit];
     ft_backend *be = e->be;
     const size_t bytes = (eu->opt_end - eu->opt_begin) * sizeof(float);
-    if (be->ops->download_async && e->offload.pinned)
-        be->ops->download_async(be, e->offload.grad[slot], ft_engine_opt_grads(eu), bytes);
-    else
-        be->ops->download(be, e->offload.grad[slot], ft_engine_opt_grads(eu), bytes);
+    float *dst = e->offload.grad[slot];
+    if (downloads_aside(e)) {
+        be->ops->lane_fork(be, false); /* after the main lane's work: the gradient, the
+                                          last upload */
+        be->ops->download_async(be, dst, ft_engine_opt_grads(eu), bytes);
+        be->ops->lane_join(be);
+    } else if (be->ops->download_async && e->offload.pinned) {
+        be->ops->download_async(be, dst, ft_engine_opt_grads(eu), bytes);
+    } else {
+        be->ops->download(be, dst, ft_engine_opt_grads(eu), bytes);
+    }
 }
 
 void ft_engine_offload_begin(ft_engine *e, int first_unit)
@@ -115,7 +137,11 @@ void ft_engine_offload_begin(ft_engine *e, int first_unit)
 float *ft_engine_offload_turn(ft_engine *e, int next_unit)
 {
     engine_offload *o = &e->offload;
-    e->be->ops->sync(e->be); /* this turn's gradient down, the last turn's upload done */
+    if (downloads_aside(e))
+        e->be->ops->lane_sync(e->be); /* this turn's gradient down (and the upload before
+                                         the last, which its download's fork waited for) */
+    else
+        e->be->ops->sync(e->be); /* this turn's gradient down, the last turn's upload done */
     o->turn++;
     if (next_unit >= 0)
         fetch_grad(e, next_unit, (o->turn + 1) & 1);
@@ -126,13 +152,14 @@ void ft_engine_offload_end(ft_engine *e)
 {
     if (!e->offload.in_step)
         return;
-    e->be->ops->sync(e->be); /* the last upload done: the buffers are free */
+    /* the last turn waited for the last download; this, for the last upload */
+    e->be->ops->sync(e->be);
     e->offload.in_step = 0;
 }
 
 uint16_t *ft_engine_offload_bits(ft_engine *e)
 {
-    return e->offload.bits;
+    return e->offload.bits[e->offload.in_step ? e->offload.turn & 1 : 0];
 }
 
 /* bytes from host memory src to dst: queued in a step (the next turn's sync waits for

@@ -267,6 +267,17 @@ static void test_host_copies(void)
         if (h_down[i] != (i < 1000 ? 0.0f : src[i]))
             ok = 0;
     report("upload_async, zero, download_async: the queued order after sync", ok, NULL);
+    /* a download on the side lane: lane_sync (the host's wait for that lane) covers it */
+    memset(h_down, 0, n * sizeof(float));
+    gpu->ops->lane_fork(gpu, false);
+    gpu->ops->download_async(gpu, h_down, d, n * sizeof(float));
+    gpu->ops->lane_join(gpu);
+    gpu->ops->lane_sync(gpu);
+    ok = 1;
+    for (size_t i = 0; i < n; i++)
+        if (h_down[i] != (i < 1000 ? 0.0f : src[i]))
+            ok = 0;
+    report("download_async on the side lane: there after lane_sync", ok, NULL);
     gpu->ops->free(gpu, d);
     gpu->ops->host_free(gpu, h_up);
     gpu->ops->host_free(gpu, h_down);
