@@ -48,7 +48,8 @@ int ft_preflight_final_weights(ft_trainer *t, ft_error *err)
          ft_output_not_input(cfg->final_weights, "final_weights", cfg->train_data, "data.train",
                              err) ||
          ft_output_not_input(cfg->final_weights, "final_weights", cfg->eval_data, "data.eval",
-                             err)))
+                             err) ||
+         ft_output_replaceable(cfg->final_weights, "final_weights", err)))
         rc = -1;
     if (t->comm->rank == 0 && !rc) {
         char tmp[1100];

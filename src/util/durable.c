@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int ft_fsync_path(const char *path)
@@ -35,6 +36,12 @@ int ft_commit_file(const char *tmp, const char *path, ft_error *err)
 {
     char dir[1100];
     ft_path_dir(path, dir, sizeof dir);
+    /* a device, FIFO or socket at the name would itself be replaced (as root, /dev/null
+     * by an HDF5 file): the written file stays at tmp */
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+        return ft_fail(err, "%s: is not a regular file, and ftmpi will not replace it; the "
+                       "finished file is %s", path, tmp);
     if (ft_fsync_path(tmp) || rename(tmp, path) || ft_fsync_path(dir))
         return ft_fail(err, "%s: cannot complete the file (from %s): %s", path, tmp,
                        strerror(errno));

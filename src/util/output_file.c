@@ -71,6 +71,15 @@ int ft_output_fopen_tmp(const char *tmp, FILE **fp, ft_error *err)
     return 0;
 }
 
+int ft_output_replaceable(const char *path, const char *what, ft_error *err)
+{
+    struct stat st;
+    if (!path || lstat(path, &st) != 0 || S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))
+        return 0;
+    return ft_fail(err, "%s %s: is %s, which the finished file would replace; give the path "
+                   "of a file", what, path, kind_of(st.st_mode));
+}
+
 /* path's directory made canonical, plus its last component: the file path names, for
  * comparing names of files that do not exist yet. 0, or -1 when the directory does
  * not resolve. */

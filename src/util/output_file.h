@@ -34,6 +34,12 @@ int ft_output_create_tmp(const char *tmp, mode_t mode, int *fd, ft_error *err);
 /* The same as a stdio stream ("w"). */
 int ft_output_fopen_tmp(const char *tmp, FILE **fp, ft_error *err);
 
+/* Fails when path exists and is neither a regular file nor a symlink (a device such as
+ * /dev/null, a FIFO, a socket, a directory): renaming the finished file over it would
+ * replace the device node itself (as root) instead of writing to it. what names the
+ * option in the message. */
+int ft_output_replaceable(const char *path, const char *what, ft_error *err);
+
 /* Fails when out and in name the same file: the same device and inode when both exist,
  * else the same name once their directories are resolved (two outputs of one run). in
  * or out may be NULL or "-" (standard streams: no conflict). out_what/in_what name the

@@ -86,6 +86,11 @@ refused 2 "/dev/zero: is a character device, not a regular file" "/dev/zero as t
 refused 2 "fifo.cfg: is a FIFO" "FIFO as an @include" inc.cfg $common max_steps=1
 mkfifo fifo.h5
 refused 2 "fifo.h5: is a FIFO, not a regular file" "FIFO as data.train" s.cfg $common max_steps=1 data.train=fifo.h5
+# renamed over a FIFO (or, as root, /dev/null) the finished file would replace the node
+mkfifo out.fifo
+refused 1 "final_weights out.fifo: is a FIFO, which the finished file would replace" \
+    "FIFO as final_weights" s.cfg $common max_steps=1 final_weights=out.fifo
+[ -p out.fifo ] || fail "final_weights: the FIFO was replaced"
 cat > w.cfg <<CFG
 max_steps = 1; micro_batch_size = 2; global_batch_size = 4;
 model = { weights = "fifo.h5"; };

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "util/input_file.h"
+#include "util/durable.h"
 #include "util/output_file.h"
 
 static void write_text(const char *path, const char *text)
@@ -156,6 +157,32 @@ static void test_tmp_files(void **state)
     fclose(fp);
 }
 
+/* A finished file is not renamed over a node that is not a regular file (as root a
+ * final_weights of /dev/null replaced the device with an HDF5 file): the commit fails
+ * and the written file stays at its temporary name; a symlink at the name is replaced
+ * as before, a regular file too. */
+static void test_commit_over_special(void **state)
+{
+    (void)state;
+    ft_error err;
+    assert_int_equal(mkfifo("node", 0600), 0);
+    write_text("node.tmp", "done");
+    assert_int_equal(ft_output_replaceable("node", "final_weights", &err), -1);
+    assert_non_null(strstr(err.msg, "final_weights node: is a FIFO, which the finished file"));
+    assert_int_equal(ft_commit_file("node.tmp", "node", &err), -1);
+    assert_non_null(strstr(err.msg, "node: is not a regular file, and ftmpi will not replace "
+                                    "it; the finished file is node.tmp"));
+    struct stat st;
+    assert_int_equal(lstat("node", &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+    read_back("node.tmp", "done");
+    write_text("plain", "old");
+    assert_int_equal(ft_output_replaceable("plain", "final_weights", &err), 0);
+    assert_int_equal(ft_output_replaceable("absent", "final_weights", &err), 0);
+    assert_int_equal(ft_commit_file("node.tmp", "plain", &err), 0);
+    read_back("plain", "done");
+}
+
 static void test_same_file(void **state)
 {
     (void)state;
@@ -186,6 +213,7 @@ int main(void)
         cmocka_unit_test(test_input_kinds),
         cmocka_unit_test(test_stream_and_lines),
         cmocka_unit_test(test_tmp_files),
+        cmocka_unit_test(test_commit_over_special),
         cmocka_unit_test(test_same_file),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
